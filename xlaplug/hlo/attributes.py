@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable
 
 from .attr_types import (ConvDims, PadDim, Padding, Raw, ReplicaGroups, SliceDim, SliceRanges,
@@ -259,15 +260,27 @@ def _kv_items(body: str, sep: str) -> list[tuple[str, str]]:
     return items
 
 
+_META_ITEM = re.compile(r'\s*([A-Za-z_][\w.\-]*)=("(?:[^"\\]|\\.)*"|[^\s"]+)\s*')
+
+
 def p_metadata(t: str) -> dict[str, Any]:
+    # Hot path (jax prints metadata on most instructions): one regex, no character loop.
+    body = _braced_body(t, "metadata")
     out: dict[str, Any] = {}
-    for key, val in _kv_items(_braced_body(t, "metadata"), " "):
-        if val.startswith('"'):
-            out[key] = p_string(val)
+    pos = 0
+    for m in _META_ITEM.finditer(body):
+        if m.start() != pos:
+            break
+        pos = m.end()
+        key, val = m.group(1), m.group(2)
+        if val[0] == '"':
+            out[key] = unquote(val)
         elif _INT.fullmatch(val):
             out[key] = int(val)
         else:
             out[key] = Raw(val)
+    if pos != len(body):
+        raise AttrError(f"malformed metadata near '{_short(body[pos:])}'", pos + 1)
     return out
 
 
@@ -349,7 +362,21 @@ PARSERS: dict[str, Callable[[str], Any]] = {
 }
 
 
+# Kinds whose values are immutable, so one parse can serve every repetition of the same
+# text (`dimensions={0}`, `index=1`, `direction=LT` repeat thousands of times in big modules).
+_CACHEABLE = frozenset(INT_LISTS + INTS + BOOLS + WORDS + (
+    "slice", "window", "dim_labels", "padding", "operand_precision", "replica_groups",
+    "source_target_pairs", "parameter_replication"))
+
+
+@lru_cache(maxsize=8192)
+def _parse_cached(name: str, text: str) -> Any:
+    return PARSERS[name](text)
+
+
 def parse_attr(name: str, text: str) -> Any:
+    if name in _CACHEABLE:
+        return _parse_cached(name, text)
     parser = PARSERS.get(name)
     if parser is None:
         return Raw(text)

@@ -43,7 +43,8 @@ def _lark(strict: bool = False, with_transformer: bool = True) -> Lark:
                 transformer=_Builder() if with_transformer else None, maybe_placeholders=False)
 
 
-_ATTR_SPLIT = re.compile(r",\s*([A-Za-z_][\w.\-]*)\s*=\s*")
+_ATTR = re.compile(r',\s*([A-Za-z_][\w.\-]*)\s*=\s*((?:' + _braced(8)
+                   + r'|"(?:[^"\\]|\\.)*"|\[[^\]]*\]|\([^()]*\)|[^\s,{}"\[\]()]+)+)')
 _COMMENTS = re.compile(r"/\*.*?\*/", re.S)
 
 
@@ -66,24 +67,33 @@ def _shape_of(tok) -> Shape:
         raise _err(str(e), tok.start_pos) from None
 
 
-def _attrs(toks, owner: str) -> dict:
+def _attrs(tok, owner: str) -> dict:
+    """The ATTRS token (all `, name=value` of one instruction) -> {name: typed value}."""
     out: dict = {}
-    for tok in toks:
-        m = _ATTR_SPLIT.match(tok)
-        name, value = m.group(1), tok[m.end():]
+    if tok is None:
+        return out
+    base = tok.start_pos
+    for m in _ATTR.finditer(tok):
+        name, value = m.group(1), m.group(2)
+        vpos = base + m.start(2)
         if name in out:
-            raise _err(f"attribute '{name}' given twice on '{owner}'", tok.start_pos)
+            raise _err(f"attribute '{name}' given twice on '{owner}'", base + m.start(1))
         try:
             v = A.parse_attr(name, value)
         except (A.AttrError, ShapeError) as e:
-            raise _err(f"attribute '{name}': {e}", tok.start_pos + m.end() + getattr(e, "offset", 0)) from None
+            raise _err(f"attribute '{name}': {e}", vpos + getattr(e, "offset", 0)) from None
         if isinstance(v, (A.CompRef, A.InstrRef)):
-            v.offset = tok.start_pos + m.end()
+            v.offset = vpos
         elif isinstance(v, list):
             for r in v:
-                r.offset = tok.start_pos + m.end()
+                r.offset = vpos
         out[name] = v
     return out
+
+
+def _opt_attrs(children, owner: str) -> dict:
+    last = children[-1] if children else None
+    return _attrs(last if isinstance(last, Token) and last.type == "ATTRS" else None, owner)
 
 
 class _Builder(Transformer):
@@ -102,28 +112,30 @@ class _Builder(Transformer):
     def instruction(self, children):
         i = 0
         is_root = False
-        if isinstance(children[0], Token) and children[0].type == "ROOT":
+        if children[0].type == "ROOT":
             is_root, i = True, 1
-        name_tok, shape, op_tok, operands_tok = children[i:i + 4]
-        name = name_tok.lstrip("%")
-        opcode = str(op_tok)
+        name_tok, shape, call_tok = children[i:i + 3]
+        name = name_tok[:-1].rstrip().lstrip("%")
+        paren = call_tok.index("(")
+        opcode = call_tok[:paren].rstrip()
         if opcode not in ALL_OPCODES:
-            raise _err(f"unknown opcode '{opcode}'", op_tok.start_pos)
+            raise _err(f"unknown opcode '{opcode}'", call_tok.start_pos)
         instr = Instruction(name, opcode, _shape_of(shape), line=name_tok.line,
                             column=name_tok.column)
-        instr.attrs = _attrs(children[i + 4:], name)
-        body = operands_tok[1:-1]
+        instr.attrs = _attrs(children[i + 3] if len(children) > i + 3 else None, name)
+        body = call_tok[paren + 1:-1]
+        body_pos = call_tok.start_pos + paren + 1
         if opcode == "constant":
-            self._constant(instr, body, operands_tok.start_pos + 1)
+            self._constant(instr, body, body_pos)
             instr._operand_refs = []
         elif opcode == "parameter":
-            if not re.fullmatch(r"\s*\d+\s*", body):
+            if not body.strip().isdigit():
                 raise _err(f"parameter '{name}' needs a parameter number, got '({body.strip()})'",
-                           operands_tok.start_pos)
+                           body_pos)
             instr.parameter_number = int(body)
             instr._operand_refs = []
         else:
-            instr._operand_refs = self._operand_names(body, operands_tok.start_pos + 1)
+            instr._operand_refs = self._operand_names(body, body_pos)
         instr._is_root = is_root
         return instr
 
@@ -175,11 +187,11 @@ class _Builder(Transformer):
         if rest and isinstance(rest[0], tuple) and rest[0][0] == "signature":
             sig, rest = rest[0], rest[1:]
         instrs = [c for c in rest if isinstance(c, Instruction)]
-        trailing = [c for c in rest if isinstance(c, Token) and c.type == "ATTR"]
-        for a in _attrs(trailing, comp.name).items():
-            if a[0] != "execution_thread":
-                raise _err(f"unknown computation attribute '{a[0]}'", trailing[0].start_pos)
-            comp.execution_thread = a[1]
+        trailing = rest[-1] if rest and isinstance(rest[-1], Token) else None
+        for key, value in _attrs(trailing, comp.name).items():
+            if key != "execution_thread":
+                raise _err(f"unknown computation attribute '{key}'", trailing.start_pos)
+            comp.execution_thread = value
         comp.instructions = instrs
         comp.has_signature = sig is not None
         _resolve_computation(comp, sig)
@@ -192,7 +204,7 @@ class _Builder(Transformer):
         return ("table", str(children[0]), list(children[1:]))
 
     def header(self, children):
-        return ("header", children[0], _attrs(children[1:], "HloModule"))
+        return ("header", children[0], _opt_attrs(children[1:], "HloModule"))
 
     def start(self, children):
         return children
@@ -298,7 +310,8 @@ def _check_text(text: str) -> None:
 
 def _describe(tok_type: str) -> str:
     return {"NAME": "a name", "SHAPE": "a shape", "OPERANDS": "an operand list",
-            "ATTR": "', attribute=value'", "LBRACE": "'{'", "RBRACE": "'}'", "EQUAL": "'='",
+            "ATTRS": "', attribute=value'", "INSTR_NAME": "an instruction 'name ='",
+            "OPCALL": "'opcode(operands)'", "LBRACE": "'{'", "RBRACE": "'}'", "EQUAL": "'='",
             "LPAR": "'('", "RPAR": "')'", "$END": "end of file", "__ANON_0": "'->'",
             "COLON": "':'", "COMMA": "','", "INT": "an integer", "STRING": "a string",
             "BRACED": "'{...}'", "PARAM_NAME": "a parameter 'name:'", "ROOT": "ROOT",

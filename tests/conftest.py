@@ -1,0 +1,17 @@
+"""Shared pytest fixtures."""
+import sys
+from pathlib import Path
+
+import pytest
+
+_TESTS = str(Path(__file__).resolve().parent)
+if _TESTS not in sys.path:  # so tests can `import jax_corpus` under any import mode
+    sys.path.insert(0, _TESTS)
+
+
+@pytest.fixture(scope="session")
+def jax_corpus():
+    """Every program of tests/jax_corpus.py as an Entry (name, lowered_hlo, compiled_hlo,
+    inputs, outputs, x64); generated once, then read from tests/.corpus_cache/."""
+    import jax_corpus as corpus
+    return corpus.load_corpus()

@@ -1,0 +1,1 @@
+"""Execution backends: thunk sequences, buffer assignment, CPU and CUDA kernels."""

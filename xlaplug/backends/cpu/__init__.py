@@ -1,0 +1,1 @@
+"""CPU kernels: every module here registers kernels into backends.registry on import."""

@@ -1,0 +1,314 @@
+"""Linear algebra kernels: dot, convolution, cholesky, triangular-solve.
+
+Accumulation types follow XLA:CPU:
+  * floats narrower than f32 (f16, bf16, f8...) accumulate in f32 and round once at the end
+    (XLA:CPU upcasts such dots/convolutions to f32);
+  * f32 accumulates in f32 (BLAS sgemm), f64 in f64, complex in the complex result type;
+  * integers: operands are converted to the result type and multiplied/added with
+    wrap-around (the evaluator's static_cast + two's-complement arithmetic).  Modular
+    arithmetic makes that equal to exact int64 arithmetic truncated to the result width,
+    which is what is computed here (through f64 BLAS when the sums are provably exact);
+  * pred: an OR of ANDs.
+
+cholesky and triangular-solve follow XLA's expanders (cholesky_expander.cc,
+triangular_solve_expander.cc), which XLA:CPU uses:
+  * cholesky reads only the `lower` (or upper) triangle, returns zeros in the other
+    triangle, and a matrix whose factorization met a NaN square root (not positive
+    definite) becomes all-NaN, per batch element;
+  * triangular-solve reads only the named triangle of `a` (the diagonal is not read when
+    unit_diagonal) and solves op(a) x = b (left_side) or x op(a) = b.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...hlo import dtypes as D
+from ..registry import kernel
+from .structural import ExecutionError
+
+_F64_EXACT = float(2 ** 53)
+
+
+def _int_range(dt: np.dtype) -> float:
+    """The largest magnitude an integer (or bool) dtype can hold."""
+    if dt.kind == "b":
+        return 1.0
+    try:
+        info = np.iinfo(dt)
+        return float(max(abs(int(info.min)), int(info.max)))
+    except ValueError:  # ml_dtypes sub-byte ints
+        import ml_dtypes
+        info = ml_dtypes.iinfo(dt)
+        return float(max(abs(int(info.min)), int(info.max)))
+
+
+def _is_int(dt: np.dtype) -> bool:
+    if dt.kind in "iub":
+        return True
+    try:
+        return D.is_integral(D.from_dtype(dt))
+    except ValueError:
+        return False
+
+
+def _compute_plan(lhs_dt: np.dtype, rhs_dt: np.dtype, out_dt: np.dtype, k: int):
+    """(compute dtype, kind) for a contraction of length k: kind is 'float' or 'int'."""
+    if out_dt.kind == "c":
+        if lhs_dt == np.complex128 or rhs_dt == np.complex128 or out_dt == np.complex128 \
+                or lhs_dt == np.float64 or rhs_dt == np.float64:
+            return np.dtype(np.complex128), "float"
+        return np.dtype(np.complex64), "float"
+    if _is_int(out_dt) and _is_int(lhs_dt) and _is_int(rhs_dt):
+        bound = _int_range(lhs_dt) * _int_range(rhs_dt) * max(k, 1)
+        if bound < _F64_EXACT:
+            return np.dtype(np.float64), "int"  # exact in f64, fast through BLAS
+        return np.dtype(np.int64), "int"
+    if lhs_dt.kind == "c" or rhs_dt.kind == "c":
+        return np.dtype(np.complex128), "float"
+    wide = any(d == np.float64 for d in (lhs_dt, rhs_dt, out_dt))
+    return np.dtype(np.float64 if wide else np.float32), "float"
+
+
+def _to_compute(x: np.ndarray, cdt: np.dtype) -> np.ndarray:
+    x = np.asarray(x)
+    if x.dtype == cdt:
+        return x
+    if cdt.kind == "i" and x.dtype.kind not in "iub":
+        return x.astype(np.int64)
+    return x.astype(cdt)
+
+
+def _finish(y: np.ndarray, kind: str, out_dt: np.dtype) -> np.ndarray:
+    """Compute-type result -> result dtype (integers wrap; pred is `!= 0`)."""
+    if kind == "int":
+        if y.dtype != np.int64:
+            y = y.astype(np.int64)  # exact: |y| < 2^53
+        if out_dt.kind == "b":
+            return y != 0
+        if out_dt.itemsize < 8 or out_dt.kind == "u":
+            return y.astype(out_dt)  # two's-complement truncation
+        return y.astype(out_dt, copy=False)
+    if out_dt.kind != "c" and y.dtype.kind == "c":
+        y = y.real
+    return y.astype(out_dt, copy=False)
+
+
+# ---- dot -------------------------------------------------------------------------------
+
+@kernel("dot")
+def _dot(ins, args, ctx):
+    lhs, rhs = np.asarray(args[0]), np.asarray(args[1])
+    a = ins.attrs
+    lb = tuple(a.get("lhs_batch_dims", ()))
+    rb = tuple(a.get("rhs_batch_dims", ()))
+    lc = tuple(a.get("lhs_contracting_dims", ()))
+    rc = tuple(a.get("rhs_contracting_dims", ()))
+    if len(lb) != len(rb) or len(lc) != len(rc):
+        raise ExecutionError(f"dot '{ins.name}': batch/contracting dimension counts differ")
+    lf = [d for d in range(lhs.ndim) if d not in lb and d not in lc]
+    rf = [d for d in range(rhs.ndim) if d not in rb and d not in rc]
+    bshape = [lhs.shape[d] for d in lb]
+    B = int(np.prod(bshape, dtype=np.int64))
+    M = int(np.prod([lhs.shape[d] for d in lf], dtype=np.int64))
+    N = int(np.prod([rhs.shape[d] for d in rf], dtype=np.int64))
+    K = int(np.prod([lhs.shape[d] for d in lc], dtype=np.int64))
+    out_dt = ins.shape.dtype
+    cdt, kind = _compute_plan(lhs.dtype, rhs.dtype, out_dt, K)
+    L = _to_compute(lhs.transpose(list(lb) + lf + list(lc)), cdt).reshape(B, M, K)
+    R = _to_compute(rhs.transpose(list(rb) + list(rc) + rf), cdt).reshape(B, K, N)
+    if K == 0:
+        y = np.zeros((B, M, N), cdt)
+    elif B == 1:
+        y = (L[0] @ R[0])[None]
+    else:
+        y = np.matmul(L, R)
+    y = _finish(y, kind, out_dt)
+    return np.asarray(y.reshape(ins.shape.dims), order="C")
+
+
+# ---- convolution -----------------------------------------------------------------------
+
+def _dilate_pad(x: np.ndarray, first_spatial: int, pads) -> np.ndarray:
+    """Pad/dilate the trailing spatial dims: pads = [(lo, hi, interior)] per spatial dim."""
+    if all(p == (0, 0, 0) for p in pads):
+        return x
+    from .data_movement import pad_array
+    full = [(0, 0, 0)] * first_spatial + list(pads)
+    return pad_array(x, full, 0)
+
+
+@kernel("convolution")
+def _convolution(ins, args, ctx):
+    lhs, rhs = np.asarray(args[0]), np.asarray(args[1])
+    dn = ins.attrs["dim_labels"]
+    window = ins.attrs.get("window")
+    wdims = list(window.dims) if window is not None else []
+    nsp = len(dn.input_spatial)
+    if len(wdims) != nsp:
+        if not wdims and nsp == 0:
+            pass
+        else:
+            raise ExecutionError(f"convolution '{ins.name}': window has {len(wdims)} "
+                                 f"dimensions, dim_labels {nsp} spatial dimensions")
+    G = int(ins.attrs.get("feature_group_count", 1) or 1)
+    BG = int(ins.attrs.get("batch_group_count", 1) or 1)
+    out_dt = ins.shape.dtype
+
+    # Canonical layouts: input [N, C, S...], kernel [O, I, S...], output [N, O, S...].
+    x = lhs.transpose((dn.input_batch, dn.input_feature) + tuple(dn.input_spatial))
+    w = rhs.transpose((dn.kernel_output_feature, dn.kernel_input_feature)
+                      + tuple(dn.kernel_spatial))
+    out_dims = ins.shape.dims
+    n_out = out_dims[dn.output_batch]
+    o_out = out_dims[dn.output_feature]
+    s_out = [out_dims[d] for d in dn.output_spatial]
+    N, C = x.shape[0], x.shape[1]
+    O, I = w.shape[0], w.shape[1]
+    ksz = list(w.shape[2:])
+    KK = int(np.prod(ksz, dtype=np.int64))
+    P = int(np.prod(s_out, dtype=np.int64))
+    if C != I * G or O % G or N % BG or O % BG or o_out != O or n_out != N // BG:
+        raise ExecutionError(f"convolution '{ins.name}': inconsistent shapes for "
+                             f"feature_group_count={G}, batch_group_count={BG}")
+    cdt, kind = _compute_plan(lhs.dtype, rhs.dtype, out_dt, I * KK)
+    x = _to_compute(x, cdt)
+    w = _to_compute(w, cdt)
+
+    rev = [d + 2 for d, wd in enumerate(wdims) if wd.reversal]
+    if rev:
+        w = np.flip(w, axis=rev)
+    x = _dilate_pad(x, 2, [(wd.pad_lo, wd.pad_hi, wd.lhs_dilate - 1) for wd in wdims])
+
+    # im2col: cols[n, c, kk, p] = x[n, c, p*stride + k*rhs_dilation]
+    full = bool(P and KK and N and C)
+    cols = (np.empty if full else np.zeros)((N, C, KK) + tuple(s_out), cdt)
+    if full:
+        for kk, koff in enumerate(np.ndindex(*ksz) if ksz else [()]):
+            idx = [slice(None), slice(None)]
+            for d, (k, wd, o) in enumerate(zip(koff, wdims, s_out)):
+                start = k * wd.rhs_dilate
+                idx.append(slice(start, start + (o - 1) * wd.stride + 1, wd.stride))
+            cols[:, :, kk] = x[tuple(idx)]
+    cols = cols.reshape(N, C, KK, P)
+
+    if G > 1:
+        # out[n, g*Og + o, p] = sum_{c, kk} w[g*Og + o, c, kk] * cols[n, g*I + c, kk, p]
+        Og = O // G
+        wm = w.reshape(G, Og, I * KK)
+        xm = cols.reshape(N, G, I * KK, P)
+        y = np.matmul(wm[None], xm).reshape(N, O, P)
+    elif BG > 1:
+        # out[n, g*Ob + o, p] = sum_{c, kk} w[g*Ob + o, c, kk] * cols[g*Nb + n, c, kk, p]
+        Ob, Nb = O // BG, N // BG
+        wm = w.reshape(BG, Ob, C * KK)
+        xm = cols.reshape(BG, Nb, C * KK, P)
+        y = np.matmul(wm[:, None], xm)  # [BG, Nb, Ob, P]
+        y = y.transpose(1, 0, 2, 3).reshape(Nb, O, P)
+    else:
+        wm = w.reshape(O, C * KK)
+        xm = cols.reshape(N, C * KK, P)
+        y = np.matmul(wm[None], xm) if N != 1 else (wm @ xm[0])[None]
+    y = _finish(y, kind, out_dt).reshape((n_out, o_out) + tuple(s_out))
+    # Canonical [N, O, S...] -> the output's dim order.
+    canon = (dn.output_batch, dn.output_feature) + tuple(dn.output_spatial)
+    inv = np.argsort(canon)
+    return np.asarray(y.transpose(inv), order="C")
+
+
+# ---- cholesky --------------------------------------------------------------------------
+
+def _work_dtype(dt: np.dtype) -> np.dtype:
+    if dt.kind == "c":
+        return dt
+    if dt == np.float64:
+        return dt
+    return np.dtype(np.float32)
+
+
+def _swap(x: np.ndarray) -> np.ndarray:
+    return np.swapaxes(x, -1, -2)
+
+
+@kernel("cholesky")
+def _cholesky(ins, args, ctx):
+    a = np.asarray(args[0])
+    lower = bool(ins.attrs.get("lower", False))
+    wdt = _work_dtype(a.dtype)
+    a = a.astype(wdt)
+    if not lower:
+        a = _swap(a)  # a plain transpose, as XLA's expander does
+    n = a.shape[-1]
+    batch = a.shape[:-2]
+    L = np.zeros_like(a)
+    err = np.zeros(batch, bool)
+    cplx = wdt.kind == "c"
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        for j in range(n):
+            row = L[..., j, :j]
+            if cplx:
+                s = a[..., j, j] - np.sum(row * row.conj(), axis=-1)
+                ljj = np.sqrt(s.real)
+                err |= np.isnan(ljj)
+                ljj = ljj.astype(wdt)
+            else:
+                s = a[..., j, j] - np.sum(row * row, axis=-1)
+                ljj = np.sqrt(s)
+                err |= np.isnan(ljj)
+            L[..., j, j] = ljj
+            if j + 1 < n:
+                below = a[..., j + 1:, j] - np.matmul(
+                    L[..., j + 1:, :j], row.conj()[..., None])[..., 0]
+                L[..., j + 1:, j] = below / ljj[..., None]
+    if err.any():
+        L[err] = np.nan
+    if not lower:
+        L = _swap(L)
+    return np.asarray(L.astype(ins.shape.dtype), order="C")
+
+
+# ---- triangular-solve ------------------------------------------------------------------
+
+@kernel("triangular-solve")
+def _triangular_solve(ins, args, ctx):
+    a, b = np.asarray(args[0]), np.asarray(args[1])
+    at = ins.attrs
+    left = bool(at.get("left_side", False))
+    lower = bool(at.get("lower", False))
+    unit = bool(at.get("unit_diagonal", False))
+    trans = str(at.get("transpose_a", "NO_TRANSPOSE")).upper()
+    wide = any(d in (np.float64, np.complex128) for d in (a.dtype, b.dtype))
+    if a.dtype.kind == "c" or b.dtype.kind == "c":
+        wdt = np.dtype(np.complex128 if wide else np.complex64)
+    else:
+        wdt = np.dtype(np.float64 if wide else np.float32)
+    A = a.astype(wdt)
+    Bm = b.astype(wdt)
+    n = A.shape[-1]
+    A = np.tril(A) if lower else np.triu(A)
+    if unit:
+        idx = np.arange(n)
+        A[..., idx, idx] = 1
+    if trans in ("TRANSPOSE", "ADJOINT"):
+        A = _swap(A)
+        if trans == "ADJOINT":
+            A = A.conj()
+        lower = not lower
+    if not left:
+        # x A = b  <=>  A^T x^T = b^T
+        A = _swap(A)
+        lower = not lower
+        Bm = _swap(Bm)
+    A = np.broadcast_to(A, Bm.shape[:-2] + A.shape[-2:]) if A.ndim < Bm.ndim else A
+    X = np.zeros(np.broadcast_shapes(A.shape[:-2], Bm.shape[:-2]) + Bm.shape[-2:], wdt)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        order = range(n) if lower else range(n - 1, -1, -1)
+        for i in order:
+            if lower:
+                acc = np.matmul(A[..., i:i + 1, :i], X[..., :i, :])
+            else:
+                acc = np.matmul(A[..., i:i + 1, i + 1:], X[..., i + 1:, :])
+            rhs = Bm[..., i:i + 1, :] - acc
+            X[..., i:i + 1, :] = rhs if unit else rhs / A[..., i:i + 1, i:i + 1]
+    if not left:
+        X = _swap(X)
+    return np.asarray(X.astype(ins.shape.dtype), order="C")

@@ -1,0 +1,76 @@
+"""Kernels that move values around without computing: tuples, calls, control flow."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..registry import kernel
+
+
+class ExecutionError(RuntimeError):
+    """A failure while running a module (clear, user-facing; exit code 2 at the CLI)."""
+
+
+@kernel("tuple")
+def _tuple(ins, args, ctx):
+    return tuple(args)
+
+
+@kernel("get-tuple-element")
+def _gte(ins, args, ctx):
+    return args[0][ins.attrs["index"]]
+
+
+@kernel("opt-barrier")
+def _barrier(ins, args, ctx):
+    return args[0]
+
+
+@kernel("call", "fusion")
+def _call(ins, args, ctx):
+    comp = ins.attrs.get("to_apply") or ins.attrs["calls"]
+    if isinstance(comp, list):
+        comp = comp[0]
+    return ctx.run(comp, args)
+
+
+@kernel("while")
+def _while(ins, args, ctx):
+    cond, body = ins.attrs["condition"], ins.attrs["body"]
+    state = args[0]
+    limit = ctx.options.get("max_while_iterations")
+    n = 0
+    while bool(np.asarray(ctx.run(cond, [state]))):
+        if limit is not None and n >= limit:
+            raise ExecutionError(f"while loop '{ins.name}' exceeded --max-while-iterations={limit}")
+        state = ctx.run(body, [state])
+        n += 1
+    return state
+
+
+@kernel("conditional")
+def _conditional(ins, args, ctx):
+    selector = np.asarray(args[0])
+    if "branch_computations" in ins.attrs:
+        branches = ins.attrs["branch_computations"]
+        idx = int(selector)
+        if idx < 0 or idx >= len(branches):
+            idx = len(branches) - 1  # XLA: an out-of-range index runs the last branch
+    else:
+        branches = [ins.attrs["true_computation"], ins.attrs["false_computation"]]
+        idx = 0 if bool(selector) else 1
+    return ctx.run(branches[idx], [args[1 + idx]])
+
+
+@kernel("after-all")
+def _after_all(ins, args, ctx):
+    return np.zeros((), np.bool_)  # tokens carry no data
+
+
+@kernel("add-dependency")
+def _add_dependency(ins, args, ctx):
+    return args[0]
+
+
+@kernel("replica-id", "partition-id")
+def _ids(ins, args, ctx):
+    return np.zeros((), np.uint32)  # a single replica / partition

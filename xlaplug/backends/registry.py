@@ -1,0 +1,44 @@
+"""Kernel tables, keyed by (opcode, device) -- one table, as JAX keeps one rule table per kind.
+
+A kernel is `fn(ins, args, ctx) -> value`:
+  ins   the Instruction (shape, attrs, called computations),
+  args  operand values: numpy arrays (tuple-shaped operands are Python tuples),
+  ctx   the ExecContext: `ctx.run(comp, args)` runs a called computation,
+        `ctx.scalar_fn(comp)` gives a numba-compiled scalar function for a reducer or
+        comparator computation, `ctx.options` holds run limits.
+It returns a numpy array of exactly `ins.shape` (dtype and dims), or a tuple for tuples.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+KERNELS: dict[tuple[str, str], Callable] = {}
+
+
+def kernel(*opcodes: str, device: str = "cpu"):
+    def deco(fn):
+        for op in opcodes:
+            KERNELS[(op, device)] = fn
+        return fn
+    return deco
+
+
+def lookup(opcode: str, device: str = "cpu") -> Callable | None:
+    _load_builtin(device)
+    return KERNELS.get((opcode, device))
+
+
+_LOADED: set[str] = set()
+
+
+def _load_builtin(device: str) -> None:
+    if device in _LOADED:
+        return
+    _LOADED.add(device)
+    if device == "cpu":
+        import importlib
+        import pkgutil
+
+        from . import cpu
+        for info in pkgutil.iter_modules(cpu.__path__):
+            importlib.import_module(f"{cpu.__name__}.{info.name}")

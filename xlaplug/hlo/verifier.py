@@ -1,0 +1,201 @@
+"""The HLO verifier: structure plus XLA's shape rules (shape_inference.py).
+
+`verify_module(module)` raises an HloVerifyError, positioned at the offending instruction, on
+the first problem; `verify_module_all(module)` returns every problem (at most one per
+instruction).  What is checked, as XLA's HloVerifier does with its default options
+(layout-insensitive, no mixed precision):
+
+* the module has an entry computation, and its root/parameters agree with the header's
+  `entry_computation_layout` when there is one (layouts ignored);
+* every computation has a ROOT, and its parameter numbers are exactly 0..n-1;
+* every instruction's operands live in its own computation and its called computations in
+  the module; its operand count fits its opcode;
+* every instruction's declared shape equals the shape its opcode's rule infers
+  (`instruction 'NAME' (opcode): inferred shape f32[2,3] but declared f32[3,2]`), compared
+  like XLA's ShapeUtil::Compatible: layouts ignored, a bounded dynamic dimension `<=N`
+  matches a static `N` (XLA does not compare dynamism) and `?` matches any size;
+* called computations have the parameter counts and signatures their callers need (while,
+  conditional, call, map, reduce, sort, scatter, fusion, async...), inside the rules;
+* floating-point operands of one instruction share one precision, except for the opcodes
+  XLA allow-lists (dot, convolution, tuple, call, ...), unless `allow_mixed_precision`;
+* with `allow_unbounded_dynamism=False` (XLA's default), no `?` dimension at all.  Ours
+  defaults to True: jax's shape-polymorphic exports (and the conformance suite) use `?`; a
+  `?` size then matches any size in every check, as in XLA's unbounded-dynamism rules.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+from .errors import HloVerifyError
+from .ir import UNBOUNDED, Computation, Instruction, Module
+from .shape_inference import ShapeInferenceError, compatible, infer_shape, is_floating, s
+
+# Opcodes XLA exempts from the mixed-precision operand check (CheckMixedPrecisionOperands).
+MIXED_PRECISION_OK = frozenset({
+    "call", "conditional", "constant", "convolution", "dot", "all-reduce", "all-reduce-start",
+    "all-reduce-done", "all-gather", "all-gather-start", "all-gather-done", "async-done",
+    "async-update", "async-start", "copy-done", "copy-start", "custom-call", "domain", "fusion",
+    "get-tuple-element", "opt-barrier", "infeed", "outfeed", "parameter", "recv", "recv-done",
+    "reduce-precision", "reduce-window", "send", "send-done", "sort", "tuple", "while",
+    "ragged-dot", "scan",
+})
+
+
+def verify_module(module: Module, *, allow_mixed_precision: bool = False,
+                  allow_unbounded_dynamism: bool = True) -> None:
+    """Raise HloVerifyError on the first problem in `module`."""
+    for err in _problems(module, allow_mixed_precision, allow_unbounded_dynamism):
+        raise err
+
+
+def verify_module_all(module: Module, *, allow_mixed_precision: bool = False,
+                      allow_unbounded_dynamism: bool = True) -> list[HloVerifyError]:
+    """Every problem in `module` (at most one per instruction), in text order."""
+    return list(_problems(module, allow_mixed_precision, allow_unbounded_dynamism))
+
+
+def verify_instruction(ins: Instruction, *, allow_mixed_precision: bool = False) -> str | None:
+    """The problem with one instruction's shape, as a message, or None."""
+    try:
+        inferred = infer_shape(ins)
+    except ShapeInferenceError as e:
+        return f"instruction '{ins.name}' ({ins.opcode}): {e}"
+    if not allow_mixed_precision and ins.opcode not in MIXED_PRECISION_OK:
+        seen = None
+        for o in ins.operands:
+            for leaf in o.shape.leaves():
+                t = leaf.element_type
+                if is_floating(t):
+                    if seen is None:
+                        seen = t
+                    elif t != seen:
+                        return (f"instruction '{ins.name}' ({ins.opcode}): operands mix "
+                                f"floating-point types {seen} and {t}, but mixed precision is "
+                                f"not allowed")
+    # XLA's ShapeUtil::Compatible, a superset of Shape.compatible: it also lets a bounded
+    # dynamic dimension match a static one and `?` match any size.
+    if not compatible(inferred, ins.shape):
+        return (f"instruction '{ins.name}' ({ins.opcode}): inferred shape {s(inferred)} but "
+                f"declared {s(ins.shape)}")
+    return None
+
+
+def _error(module: Module, msg: str, where) -> HloVerifyError:
+    line = getattr(where, "line", 0) or 0
+    col = getattr(where, "column", 0) or 0
+    return HloVerifyError(msg, file=module.source, line=line, column=col)
+
+
+def _problems(module: Module, allow_mixed: bool, allow_unbounded: bool) -> Iterator[HloVerifyError]:
+    comps = list(module.computations)
+    if not comps:
+        yield _error(module, f"module '{module.name}' has no computations", None)
+        return
+    comp_ids = {id(c) for c in comps}
+    if module.entry is None or id(module.entry) not in comp_ids:
+        yield _error(module, f"module '{module.name}' has no entry computation", comps[-1])
+    names: dict[str, Computation] = {}
+    for c in comps:
+        if c.name in names:
+            yield _error(module, f"duplicate computation name '{c.name}'", c)
+        names[c.name] = c
+    for comp in comps:
+        yield from _computation_problems(module, comp, comp_ids, allow_mixed, allow_unbounded)
+    if module.entry is not None and id(module.entry) in comp_ids:
+        yield from _entry_layout_problems(module)
+
+
+def _computation_problems(module: Module, comp: Computation, comp_ids: set[int],
+                          allow_mixed: bool, allow_unbounded: bool) -> Iterator[HloVerifyError]:
+    if not comp.instructions:
+        yield _error(module, f"computation '{comp.name}' has no instructions", comp)
+        return
+    members = {id(i) for i in comp.instructions}
+    if comp.root is None or id(comp.root) not in members:
+        yield _error(module, f"computation '{comp.name}' has no ROOT instruction", comp)
+    params = [i for i in comp.instructions if i.opcode == "parameter"]
+    numbers: dict[int, Instruction] = {}
+    for p in params:
+        n = p.parameter_number
+        if not isinstance(n, int) or n < 0 or n >= len(params):
+            yield _error(module, f"parameter '{p.name}' has number {n}, out of range for "
+                                 f"computation '{comp.name}' with {len(params)} parameter"
+                                 f"{'s' if len(params) != 1 else ''}", p)
+        elif n in numbers:
+            yield _error(module, f"parameter '{p.name}' reuses number {n} of "
+                                 f"'{numbers[n].name}' in computation '{comp.name}'", p)
+        else:
+            numbers[n] = p
+    seen_names: set[str] = set()
+    for ins in comp.instructions:
+        if ins.name in seen_names:
+            yield _error(module, f"duplicate instruction name '{ins.name}' in computation "
+                                 f"'{comp.name}'", ins)
+            continue
+        seen_names.add(ins.name)
+        msg = _structure_problem(ins, members, comp_ids, comp, allow_unbounded)
+        if msg is None:
+            msg = verify_instruction(ins, allow_mixed_precision=allow_mixed)
+        if msg is not None:
+            yield _error(module, msg, ins)
+
+
+def _structure_problem(ins: Instruction, members: set[int], comp_ids: set[int],
+                       comp: Computation, allow_unbounded: bool) -> str | None:
+    head = f"instruction '{ins.name}' ({ins.opcode})"
+    for k, o in enumerate(ins.operands):
+        if id(o) not in members:
+            return f"{head}: operand {k} '{o.name}' is not in computation '{comp.name}'"
+    for c in ins.called_computations():
+        if id(c) not in comp_ids:
+            return f"{head}: calls computation '{c.name}', which is not in the module"
+    if not allow_unbounded and any(d == UNBOUNDED for leaf in ins.shape.leaves()
+                                   for d in leaf.dims):
+        return f"{head}: unbounded dynamic shape {s(ins.shape)} is not allowed"
+    return None
+
+
+def _split_program_shape(text: str) -> tuple[str, str] | None:
+    t = text.strip()
+    if t.startswith("{") and t.endswith("}"):
+        t = t[1:-1].strip()
+    depth = 0
+    for i, ch in enumerate(t):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif depth == 0 and t.startswith("->", i):
+            return t[:i].strip(), t[i + 2:].strip()
+    return None
+
+
+def _entry_layout_problems(module: Module) -> Iterator[HloVerifyError]:
+    raw = module.attrs.get("entry_computation_layout")
+    if raw is None:
+        return
+    from .shape_parser import ShapeError, parse_shape
+    parts = _split_program_shape(str(raw))
+    if parts is None:
+        return
+    try:
+        params = parse_shape(parts[0])
+        result = parse_shape(parts[1])
+    except ShapeError:
+        return
+    entry = module.entry
+    if not params.is_tuple:
+        return
+    actual = [p.shape for p in entry.parameters]
+    if len(params.tuple_shapes) != len(actual):
+        yield _error(module, f"entry_computation_layout lists {len(params.tuple_shapes)} "
+                             f"parameters but entry computation '{entry.name}' has "
+                             f"{len(actual)}", entry)
+        return
+    for k, (want, got) in enumerate(zip(params.tuple_shapes, actual)):
+        if not compatible(want, got):
+            yield _error(module, f"entry computation '{entry.name}' parameter {k} is {s(got)} "
+                                 f"but entry_computation_layout says {s(want)}", entry)
+    if entry.root is not None and not compatible(result, entry.root.shape):
+        yield _error(module, f"entry computation '{entry.name}' returns {s(entry.root.shape)} "
+                             f"but entry_computation_layout says {s(result)}", entry.root)
