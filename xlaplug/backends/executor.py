@@ -1,85 +1,80 @@
-"""A direct interpreter over computations: the reference executor kernels plug into.
+"""The executor: runs thunk sequences with numpy values.
 
-`run_module(module, args)` evaluates the entry computation with numpy values.  Side-effecting
-instructions the ROOT does not reach still run, in program order.
+`run_module(module, args)` builds the entry's thunk sequence (see thunks.py) and runs it.
+Each thunk's kernel gets its operand values; a value is dropped after its last use, so the
+memory a run holds follows the buffer assignment.  Side-effecting instructions the ROOT
+does not reach are in the sequence and run like the rest.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from ..hlo.ir import Computation, Instruction, Module
 from .cpu.structural import ExecutionError
 from .registry import lookup
+from .thunks import ThunkSequence, build_sequence
 
 
-def schedule(comp: Computation) -> list[Instruction]:
-    """Instructions in an order where operands and control predecessors come first."""
-    order: list[Instruction] = []
-    state: dict[int, int] = {}
-    for start in comp.instructions:
-        if id(start) in state:
-            continue
-        stack = [(start, False)]
-        while stack:
-            ins, done = stack.pop()
-            if done:
-                state[id(ins)] = 2
-                order.append(ins)
-                continue
-            if id(ins) in state:
-                continue
-            state[id(ins)] = 1
-            stack.append((ins, True))
-            for dep in reversed(ins.operands + ins.control_predecessors):
-                s = state.get(id(dep))
-                if s == 1:
-                    raise ExecutionError(f"cycle through instruction '{dep.name}'")
-                if s is None:
-                    stack.append((dep, False))
-    return order
+def _constant_kernel(ins, args, ctx):
+    if ins.literal_elided:
+        raise ExecutionError(f"constant '{ins.name}' has an elided literal ({{...}}): its "
+                             "values are not in the module")
+    return ins.literal
 
 
 class ExecContext:
-    def __init__(self, device: str = "cpu", options: dict | None = None):
+    def __init__(self, device: str = "cpu", options: dict | None = None,
+                 overrides: Callable[[Instruction], Callable | None] | None = None):
         self.device = device
         self.options = options or {}
-        self._schedules: dict[int, list[Instruction]] = {}
+        self._overrides = overrides
+        self._sequences: dict[int, ThunkSequence] = {}
         self._scalar_fns: dict[int, Any] = {}
 
-    def run(self, comp: Computation, args: list) -> Any:
-        order = self._schedules.get(id(comp))
-        if order is None:
-            order = self._schedules[id(comp)] = schedule(comp)
-        params = comp.parameters
-        if len(args) != len(params):
-            raise ExecutionError(f"computation '{comp.name}' takes {len(params)} arguments, "
-                                 f"got {len(args)}")
-        values: dict[int, Any] = {}
-        for p, a in zip(params, args):
-            values[id(p)] = a
-        for ins in order:
-            if ins.opcode == "parameter":
-                continue
-            values[id(ins)] = self.execute(ins, [values[id(o)] for o in ins.operands])
-        return values[id(comp.root)]
-
-    def execute(self, ins: Instruction, args: list) -> Any:
+    def resolve(self, ins: Instruction) -> Callable | None:
+        """The kernel for an instruction: a plugin's, else the backend's."""
         if ins.opcode == "constant":
-            if ins.literal_elided:
-                raise ExecutionError(f"constant '{ins.name}' has an elided literal ({{...}}): "
-                                     "its values are not in the module")
-            return ins.literal
-        fn = lookup(ins.opcode, self.device)
-        if fn is None:
-            if ins.opcode == "custom-call":
-                raise ExecutionError(f"custom-call '{ins.name}': no plugin provides target "
-                                     f"'{ins.attrs.get('custom_call_target', '?')}' on "
-                                     f"{self.device}")
-            raise ExecutionError(f"opcode '{ins.opcode}' (instruction '{ins.name}') has no "
-                                 f"{self.device} kernel")
-        return fn(ins, args, self)
+            return _constant_kernel
+        if self._overrides is not None:
+            fn = self._overrides(ins)
+            if fn is not None:
+                return fn
+        return lookup(ins.opcode, self.device)
+
+    def sequence(self, comp: Computation) -> ThunkSequence:
+        seq = self._sequences.get(id(comp))
+        if seq is None:
+            seq = build_sequence(comp, self.resolve, self._sequences)
+        return seq
+
+    def run(self, comp: Computation, args: list) -> Any:
+        seq = self.sequence(comp)
+        if len(args) != len(seq.params):
+            raise ExecutionError(f"computation '{comp.name}' takes {len(seq.params)} "
+                                 f"arguments, got {len(args)}")
+        values: list[Any] = [None] * len(seq.thunks)
+        for p, a in zip(seq.params, args):
+            values[p] = a
+        for t in seq.thunks:
+            ins = t.ins
+            if ins.opcode != "parameter":
+                fn = t.kernel
+                if fn is None:
+                    self._missing(ins)
+                values[t.index] = fn(ins, [values[i] for i in t.inputs], self)
+            for d in t.frees:
+                if d != seq.root:
+                    values[d] = None
+        return values[seq.root]
+
+    def _missing(self, ins: Instruction):
+        if ins.opcode == "custom-call":
+            raise ExecutionError(f"custom-call '{ins.name}': no plugin provides target "
+                                 f"'{ins.attrs.get('custom_call_target', '?')}' on {self.device}")
+        raise ExecutionError(f"opcode '{ins.opcode}' (instruction '{ins.name}') has no "
+                             f"{self.device} kernel")
 
     def scalar_fn(self, comp: Computation):
         fn = self._scalar_fns.get(id(comp))
@@ -91,4 +86,4 @@ class ExecContext:
 
 def run_module(module: Module, args: list, device: str = "cpu", **options) -> Any:
     ctx = ExecContext(device, options)
-    return ctx.run(module.entry, [np.asarray(a) if not isinstance(a, tuple) else a for a in args])
+    return ctx.run(module.entry, [a if isinstance(a, tuple) else np.asarray(a) for a in args])

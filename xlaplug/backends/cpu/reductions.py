@@ -1,0 +1,74 @@
+"""reduce and map.
+
+reduce folds, for every output element, the reduced elements in row-major order of the
+reduced dimensions: acc = init; acc = reducer(acc..., x...) (XLA's HloEvaluator order; a
+variadic reducer takes N accumulators then N elements and returns an N-tuple).  A reducer
+that is a plain add/multiply/maximum/minimum/and/or of its two parameters, with the
+identity as init value, runs as a numpy reduction instead (sums then add in numpy's
+pairwise order).  Narrow floats (f16, bf16, f8) travel as f32; their add/multiply keep the
+compiled loop, so every step rounds to the narrow type as in XLA.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..registry import kernel
+from . import comp_patterns as P
+from .jit_drivers import (from_numba, map_driver, numba_array, numba_dtype, numba_scalar, pick,
+                          reduce_driver, scalar_callable)
+
+
+def _out_shapes(ins):
+    return ins.shape.tuple_shapes if ins.shape.is_tuple else (ins.shape,)
+
+
+@kernel("reduce")
+def _reduce(ins, args, ctx):
+    n = len(args) // 2
+    xs = [np.asarray(x) for x in args[:n]]
+    inits = [np.asarray(i) for i in args[n:]]
+    dims = tuple(sorted(ins.attrs.get("dimensions", ())))
+    comp = ins.attrs["to_apply"]
+    shapes = _out_shapes(ins)
+    if n == 1:
+        fast = _fast_reduce(comp, xs[0], inits[0], dims, shapes[0])
+        if fast is not None:
+            return fast
+    kept = [d for d in range(xs[0].ndim) if d not in dims]
+    perm = kept + list(dims)
+    m = int(np.prod([xs[0].shape[d] for d in kept], dtype=np.int64))
+    k = int(np.prod([xs[0].shape[d] for d in dims], dtype=np.int64))
+    rows = [np.ascontiguousarray(numba_array(x).transpose(perm)).reshape(m, k) for x in xs]
+    outs = [np.empty(m, numba_dtype(s.dtype)) for s in shapes]
+    if m:
+        fn, jit = scalar_callable(ctx, comp)
+        pick(reduce_driver(n), jit)(fn, *rows, *[numba_scalar(i) for i in inits], *outs)
+    res = [from_numba(o, s.dtype).reshape(s.dims) for o, s in zip(outs, shapes)]
+    return tuple(res) if ins.shape.is_tuple else res[0]
+
+
+def _fast_reduce(comp, x, init, dims, shape):
+    op = P.binary_op(comp)
+    if op is None or x.dtype != shape.dtype or not P.is_identity(op, init):
+        return None
+    uf = P.ufunc_for(op, shape.element_type, widened=True)
+    if uf is None:
+        return None
+    if x.size == 0 or not dims:
+        if not dims:
+            return x.copy()
+        return np.full(shape.dims, init, shape.dtype)
+    work = numba_array(x)  # narrow floats as f32: exact for max/min
+    r = uf.reduce(work, axis=dims, dtype=work.dtype if work.dtype != np.bool_ else None)
+    return np.asarray(r).astype(shape.dtype, copy=False).reshape(shape.dims)
+
+
+@kernel("map")
+def _map(ins, args, ctx):
+    comp = ins.attrs["to_apply"]
+    xs = [numba_array(np.asarray(a)).reshape(-1) for a in args]
+    out = np.empty(ins.shape.num_elements(), numba_dtype(ins.shape.dtype))
+    if out.size:
+        fn, jit = scalar_callable(ctx, comp)
+        pick(map_driver(len(xs)), jit)(fn, out, *[np.ascontiguousarray(x) for x in xs])
+    return from_numba(out, ins.shape.dtype).reshape(ins.shape.dims)

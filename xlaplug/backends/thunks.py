@@ -1,0 +1,197 @@
+"""Thunk sequences and buffer assignment.
+
+After the pass pipeline, each computation is scheduled (operands and control predecessors
+first; side-effecting instructions the ROOT does not reach are kept) into a ThunkSequence:
+one thunk per instruction that does work, each naming its kernel, its input slots and its
+output slot.  while / conditional / call / fusion thunks hold the nested sequences of the
+computations they run.
+
+Buffer assignment gives each array value a slot.  A slot whose value is dead (its last user
+has run) is reused by a later value of no larger size (best fit), and the sequence reports
+its peak bytes; the executor drops each value after its last use, so the peak it reports is
+the peak the run reaches.  Values that only re-label others (tuple, get-tuple-element,
+parameter, bitcast of a plain value) take no new buffer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..hlo.ir import Computation, Instruction, Module
+
+# Instructions that create no new storage: they alias their operand(s) or the caller's.
+ALIASING = frozenset({"parameter", "tuple", "get-tuple-element", "opt-barrier",
+                      "add-dependency", "after-all"})
+NESTED = ("while", "conditional", "call", "fusion", "async-start")
+
+
+@dataclass(eq=False)
+class Thunk:
+    index: int
+    ins: Instruction
+    kernel: Callable | None
+    inputs: list[int]              # positions in the sequence of the operand thunks
+    slot: int | None               # buffer slot of the output (None: aliases, no storage)
+    nbytes: int
+    # Positions of values whose last use is this thunk: the executor frees them after it.
+    frees: list[int] = field(default_factory=list)
+    nested: list["ThunkSequence"] = field(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        if self.ins.opcode in ("parameter", "constant"):
+            return self.ins.opcode
+        if self.ins.opcode in NESTED:
+            return self.ins.opcode
+        if getattr(self.kernel, "plugin", None):
+            return "plugin"
+        return "alias" if self.slot is None else "kernel"
+
+
+@dataclass(eq=False)
+class ThunkSequence:
+    computation: Computation
+    thunks: list[Thunk]
+    root: int
+    params: list[int]              # positions of the parameter thunks, by parameter number
+    slot_sizes: list[int]
+    peak_bytes: int
+
+    def total_peak_bytes(self) -> int:
+        """Peak of this sequence plus the largest peak of any nested sequence."""
+        nested = [s.total_peak_bytes() for t in self.thunks for s in t.nested]
+        return self.peak_bytes + max(nested, default=0)
+
+
+def schedule(comp: Computation) -> list[Instruction]:
+    """Program order, adjusted so operands and control predecessors come first."""
+    from ..hlo.errors import HloError
+    order: list[Instruction] = []
+    state: dict[int, int] = {}
+    for start in comp.instructions:
+        if id(start) in state:
+            continue
+        stack = [(start, False)]
+        while stack:
+            ins, done = stack.pop()
+            if done:
+                state[id(ins)] = 2
+                order.append(ins)
+                continue
+            if id(ins) in state:
+                continue
+            state[id(ins)] = 1
+            stack.append((ins, True))
+            for dep in reversed(ins.operands + ins.control_predecessors):
+                s = state.get(id(dep))
+                if s == 1:
+                    raise HloError(f"computation '{comp.name}' has a cycle through "
+                                   f"instruction '{dep.name}'")
+                if s is None:
+                    stack.append((dep, False))
+    return order
+
+
+def build_sequence(comp: Computation, resolve: Callable[[Instruction], Callable | None],
+                   cache: dict[int, ThunkSequence] | None = None) -> ThunkSequence:
+    cache = {} if cache is None else cache
+    if id(comp) in cache:
+        return cache[id(comp)]
+    order = schedule(comp)
+    pos = {id(ins): k for k, ins in enumerate(order)}
+    last_use = list(range(len(order)))
+    for k, ins in enumerate(order):
+        for o in ins.operands:
+            last_use[pos[id(o)]] = k
+    last_use[pos[id(comp.root)]] = len(order)  # the result outlives the sequence
+    # A value that aliases its operands (tuple, get-tuple-element, ...) keeps them alive.
+    for k in range(len(order) - 1, -1, -1):
+        if order[k].opcode in ALIASING:
+            for o in order[k].operands:
+                p = pos[id(o)]
+                last_use[p] = max(last_use[p], last_use[k])
+    dying: dict[int, list[int]] = {}
+    for k, last in enumerate(last_use):
+        dying.setdefault(last, []).append(k)
+
+    thunks: list[Thunk] = []
+    free_slots: list[int] = []
+    slot_sizes: list[int] = []
+    live = peak = 0
+    for k, ins in enumerate(order):
+        slot, nbytes = None, 0
+        if ins.opcode not in ALIASING:
+            nbytes = ins.shape.byte_size()
+            fits = [s for s in free_slots if slot_sizes[s] >= nbytes]
+            if fits:  # best fit: the smallest dead buffer that holds the value
+                slot = min(fits, key=lambda s: slot_sizes[s])
+                free_slots.remove(slot)
+            else:
+                slot = len(slot_sizes)
+                slot_sizes.append(nbytes)
+            live += nbytes
+            peak = max(peak, live)
+        t = Thunk(k, ins, resolve(ins), [pos[id(o)] for o in ins.operands], slot, nbytes)
+        if ins.opcode in NESTED:
+            t.nested = [build_sequence(c, resolve, cache) for c in ins.called_computations()]
+        t.frees = dying.get(k, [])
+        for d in t.frees:
+            dead = t if d == k else thunks[d]
+            if dead.slot is not None:
+                free_slots.append(dead.slot)
+                live -= dead.nbytes
+        thunks.append(t)
+    params = [pos[id(p)] for p in comp.parameters]
+    seq = ThunkSequence(comp, thunks, pos[id(comp.root)], params, slot_sizes, peak)
+    cache[id(comp)] = seq
+    return seq
+
+
+def build_thunks(module: Module, device: str = "cpu",
+                 resolve: Callable[[Instruction], Callable | None] | None = None) -> ThunkSequence:
+    if resolve is None:
+        from .registry import lookup
+        resolve = lambda ins: lookup(ins.opcode, device)  # noqa: E731
+    return build_sequence(module.entry, resolve)
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def thunk_rows(seq: ThunkSequence, prefix: str = "") -> list[tuple[str, ...]]:
+    rows = []
+    for t in seq.thunks:
+        ins = t.ins
+        ins_txt = ", ".join(f"%{i}" for i in t.inputs)
+        buf = (f"{ins_txt} -> " if ins_txt else "") + (f"b{t.slot}" if t.slot is not None else "alias")
+        rows.append((f"{prefix}{t.index}", t.kind, ins.opcode + f" ({ins.name})", buf,
+                     str(ins.shape), _fmt_bytes(t.nbytes) if t.slot is not None else "-"))
+        for s in t.nested:
+            rows.append((f"{prefix}{t.index}.", "sequence", s.computation.name, "", "",
+                         f"peak {_fmt_bytes(s.peak_bytes)}"))
+            rows.extend(thunk_rows(s, prefix=f"{prefix}{t.index}."))
+    return rows
+
+
+def thunks_table(seq: ThunkSequence, plain: bool = False) -> Any:
+    header = ("#", "thunk", "opcodes", "buffers", "shapes", "bytes")
+    rows = thunk_rows(seq)
+    footer = (f"{len(seq.thunks)} thunks in {seq.computation.name}; {len(seq.slot_sizes)} buffers, "
+              f"peak {_fmt_bytes(seq.peak_bytes)} (with nested sequences "
+              f"{_fmt_bytes(seq.total_peak_bytes())})")
+    if plain:
+        widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header] + rows]
+        return "\n".join(lines) + "\n" + footer + "\n"
+    from rich.table import Table
+    table = Table(title=f"thunk sequence: {seq.computation.name}", caption=footer)
+    for h in header:
+        table.add_column(h, justify="right" if h in ("#", "bytes") else "left")
+    for r in rows:
+        table.add_row(*r)
+    return table

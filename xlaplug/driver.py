@@ -1,0 +1,68 @@
+"""What every verb does first: read HLO text, parse, verify, run the pass pipeline."""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from .hlo.errors import HloError, HloSyntaxError
+from .hlo.ir import Module
+from .hlo.parser import parse_module
+from .hlo.verifier import verify_module
+from .passes import PassManager, resolve_pipeline
+
+
+def read_text(path: str) -> tuple[str, str]:
+    """(text, display name).  `-` reads standard input."""
+    if path == "-":
+        data = sys.stdin.buffer.read()
+        name = "<stdin>"
+    else:
+        try:
+            data = Path(path).read_bytes()
+        except OSError as e:
+            raise HloError(f"cannot read '{path}': {e.strerror or e}") from None
+        name = path
+    try:
+        return data.decode("utf-8"), name
+    except UnicodeDecodeError as e:
+        from .hlo.errors import position_of
+        prefix = data[:e.start].decode("utf-8", "replace")
+        line, col = position_of(prefix, len(prefix))
+        raise HloSyntaxError(f"file is not UTF-8 text (byte 0x{data[e.start]:02x})", file=name,
+                             line=line, column=col) from None
+
+
+def load_module(path: str) -> Module:
+    text, name = read_text(path)
+    module = parse_module(text, name)
+    try:
+        verify_module(module)
+    except HloError as e:
+        raise e.located(name, text) from None
+    return module
+
+
+def compile_module(module: Module, passes: str | None, dump_dir: str | None = None,
+                   verify_each: bool = False) -> PassManager:
+    pm = PassManager(resolve_pipeline(passes), verify_each=verify_each,
+                     dump_dir=Path(dump_dir) if dump_dir else None)
+    pm.run(module)
+    verify_module(module)
+    return pm
+
+
+def write_atomic(path: str, data: str | bytes) -> None:
+    """Write via a temporary file and rename, so a failure leaves nothing half-written."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
