@@ -89,5 +89,105 @@ def compile_cmd(file, passes, emit, output, dump_dir, verify_each):
         click.echo(out, nl=False)
 
 
+def _load_npz(path: str, what: str) -> dict:
+    import numpy as np
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError) as e:
+        raise HloError(f"{what}: cannot read '{path}' as an .npz file: {e}") from None
+
+
+@main.command("run")
+@click.argument("file")
+@click.option("--inputs", "inputs_path", default=None, help=".npz with in0, in1, ... (parameter order).")
+@click.option("--seed", default=0, show_default=True, help="Seed for generated inputs.")
+@click.option("--out", "out_path", default=None, help="Write outputs out0, out1, ... to this .npz.")
+@click.option("--expect", "expect_path", default=None, help=".npz with out0, ... to compare against.")
+@click.option("--rtol", type=float, default=None, help="Relative tolerance (default per dtype).")
+@click.option("--atol", type=float, default=None, help="Absolute tolerance (default per dtype).")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@click.option("--repeat", default=1, show_default=True, help="Run N times after one compile.")
+@click.option("--passes", default=None, metavar="P1,P2|none", help="Pass pipeline, as for compile.")
+@click.option("--max-memory", default=None, help="Refuse modules whose buffers exceed this (e.g. 2G).")
+@click.option("--max-while-iterations", type=int, default=None,
+              help="Stop any while loop after this many iterations, with an error.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@handle_errors
+def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, repeat, passes,
+            max_memory, max_while_iterations, as_json):
+    """Compile FILE and run it; print, save and compare its outputs."""
+    import time
+
+    import numpy as np
+
+    from .driver import compile_module, load_module, write_atomic
+    from .runner import build_inputs, compare, execute, parse_bytes, summarize
+
+    if device == "cuda":
+        from .backends.cuda_support import require_cuda
+        require_cuda()
+    t0 = time.perf_counter()
+    module = load_module(file)
+    parse_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    compile_module(module, passes)
+    pipeline_s = time.perf_counter() - t1
+    npz = _load_npz(inputs_path, "--inputs") if inputs_path else None
+    expected = _load_npz(expect_path, "--expect") if expect_path else None
+    if npz is None and expected is not None and any(k.startswith("in") for k in expected):
+        npz = expected  # one npz may hold both the inK and the outK keys
+    args = build_inputs(module, npz, seed)
+    res = execute(module, args, device=device, repeat=repeat,
+                  max_memory=parse_bytes(max_memory) if max_memory else None,
+                  max_while_iterations=max_while_iterations, seed=seed)
+    if out_path:
+        import io
+        buf = io.BytesIO()
+        np.savez(buf, **{f"out{k}": v for k, v in enumerate(res.outputs)})
+        write_atomic(out_path, buf.getvalue())
+    mismatches = compare(res.outputs, expected, rtol, atol) if expected is not None else None
+    timings = {"parse_s": parse_s, "compile_s": pipeline_s + res.timings["compile_s"],
+               "run_s": res.timings["run_s"]}
+    if as_json:
+        obj = {"module": module.name, "device": device,
+               "outputs": {f"out{k}": summarize(v) for k, v in enumerate(res.outputs)},
+               "peak_bytes": res.peak_bytes, "timings": timings, "repeat": repeat}
+        if mismatches is not None:
+            obj["comparison"] = {"ok": not mismatches,
+                                 "mismatches": [{"leaf": m.leaf, "message": m.message}
+                                                for m in mismatches]}
+        click.echo(json.dumps(obj, indent=2))
+    else:
+        _print_outputs(res.outputs, timings)
+        if mismatches is not None:
+            if mismatches:
+                for m in mismatches:
+                    click.echo(f"MISMATCH {m.leaf}: {m.message}", err=True)
+            else:
+                click.echo(f"all {len(res.outputs)} outputs match {expect_path}")
+    if mismatches:
+        sys.exit(1)
+
+
+def _print_outputs(outputs, timings) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from .runner import summarize
+    table = Table(title="outputs")
+    for h in ("name", "dtype", "shape", "min", "max", "mean", "first values"):
+        table.add_column(h)
+    for k, v in enumerate(outputs):
+        s = summarize(v)
+        fmt = lambda x: f"{x:.6g}" if isinstance(x, float) else "-"  # noqa: E731
+        table.add_row(f"out{k}", s["dtype"], str(tuple(s["shape"])), fmt(s.get("min")),
+                      fmt(s.get("max")), fmt(s.get("mean")), ", ".join(s.get("first", [])))
+    console = Console(soft_wrap=True)
+    console.print(table)
+    console.print(f"parse {timings['parse_s'] * 1e3:.1f} ms, compile {timings['compile_s'] * 1e3:.1f} ms, "
+                  f"run {timings['run_s'] * 1e3:.1f} ms (median)", highlight=False)
+
+
 if __name__ == "__main__":
     main()

@@ -40,7 +40,8 @@ def grammar_text() -> str:
 @lru_cache(maxsize=None)
 def _lark(strict: bool = False, with_transformer: bool = True) -> Lark:
     return Lark(grammar_text(), parser="lalr", lexer="contextual", strict=strict,
-                transformer=_Builder() if with_transformer else None, maybe_placeholders=False)
+                transformer=_Builder() if with_transformer else None, maybe_placeholders=False,
+                cache=not strict)
 
 
 _ATTR = re.compile(r',\s*([A-Za-z_][\w.\-]*)\s*=\s*((?:' + _braced(8)

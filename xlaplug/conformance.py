@@ -1,0 +1,168 @@
+"""The StableHLO checks (`check.expect_*` custom calls) and a runner for the conformance suite.
+
+Semantics from ../shared/conformance/README.md (stablehlo/tests/CheckOps.td, CheckOps.cpp):
+  expect_eq         exactly equal, element by element (any element type; NaN == NaN bitwise)
+  expect_close      float/complex: ULP distance <= max_ulp_difference (default 1); a
+                    non-finite value matches only a bitwise-equal value; any NaN matches any NaN
+  expect_almost_eq  float/complex: equal within tolerance 1e-4
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .hlo import dtypes
+from .hlo.errors import HloError
+
+DEFAULT_MAX_ULP = 1
+ALMOST_EQ_TOLERANCE = 1e-4
+
+
+class CheckFailure(HloError):
+    """A `check.expect_*` that does not hold (exit code 1 at the CLI)."""
+
+
+def _ordered_bits(a: np.ndarray) -> np.ndarray:
+    """Map floats to integers so that adjacent floats differ by 1 (sign-magnitude -> two's)."""
+    width = a.dtype.itemsize * 8
+    if width < 8:
+        raise ValueError("sub-byte floats are not supported by ULP comparison")
+    u = a.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
+    u = u.astype(np.uint64)
+    sign = np.uint64(1) << np.uint64(width - 1)
+    mag = (u & (sign - np.uint64(1))).astype(np.int64)
+    return np.where((u & sign) != 0, -mag, mag)
+
+
+def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.abs(_ordered_bits(a) - _ordered_bits(b))
+
+
+def _bits_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    k = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64, 16: np.uint64}[a.dtype.itemsize]
+    if a.dtype.itemsize == 16:
+        return (a.view(np.uint64).reshape(a.shape + (2,)) ==
+                b.view(np.uint64).reshape(b.shape + (2,))).all(-1)
+    return a.view(k) == b.view(k)
+
+
+def _components(a: np.ndarray) -> list[np.ndarray]:
+    if a.dtype.kind == "c":
+        return [np.ascontiguousarray(a.real), np.ascontiguousarray(a.imag)]
+    return [np.ascontiguousarray(a)]
+
+
+def _first_bad(bad: np.ndarray, actual, expected, extra: str = "") -> str:
+    idx = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.ndim else ()
+    return (f"{int(bad.sum())} of {bad.size} elements differ; first at {list(idx)}: "
+            f"got {actual[idx]!r}, expected {expected[idx]!r}{extra}")
+
+
+def expect_eq(actual: np.ndarray, expected: np.ndarray) -> str | None:
+    if actual.dtype.kind in "fcV" or actual.dtype not in (np.bool_,) and actual.dtype.kind not in "biu":
+        comps = zip(_components(actual), _components(expected))
+        bad = np.zeros(actual.shape, bool)
+        for a, e in comps:
+            both_nan = np.isnan(a.astype(np.float64)) & np.isnan(e.astype(np.float64))
+            bad |= ~(_bits_equal(a, e) | both_nan)
+    else:
+        bad = actual != expected
+    return _first_bad(bad, actual, expected) if bad.any() else None
+
+
+def expect_close(actual: np.ndarray, expected: np.ndarray, max_ulp: int = DEFAULT_MAX_ULP
+                 ) -> str | None:
+    bad = np.zeros(actual.shape, bool)
+    worst = 0
+    for a, e in zip(_components(actual), _components(expected)):
+        a64, e64 = a.astype(np.float64), e.astype(np.float64)
+        nan = np.isnan(a64) & np.isnan(e64)
+        finite = np.isfinite(a64) & np.isfinite(e64)
+        ulps = np.where(finite, ulp_distance(a, e), 0)
+        worst = max(worst, int(ulps.max()) if ulps.size else 0)
+        ok = nan | (finite & (ulps <= max_ulp)) | (~finite & _bits_equal(a, e))
+        bad |= ~ok
+    return _first_bad(bad, actual, expected, f" (max {worst} ULP, allowed {max_ulp})") \
+        if bad.any() else None
+
+
+def expect_almost_eq(actual: np.ndarray, expected: np.ndarray,
+                     tol: float = ALMOST_EQ_TOLERANCE) -> str | None:
+    bad = np.zeros(actual.shape, bool)
+    for a, e in zip(_components(actual), _components(expected)):
+        a64, e64 = a.astype(np.float64), e.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            ok = (np.isnan(a64) & np.isnan(e64)) | (a64 == e64) | (np.abs(a64 - e64) <= tol)
+        bad |= ~ok
+    return _first_bad(bad, actual, expected) if bad.any() else None
+
+
+CHECKS = {"check.expect_eq": expect_eq, "check.expect_close": expect_close,
+          "check.expect_almost_eq": expect_almost_eq}
+
+
+def run_check(target: str, actual, expected, *, max_ulp: int = DEFAULT_MAX_ULP,
+              where: str = "") -> None:
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    if actual.shape != expected.shape:
+        raise CheckFailure(f"{target}{where}: shape {actual.shape} != expected {expected.shape}")
+    if target == "check.expect_close":
+        msg = expect_close(actual, expected, max_ulp)
+    else:
+        msg = CHECKS[target](actual, expected)
+    if msg:
+        raise CheckFailure(f"{target}{where} failed: {msg}")
+
+
+# ---- running the suite -------------------------------------------------------------------
+
+@dataclass
+class CaseResult:
+    name: str
+    status: str         # pass | fail | error | noinputs
+    detail: str = ""
+    seconds: float = 0.0
+
+
+def check_override(max_ulp: int):
+    """A kernel-resolution hook giving the check.* custom calls their kernels."""
+    def kernel(ins, args, ctx):
+        target = ins.attrs["custom_call_target"]
+        run_check(target, args[0], args[1], max_ulp=max_ulp, where=f" ('{ins.name}')")
+        return ()
+
+    def resolve(ins):
+        if ins.opcode == "custom-call" and ins.attrs.get("custom_call_target") in CHECKS:
+            return kernel
+        return None
+    return resolve
+
+
+def run_case(path: Path, max_ulp: int = DEFAULT_MAX_ULP) -> CaseResult:
+    from .driver import compile_module
+    from .hlo.parser import parse_file
+    from .hlo.verifier import verify_module
+    from .runner import RunError, execute
+    t0 = time.perf_counter()
+    name = path.stem
+    try:
+        module = parse_file(str(path))
+        verify_module(module)
+        if module.entry.parameters:
+            # Not a self-contained case: its inputs are not in the module, and it has no
+            # checks (the converter emits these for shape-polymorphic tests).
+            return CaseResult(name, "noinputs", "entry takes parameters; no built-in inputs",
+                              time.perf_counter() - t0)
+        compile_module(module, None)
+        execute(module, [], overrides=check_override(max_ulp), max_while_iterations=10_000_000)
+        return CaseResult(name, "pass", seconds=time.perf_counter() - t0)
+    except CheckFailure as e:
+        return CaseResult(name, "fail", e.message, time.perf_counter() - t0)
+    except (RunError, HloError) as e:
+        return CaseResult(name, "error", e.message, time.perf_counter() - t0)
+    except Exception as e:  # a kernel bug: report it as such, keep going
+        return CaseResult(name, "error", f"internal error: {type(e).__name__}: {e}",
+                          time.perf_counter() - t0)

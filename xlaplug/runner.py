@@ -1,0 +1,215 @@
+"""`xlaplug run`: inputs, execution, outputs, comparison, guards, timings."""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .hlo import dtypes
+from .hlo.errors import HloError
+from .hlo.ir import Module, Shape
+
+
+class RunError(HloError):
+    """A user-facing failure of a run (bad inputs, guard tripped, kernel failure)."""
+
+
+# ---- inputs --------------------------------------------------------------------------------
+
+def random_value(shape: Shape, rng: np.random.Generator, name: str):
+    if shape.is_tuple:
+        return tuple(random_value(s, rng, name) for s in shape.tuple_shapes)
+    if shape.is_token:
+        return np.zeros((), np.bool_)
+    if not shape.is_static:
+        raise RunError(f"parameter '{name}' has dynamic shape {shape}: give its value with --inputs")
+    t, dims = shape.element_type, shape.dims
+    if t == "pred":
+        return rng.random(dims) < 0.5
+    if dtypes.is_complex(t):
+        return (rng.standard_normal(dims) + 1j * rng.standard_normal(dims)).astype(shape.dtype)
+    if dtypes.is_float(t):
+        return rng.standard_normal(dims).astype(np.float32).astype(shape.dtype)
+    lo = 0 if dtypes.is_unsigned(t) else -8
+    hi = min(8, 2 ** (dtypes.bit_width(t) - (0 if dtypes.is_unsigned(t) else 1)) - 1)
+    lo = max(lo, -(2 ** (dtypes.bit_width(t) - 1))) if not dtypes.is_unsigned(t) else 0
+    return rng.integers(lo, hi + 1, size=dims).astype(shape.dtype)
+
+
+def coerce_input(value: np.ndarray, shape: Shape, name: str):
+    if shape.is_tuple:
+        raise RunError(f"parameter '{name}' is a tuple {shape}: tuple inputs are not read from npz")
+    arr = np.asarray(value)
+    want = shape.dtype
+    if tuple(arr.shape) != tuple(d for d in shape.dims) and shape.is_static:
+        raise RunError(f"input for parameter '{name}' has shape {tuple(arr.shape)}, the "
+                       f"parameter is {shape}")
+    if arr.dtype != want:
+        if arr.dtype.kind == "V" and arr.dtype.itemsize == want.itemsize:
+            arr = arr.view(want)  # npz stores ml_dtypes arrays as raw bytes
+        else:
+            arr = arr.astype(want)
+    return arr
+
+
+def build_inputs(module: Module, npz: dict | None, seed: int) -> list:
+    rng = np.random.default_rng(seed)
+    args = []
+    for p in module.entry.parameters:
+        key = f"in{p.parameter_number}"
+        if npz is not None and key in npz:
+            args.append(coerce_input(npz[key], p.shape, p.name))
+        else:
+            args.append(random_value(p.shape, rng, p.name))
+    return args
+
+
+# ---- outputs -------------------------------------------------------------------------------
+
+def leaves(value) -> list[np.ndarray]:
+    if isinstance(value, tuple):
+        return [x for v in value for x in leaves(v)]
+    return [np.asarray(value)]
+
+
+DEFAULT_TOL = {"f16": (1e-3, 1e-3), "bf16": (1e-2, 1e-2), "f32": (1e-5, 1e-6),
+               "f64": (1e-12, 1e-12), "c64": (1e-5, 1e-6), "c128": (1e-12, 1e-12)}
+
+
+@dataclass
+class Mismatch:
+    leaf: str
+    message: str
+
+
+def compare(outputs: list[np.ndarray], expected: dict, rtol: float | None,
+            atol: float | None) -> list[Mismatch]:
+    bad: list[Mismatch] = []
+    for k, got in enumerate(outputs):
+        key = f"out{k}"
+        if key not in expected:
+            continue
+        want = np.asarray(expected[key])
+        if want.dtype.kind == "V" and want.dtype.itemsize == got.dtype.itemsize:
+            want = want.view(got.dtype)
+        if got.shape != want.shape:
+            bad.append(Mismatch(key, f"shape {got.shape} != expected {want.shape}"))
+            continue
+        if got.dtype.kind in "biu" or got.dtype == np.bool_:
+            diff = got.astype(np.int64) != want.astype(np.int64) if got.dtype != np.uint64 else got != want
+            if diff.any():
+                idx = tuple(int(i) for i in np.argwhere(diff)[0])
+                bad.append(Mismatch(key, f"{int(diff.sum())} of {got.size} elements differ; first "
+                                    f"at {idx}: got {got[idx]}, expected {want[idx]}"))
+            continue
+        etype = dtypes.from_dtype(got.dtype) if got.dtype in dtypes._DTYPE_TO_ELEMENT else "f32"
+        r, a = DEFAULT_TOL.get(etype, (1e-2, 1e-2))
+        r = r if rtol is None else rtol
+        a = a if atol is None else atol
+        g = got.astype(np.complex128 if got.dtype.kind == "c" else np.float64)
+        w = want.astype(g.dtype)
+        both_nan = np.isnan(g) & np.isnan(w)
+        same = (g == w) | both_nan
+        with np.errstate(invalid="ignore", over="ignore"):
+            err = np.abs(g - w)
+            ok = same | (err <= a + r * np.abs(w))
+        if not ok.all():
+            idx = tuple(int(i) for i in np.argwhere(~ok)[0])
+            finite = ~same & np.isfinite(err)
+            max_abs = float(err[finite].max()) if finite.any() else float("inf")
+            with np.errstate(divide="ignore", invalid="ignore"):
+                rel = err[finite] / np.abs(w[finite])
+            max_rel = float(np.nanmax(rel)) if rel.size else float("inf")
+            bad.append(Mismatch(key, f"{int((~ok).sum())} of {got.size} elements differ; max abs "
+                                f"err {max_abs:.3g}, max rel err {max_rel:.3g}; first at {idx}: "
+                                f"got {got[idx]}, expected {want[idx]}"))
+    return bad
+
+
+def summarize(arr: np.ndarray) -> dict:
+    out = {"dtype": dtypes.from_dtype(arr.dtype) if arr.dtype in dtypes._DTYPE_TO_ELEMENT
+           else str(arr.dtype), "shape": list(arr.shape)}
+    flat = arr.reshape(-1)
+    if flat.size and arr.dtype.kind != "V":
+        vals = flat.astype(np.complex128 if arr.dtype.kind == "c" else np.float64)
+        if arr.dtype.kind != "c":
+            with np.errstate(invalid="ignore"):
+                out.update(min=float(np.nanmin(vals)) if not np.isnan(vals).all() else float("nan"),
+                           max=float(np.nanmax(vals)) if not np.isnan(vals).all() else float("nan"),
+                           mean=float(np.mean(vals)))
+        out["first"] = [str(x) for x in flat[:4]]
+    return out
+
+
+# ---- guards --------------------------------------------------------------------------------
+
+def available_memory() -> int:
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62
+
+
+def parse_bytes(text: str) -> int:
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    try:
+        if t and t[-1] in mult:
+            return int(float(t[:-1]) * mult[t[-1]])
+        return int(t)
+    except ValueError:
+        raise RunError(f"--max-memory: cannot read '{text}' as a size (e.g. 512M, 2G)") from None
+
+
+@dataclass
+class RunResult:
+    outputs: list[np.ndarray]
+    timings: dict[str, float]
+    peak_bytes: int
+    run_times: list[float] = field(default_factory=list)
+
+
+def execute(module: Module, args: list, *, device: str = "cpu", repeat: int = 1,
+            max_memory: int | None = None, max_while_iterations: int | None = None,
+            seed: int = 0, overrides=None) -> RunResult:
+    from .backends.cpu.structural import ExecutionError
+    from .backends.executor import ExecContext
+    t0 = time.perf_counter()
+    ctx = ExecContext(device, {"max_while_iterations": max_while_iterations, "seed": seed},
+                      overrides=overrides)
+    seq = ctx.sequence(module.entry)
+    _check_kernels(ctx, seq)
+    peak = seq.total_peak_bytes() + sum(a.nbytes for a in leaves(tuple(args)))
+    limit = max_memory if max_memory is not None else available_memory()
+    if peak > limit:
+        raise RunError(f"module needs about {peak / 2**20:.1f} MiB of buffers, more than the "
+                       f"{'--max-memory' if max_memory is not None else 'available memory'} "
+                       f"({limit / 2**20:.1f} MiB); refusing to run")
+    compile_s = time.perf_counter() - t0
+    times, result = [], None
+    for _ in range(max(repeat, 1)):
+        t1 = time.perf_counter()
+        try:
+            with np.errstate(all="ignore"):
+                result = ctx.run(module.entry, args)
+        except ExecutionError as e:
+            raise RunError(str(e)) from None
+        times.append(time.perf_counter() - t1)
+    return RunResult(leaves(result), {"compile_s": compile_s, "run_s": statistics.median(times)},
+                     peak, times)
+
+
+def _check_kernels(ctx, seq) -> None:
+    """Refuse before running when any instruction has no kernel (names the first one)."""
+    for t in seq.thunks:
+        if t.kernel is None and t.ins.opcode != "parameter":
+            try:
+                ctx._missing(t.ins)
+            except Exception as e:
+                raise RunError(str(e)) from None
+        for s in t.nested:
+            _check_kernels(ctx, s)
