@@ -398,7 +398,7 @@ def format_value(name: str, v: Any) -> str:
     if isinstance(v, float):
         return repr(v)
     if isinstance(v, Computation):
-        return "%" + v.name
+        return v.name
     if isinstance(v, (Window, SliceRanges, ConvDims, Padding, ReplicaGroups)):
         return str(v)
     if isinstance(v, dict):
@@ -408,10 +408,10 @@ def format_value(name: str, v: Any) -> str:
     if isinstance(v, (list, tuple)):
         if name in COMP_LISTS:
             if name == "calls" and len(v) == 1:
-                return "%" + v[0].name
-            return "{" + ", ".join("%" + c.name for c in v) + "}"
+                return v[0].name
+            return "{" + ", ".join(c.name for c in v) + "}"
         if name == "control-predecessors":
-            return "{" + ", ".join("%" + i.name for i in v) + "}"
+            return "{" + ", ".join(i.name for i in v) + "}"
         if name == "source_target_pairs":
             return "{" + ",".join("{" + f"{a},{b}" + "}" for a, b in v) + "}"
         if name == "operand_layout_constraints":
@@ -420,7 +420,7 @@ def format_value(name: str, v: Any) -> str:
     if isinstance(v, Shape):
         return str(v)
     if isinstance(v, Instruction):
-        return "%" + v.name
+        return v.name
     raise TypeError(f"cannot print attribute {name}={v!r}")
 
 
