@@ -94,7 +94,9 @@ def test_default_pipeline_on_jax_corpus(jax_corpus):
         for text in (entry.lowered_hlo, entry.compiled_hlo):
             module = parse_module(text)
             before = [str(p.shape) for p in module.entry.parameters], str(module.entry.root.shape)
-            PassManager(resolve_pipeline(None), verify_each=True).run(module)
+            # Plugin lowering is tested with plugins; here the core cleanup passes.
+            PassManager(resolve_pipeline("inline-calls,tuple-simplify,dce"),
+                        verify_each=True).run(module)
             after = [str(p.shape) for p in module.entry.parameters], str(module.entry.root.shape)
             assert before == after, entry.name
             assert not any(i.opcode == "call" and not i.attrs.get("is_composite")

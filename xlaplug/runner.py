@@ -179,6 +179,9 @@ def execute(module: Module, args: list, *, device: str = "cpu", repeat: int = 1,
     from .backends.cpu.structural import ExecutionError
     from .backends.executor import ExecContext
     t0 = time.perf_counter()
+    if overrides is None:
+        from .plugin_runtime import ACTIVE
+        overrides = ACTIVE.resolve
     ctx = ExecContext(device, {"max_while_iterations": max_while_iterations, "seed": seed},
                       overrides=overrides)
     seq = ctx.sequence(module.entry)

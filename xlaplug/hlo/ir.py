@@ -149,6 +149,11 @@ class Instruction:
         return called_computations(self)
 
     @property
+    def dtype(self):
+        """numpy dtype of an array-shaped instruction (builder values expose it)."""
+        return self.shape.dtype
+
+    @property
     def has_side_effect(self) -> bool:
         from .opcodes import has_side_effect
         return has_side_effect(self)

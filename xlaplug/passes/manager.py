@@ -97,6 +97,7 @@ def _load_builtin() -> None:
     if _LOADED:
         return
     _LOADED = True
-    from . import dce, inline_calls, tuple_simplify  # noqa: F401  (register themselves)
-    # Inline first so the tuple plumbing of calls becomes visible, then fold it, then sweep.
-    DEFAULT_PIPELINE[:0] = ["inline-calls", "tuple-simplify", "dce"]
+    from . import custom_call_lowering, dce, inline_calls, tuple_simplify  # noqa: F401
+    # Lower plugin ops first (their decompositions are core HLO the rest can clean up);
+    # inline calls so the tuple plumbing becomes visible, fold it, then sweep.
+    DEFAULT_PIPELINE[:0] = ["custom-call-lowering", "inline-calls", "tuple-simplify", "dce"]

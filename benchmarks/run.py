@@ -1,0 +1,436 @@
+"""xlaplug vs XLA:CPU (through jax) vs plain numpy, on the same inputs, in one run.
+
+Workloads (full size / --quick size):
+  elementwise  tanh(x)*y + exp(-x) - max(x, y)*0.5 + sqrt(|y|) on f32 [2048,2048] / [256,256]
+  mlp          relu(x @ w1 + b) @ w2, x[512,1024], w1,w2[1024,1024] / x[64,128], w[128,128]
+  softmax      softmax over the last axis of f32 [4096,1024] / [256,128]
+  conv3x3      3x3 conv, NCHW, SAME padding, 8x64x56x56 -> 64 channels / 2x8x16x16 -> 8
+  while_loop   lax.fori_loop, 2,000 iterations of a few elementwise ops on f32[16] / 100 its
+
+For each workload the HLO is `jax.jit(f).lower(*args).as_text(dialect="hlo")`; xlaplug parses
+it, runs its pass pipeline and executes it.  Every implementation is timed as the median of
+--repeat runs after warm-up:
+
+  xlaplug   execute(repeat=1) once (the first run: kernel setup and numba JIT land here),
+            then execute(repeat=N); the number is the median of its N run_times.
+  XLA:CPU   lowered.compile(), two warm-up calls, then N calls of compiled(*device_args)
+            followed by block_until_ready(); inputs are placed on the device beforehand.
+  numpy     one warm-up call, then N calls.
+
+Compile columns: "xlaplug compile" = parse + pass pipeline + execute()'s setup (building
+the thunk sequence); the extra cost of xlaplug's first run over a steady run is a separate
+column ("xlaplug 1st-run +ms").  "XLA compile" = Lowered.compile() (HLO to executable;
+tracing/lowering time is in the --json output as xla.lower_ms).
+
+xlaplug's output is checked against jax's with allclose(rtol=1e-4, atol=1e-5 * max|ref|)
+(a scale-relative atol, since the MLP's outputs are O(10) and softmax's O(1e-3)); a mismatch
+prints a WARNING line (to stderr) and the run exits 1.  numpy is checked the same way.
+
+Run:  python benchmarks/run.py [--repeat N] [--only NAME[,NAME]] [--device cpu|cuda]
+                               [--json] [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+# The XLA column is XLA:CPU by definition: keep jax off any accelerator it might find.
+os.environ["JAX_PLATFORMS"] = "cpu"
+
+import numpy as np  # noqa: E402
+
+WORKLOADS = ["elementwise", "mlp", "softmax", "conv3x3", "while_loop"]
+RTOL = 1e-4
+ATOL_SCALE = 1e-5
+
+
+def warn(msg: str) -> None:
+    print(f"WARNING: {msg}", file=sys.stderr, flush=True)
+
+
+# ---- workloads -------------------------------------------------------------------------------
+
+def make_workload(name: str, quick: bool, rng: np.random.Generator):
+    """(description, jax fn, numpy fn, list of f32 numpy inputs)."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    def normal(*shape, scale=1.0):
+        return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+    if name == "elementwise":
+        n = 256 if quick else 2048
+
+        def jf(x, y):
+            return jnp.tanh(x) * y + jnp.exp(-x) - jnp.maximum(x, y) * 0.5 + jnp.sqrt(jnp.abs(y))
+
+        def nf(x, y):
+            return np.tanh(x) * y + np.exp(-x) - np.maximum(x, y) * np.float32(0.5) \
+                + np.sqrt(np.abs(y))
+
+        return f"f32[{n},{n}] x2, 8 ops", jf, nf, [normal(n, n), normal(n, n)]
+
+    if name == "mlp":
+        b, d, h = (64, 128, 128) if quick else (512, 1024, 1024)
+
+        def jf(x, w1, b1, w2):
+            return jnp.maximum(x @ w1 + b1, 0.0) @ w2
+
+        def nf(x, w1, b1, w2):
+            return np.maximum(x @ w1 + b1, np.float32(0)) @ w2
+
+        args = [normal(b, d), normal(d, h, scale=d ** -0.5), normal(h, scale=0.1),
+                normal(h, h, scale=h ** -0.5)]
+        return f"x[{b},{d}] @ w1[{d},{h}] + b, relu, @ w2[{h},{h}]", jf, nf, args
+
+    if name == "softmax":
+        r, c = (256, 128) if quick else (4096, 1024)
+
+        def jf(x):
+            import jax
+            return jax.nn.softmax(x, axis=-1)
+
+        def nf(x):
+            e = np.exp(x - x.max(axis=-1, keepdims=True))
+            return e / e.sum(axis=-1, keepdims=True)
+
+        return f"f32[{r},{c}], last axis", jf, nf, [normal(r, c)]
+
+    if name == "conv3x3":
+        n, ci, hw, co = (2, 8, 16, 8) if quick else (8, 64, 56, 64)
+
+        def jf(x, w):
+            return lax.conv_general_dilated(x, w, (1, 1), "SAME",
+                                            dimension_numbers=("NCHW", "OIHW", "NCHW"))
+
+        def nf(x, w):
+            # Sum of 9 shifted 1x1 convolutions, each a BLAS matmul via tensordot.
+            N, C, H, W = x.shape
+            xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+            out = np.zeros((w.shape[0], N, H, W), np.float32)
+            for i in range(3):
+                for j in range(3):
+                    out += np.tensordot(w[:, :, i, j], xp[:, :, i:i + H, j:j + W],
+                                        axes=([1], [1]))
+            return out.transpose(1, 0, 2, 3)
+
+        args = [normal(n, ci, hw, hw), normal(co, ci, 3, 3, scale=(9 * ci) ** -0.5)]
+        return f"{n}x{ci}x{hw}x{hw} NCHW -> {co} ch, SAME", jf, nf, args
+
+    if name == "while_loop":
+        iters = 100 if quick else 2000
+
+        def jf(x):
+            def body(i, c):
+                return jnp.sin(c) * 0.9 + jnp.cos(c) * 0.1 + 0.001 * i
+            return lax.fori_loop(0, iters, body, x)
+
+        def nf(x):
+            c = x
+            for i in range(iters):
+                c = np.sin(c) * np.float32(0.9) + np.cos(c) * np.float32(0.1) \
+                    + np.float32(0.001 * i)
+            return c
+
+        return f"fori_loop {iters} its, f32[16]", jf, nf, [normal(16)]
+
+    raise ValueError(name)
+
+
+# ---- environment header ------------------------------------------------------------------
+
+def blas_info() -> str:
+    """numpy's BLAS as it runs: threadpoolctl if installed, else OpenBLAS's own config call on
+    the library numpy loaded, else np.show_config's build-time summary."""
+    try:
+        from threadpoolctl import threadpool_info
+        for d in threadpool_info():
+            if d.get("user_api") == "blas":
+                return (f"{d.get('internal_api')} {d.get('version')} "
+                        f"arch={d.get('architecture')} threads={d.get('num_threads')} "
+                        f"({d.get('filepath')}) [threadpoolctl]")
+    except ImportError:
+        pass
+    try:
+        paths = sorted({ln.split()[-1] for ln in open("/proc/self/maps")
+                        if "openblas" in ln.lower() and ln.split()[-1].startswith("/")})
+        for p in paths:
+            lib = ctypes.CDLL(p)
+            for prefix, suffix in (("scipy_openblas", "64_"), ("scipy_openblas", ""),
+                                   ("openblas", "64_"), ("openblas", "")):
+                cfg = getattr(lib, f"{prefix}_get_config{suffix}", None)
+                if cfg is None:
+                    continue
+                cfg.restype = ctypes.c_char_p
+                text = cfg().decode().strip()
+                extra = []
+                core = getattr(lib, f"{prefix}_get_corename{suffix}", None)
+                if core is not None:
+                    core.restype = ctypes.c_char_p
+                    extra.append(f"core={core().decode()}")
+                nt = getattr(lib, f"{prefix}_get_num_threads{suffix}", None)
+                if nt is not None:
+                    extra.append(f"threads={nt()}")
+                where = f"[runtime, {os.path.basename(p)}]"
+                return f"{' '.join(text.split())} {' '.join(extra)} {where}"
+    except Exception:
+        pass
+    try:
+        cfg = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        return (f"{cfg.get('name')} {cfg.get('version')}: "
+                f"{cfg.get('openblas configuration', '')} [np.show_config, build-time]")
+    except Exception as e:
+        return f"unknown ({e})"
+
+
+def environment() -> dict:
+    import jax
+    try:
+        import numba
+        numba_v, numba_threads = numba.__version__, numba.config.NUMBA_NUM_THREADS
+    except ImportError:
+        numba_v, numba_threads = None, None
+    cpu = platform.processor() or ""
+    try:
+        for ln in open("/proc/cpuinfo"):
+            if ln.startswith("model name"):
+                cpu = ln.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count()
+    return {
+        "python": platform.python_version(), "numpy": np.__version__, "jax": jax.__version__,
+        "numba": numba_v, "numba_threads": numba_threads,
+        "cpu": cpu, "cores": os.cpu_count(), "cores_usable": usable,
+        "numpy_blas": blas_info(),
+        "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
+        "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS"),
+        "loadavg_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+    }
+
+
+# ---- measurement -------------------------------------------------------------------------
+
+def ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1e3
+
+
+def close_enough(got: np.ndarray, ref: np.ndarray) -> tuple[bool, float]:
+    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+    if got.shape != ref.shape:
+        return False, float("inf")
+    scale = float(np.max(np.abs(ref))) if ref.size else 0.0
+    ok = bool(np.allclose(got, ref, rtol=RTOL, atol=ATOL_SCALE * max(scale, 1e-30)))
+    return ok, float(np.max(np.abs(got - ref))) if ref.size else 0.0
+
+
+def time_calls(fn, repeat: int, warmup: int) -> tuple[list[float], object]:
+    out = None
+    for _ in range(warmup):
+        out = fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return times, out
+
+
+class DeviceError(Exception):
+    pass
+
+
+def bench_one(name: str, quick: bool, repeat: int, device: str) -> dict:
+    import jax
+
+    from xlaplug.driver import compile_module
+    from xlaplug.hlo import parse_module
+    from xlaplug.runner import execute
+
+    rng = np.random.default_rng(0)
+    desc, jf, nf, args = make_workload(name, quick, rng)
+    rec: dict = {"workload": name, "desc": desc, "repeat": repeat}
+
+    # XLA:CPU through jax.
+    jitted = jax.jit(jf)
+    t0 = time.perf_counter()
+    lowered = jitted.lower(*args)
+    lower_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    compiled = lowered.compile()
+    xla_compile_s = time.perf_counter() - t0
+    hlo_text = lowered.as_text(dialect="hlo")
+    dev_args = [jax.device_put(a) for a in args]
+    jax.block_until_ready(dev_args)
+    t0 = time.perf_counter()
+    compiled(*dev_args).block_until_ready()
+    xla_first_s = time.perf_counter() - t0
+    xla_times, xla_out = time_calls(lambda: compiled(*dev_args).block_until_ready(), repeat, 1)
+    ref = np.asarray(xla_out)
+    rec["xla"] = {"lower_ms": ms(lower_s), "compile_ms": ms(xla_compile_s),
+                  "first_call_ms": ms(xla_first_s), "run_ms": ms(statistics.median(xla_times)),
+                  "run_times_ms": [ms(t) for t in xla_times]}
+
+    # xlaplug: parse + pipeline, first run, then the timed runs.
+    t0 = time.perf_counter()
+    module = parse_module(hlo_text, f"<{name}>")
+    parse_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    compile_module(module, None)
+    pipeline_s = time.perf_counter() - t0
+    rec["hlo_instructions"] = module.instruction_count()
+    try:
+        first = execute(module, args, device=device, repeat=1)
+        steady = execute(module, args, device=device, repeat=repeat)
+    except Exception as e:
+        if device != "cpu":
+            raise DeviceError(f"{name}: xlaplug execute(device={device!r}) failed: "
+                              f"{type(e).__name__}: {e}") from None
+        warn(f"{name}: xlaplug failed: {type(e).__name__}: {e}")
+        rec["xlaplug"] = {"error": f"{type(e).__name__}: {e}", "parse_ms": ms(parse_s),
+                          "pipeline_ms": ms(pipeline_s)}
+        first = steady = None
+    if steady is not None:
+        run_s = statistics.median(steady.run_times)
+        first_run_s = first.run_times[0]
+        setup_s = first.timings["compile_s"]
+        rec["xlaplug"] = {
+            "parse_ms": ms(parse_s), "pipeline_ms": ms(pipeline_s), "setup_ms": ms(setup_s),
+            "compile_ms": ms(parse_s + pipeline_s + setup_s),
+            "first_run_ms": ms(first_run_s),
+            "first_run_overhead_ms": ms(max(first_run_s - run_s, 0.0)),
+            "run_ms": ms(run_s), "run_times_ms": [ms(t) for t in steady.run_times],
+            "peak_bytes": steady.peak_bytes,
+        }
+        out = steady.outputs[0] if len(steady.outputs) == 1 else steady.outputs
+        ok, err = close_enough(out, ref)
+        rec["xlaplug"].update(matches_xla=ok, max_abs_err=err)
+        if not ok:
+            warn(f"{name}: xlaplug output does not match XLA:CPU (max abs err {err:.3g}, "
+                 f"max |ref| {float(np.max(np.abs(ref))):.3g})")
+
+    # numpy.
+    np_times, np_out = time_calls(lambda: nf(*args), repeat, 1)
+    ok, err = close_enough(np_out, ref)
+    rec["numpy"] = {"run_ms": ms(statistics.median(np_times)),
+                    "run_times_ms": [ms(t) for t in np_times], "matches_xla": ok,
+                    "max_abs_err": err}
+    if not ok:
+        warn(f"{name}: numpy reference does not match XLA:CPU (max abs err {err:.3g})")
+
+    xp = rec["xlaplug"].get("run_ms")
+    rec["ratio_xlaplug_xla"] = xp / rec["xla"]["run_ms"] if xp else None
+    rec["ratio_xlaplug_numpy"] = xp / rec["numpy"]["run_ms"] if xp else None
+    return rec
+
+
+# ---- output ------------------------------------------------------------------------------
+
+COLUMNS = [("workload", 12), ("xlaplug ms", 11), ("XLA:CPU ms", 11), ("numpy ms", 10),
+           ("xlaplug/XLA", 12), ("xlaplug/np", 11), ("xlaplug compile ms", 19),
+           ("xlaplug 1st-run +ms", 20), ("XLA compile ms", 15)]
+
+
+def fmt(v, kind="ms") -> str:
+    if v is None:
+        return "-"
+    if kind == "ratio":
+        return f"{v:.2f}x"
+    return f"{v:.3f}" if v < 1 else f"{v:.1f}" if v < 1000 else f"{v:.0f}"
+
+
+def print_table(results: list[dict]) -> None:
+    print("  ".join(h.rjust(w) if i else h.ljust(w) for i, (h, w) in enumerate(COLUMNS)))
+    for r in results:
+        x = r["xlaplug"]
+        cells = [r["workload"], fmt(x.get("run_ms")) if "error" not in x else "ERROR",
+                 fmt(r["xla"]["run_ms"]), fmt(r["numpy"]["run_ms"]),
+                 fmt(r["ratio_xlaplug_xla"], "ratio"), fmt(r["ratio_xlaplug_numpy"], "ratio"),
+                 fmt(x.get("compile_ms")), fmt(x.get("first_run_overhead_ms")),
+                 fmt(r["xla"]["compile_ms"])]
+        print("  ".join(c.rjust(w) if i else c.ljust(w)
+                        for i, (c, (_, w)) in enumerate(zip(cells, COLUMNS))))
+    print()
+    for r in results:
+        x = r["xlaplug"]
+        check = "ERROR" if "error" in x else ("ok" if x["matches_xla"] else "MISMATCH")
+        parts = f"parse {fmt(x.get('parse_ms'))} + pipeline {fmt(x.get('pipeline_ms'))}"
+        if "setup_ms" in x:
+            parts += f" + setup {fmt(x['setup_ms'])} ms; first run {fmt(x['first_run_ms'])} ms"
+        print(f"  {r['workload']:<12} {r['desc']}; xlaplug vs XLA: {check}; {parts}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeat", type=int, default=5, help="timed runs per implementation "
+                    "(median reported; warm-up excluded)")
+    ap.add_argument("--only", metavar="NAME[,NAME]",
+                    help=f"run only these workloads: {', '.join(WORKLOADS)}")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="device for xlaplug (XLA and numpy always run on the CPU)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object instead")
+    ap.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
+    opts = ap.parse_args(argv)
+    if opts.repeat < 1:
+        ap.error("--repeat must be at least 1")
+    names = WORKLOADS
+    if opts.only:
+        names = [n.strip() for n in opts.only.split(",") if n.strip()]
+        bad = [n for n in names if n not in WORKLOADS]
+        if bad:
+            ap.error(f"--only: unknown workload {', '.join(bad)} "
+                     f"(choose from {', '.join(WORKLOADS)})")
+
+    env = environment()
+    if not opts.json:
+        print(f"xlaplug benchmark: device={opts.device}, repeat={opts.repeat} (median, warm-up "
+              f"excluded){', QUICK sizes' if opts.quick else ''}")
+        print(f"cpu: {env['cpu']}, {env['cores']} cores ({env['cores_usable']} usable); "
+              f"load avg {', '.join(f'{v:.2f}' for v in env['loadavg_start'] or [])}")
+        print(f"numpy {env['numpy']} BLAS: {env['numpy_blas']}")
+        print(f"OPENBLAS_CORETYPE={env['OPENBLAS_CORETYPE']}  "
+              f"OPENBLAS_NUM_THREADS={env['OPENBLAS_NUM_THREADS']}  jax {env['jax']} "
+              f"(XLA:CPU)  numba {env['numba']} ({env['numba_threads']} threads)  "
+              f"python {env['python']}")
+        load = (env["loadavg_start"] or [0])[0]
+        if load > (env["cores_usable"] or 1):
+            print(f"NOTE: 1-minute load average {load:.2f} exceeds the {env['cores_usable']} "
+                  "usable cores: other jobs share this machine, so timings are noisy "
+                  "(multithreaded BLAS calls especially).")
+        print(flush=True)
+
+    results, t_start = [], time.perf_counter()
+    for name in names:
+        try:
+            results.append(bench_one(name, opts.quick, opts.repeat, opts.device))
+        except DeviceError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    env["loadavg_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    total_s = time.perf_counter() - t_start
+
+    failed = any("error" in r["xlaplug"] or not r["xlaplug"]["matches_xla"] for r in results)
+    if opts.json:
+        print(json.dumps({"environment": env, "options": {"repeat": opts.repeat,
+                          "device": opts.device, "quick": opts.quick, "only": names},
+                          "tolerance": {"rtol": RTOL, "atol": f"{ATOL_SCALE} * max|ref|"},
+                          "results": results, "total_s": total_s, "ok": not failed}, indent=2))
+    else:
+        print_table(results)
+        print(f"\ntotal {total_s:.1f} s; load avg at end "
+              f"{', '.join(f'{v:.2f}' for v in env['loadavg_end'] or [])}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""Custom-call lowering: each plugin op becomes a plugin thunk or its decomposition.
+
+For every custom-call (and composite call) naming a plugin op:
+  - check the plugin's shape rule against the declared shape;
+  - a kernel for the session's device (and --prefer kernel): keep it, the executor runs
+    the kernel as a plugin thunk;
+  - else a decomposition: inline it in place as core HLO;
+  - else (custom-call only): an error naming the target, the device and what the loaded
+    plugins do provide.  A composite with no plugin keeps its body, like a call.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..hlo.builder import Builder
+from ..hlo.errors import HloError
+from ..hlo.ir import Computation, Instruction, Module, Shape
+from ..hlo.rewrite import NameUniquer, replace_all_uses
+from ..plugin import PluginError, Registry, bind_call
+from ..plugin_attrs import call_kwargs, op_name
+from .manager import register_pass
+
+# Custom-call targets the executor itself understands are not plugin ops.
+_BUILTIN_TARGETS: frozenset[str] = frozenset()
+
+
+def check_shape_rule(ins: Instruction, registry: Registry) -> None:
+    name = op_name(ins)
+    entry = registry.shapes.get(name)
+    if entry is None:
+        return
+    shapes = [o.shape for o in ins.operands]
+    got = bind_call(entry.fn, f"plugin '{entry.plugin.name}' shape rule for '{name}'", shapes,
+                    call_kwargs(ins))
+    if isinstance(got, tuple) and not isinstance(got, Shape):
+        got = Shape.tuple_of(got)
+    if not isinstance(got, Shape) or not got.compatible(ins.shape):
+        raise PluginError(f"plugin '{entry.plugin.name}' shape rule for '{name}' gives {got} but "
+                          f"instruction '{ins.name}' declares {ins.shape}", line=ins.line,
+                          column=ins.column)
+
+
+def _decompose_into(b: Builder, ins: Instruction, operands: list, registry: Registry):
+    name = op_name(ins)
+    entry = registry.decompositions[name]
+    out = bind_call(entry.fn, f"plugin '{entry.plugin.name}' decomposition of '{name}'",
+                    [b, *operands], call_kwargs(ins))
+    if isinstance(out, (tuple, list)):
+        out = b.tuple(*out)
+    if not isinstance(out, Instruction) or not out.shape.compatible(ins.shape):
+        got = out.shape if isinstance(out, Instruction) else type(out).__name__
+        raise PluginError(f"plugin '{entry.plugin.name}' decomposition of '{name}' gives {got} but "
+                          f"instruction '{ins.name}' declares {ins.shape}", line=ins.line,
+                          column=ins.column)
+    return out
+
+
+def build_decomposition(ins: Instruction, registry: Registry) -> Computation:
+    """The decomposition as a stand-alone computation over the instruction's operands."""
+    b = Builder(name_hint=ins.name)
+    params = [b.parameter(k, o.shape) for k, o in enumerate(ins.operands)]
+    root = _decompose_into(b, ins, params, registry)
+    return Computation(f"{ins.name}.decomposition", b.instructions, root)
+
+
+@dataclass
+class CustomCallLowering:
+    name: str = "custom-call-lowering"
+    session: object = None
+    decompose_all: bool = False
+
+    def run(self, module: Module) -> bool:
+        from ..plugin_runtime import ACTIVE
+        s = self.session or ACTIVE
+        uniq = NameUniquer(module)
+        changed = False
+        for comp in module.computations:
+            for ins in list(comp.instructions):
+                name = op_name(ins)
+                if name is None or name in _BUILTIN_TARGETS:
+                    continue
+                reg: Registry = s.registry
+                check_shape_rule(ins, reg)
+                if not self.decompose_all and s.prefer == "kernel" and reg.kernel_for(name, s.device):
+                    continue
+                if name in reg.decompositions:
+                    b = Builder(name_hint=ins.name, uniquer=uniq)
+                    root = _decompose_into(b, ins, list(ins.operands), reg)
+                    pos = comp.instructions.index(ins)
+                    comp.instructions[pos:pos] = b.instructions
+                    replace_all_uses(comp, ins, root)
+                    comp.instructions.remove(ins)
+                    changed = True
+                elif ins.opcode == "call":
+                    if self.decompose_all:  # the composite's body is its decomposition
+                        ins.attrs.pop("is_composite", None)
+                        changed = True
+                elif self.decompose_all or ins.opcode == "custom-call":
+                    if reg.kernel_for(name, s.device) is None or self.decompose_all:
+                        raise HloError(f"custom-call '{ins.name}': no plugin provides target "
+                                       f"'{name}' on {s.device} (no kernel for {s.device}, no "
+                                       f"decomposition); {reg.describe(name)}",
+                                       line=ins.line, column=ins.column)
+        return changed
+
+
+register_pass("custom-call-lowering", CustomCallLowering)

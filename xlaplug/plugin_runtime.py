@@ -1,0 +1,143 @@
+"""How plugin rules meet the compiler and the executor.
+
+`Session` holds the loaded registry and the choices of one invocation (device, prefer,
+strict).  The custom-call lowering pass reads it to decide kernel vs decomposition; the
+executor asks `session.resolve(ins)` for plugin kernels (custom ops and core overrides),
+wrapped so they receive arrays, preallocated outputs and typed attributes, and so their
+failures and wrong output shapes are caught.
+"""
+from __future__ import annotations
+
+import inspect
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from .hlo.errors import HloError
+from .hlo.ir import Shape
+from .plugin import OpEntry, PluginError, Registry, bind_call
+from .plugin_attrs import call_kwargs, op_name
+
+
+@dataclass
+class Session:
+    registry: Registry = field(default_factory=Registry)
+    device: str = "cpu"
+    prefer: str = "kernel"       # or "decomposition"
+    strict: bool = False
+
+    def resolve(self, ins) -> Callable | None:
+        name = op_name(ins)
+        if name is not None:
+            entry = self.registry.kernel_for(name, self.device)
+            if entry is not None and self.prefer == "kernel":
+                return _custom_kernel(entry, ins, self)
+            return None
+        entry = self.registry.kernel_for(ins.opcode, self.device)
+        if entry is not None:
+            return _override_kernel(entry, ins, self)
+        return None
+
+
+ACTIVE = Session()
+
+
+def activate(session: Session) -> Session:
+    global ACTIVE
+    ACTIVE = session
+    return session
+
+
+def _alloc(shape: Shape) -> list[np.ndarray]:
+    return [np.empty(s.dims, s.dtype) if not s.is_token else np.zeros((), np.bool_)
+            for s in shape.leaves()]
+
+
+def _pack(shape: Shape, leaves: list):
+    if not shape.is_tuple:
+        return leaves.pop(0)
+    return tuple(_pack(s, leaves) for s in shape.tuple_shapes)
+
+
+def _flatten(value) -> list:
+    if isinstance(value, tuple):
+        return [x for v in value for x in _flatten(v)]
+    return [value]
+
+
+def _check_outputs(entry: OpEntry, ins, outs: list[np.ndarray]) -> None:
+    for k, (arr, want) in enumerate(zip(outs, ins.shape.leaves())):
+        if want.is_token:
+            continue
+        arr = np.asarray(arr)
+        if tuple(arr.shape) != tuple(want.dims) or arr.dtype != want.dtype:
+            raise PluginError(f"plugin '{entry.plugin.name}' kernel for '{op_name(ins) or ins.opcode}'"
+                              f" (instruction '{ins.name}') produced output {k} as "
+                              f"{arr.dtype}{list(arr.shape)}, but the declared shape is {want}")
+
+
+def _run_kernel(entry: OpEntry, ins, args, extra_kwargs: dict) -> Any:
+    from .backends.cpu.structural import ExecutionError
+    outs = _alloc(ins.shape)
+    kwargs = {**call_kwargs(ins), **extra_kwargs} if op_name(ins) else dict(extra_kwargs)
+    what = f"plugin '{entry.plugin.name}' kernel for '{op_name(ins) or ins.opcode}'"
+    try:
+        ret = bind_call(entry.fn, what, [*_flatten(tuple(args)), *outs], kwargs)
+    except (PluginError, ExecutionError):
+        raise
+    except Exception as e:
+        raise KernelFailure(f"{what} raised {type(e).__name__}: {e} (instruction '{ins.name}')") from e
+    if ret is not None:  # a kernel may also return its results instead of writing them
+        outs = _flatten(ret if isinstance(ret, tuple) else (ret,))
+        if len(outs) != len(list(ins.shape.leaves())):
+            raise PluginError(f"{what} returned {len(outs)} outputs, the declared shape "
+                              f"{ins.shape} has {len(list(ins.shape.leaves()))}")
+    _check_outputs(entry, ins, outs)
+    return _pack(ins.shape, [np.asarray(o) for o in outs])
+
+
+class KernelFailure(HloError):
+    pass
+
+
+def _custom_kernel(entry: OpEntry, ins, session: Session) -> Callable:
+    def kernel(ins, args, ctx):
+        try:
+            return _run_kernel(entry, ins, args, {})
+        except KernelFailure as e:
+            name = op_name(ins)
+            if session.strict or name not in session.registry.decompositions:
+                raise
+            warnings.warn(f"{e.message}; falling back to its decomposition", stacklevel=2)
+            return _run_decomposition(ins, args, ctx, session)
+    kernel.plugin = entry.plugin.name
+    return kernel
+
+
+def _override_kernel(entry: OpEntry, ins, session: Session) -> Callable:
+    from .backends.registry import lookup
+    replaced_entries = session.registry.replaced.get((ins.opcode, session.device), [])
+    core = lookup(ins.opcode, session.device)
+
+    def kernel(ins, args, ctx):
+        extra = {}
+        if "replaced" in inspect.signature(entry.fn).parameters:
+            prev = replaced_entries[-1] if replaced_entries else None
+            if prev is not None:
+                extra["replaced"] = lambda *a: _run_kernel(prev, ins, list(a), {})
+            elif core is not None:
+                extra["replaced"] = lambda *a: core(ins, list(a), ctx)
+        attrs = {k.replace("-", "_"): v for k, v in ins.attrs.items()}
+        return _run_kernel(entry, ins, args, {**attrs, **extra})
+    kernel.plugin = entry.plugin.name
+    return kernel
+
+
+def _run_decomposition(ins, args, ctx, session: Session):
+    """Run a custom call through its decomposition, built on the fly (kernel fallback)."""
+    from .hlo.ir import Computation
+    from .passes.custom_call_lowering import build_decomposition
+    comp: Computation = build_decomposition(ins, session.registry)
+    return ctx.run(comp, list(args))
