@@ -25,7 +25,10 @@ def handle_errors(fn):
         try:
             return fn(*args, **kwargs)
         except HloError as e:
-            _fail(str(e))
+            from .conformance import CheckFailure
+            if e.file is None and kwargs.get("file") not in (None, "-"):
+                e.file = kwargs["file"]
+            _fail(str(e), 1 if isinstance(e, CheckFailure) else 2)
         except KeyboardInterrupt:
             _fail("interrupted", 130)
         except RecursionError:
@@ -39,6 +42,28 @@ def handle_errors(fn):
 @click.version_option(package_name="xlaplug")
 def main():
     """xlaplug: parse, compile and run XLA HLO text, extended by plugins."""
+
+
+def plugin_options(fn):
+    """--plugins-dir / --no-plugins / --strict, shared by every verb."""
+    fn = click.option("--strict", is_flag=True,
+                      help="A plugin that fails to load, or a kernel that fails, is fatal.")(fn)
+    fn = click.option("--no-plugins", is_flag=True,
+                      help="Load no plugins, the bundled ones included.")(fn)
+    fn = click.option("--plugins-dir", "plugins_dirs", multiple=True,
+                      help="Load plugins from this directory (repeatable).")(fn)
+    return fn
+
+
+def setup_plugins(plugins_dirs, no_plugins, strict, device="cpu", prefer="kernel", quiet=False):
+    from .plugin import load_plugins
+    from .plugin_runtime import Session, activate
+    reg = load_plugins(plugins_dirs, no_plugins=no_plugins, strict=strict)
+    if not quiet:
+        for rec in reg.records:
+            if rec.error:
+                click.echo(f"warning: plugin {rec.source} not loaded: {rec.error}", err=True)
+    return activate(Session(reg, device=device, prefer=prefer, strict=strict))
 
 
 def _highlight(text: str) -> None:
@@ -59,14 +84,27 @@ def _highlight(text: str) -> None:
 @click.option("--dump-dir", default=None, help="Write the module after each pass as NN-pass.hlo.")
 @click.option("--verify-each/--no-verify-each", default=False,
               help="Run the verifier after every pass.")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+              help="Device whose plugin kernels count when lowering custom calls.")
+@click.option("--prefer", type=click.Choice(["kernel", "decomposition"]), default="kernel",
+              show_default=True, help="Use plugin kernels, or always their decompositions.")
+@click.option("--decompose-all", is_flag=True,
+              help="Lower every plugin op to core HLO: the portable artifact.")
+@plugin_options
 @handle_errors
-def compile_cmd(file, passes, emit, output, dump_dir, verify_each):
+def compile_cmd(file, passes, emit, output, dump_dir, verify_each, device, prefer, decompose_all,
+                plugins_dirs, no_plugins, strict):
     """Parse FILE (or - for stdin), verify it, run passes, print the result."""
     from .driver import compile_module, load_module, write_atomic
     from .report import module_json
 
+    if device == "cuda":
+        from .backends.cuda_support import require_cuda
+        require_cuda()
+    setup_plugins(plugins_dirs, no_plugins, strict, device,
+                  "decomposition" if decompose_all else prefer)
     module = load_module(file)
-    pm = compile_module(module, passes, dump_dir, verify_each)
+    pm = compile_module(module, passes, dump_dir, verify_each, decompose_all=decompose_all)
     if emit == "hlo":
         from .hlo.printer import module_to_text
         out = module_to_text(module)
@@ -113,9 +151,12 @@ def _load_npz(path: str, what: str) -> dict:
 @click.option("--max-while-iterations", type=int, default=None,
               help="Stop any while loop after this many iterations, with an error.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--prefer", type=click.Choice(["kernel", "decomposition"]), default="kernel",
+              show_default=True, help="Use plugin kernels, or always their decompositions.")
+@plugin_options
 @handle_errors
 def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, repeat, passes,
-            max_memory, max_while_iterations, as_json):
+            max_memory, max_while_iterations, as_json, prefer, plugins_dirs, no_plugins, strict):
     """Compile FILE and run it; print, save and compare its outputs."""
     import time
 
@@ -127,6 +168,7 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
     if device == "cuda":
         from .backends.cuda_support import require_cuda
         require_cuda()
+    setup_plugins(plugins_dirs, no_plugins, strict, device, prefer)
     t0 = time.perf_counter()
     module = load_module(file)
     parse_s = time.perf_counter() - t0
@@ -187,6 +229,47 @@ def _print_outputs(outputs, timings) -> None:
     console.print(table)
     console.print(f"parse {timings['parse_s'] * 1e3:.1f} ms, compile {timings['compile_s'] * 1e3:.1f} ms, "
                   f"run {timings['run_s'] * 1e3:.1f} ms (median)", highlight=False)
+
+
+@main.command("list-plugins")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@plugin_options
+@handle_errors
+def list_plugins_cmd(as_json, plugins_dirs, no_plugins, strict):
+    """List loaded plugins: ops, decompositions, kernels per device, overrides, passes."""
+    from .plugin_report import plugins_json, plugins_table
+    session = setup_plugins(plugins_dirs, no_plugins, strict, quiet=True)
+    if as_json:
+        click.echo(json.dumps(plugins_json(session.registry), indent=2))
+    else:
+        from rich.console import Console
+        Console(soft_wrap=True).print(plugins_table(session.registry))
+
+
+@main.command("check-plugins")
+@click.argument("ops", nargs=-1)
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@click.option("--trials", default=3, show_default=True, help="Random inputs per example.")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@plugin_options
+@handle_errors
+def check_plugins_cmd(ops, device, trials, seed, as_json, plugins_dirs, no_plugins, strict):
+    """Run each plugin kernel against its decomposition on random inputs."""
+    from .plugin_check import check_plugins, results_table
+    if device == "cuda":
+        from .backends.cuda_support import require_cuda
+        require_cuda(backend=False)
+    session = setup_plugins(plugins_dirs, no_plugins, strict, device)
+    results = check_plugins(session, ops, trials=trials, seed=seed)
+    if as_json:
+        click.echo(json.dumps({"device": device, "results": [r.__dict__ for r in results],
+                               "ok": all(r.ok for r in results)}, indent=2))
+    else:
+        from rich.console import Console
+        Console(soft_wrap=True).print(results_table(results))
+    if not all(r.ok for r in results):
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -45,9 +45,13 @@ def load_module(path: str) -> Module:
 
 
 def compile_module(module: Module, passes: str | None, dump_dir: str | None = None,
-                   verify_each: bool = False) -> PassManager:
-    pm = PassManager(resolve_pipeline(passes), verify_each=verify_each,
-                     dump_dir=Path(dump_dir) if dump_dir else None)
+                   verify_each: bool = False, decompose_all: bool = False) -> PassManager:
+    pipeline = resolve_pipeline(passes)
+    if decompose_all and "custom-call-lowering" not in pipeline:
+        pipeline.insert(0, "custom-call-lowering")
+    pm = PassManager(pipeline, verify_each=verify_each,
+                     dump_dir=Path(dump_dir) if dump_dir else None,
+                     options={"custom-call-lowering": {"decompose_all": decompose_all}})
     pm.run(module)
     verify_module(module)
     return pm

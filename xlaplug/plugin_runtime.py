@@ -85,7 +85,13 @@ def _run_kernel(entry: OpEntry, ins, args, extra_kwargs: dict) -> Any:
     what = f"plugin '{entry.plugin.name}' kernel for '{op_name(ins) or ins.opcode}'"
     try:
         ret = bind_call(entry.fn, what, [*_flatten(tuple(args)), *outs], kwargs)
-    except (PluginError, ExecutionError):
+    except HloError as e:
+        if not e.line:  # point at the instruction the kernel ran for
+            e.message = f"instruction '{ins.name}': {e.message}"
+            e.args = (e.message,)
+            e.line, e.column = ins.line, ins.column
+        raise
+    except ExecutionError:
         raise
     except Exception as e:
         raise KernelFailure(f"{what} raised {type(e).__name__}: {e} (instruction '{ins.name}')") from e

@@ -117,3 +117,149 @@ class ReplicaGroups:
         if self.iota is not None:
             return self.iota
         return "{" + ",".join("{" + ",".join(map(str, g)) + "}" for g in self.groups) + "}"
+
+
+def shape_index_str(index: tuple[int, ...]) -> str:
+    """A ShapeIndex as XLA prints it: `{}`, `{0}`, `{1,0}`."""
+    return "{" + ",".join(map(str, index)) + "}"
+
+
+@dataclass(frozen=True)
+class Sharding:
+    """`sharding={...}` in every form XLA prints (hlo_sharding.cc ToString).
+
+    kind is one of replicated, maximal, manual, unknown, unreduced, tiled, tuple, named.
+    A tiled sharding has `tile_dims` and either explicit `devices` or an iota device list
+    (`iota_reshape`, optional `iota_perm`).  `metadata` keeps the sharding's own
+    `metadata=` text verbatim; `named` shardings (mesh axes) are kept verbatim in `text`.
+    """
+    kind: str
+    device: int | None = None
+    tile_dims: tuple[int, ...] = ()
+    devices: tuple[int, ...] | None = None
+    iota_reshape: tuple[int, ...] | None = None
+    iota_perm: tuple[int, ...] | None = None
+    last_tile_dim_replicate: bool = False
+    last_tile_dims: tuple[str, ...] = ()
+    elements: tuple["Sharding", ...] = ()
+    metadata: str = ""
+    shard_group: str = ""   # `shard_as N` or `shard_like N`
+    text: str = ""
+
+    @property
+    def is_tuple(self) -> bool:
+        return self.kind == "tuple"
+
+    def device_ids(self) -> tuple[int, ...]:
+        """The tile assignment's devices in row-major order (tiled shardings)."""
+        if self.devices is not None:
+            return self.devices
+        if self.iota_reshape is None:
+            return ()
+        import numpy as np
+        ids = np.arange(int(np.prod(self.iota_reshape))).reshape(self.iota_reshape)
+        if self.iota_perm is not None:
+            ids = ids.transpose(self.iota_perm)
+        return tuple(int(x) for x in ids.reshape(-1))
+
+    def __str__(self) -> str:
+        if self.kind == "named":
+            return self.text
+        if self.kind == "tuple":
+            parts = []
+            for i, e in enumerate(self.elements):
+                parts.append((f"/*index={i}*/" if i and i % 5 == 0 else "") + str(e))
+            return "{" + ", ".join(parts) + "}"
+        tail = (" " + self.shard_group if self.shard_group else "") + \
+            (" metadata=" + self.metadata if self.metadata else "")
+        if self.kind == "maximal":
+            return f"{{maximal device={self.device}{tail}}}"
+        if self.kind != "tiled":
+            return "{" + self.kind + tail + "}"
+        s = "{devices=[" + ",".join(map(str, self.tile_dims)) + "]"
+        if self.iota_reshape is not None:
+            s += "<=[" + ",".join(map(str, self.iota_reshape)) + "]"
+            if self.iota_perm is not None:
+                s += "T(" + ",".join(map(str, self.iota_perm)) + ")"
+        else:
+            s += ",".join(map(str, self.devices or ()))
+        if self.last_tile_dim_replicate:
+            s += " last_tile_dim_replicate"
+        if self.last_tile_dims:
+            s += " last_tile_dims={" + ", ".join(self.last_tile_dims) + "}"
+        return s + tail + "}"
+
+
+@dataclass(frozen=True)
+class ComputationLayout:
+    """`entry_computation_layout={(p0, p1)->result}`."""
+    parameters: tuple = ()
+    result: object = None
+
+    def __str__(self) -> str:
+        return "{(" + ", ".join(str(p) for p in self.parameters) + ")->" + str(self.result) + "}"
+
+
+@dataclass(frozen=True)
+class InputOutputAlias:
+    """`input_output_alias={ {0}: (0, {}, may-alias), ... }`: (output index, parameter,
+    parameter index, kind) per entry."""
+    entries: tuple[tuple[tuple[int, ...], int, tuple[int, ...], str], ...] = ()
+
+    def __str__(self) -> str:
+        if not self.entries:
+            return "{}"
+        return "{ " + ", ".join(f"{shape_index_str(o)}: ({p}, {shape_index_str(pi)}, {k})"
+                                for o, p, pi, k in self.entries) + " }"
+
+
+@dataclass(frozen=True)
+class BufferDonor:
+    """`buffer_donor={ (0, {}), (1, {}) }`: (parameter, parameter index) per entry."""
+    entries: tuple[tuple[int, tuple[int, ...]], ...] = ()
+
+    def __str__(self) -> str:
+        if not self.entries:
+            return "{}"
+        return "{ " + ", ".join(f"({p}, {shape_index_str(i)})" for p, i in self.entries) + " }"
+
+
+@dataclass(frozen=True)
+class OutputOperandAliasing:
+    """`output_to_operand_aliasing={{0}: (1, {}), ...}`: (output index, operand, operand
+    index) per entry."""
+    entries: tuple[tuple[tuple[int, ...], int, tuple[int, ...]], ...] = ()
+
+    def __str__(self) -> str:
+        return "{" + ", ".join(f"{shape_index_str(o)}: ({n}, {shape_index_str(i)})"
+                               for o, n, i in self.entries) + "}"
+
+
+def _num(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() and abs(v) < 1e16 else repr(float(v))
+
+
+@dataclass(frozen=True)
+class ResultAccuracy:
+    """`result_accuracy={mode=highest}` or `{tolerance={atol=0,rtol=0,ulps=1}}`."""
+    mode: str | None = None
+    atol: float = 0.0
+    rtol: float = 0.0
+    ulps: float = 0.0
+
+    def __str__(self) -> str:
+        if self.mode is not None:
+            return "{mode=" + self.mode + "}"
+        return (f"{{tolerance={{atol={_num(self.atol)},rtol={_num(self.rtol)},"
+                f"ulps={_num(self.ulps)}}}}}")
+
+
+@dataclass(frozen=True, eq=False)
+class LiteralValue:
+    """A literal with its own shape, as custom-call's `literal=s32[2]{0} {1, 2}` prints it."""
+    shape: object
+    value: object
+
+    def __str__(self) -> str:
+        from .literals import format_literal
+        return f"{self.shape} {format_literal(self.value, self.shape)}"

@@ -27,6 +27,8 @@ def _etype(dtype) -> str:
 class Builder:
     def __init__(self, name_hint: str = "b", uniquer=None):
         self.instructions: list[Instruction] = []
+        # Computations the builder made (reducers); a pass adds them to the module.
+        self.computations: list[Computation] = []
         self._hint = name_hint
         self._uniq = uniquer
         self._n = 0
@@ -132,4 +134,6 @@ class Builder:
         p0 = Instruction(f"{name}.p0", "parameter", s, parameter_number=0)
         p1 = Instruction(f"{name}.p1", "parameter", s, parameter_number=1)
         r = Instruction(f"{name}.r", opcode, s, [p0, p1])
-        return Computation(self._uniq(name) if self._uniq else name, [p0, p1, r], r)
+        comp = Computation(self._uniq(name) if self._uniq else name, [p0, p1, r], r)
+        self.computations.append(comp)
+        return comp

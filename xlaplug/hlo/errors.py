@@ -33,10 +33,29 @@ class HloError(Exception):
     def __str__(self) -> str:
         out = self.headline()
         if self.source_line is not None and self.line:
-            # Printable form of the source line (binary garbage must not wreck the terminal).
-            src = self.source_line.encode("ascii", "backslashreplace").decode()[:200].expandtabs(1)
-            out += "\n" + src + "\n" + " " * max(self.column - 1, 0) + "^"
+            src, caret = _excerpt(self.source_line, self.column)
+            out += "\n" + src + "\n" + " " * caret + "^"
         return out
+
+
+_WINDOW = 160
+
+
+def _excerpt(line: str, column: int) -> tuple[str, int]:
+    """The source line made safe to print (control characters shown as '?', tabs as one
+    space, so the caret stays under its column), cut to a window around a long line's
+    column; and the caret's offset in it."""
+    safe = "".join(c if c.isprintable() else (" " if c == "\t" else "?") for c in line)
+    caret = max(column - 1, 0)
+    if len(safe) <= _WINDOW:
+        return safe, caret
+    start = max(0, min(caret - _WINDOW // 2, len(safe) - _WINDOW))
+    piece = safe[start:start + _WINDOW]
+    if start > 0:
+        piece, caret = "..." + piece, caret - start + 3
+    if start + _WINDOW < len(safe):
+        piece += "..."
+    return piece, caret
 
 
 class HloSyntaxError(HloError):

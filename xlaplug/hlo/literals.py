@@ -22,35 +22,90 @@ class LiteralError(ValueError):
 
 _SPECIAL = {"inf": np.inf, "+inf": np.inf, "-inf": -np.inf, "nan": np.nan, "+nan": np.nan,
             "-nan": -np.nan}
-_NAN_PAYLOAD = re.compile(r"(-?)nan\(0x([0-9a-fA-F]+)\)")
+_NAN_PAYLOAD = re.compile(r"([-+]?)nan\(0x([0-9a-fA-F]+)\)")
+# The numbers XLA's lexer reads in a literal (decimal, integer, inf, nan with payload).
+_FLOAT_TOKEN = re.compile(r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf|nan(?:\(0x[0-9a-fA-F]+\))?)")
+_INT_TOKEN = re.compile(r"[-+]?(?:0[xX][0-9a-fA-F]+|\d+)")
+
+
+_PAYLOAD_TYPES = {"f16": 10, "bf16": 7, "f32": 23, "f64": 52}
+
+
+def _float_bits(dtype: np.dtype):
+    """(unsigned view dtype, mantissa bits, exponent mask) for float types with NaN payloads."""
+    mant = _PAYLOAD_TYPES.get(dtypes.from_dtype(dtype))
+    if mant is None:
+        return None
+    nbits = dtype.itemsize * 8
+    exp_mask = ((1 << (nbits - 1 - mant)) - 1) << mant
+    return np.dtype(f"u{dtype.itemsize}"), mant, exp_mask
+
+
+def _nan_with_payload(sign: str, payload: int, dtype: np.dtype):
+    bits = _float_bits(dtype)
+    if bits is None:
+        raise LiteralError(f"{dtypes.from_dtype(dtype)} NaNs do not take a payload")
+    uint, mant, exp_mask = bits
+    if payload == 0 or payload >= (1 << mant):
+        raise LiteralError(f"NaN payload 0x{payload:x} is out of range for "
+                           f"{dtypes.from_dtype(dtype)} (1 to 0x{(1 << mant) - 1:x})")
+    word = exp_mask | payload | ((1 << (dtype.itemsize * 8 - 1)) if sign == "-" else 0)
+    return np.array([word], dtype=uint).view(dtype)[0]
 
 
 def _float_values(tokens: list[str], dtype: np.dtype) -> np.ndarray:
+    payloads = None
     try:
-        out = np.array(tokens, dtype=np.float64)
+        out = np.array(tokens, dtype=np.float64)   # C speed; keeps the sign of -nan
     except ValueError:
         out = np.empty(len(tokens), np.float64)
         for i, t in enumerate(tokens):
             t = t.strip()
             if t in _SPECIAL:
                 out[i] = _SPECIAL[t]
-            elif _NAN_PAYLOAD.fullmatch(t):
-                out[i] = np.nan
-            else:
-                try:
-                    out[i] = float(t)
-                except ValueError:
-                    raise LiteralError(f"invalid floating-point literal '{t[:30]}'") from None
-    neg_nan = [i for i, t in enumerate(tokens) if t.strip().startswith("-nan")]
-    res = out.astype(dtype)
-    if neg_nan:  # keep the sign bit of -nan, which XLA prints and reads back
-        res[neg_nan] = -np.abs(res[neg_nan])
+                continue
+            m = _NAN_PAYLOAD.fullmatch(t)
+            if m:
+                out[i] = -np.nan if m[1] == "-" else np.nan
+                payloads = payloads or {}
+                payloads[i] = (m[1], int(m[2], 16))
+                continue
+            try:
+                out[i] = float(t)
+            except ValueError:
+                raise _BadToken(i, f"invalid floating-point literal '{t[:30]}'") from None
+    if dtype == np.float64:
+        res = out
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            res = out.astype(dtype)
+            back = res.astype(np.float64)
+        bad = np.isfinite(out) & ~np.isfinite(back)
+        if bad.any():  # XLA rejects a finite value that becomes inf or nan
+            i = int(np.argmax(bad))
+            raise _BadToken(i, f"value {tokens[i].strip()} is out of range for "
+                               f"{dtypes.from_dtype(dtype)}")
+    if payloads:
+        res = res.copy() if res is out else res
+        for i, (sign, payload) in payloads.items():
+            try:
+                res[i] = _nan_with_payload(sign, payload, dtype)
+            except LiteralError as e:
+                raise _BadToken(i, str(e)) from None
     return res
+
+
+class _BadToken(Exception):
+    """A bad element: its index among the literal's elements, and the message."""
+
+    def __init__(self, index: int, message: str):
+        super().__init__(message)
+        self.index = index
 
 
 def _int_values(tokens: list[str], etype: str, dtype: np.dtype) -> np.ndarray:
     vals = []
-    for t in tokens:
+    for i, t in enumerate(tokens):
         t = t.strip()
         if etype == "pred" and t in ("true", "false"):
             vals.append(t == "true")
@@ -58,15 +113,21 @@ def _int_values(tokens: list[str], etype: str, dtype: np.dtype) -> np.ndarray:
         try:
             vals.append(int(t, 0) if t.lower().startswith(("0x", "-0x")) else int(t))
         except ValueError:
-            raise LiteralError(f"invalid {etype} literal '{t[:30]}'") from None
+            raise _BadToken(i, f"invalid {etype} literal '{t[:30]}'") from None
     if etype == "pred":
         return np.array([bool(v) for v in vals], dtype=np.bool_)
-    info = np.iinfo(dtype) if dtype.kind in "iu" else None
-    if info is not None:
-        bad = [v for v in vals if not (info.min <= v <= info.max)]
-        if bad:
-            raise LiteralError(f"value {bad[0]} is out of range for {etype}")
+    lo, hi = _int_range(etype, dtype)
+    for i, v in enumerate(vals):
+        if not (lo <= v <= hi):
+            raise _BadToken(i, f"value {v} is out of range for {etype} [{lo}, {hi}]")
     return np.array(vals, dtype=np.int64 if etype != "u64" else np.uint64).astype(dtype)
+
+
+def _int_range(etype: str, dtype: np.dtype) -> tuple[int, int]:
+    bits = dtypes.bit_width(etype)
+    if dtypes.is_signed(etype):
+        return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    return 0, (1 << bits) - 1
 
 
 _COMPLEX = re.compile(r"\(\s*([^,()]+?)\s*,\s*([^,()]+?)\s*\)")
@@ -77,73 +138,247 @@ def _complex_values(body: str, dtype: np.dtype) -> np.ndarray:
     rest = _COMPLEX.sub("", body)
     if re.search(r"[^\s{},]", rest):
         raise LiteralError("complex literal elements must be (real, imag) pairs")
-    part = np.float32 if dtype == np.complex64 else np.float64
-    re_ = _float_values([p[0] for p in pairs], np.dtype(part))
-    im_ = _float_values([p[1] for p in pairs], np.dtype(part))
-    return (re_ + 1j * im_.astype(dtype)).astype(dtype)
+    part = np.dtype(np.float32 if dtype == np.complex64 else np.float64)
+    try:
+        re_ = _float_values([p[0] for p in pairs], part)
+        im_ = _float_values([p[1] for p in pairs], part)
+    except _BadToken as e:
+        raise _BadToken(e.index, f"{e} (in a complex element)") from None
+    out = np.empty(len(pairs), dtype)
+    out.real = re_   # set the parts separately: inf + 1j*nan must not become nan+nanj,
+    out.imag = im_   # and the sign of -0 must survive
+    return out
+
+
+def _skeleton(text: str, complex_: bool) -> str:
+    """The brace structure of a literal with each element as 'v': `{{vv}{vv}}`."""
+    if complex_:
+        text = _COMPLEX.sub("v", text)
+    return re.sub(r"[^{},\s]+", "v", text).translate(_DROP_SEP)
+
+
+_DROP_SEP = str.maketrans("", "", ", \t\n\r")
+# XLA's literal parser skips commas: elements may be separated by commas or whitespace.
+_SEPARATORS = str.maketrans("{},", "   ")
+
+
+def _expected_skeleton(dims) -> str:
+    inner = "v"
+    for d in reversed(dims):
+        inner = "{" + inner * d + "}"
+    return inner
 
 
 def parse_literal(text: str, shape: Shape):
-    """Literal text (the inside of `constant(...)`) -> numpy array, or a tuple for tuples."""
-    text = text.strip()
+    """Literal text (the inside of `constant(...)`) -> numpy array, or a tuple for tuples.
+
+    Raises LiteralError whose offset is relative to `text`."""
+    lead = len(text) - len(text.lstrip())
+    try:
+        return _parse_literal(text.strip(), shape)
+    except LiteralError as e:
+        e.offset += lead
+        raise
+
+
+def _parse_literal(text: str, shape: Shape):
     if shape.is_tuple:
         if not (text.startswith("(") and text.endswith(")")):
-            raise LiteralError("a tuple constant needs a parenthesised tuple literal")
-        from .attributes import split_top
-        parts = split_top(text[1:-1])
+            raise LiteralError(f"a tuple constant of shape {shape} needs a parenthesised "
+                               f"literal like (1, {{2, 3}})")
+        from .attributes import split_top_at
+        parts = split_top_at(text[1:-1])
         if len(parts) != len(shape.tuple_shapes):
             raise LiteralError(f"tuple literal has {len(parts)} elements, shape "
                                f"{shape} has {len(shape.tuple_shapes)}")
-        return tuple(parse_literal(p, s) for p, s in zip(parts, shape.tuple_shapes))
-    if shape.is_token:
-        raise LiteralError("a token has no literal")
+        out = []
+        for (p, off), s in zip(parts, shape.tuple_shapes):
+            try:
+                out.append(_parse_literal(p, s))
+            except LiteralError as e:
+                e.offset += 1 + off
+                raise
+        return tuple(out)
+    if shape.is_token or shape.element_type not in dtypes.ELEMENT_DTYPES:
+        raise LiteralError(f"a {shape.element_type} has no literal")
+    if not text:
+        raise LiteralError(f"missing literal for shape {shape}")
     etype = shape.element_type
     dtype = shape.dtype
     rank = shape.rank
-    if rank == 0:
-        if text.startswith("{"):
-            raise LiteralError(f"scalar {etype} literal must not be in braces")
-        body = text
-    else:
-        depth = maxdepth = 0
-        for ch in text:
-            if ch == "{":
-                depth += 1
-                maxdepth = max(maxdepth, depth)
-            elif ch == "}":
-                depth -= 1
-                if depth < 0:
-                    raise LiteralError("unbalanced '}' in literal")
-        if depth != 0:
-            raise LiteralError("unterminated '{' in literal")
-        if maxdepth != rank and shape.num_elements() > 0:
-            raise LiteralError(f"literal nesting depth {maxdepth} does not match rank {rank} "
-                               f"of shape {shape}")
-        body = text
-    if dtypes.is_complex(etype):
-        flat = _complex_values(body, dtype)
-    else:
-        tokens = [t for t in body.replace("{", " ").replace("}", " ").split(",") if t.strip()]
-        if len(tokens) == 1 and rank > 0 and "," not in body and " " in tokens[0].strip():
-            raise LiteralError("literal elements must be separated by commas")
-        if dtypes.is_float(etype):
-            flat = _float_values(tokens, dtype)
-        else:
-            flat = _int_values(tokens, etype, dtype)
+    is_complex = dtypes.is_complex(etype)
     n = shape.num_elements()
-    if flat.size != n:
-        raise LiteralError(f"literal has {flat.size} elements, shape {shape} needs {n}")
+    try:
+        if rank == 0:
+            if text.startswith("{"):
+                raise LiteralError(f"a scalar {etype} literal is written without braces, like "
+                                   f"{'(1, 0)' if is_complex else '1'}")
+        elif not (text.startswith("{") and text.endswith("}")):
+            raise _Diagnose()
+        elif rank == 1:
+            inner = text[1:-1]
+            if "{" in inner or "}" in inner:
+                raise _Diagnose()
+        elif _skeleton(text, is_complex) != _expected_skeleton(shape.dims):
+            raise _Diagnose()
+        if is_complex:
+            flat = _complex_values(text, dtype)
+        else:
+            tokens = text.translate(_SEPARATORS).split()
+            if len(tokens) != n:
+                raise _Diagnose()
+            if dtypes.is_float(etype):
+                flat = _float_values(tokens, dtype)
+            else:
+                flat = _int_values(tokens, etype, dtype)
+        if flat.size != n:
+            raise _Diagnose()
+    except _Diagnose:
+        _diagnose_dense(text, shape)
+        raise LiteralError(f"malformed literal for shape {shape}") from None
+    except _BadToken as e:
+        raise LiteralError(str(e), _element_offset(text, e.index, is_complex)) from None
     return flat.reshape(shape.dims)
+
+
+class _Diagnose(Exception):
+    """The fast path found a problem; the slow path says exactly what and where."""
+
+
+_LIT_TOKEN = re.compile(r"\s+|\{|\}|,|\([^()]*\)?|[^\s{},()]+|.")
+
+
+def _element_offset(text: str, index: int, complex_: bool) -> int:
+    k = 0
+    for m in _LIT_TOKEN.finditer(text):
+        tok = m.group(0)
+        if tok.isspace() or tok in "{},":
+            continue
+        if k == index:
+            return m.start()
+        k += 1
+    return 0
+
+
+def _diagnose_dense(text: str, shape: Shape) -> None:
+    """Walk the literal as XLA's parser does and raise a LiteralError at the first problem."""
+    dims = shape.dims
+    rank = len(dims)
+    etype = shape.element_type
+    is_complex = dtypes.is_complex(etype)
+    nest = 0
+    seen = [0] * rank
+    opened: list[int] = []
+    count = 0
+    done = False
+
+    def where(level: int) -> str:
+        if not level:
+            return ""
+        return " of sub-array [" + ",".join(str(x - 1) for x in seen[:level]) + "]"
+
+    for m in _LIT_TOKEN.finditer(text):
+        tok, pos = m.group(0), m.start()
+        if tok.isspace() or tok == ",":
+            continue
+        if done:
+            raise LiteralError(f"unexpected '{tok[:20]}' after the end of the literal", pos)
+        if tok == "{":
+            if rank == 0:
+                raise LiteralError(f"a scalar {etype} literal is written without braces", pos)
+            nest += 1
+            opened.append(pos)
+            if nest > rank:
+                raise LiteralError(f"too many nested '{{': shape {shape} has rank {rank}", pos)
+            if nest > 1:
+                seen[nest - 2] += 1
+                if seen[nest - 2] > dims[nest - 2]:
+                    raise LiteralError(f"too many elements in dimension {nest - 2}"
+                                       f"{where(nest - 2)}: shape {shape} has {dims[nest - 2]}",
+                                       pos)
+            continue
+        if tok == "}":
+            if nest == 0:
+                raise LiteralError("unbalanced '}' in literal", pos)
+            nest -= 1
+            opened.pop()
+            if seen[nest] != dims[nest]:
+                raise LiteralError(f"expected {dims[nest]} elements in dimension {nest}"
+                                   f"{where(nest)}, found {seen[nest]} (shape {shape})", pos)
+            seen[nest] = 0
+            if nest == 0:
+                done = True
+            continue
+        # An element.
+        if rank > 0 and nest != rank:
+            raise LiteralError(f"element '{tok[:20]}' at nesting depth {nest}, but shape {shape} "
+                               f"needs depth {rank}" if nest else
+                               f"array literal of shape {shape} must start with '{{'", pos)
+        if is_complex:
+            if not (tok.startswith("(") and tok.endswith(")")):
+                raise LiteralError(f"complex elements are written (real, imag), found "
+                                   f"'{tok[:20]}'", pos)
+            parts = tok[1:-1].split(",")
+            if len(parts) != 2 or not all(_FLOAT_TOKEN.fullmatch(x.strip()) for x in parts):
+                raise LiteralError(f"malformed complex element '{tok[:30]}'", pos)
+        elif tok.startswith("("):
+            raise LiteralError(f"unexpected '(' in a {etype} literal (parentheses are only for "
+                               f"complex elements)", pos)
+        elif dtypes.is_float(etype):
+            if not _FLOAT_TOKEN.fullmatch(tok):
+                raise LiteralError(f"invalid floating-point literal '{tok[:30]}'", pos)
+        elif etype == "pred":
+            if tok not in ("true", "false") and not _INT_TOKEN.fullmatch(tok):
+                raise LiteralError(f"invalid pred literal '{tok[:30]}' (expected true or "
+                                   f"false)", pos)
+        elif not _INT_TOKEN.fullmatch(tok):
+            raise LiteralError(f"invalid {etype} literal '{tok[:30]}'", pos)
+        count += 1
+        if rank == 0:
+            if count > 1:
+                raise LiteralError("a scalar literal has one element", pos)
+            continue
+        seen[rank - 1] += 1
+        if seen[rank - 1] > dims[rank - 1]:
+            raise LiteralError(f"too many elements in dimension {rank - 1}"
+                               f"{where(rank - 1)}: shape {shape} has {dims[rank - 1]}", pos)
+    if opened:
+        raise LiteralError("unterminated '{' in literal", opened[0])
+    if count == 0 and rank == 0:
+        raise LiteralError(f"missing literal for shape {shape}")
 
 
 # ---- printing ----------------------------------------------------------------------------
 
+# Types with a single NaN and no sign on it: their NaN prints as plain `nan`.
+_UNSIGNED_NAN = frozenset({"f8e4m3fnuz", "f8e5m2fnuz", "f8e4m3b11fnuz", "f8e8m0fnu"})
+
+
+def _fmt_nan(v, etype: str) -> str:
+    if etype in _UNSIGNED_NAN:
+        return "nan"
+    sign = "-" if np.signbit(v) else ""
+    mant = _PAYLOAD_TYPES.get(etype)
+    if mant is not None:
+        dt = dtypes.ELEMENT_DTYPES[etype]
+        bits = int(np.asarray(v, dtype=dt).reshape(1).view(f"u{dt.itemsize}")[0])
+        payload = bits & ((1 << mant) - 1)
+        if payload != 1 << (mant - 1):  # not the plain quiet NaN: XLA prints the payload
+            return f"{sign}nan(0x{payload:x})"
+    return sign + "nan"
+
+
 def _fmt_float(v, etype: str) -> str:
+    """The shortest text that reads back to exactly `v` (a numpy scalar of etype's dtype)."""
     f = float(v)
     if f != f:
-        return "-nan" if np.signbit(v) else "nan"
+        return _fmt_nan(v, etype)
     if f in (np.inf, -np.inf):
         return "inf" if f > 0 else "-inf"
+    if f == 0:
+        return "-0" if np.signbit(f) else "0"
+    if f.is_integer() and abs(f) < 1e16:
+        return str(int(f))
     if etype == "f64":
         s = repr(f)
     elif etype == "f16":
@@ -170,16 +405,11 @@ def format_literal(value, shape: Shape) -> str:
     etype = shape.element_type
     arr = np.asarray(value)
     if shape.rank == 0:
-        return format_scalar(arr.reshape(()).item() if etype != "bf16" else arr.reshape(())[()],
-                             etype)
-    if etype in ("f32", "f64") or dtypes.is_integral(etype) or etype == "pred":
-        if etype == "pred":
-            items = np.where(arr.reshape(-1), "true", "false").tolist()
-        elif dtypes.is_integral(etype):
-            items = [str(x) for x in arr.reshape(-1).astype(object if etype == "u64" else np.int64).tolist()]
-        else:
-            items = [_fmt_float(x, etype) for x in arr.reshape(-1).astype(
-                np.float32 if etype == "f32" else np.float64)]
+        return format_scalar(arr.reshape(())[()], etype)
+    if etype == "pred":
+        items = np.where(arr.reshape(-1), "true", "false").tolist()
+    elif dtypes.is_integral(etype):
+        items = [str(x) for x in arr.reshape(-1).astype(object if etype == "u64" else np.int64).tolist()]
     else:
         items = [format_scalar(x, etype) for x in arr.reshape(-1)]
     return _nest(items, shape.dims)
@@ -188,6 +418,8 @@ def format_literal(value, shape: Shape) -> str:
 def _nest(items: list[str], dims) -> str:
     if len(dims) == 1:
         return "{" + ", ".join(items) + "}"
+    if dims[0] == 0:
+        return "{}"
     inner = 1
     for d in dims[1:]:
         inner *= d

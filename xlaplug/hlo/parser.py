@@ -18,10 +18,13 @@ from . import attributes as A
 from .errors import HloSyntaxError, position_of
 from .ir import Computation, Instruction, Module, Shape
 from .literals import LiteralError, parse_literal
+from .dtypes import ELEMENT_TYPES
 from .opcodes import ALL_OPCODES
 from .shape_parser import ShapeError, parse_array_shape, parse_shape
 
-_STR = r'"(?:[^"\\]|\\.)*"'
+# A string never spans lines (XLA prints strings C-escaped), so an unterminated one is
+# reported on its own line instead of swallowing the rest of the file.
+_STR = r'"(?:[^"\\\n]|\\.)*"'
 
 
 def _braced(depth: int) -> str:
@@ -32,20 +35,27 @@ def _braced(depth: int) -> str:
     return rx
 
 
+BRACE_DEPTH = 8
+# One attribute value: brace groups, strings, [..] and (..) groups, plain characters, and
+# a space before a group (custom-call's `literal=s32[2]{0} {1, 2}`).
+_VALUE = (r"(?:" + _braced(BRACE_DEPTH) + "|" + _STR
+          + r"|\[[^\]]*\]|\([^()]*\)|[^\s,{}\"\[\]()]+|\s+(?=[{(]))+")
+
+
 def grammar_text() -> str:
     text = (Path(__file__).with_name("hlo.lark")).read_text()
-    return text.replace("%BRACED%", _braced(8).replace("/", r"\/"))
+    esc = lambda rx: rx.replace("/", r"\/")  # noqa: E731 -- inside a lark /regex/
+    return (text.replace("%VALUE%", esc(_VALUE)).replace("%BRACED%", esc(_braced(BRACE_DEPTH)))
+            .replace("%STR%", esc(_STR)))
 
 
 @lru_cache(maxsize=None)
 def _lark(strict: bool = False, with_transformer: bool = True) -> Lark:
     return Lark(grammar_text(), parser="lalr", lexer="contextual", strict=strict,
-                transformer=_Builder() if with_transformer else None, maybe_placeholders=False,
-                cache=not strict)
+                transformer=_Builder() if with_transformer else None, maybe_placeholders=False)
 
 
-_ATTR = re.compile(r',\s*([A-Za-z_][\w.\-]*)\s*=\s*((?:' + _braced(8)
-                   + r'|"(?:[^"\\]|\\.)*"|\[[^\]]*\]|\([^()]*\)|[^\s,{}"\[\]()]+)+)')
+_ATTR = re.compile(r',\s*([A-Za-z_][\w.\-]*)\s*=\s*(' + _VALUE + ')')
 _COMMENTS = re.compile(r"/\*.*?\*/", re.S)
 
 
@@ -97,6 +107,31 @@ def _opt_attrs(children, owner: str) -> dict:
     return _attrs(last if isinstance(last, Token) and last.type == "ATTRS" else None, owner)
 
 
+_NAME_RX = re.compile(r"[A-Za-z_][\w.\-]*")
+_SHAPED_OPERAND = re.compile(r"(?:[a-z][a-z0-9]*\[[^\]]*\](?:\{[^}]*\})?|\(.*\))\s+%?[A-Za-z_][\w.\-]*",
+                             re.S)
+
+
+def _parameter_number(name: str, body: str, pos: int) -> int:
+    text = body.strip()
+    at = pos + len(body) - len(body.lstrip())
+    if text.isdigit():
+        return int(text)
+    if not text:
+        raise _err(f"parameter '{name}' is missing its parameter number: expected "
+                   f"parameter(N)", pos)
+    if re.fullmatch(r"-\d+", text):
+        raise _err(f"parameter number must be >= 0, got {text}", at)
+    raise _err(f"parameter '{name}' needs an integer parameter number, like parameter(0), "
+               f"got '{text[:30]}'", at)
+
+
+def _opcode_hint(opcode: str) -> str:
+    import difflib
+    close = difflib.get_close_matches(opcode.lower(), sorted(ALL_OPCODES), n=1, cutoff=0.75)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
 class _Builder(Transformer):
     """Rule callbacks, run by the LALR parser as it reduces."""
 
@@ -112,15 +147,15 @@ class _Builder(Transformer):
 
     def instruction(self, children):
         i = 0
-        is_root = False
+        root_tok = None
         if children[0].type == "ROOT":
-            is_root, i = True, 1
+            root_tok, i = children[0], 1
         name_tok, shape, call_tok = children[i:i + 3]
         name = name_tok[:-1].rstrip().lstrip("%")
         paren = call_tok.index("(")
         opcode = call_tok[:paren].rstrip()
         if opcode not in ALL_OPCODES:
-            raise _err(f"unknown opcode '{opcode}'", call_tok.start_pos)
+            raise _err(f"unknown opcode '{opcode}'{_opcode_hint(opcode)}", call_tok.start_pos)
         instr = Instruction(name, opcode, _shape_of(shape), line=name_tok.line,
                             column=name_tok.column)
         instr.attrs = _attrs(children[i + 3] if len(children) > i + 3 else None, name)
@@ -130,25 +165,27 @@ class _Builder(Transformer):
             self._constant(instr, body, body_pos)
             instr._operand_refs = []
         elif opcode == "parameter":
-            if not body.strip().isdigit():
-                raise _err(f"parameter '{name}' needs a parameter number, got '({body.strip()})'",
-                           body_pos)
-            instr.parameter_number = int(body)
+            instr.parameter_number = _parameter_number(name, body, body_pos)
             instr._operand_refs = []
         else:
             instr._operand_refs = self._operand_names(body, body_pos)
-        instr._is_root = is_root
+        instr._is_root = root_tok is not None
+        if root_tok is not None:
+            instr._root_at = (root_tok.line, root_tok.column)
         return instr
 
     @staticmethod
     def _constant(instr: Instruction, body: str, pos: int) -> None:
-        if "/*" in body:
-            body = _COMMENTS.sub("", body)
+        if "/*" in body:  # blank comments out, keeping offsets for error positions
+            body = _COMMENTS.sub(lambda m: " " * len(m.group(0)), body)
         if body.strip() == "{...}":
             instr.literal_elided = True
             return
         if not body.strip():
-            raise _err(f"constant '{instr.name}' has no literal", pos)
+            raise _err(f"constant '{instr.name}' has no literal: expected constant(value)", pos)
+        if instr.shape.is_token or instr.shape.element_type == "opaque":
+            raise _err(f"constant '{instr.name}' has shape {instr.shape}, which has no literal",
+                       pos)
         try:
             instr.literal = parse_literal(body, instr.shape)
         except LiteralError as e:
@@ -166,12 +203,14 @@ class _Builder(Transformer):
                 # Older XLA prints operand shapes too: `f32[2]{0} %a`; the name is last.
                 word = stripped.rsplit(None, 1)[-1] if " " in stripped else stripped
                 name = word.lstrip("%")
-                if not re.fullmatch(r"[A-Za-z_][\w.\-]*", name):
-                    raise _err(f"malformed operand '{stripped[:30]}'",
-                               pos + start + part.index(stripped[0]))
-                refs.append((name, pos + start + part.index(word)))
+                at = pos + start + part.index(stripped[0])
+                if not _NAME_RX.fullmatch(name) or (word is not stripped and not
+                                                    _SHAPED_OPERAND.fullmatch(stripped)):
+                    raise _err(f"malformed operand '{stripped[:30]}': expected an instruction "
+                               f"name", at)
+                refs.append((name, pos + start + part.rindex(word)))
             elif body.strip():
-                raise _err("empty operand in operand list", pos + start)
+                raise _err("empty operand in operand list (a stray ',')", pos + start)
             start += len(part) + 1
         return refs
 
@@ -215,15 +254,18 @@ def _resolve_computation(comp: Computation, sig) -> None:
     by_name: dict[str, Instruction] = {}
     root = None
     for ins in comp.instructions:
-        if ins.name in by_name:
+        first = by_name.get(ins.name)
+        if first is not None:
             raise HloSyntaxError(f"duplicate instruction name '{ins.name}' in computation "
-                                 f"'{comp.name}'", line=ins.line, column=ins.column)
+                                 f"'{comp.name}' (first defined at line {first.line})",
+                                 line=ins.line, column=ins.column)
         by_name[ins.name] = ins
         if ins._is_root:
             if root is not None:
-                raise HloSyntaxError(f"computation '{comp.name}' has two ROOT instructions "
-                                     f"('{root.name}' and '{ins.name}')", line=ins.line,
-                                     column=ins.column)
+                line, col = ins._root_at
+                raise HloSyntaxError(f"computation '{comp.name}' has a second ROOT "
+                                     f"instruction '{ins.name}' (the first is '{root.name}' at "
+                                     f"line {root.line})", line=line, column=col)
             root = ins
     if not comp.instructions:
         raise HloSyntaxError(f"computation '{comp.name}' has no instructions", line=comp.line,
@@ -246,6 +288,8 @@ def _resolve_computation(comp: Computation, sig) -> None:
                                f"'{r.name}'", r.offset)
             ins.control_predecessors = [by_name[r.name] for r in preds]
         del ins._operand_refs, ins._is_root
+        if hasattr(ins, "_root_at"):
+            del ins._root_at
         if ins.opcode == "parameter":
             n = ins.parameter_number
             if n in seen_params:
@@ -253,9 +297,12 @@ def _resolve_computation(comp: Computation, sig) -> None:
                                      f"'{comp.name}'", line=ins.line, column=ins.column)
             seen_params[n] = ins
     if sorted(seen_params) != list(range(len(seen_params))):
-        missing = sorted(set(range(len(seen_params))) - set(seen_params))
-        raise HloSyntaxError(f"computation '{comp.name}' is missing parameter number "
-                             f"{missing[0] if missing else '?'}", line=comp.line, column=comp.column)
+        missing = min(set(range(len(seen_params) + 1)) - set(seen_params))
+        after = max(seen_params)
+        p = seen_params[after]
+        raise HloSyntaxError(f"computation '{comp.name}' has parameter({after}) but no "
+                             f"parameter({missing}): parameter numbers must be 0 to "
+                             f"{len(seen_params) - 1}", line=p.line, column=p.column)
     if sig is not None:
         params, result = sig[1], sig[2]
         if len(params) != len(seen_params):
@@ -272,8 +319,10 @@ def _resolve_computation(comp: Computation, sig) -> None:
 def _resolve_module(module: Module, comps: list[Computation]) -> None:
     by_name: dict[str, Computation] = {}
     for c in comps:
-        if c.name in by_name:
-            raise HloSyntaxError(f"duplicate computation name '{c.name}'", line=c.line, column=c.column)
+        first = by_name.get(c.name)
+        if first is not None:
+            raise HloSyntaxError(f"duplicate computation name '{c.name}' (first defined at line "
+                                 f"{first.line})", line=c.line, column=c.column)
         by_name[c.name] = c
 
     def look(ref: A.CompRef, owner: Instruction) -> Computation:
@@ -299,45 +348,236 @@ def _resolve_module(module: Module, comps: list[Computation]) -> None:
     module.entry = entries[0] if entries else comps[-1]
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+
+
 def _check_text(text: str) -> None:
     if not text.strip():
-        raise HloSyntaxError("empty module: no HloModule header and no computations", line=1, column=1)
-    m = re.search(r"[\x00-\x08\x0e-\x1f\x7f\ufffd]", text)
+        raise HloSyntaxError("empty module: no HloModule header and no computations", line=1,
+                             column=1)
+    m = _CONTROL.search(text)
     if m:
         line, col = position_of(text, m.start())
-        raise HloSyntaxError(f"binary data in HLO text (byte 0x{ord(m.group(0)) & 0xff:02x})",
+        raise HloSyntaxError(f"binary data in HLO text (control character 0x{ord(m.group(0)):02x})",
                              line=line, column=col)
 
 
+# What a terminal is, as a noun phrase for "expected ..." lists.
+_EXPECTED = {
+    "NAME": "a name", "SHAPE": "a shape", "ATTRS": "', attribute=value'",
+    "INSTR_NAME": "an instruction ('name = shape opcode(operands)')",
+    "OPCALL": "an opcode with its operands, like 'add(x, y)'", "LBRACE": "'{'", "RBRACE": "'}'",
+    "LPAR": "'('", "RPAR": "')'", "$END": "the end of the file", "COLON": "':'", "COMMA": "','",
+    "INT": "an integer", "STRING": "a string", "BRACED": "'{...}'",
+    "PARAM_NAME": "a parameter ('name: shape')", "ROOT": "'ROOT'", "ENTRY": "'ENTRY'",
+    "TABLE_NAME": "a stack-frame table name", "HLOMODULE": "'HloModule'",
+}
+# What a token that was found is, as a noun (no article): "unexpected integer '5'".
+_FOUND = {
+    "NAME": "name", "SHAPE": "shape", "ATTRS": "attributes", "INSTR_NAME": "instruction",
+    "OPCALL": "operation", "INT": "integer", "STRING": "string", "BRACED": "braced value",
+    "PARAM_NAME": "parameter", "TABLE_NAME": "table name",
+}
+
+
 def _describe(tok_type: str) -> str:
-    return {"NAME": "a name", "SHAPE": "a shape", "OPERANDS": "an operand list",
-            "ATTRS": "', attribute=value'", "INSTR_NAME": "an instruction 'name ='",
-            "OPCALL": "'opcode(operands)'", "LBRACE": "'{'", "RBRACE": "'}'", "EQUAL": "'='",
-            "LPAR": "'('", "RPAR": "')'", "$END": "end of file", "__ANON_0": "'->'",
-            "COLON": "':'", "COMMA": "','", "INT": "an integer", "STRING": "a string",
-            "BRACED": "'{...}'", "PARAM_NAME": "a parameter 'name:'", "ROOT": "ROOT",
-            "ENTRY": "ENTRY", "TABLE_NAME": "a table name"}.get(tok_type, tok_type)
+    """A terminal as a noun phrase with its article, for lists of what was expected."""
+    if tok_type in _EXPECTED:
+        return _EXPECTED[tok_type]
+    term = next((t for t in _lark().terminals if t.name == tok_type), None)
+    if term is not None and term.pattern.type == "str":
+        return f"'{term.pattern.value}'"
+    return tok_type.lower()
+
+
+def _found(tok) -> str:
+    """A found token, for "unexpected ...": `integer '5'`, `'}'`, `end of file`."""
+    text = str(tok)
+    short = text if len(text) <= 40 else text[:37] + "..."
+    if tok.type in _FOUND:
+        return f"{_FOUND[tok.type]} '{short}'"
+    return f"'{short}'"
+
+
+def _join(items: list[str]) -> str:
+    items = sorted(set(items))
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " or " + items[-1]
+
+
+def _expected(e) -> str:
+    names = getattr(e, "expected", None) or getattr(e, "accepts", None) or []
+    return _join([_describe(t) for t in names])
+
+
+def _at(text: str, pos: int, msg: str) -> HloSyntaxError:
+    line, col = position_of(text, pos)
+    return HloSyntaxError(msg, line=line, column=col)
+
+
+def _skip_ws(text: str, i: int, newlines: bool = True) -> int:
+    n = len(text)
+    while i < n and (text[i] in " \t\r" or (newlines and text[i] == "\n")):
+        i += 1
+    return i
+
+
+def _close_of(text: str, i: int, open_: str, close: str) -> int:
+    """Index of the bracket closing the one at i (strings skipped), or -1."""
+    depth, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == '"':
+            j = text.find('"', i + 1)
+            while j > 0 and text[j - 1] == "\\":
+                j = text.find('"', j + 1)
+            if j < 0:
+                return -1
+            i = j
+        elif c == open_:
+            depth += 1
+        elif c == close:
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
+def _diagnose_attrs(text: str, i: int) -> HloSyntaxError | None:
+    """Attributes start at the ',' at i but do not lex: say exactly what is wrong."""
+    n = len(text)
+    while i < n and text[i] == ",":
+        i = _skip_ws(text, i + 1)
+        m = _NAME_RX.match(text, i)
+        if not m:
+            what = "the end of the file" if i >= n else f"'{text[i]}'"
+            return _at(text, i, f"expected an attribute name after ',', found {what}")
+        name = m.group(0)
+        i = _skip_ws(text, m.end())
+        if i >= n or text[i] != "=":
+            return _at(text, i, f"expected '=' after attribute name '{name}'")
+        i = _skip_ws(text, i + 1)
+        start = i
+        while i < n:
+            c = text[i]
+            if c == '"':
+                m = re.compile(_STR).match(text, i)
+                if not m:
+                    return _at(text, i, f"unterminated string in the value of attribute "
+                                        f"'{name}'")
+                i = m.end()
+            elif c in "{[(":
+                close = {"{": "}", "[": "]", "(": ")"}[c]
+                end = _close_of(text, i, c, close)
+                if end < 0:
+                    return _at(text, i, f"unterminated '{c}' in the value of attribute '{name}'")
+                if c == "{" and not re.compile(_braced(BRACE_DEPTH)).fullmatch(text, i, end + 1):
+                    return _at(text, i, f"the value of attribute '{name}' nests braces deeper "
+                                        f"than {BRACE_DEPTH} levels, which is not supported")
+                i = end + 1
+            elif c.isspace():
+                j = _skip_ws(text, i)
+                if j < n and text[j] in "{(":
+                    i = j
+                    continue
+                break
+            elif c in ",}])":
+                break
+            else:
+                i += 1
+        if i == start:
+            return _at(text, start, f"attribute '{name}' has no value")
+        i = _skip_ws(text, i)
+    return None
+
+
+def _diagnose_token(e: UnexpectedToken, text: str) -> HloSyntaxError | None:
+    """A precise message for the common ways an instruction line goes wrong."""
+    tok = e.token
+    expected = set(getattr(e, "expected", None) or getattr(e, "accepts", None) or ())
+    pos, word = tok.start_pos, str(tok)
+    after = _skip_ws(text, tok.end_pos, newlines=False)
+    if tok.type == "COMMA" and "ATTRS" in expected:
+        return _diagnose_attrs(text, pos)
+    if tok.type == "NAME" and "OPCALL" in expected:
+        if after < len(text) and text[after] == "(":
+            if _close_of(text, after, "(", ")") < 0:
+                return _at(text, after, f"unbalanced '(': the operand list of '{word}' is never "
+                                        f"closed")
+            return _at(text, after, f"the operand list of '{word}' nests parentheses too "
+                                    f"deeply (more than 5 levels)")
+        if not text[after:].strip():
+            return _at(text, len(text.rstrip()), f"unexpected end of file after '{word}': the "
+                                                 f"module is truncated")
+        return _at(text, tok.end_pos, f"expected '(' and the operands after opcode '{word}'")
+    if tok.type == "NAME" and "SHAPE" in expected:
+        if after < len(text) and text[after] == "[" and after == tok.end_pos:
+            eol = text.find("\n", after)
+            if "]" not in text[after:eol if eol >= 0 else None]:
+                return _at(text, after, f"malformed shape: the '[' after '{word}' is never "
+                                        f"closed")
+            return _at(text, pos, f"malformed shape '{text[pos:text.index(']', after) + 1]}'")
+        if word in ELEMENT_TYPES:
+            return _at(text, pos, f"malformed shape '{word}': dimensions in brackets must follow "
+                                  f"the element type, like {word}[] or {word}[2,3]")
+        return _at(text, pos, f"expected a shape like f32[2,3], found '{word}'")
+    if tok.type == "OPCALL" and "SHAPE" in expected:
+        op = word[:word.index("(")].rstrip()
+        return _at(text, pos, f"missing shape before '{op}(...)': an instruction is "
+                              f"'name = shape {op}(...)'")
+    if tok.type == "NAME" and "INSTR_NAME" in expected:
+        return _at(text, tok.end_pos, f"expected '=' after instruction name '{word}'")
+    if tok.type == "RBRACE" and "RBRACE" not in expected:
+        return _at(text, pos, "unbalanced '}': there is no open '{' here to close")
+    if tok.type == "INT" and "INSTR_NAME" in expected:
+        return _at(text, pos, f"instruction names must start with a letter or '_', found "
+                              f"'{word}'")
+    return None
+
+
+def _open_computation(text: str) -> tuple[str, int] | None:
+    """The last computation header `name ... {` before the end: (name, line)."""
+    last = None
+    for m in re.finditer(r"^[ \t]*(?:ENTRY\s+)?(%?[A-Za-z_][\w.\-]*)[^\n=]*\{[ \t]*(?://.*)?$",
+                         text, re.M):
+        last = m
+    if last is None:
+        return None
+    return last.group(1).lstrip("%"), text.count("\n", 0, last.start()) + 1
 
 
 def _syntax_error(e: UnexpectedInput, text: str) -> HloSyntaxError:
-    expected = sorted({_describe(t) for t in (getattr(e, "expected", None) or
-                                              getattr(e, "accepts", None) or [])})
-    exp = (" (expected " + ", ".join(expected[:6]) + ")") if expected else ""
+    exp = _expected(e)
     if isinstance(e, UnexpectedEOF) or (isinstance(e, UnexpectedToken) and e.token.type == "$END"):
-        line, col = position_of(text, len(text.rstrip()))
-        return HloSyntaxError(f"unexpected end of file: module is truncated or a brace is "
-                              f"unterminated{exp}", line=line, column=col)
+        pos = len(text.rstrip())
+        names = set(getattr(e, "expected", None) or getattr(e, "accepts", None) or ())
+        comp = _open_computation(text)
+        if comp is not None and "RBRACE" in names and text.count("{") > text.count("}"):
+            return _at(text, pos, f"unexpected end of file: computation '{comp[0]}' (line "
+                                  f"{comp[1]}) is missing its closing '}}'")
+        return _at(text, pos, "unexpected end of file: the module is truncated"
+                              + (f" (expected {exp})" if exp else ""))
     if isinstance(e, UnexpectedToken):
+        specific = _diagnose_token(e, text)
+        if specific is not None:
+            return specific
         tok = e.token
-        return HloSyntaxError(f"unexpected {_describe(tok.type)} '{str(tok)[:40]}'{exp}",
+        return HloSyntaxError(f"unexpected {_found(tok)}" + (f"; expected {exp}" if exp else ""),
                               line=tok.line, column=tok.column)
     assert isinstance(e, UnexpectedCharacters)
-    ch = text[e.pos_in_stream]
-    what = {"(": "unbalanced '('", "{": "unbalanced or unterminated '{'",
-            '"': "unterminated string literal"}.get(ch, f"unexpected character '{ch}'")
-    if ch in "[":
-        what = "malformed shape"
-    return HloSyntaxError(what + exp, line=e.line, column=e.column)
+    pos = e.pos_in_stream
+    ch = text[pos]
+    if ch == '"':
+        return _at(text, pos, "unterminated string literal")
+    if ch == "[":
+        m = re.search(r"[\w.\-]*$", text[:pos])
+        start = m.start() if m else pos
+        return _at(text, start, f"malformed shape '{text[start:pos + 1]}...': element types "
+                                f"are lowercase, like f32[2,3]")
+    shown = ch if ch.isprintable() else f"\\x{ord(ch):02x}"
+    return _at(text, pos, f"unexpected character '{shown}'" + (f"; expected {exp}" if exp else ""))
 
 
 def parse_module(text: str, filename: str = "<string>") -> Module:
@@ -372,7 +612,9 @@ def parse_file(path: str) -> Module:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        line, col = position_of(data[:e.start].decode("utf-8", "replace"), e.start)
-        raise HloSyntaxError(f"file is not UTF-8 text (byte 0x{data[e.start]:02x})", file=path,
-                             line=line, column=col) from None
+        before = data[:e.start].decode("utf-8")   # valid: the first bad byte is at e.start
+        line, col = position_of(before, len(before))
+        err = HloSyntaxError(f"file is not UTF-8 text (byte 0x{data[e.start]:02x})",
+                             file=str(path), line=line, column=col)
+        raise err.located(str(path), data.decode("utf-8", "replace")) from None
     return parse_module(text, str(path))

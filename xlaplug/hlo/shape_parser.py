@@ -4,10 +4,14 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from .dtypes import ELEMENT_TYPES
+from .dtypes import ELEMENT_TYPES, OPAQUE_TYPES
 from .ir import UNBOUNDED, Layout, Shape
 
 _ARRAY = re.compile(r"\s*([a-z][a-z0-9]*)\[([^\]]*)\](\{[^}]*\})?\s*")
+_KNOWN_TYPES = ELEMENT_TYPES | OPAQUE_TYPES
+_LAYOUT_EXTRA = re.compile(
+    r"(?:D\([^()]*\))?(?:T(?:\([\d,*\s]*\))+)?(?:L\(\d+\))?(?:#\(u\d+\))?(?:\*\(u\d+\))?"
+    r"(?:E\(\d+\))?(?:S\(\d+\))?(?:SC(?:\(\d+:[\d,\s]*\))+)?(?:M\(\d+\))?")
 
 
 class ShapeError(ValueError):
@@ -20,10 +24,11 @@ class ShapeError(ValueError):
 def parse_array_shape(text: str) -> Shape:
     m = _ARRAY.fullmatch(text)
     if not m:
-        raise ShapeError(f"malformed shape '{text.strip()}'")
+        raise ShapeError(f"malformed shape '{text.strip()}' (expected a shape like f32[2,3] "
+                         f"or f32[2,3]{{1,0}})")
     etype, dims_text, layout_text = m.groups()
-    if etype not in ELEMENT_TYPES:
-        raise ShapeError(f"unknown element type '{etype}'")
+    if etype not in _KNOWN_TYPES:
+        raise ShapeError(f"unknown element type '{etype}' in shape '{text.strip()}'")
     dims, dyn = [], []
     if dims_text.strip():
         for d in dims_text.split(","):
@@ -41,8 +46,8 @@ def parse_array_shape(text: str) -> Shape:
                 dyn.append(False)
             else:
                 raise ShapeError(f"malformed dimension '{d}' in shape '{text.strip()}'")
-    if etype == "token" and dims:
-        raise ShapeError("token shape takes no dimensions")
+    if etype in OPAQUE_TYPES and dims:
+        raise ShapeError(f"{etype} shape takes no dimensions")
     layout = None
     if layout_text is not None:
         body = layout_text[1:-1]
@@ -51,10 +56,14 @@ def parse_array_shape(text: str) -> Shape:
         try:
             minor = tuple(int(x) for x in m2m.split(",")) if m2m else ()
         except ValueError:
-            raise ShapeError(f"malformed layout '{layout_text}'") from None
-        if sorted(minor) != list(range(len(dims))) and not (etype == "token" and not minor):
+            raise ShapeError(f"malformed layout '{layout_text}' in shape '{text.strip()}' "
+                             f"(expected minor-to-major dimension numbers like {{1,0}})") from None
+        if sorted(minor) != list(range(len(dims))) and not (etype in OPAQUE_TYPES and not minor):
             raise ShapeError(f"layout {layout_text} is not a permutation of the "
                              f"{len(dims)} dimensions of shape '{text.strip()}'")
+        if colon and not _LAYOUT_EXTRA.fullmatch(extra.strip()):
+            raise ShapeError(f"malformed layout attributes ':{extra.strip()}' in shape "
+                             f"'{text.strip()}' (expected tiles T(..), memory space S(n), ...)")
         layout = Layout(minor, extra.strip() if colon else "")
     return Shape(etype, tuple(dims), tuple(dyn), layout)
 
@@ -63,8 +72,15 @@ def parse_shape(text: str) -> Shape:
     """Any shape, tuples included: `(f32[2]{0}, (s32[], pred[]))`."""
     shape, end = _parse_at(text, 0)
     if text[end:].strip():
-        raise ShapeError(f"unexpected text after shape: '{text[end:].strip()[:30]}'", end)
+        rest = text[end:]
+        raise ShapeError(f"unexpected text after shape: '{rest.strip()[:30]}'",
+                         end + len(rest) - len(rest.lstrip()))
     return shape
+
+
+def parse_shape_prefix(text: str) -> tuple[Shape, int]:
+    """A shape at the start of `text`, and where it ends."""
+    return _parse_at(text, 0)
 
 
 _COMMENT = re.compile(r"/\*.*?\*/", re.S)
@@ -75,14 +91,22 @@ def _parse_at(text: str, i: int) -> tuple[Shape, int]:
     while i < n and text[i].isspace():
         i += 1
     if text.startswith("/*", i):
-        i = text.index("*/", i) + 2
-        return _parse_at(text, i)
+        end = text.find("*/", i)
+        if end < 0:
+            raise ShapeError("unterminated /* comment", i)
+        return _parse_at(text, end + 2)
     if i < n and text[i] == "(":
         i += 1
         elems = []
         while True:
             while i < n and (text[i].isspace() or text.startswith("/*", i)):
-                i = text.index("*/", i) + 2 if text.startswith("/*", i) else i + 1
+                if text.startswith("/*", i):
+                    end = text.find("*/", i)
+                    if end < 0:
+                        raise ShapeError("unterminated /* comment", i)
+                    i = end + 2
+                else:
+                    i += 1
             if i < n and text[i] == ")":
                 return Shape.tuple_of(elems), i + 1
             s, i = _parse_at(text, i)
@@ -97,5 +121,9 @@ def _parse_at(text: str, i: int) -> tuple[Shape, int]:
                 raise ShapeError("expected ',' or ')' in tuple shape", i)
     m = _ARRAY.match(text, i)
     if not m:
-        raise ShapeError(f"expected a shape at '{text[i:i + 20]}'", i)
-    return parse_array_shape(m.group(0)), m.end()
+        raise ShapeError(f"expected a shape, found '{text[i:i + 20].strip()}'" if i < n
+                         else "expected a shape, found the end of the text", i)
+    try:
+        return parse_array_shape(m.group(0)), m.end()
+    except ShapeError as e:
+        raise ShapeError(str(e), i + len(m.group(0)) - len(m.group(0).lstrip())) from None

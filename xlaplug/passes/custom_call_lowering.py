@@ -88,6 +88,8 @@ class CustomCallLowering:
                     root = _decompose_into(b, ins, list(ins.operands), reg)
                     pos = comp.instructions.index(ins)
                     comp.instructions[pos:pos] = b.instructions
+                    at = module.computations.index(comp)
+                    module.computations[at:at] = b.computations
                     replace_all_uses(comp, ins, root)
                     comp.instructions.remove(ins)
                     changed = True

@@ -65,6 +65,8 @@ class PassManager:
     pipeline: list[str]
     verify_each: bool = False
     dump_dir: Path | None = None
+    # Per-pass options: {"custom-call-lowering": {"decompose_all": True}}.
+    options: dict = field(default_factory=dict)
     log: list[tuple[str, bool]] = field(default_factory=list)
 
     def run(self, module: Module) -> bool:
@@ -75,7 +77,10 @@ class PassManager:
             self.dump_dir.mkdir(parents=True, exist_ok=True)
             (self.dump_dir / "00-input.hlo").write_text(module_to_text(module))
         for n, name in enumerate(self.pipeline, start=1):
-            changed = bool(PASSES[name]().run(module))
+            p = PASSES[name]()
+            for k, v in self.options.get(name, {}).items():
+                setattr(p, k, v)
+            changed = bool(p.run(module))
             self.log.append((name, changed))
             changed_any |= changed
             if self.verify_each:

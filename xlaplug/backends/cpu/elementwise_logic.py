@@ -1,0 +1,159 @@
+"""Compare, select, clamp, min/max, logical/bitwise ops, shifts, popcnt, clz (XLA:CPU
+semantics; see elementwise.py)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..registry import kernel
+from .elementwise import (bits, et, fin, fout, iin, iout, is_complex, is_float, is_int,
+                          is_signed, result)
+from .elementwise_complex import fmax, fmin
+
+_CMP = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal,
+        "GT": np.greater, "GE": np.greater_equal}
+
+
+def _pattern(x, t: str) -> np.ndarray:
+    """The W-bit pattern of each element as uint64 (sub-byte types included)."""
+    x = np.asarray(x)
+    w = bits(t)
+    if t == "pred":
+        return x.astype(np.uint64)
+    if x.dtype.itemsize * 8 == w:
+        return x.view(f"u{x.dtype.itemsize}").astype(np.uint64)
+    # sub-byte (ml_dtypes): one element per byte, the value in the low w bits
+    return x.view(np.uint8).astype(np.uint64) & np.uint64((1 << w) - 1)
+
+
+def _signed(p: np.ndarray, w: int) -> np.ndarray:
+    """W-bit patterns (uint64) -> their two's-complement values (int64)."""
+    s = p.astype(np.int64)
+    if w < 64:
+        s = np.where(s >> (w - 1) != 0, s - (1 << w), s)
+    return s
+
+
+def total_order_key(x, t: str) -> np.ndarray:
+    """Signed integer keys ordering floats as -NaN < -inf < ... < -0 < +0 < ... < inf < NaN."""
+    w = bits(t)
+    s = _signed(_pattern(x, t), w)
+    return np.where(s < 0, s ^ ((1 << (w - 1)) - 1), s)
+
+
+@kernel("compare")
+def _compare(ins, args, ctx):
+    t = et(ins, 0)
+    d = str(ins.attrs["direction"])
+    ctype = str(ins.attrs.get("type", "")) or None
+    a, b = np.asarray(args[0]), np.asarray(args[1])
+    fn = _CMP[d]
+    if is_float(t) and ctype == "TOTALORDER":
+        return result(ins, fn(total_order_key(a, t), total_order_key(b, t)))
+    if is_float(t) or is_complex(t):
+        if is_complex(t) and d not in ("EQ", "NE"):
+            raise ValueError(f"complex compare supports EQ/NE only, got {d}")
+        return result(ins, fn(fin(a, t), fin(b, t)))
+    if t == "pred":
+        return result(ins, fn(a, b))
+    if ctype == "UNSIGNED" or (ctype is None and not is_signed(t)):
+        return result(ins, fn(_pattern(a, t), _pattern(b, t)))
+    w = bits(t)
+    return result(ins, fn(_signed(_pattern(a, t), w), _signed(_pattern(b, t), w)))
+
+
+@kernel("select")
+def _select(ins, args, ctx):
+    p, a, b = args
+    return result(ins, np.where(np.asarray(p, dtype=bool), a, b))
+
+
+def _minmax(op, a, b, t):
+    if t == "pred":
+        return (a | b) if op == "maximum" else (a & b)
+    if is_int(t):
+        return iout((np.maximum if op == "maximum" else np.minimum)(iin(a, t), iin(b, t)), t)
+    if is_complex(t):
+        raise ValueError(f"{op} is not defined on complex numbers")
+    with np.errstate(all="ignore"):
+        x, y = fin(a, t), fin(b, t)
+        return fout(fmax(x, y) if op == "maximum" else fmin(x, y), t)
+
+
+@kernel("maximum", "minimum")
+def _maxmin(ins, args, ctx):
+    return result(ins, _minmax(ins.opcode, np.asarray(args[0]), np.asarray(args[1]), et(ins)))
+
+
+@kernel("clamp")
+def _clamp(ins, args, ctx):
+    lo, x, hi = (np.asarray(v) for v in args)
+    t = et(ins)
+    return result(ins, _minmax("minimum", hi, _minmax("maximum", lo, x, t), t))
+
+
+@kernel("and", "or", "xor")
+def _bitwise(ins, args, ctx):
+    t = et(ins)
+    fn = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[ins.opcode]
+    if t == "pred":
+        return result(ins, fn(np.asarray(args[0], bool), np.asarray(args[1], bool)))
+    return result(ins, iout(fn(iin(args[0], t), iin(args[1], t)), t))
+
+
+@kernel("not")
+def _not(ins, args, ctx):
+    t = et(ins)
+    if t == "pred":
+        return result(ins, ~np.asarray(args[0], bool))
+    if not is_int(t):
+        raise ValueError(f"not is not defined on {t}")
+    return result(ins, iout(~iin(args[0], t), t))
+
+
+@kernel("shift-left", "shift-right-logical", "shift-right-arithmetic")
+def _shift(ins, args, ctx):
+    t = et(ins)
+    if not is_int(t):
+        raise ValueError(f"{ins.opcode} is not defined on {t}")
+    w = bits(t)
+    mask = np.uint64((1 << w) - 1)
+    u = _pattern(args[0], t)
+    c = _pattern(args[1], t)  # counts read as unsigned: negative counts are out of range
+    ok = c < np.uint64(w)
+    cs = np.where(ok, c, np.uint64(0))
+    if ins.opcode == "shift-left":
+        r = np.where(ok, (u << cs) & mask, np.uint64(0))
+    elif ins.opcode == "shift-right-logical":
+        r = np.where(ok, u >> cs, np.uint64(0))
+    else:  # arithmetic: the pattern's top bit is the sign, even for unsigned types
+        s = _signed(u, w)
+        r = np.where(ok, s >> cs.astype(np.int64), np.where(s < 0, -1, 0))
+        r = r.astype(np.uint64) & mask
+    return result(ins, iout(_from_pattern(r, t), t))
+
+
+def _from_pattern(p: np.ndarray, t: str) -> np.ndarray:
+    return _signed(p, bits(t)) if is_signed(t) else p
+
+
+@kernel("popcnt")
+def _popcnt(ins, args, ctx):
+    t = et(ins)
+    if is_signed(t) and bits(t) < 8:  # XLA counts the sign-extended byte it stores
+        p = np.asarray(args[0]).astype(np.int8).view(np.uint8)
+    else:
+        p = _pattern(args[0], t)
+    return result(ins, iout(np.bitwise_count(p).astype(np.int64), t))
+
+
+@kernel("count-leading-zeros")
+def _clz(ins, args, ctx):
+    t = et(ins)
+    u = _pattern(args[0], t)
+    n = np.zeros(u.shape, np.int64)
+    for s in (32, 16, 8, 4, 2, 1):
+        big = (u >> np.uint64(s)) != 0
+        n += np.where(big, s, 0)
+        u = np.where(big, u >> np.uint64(s), u)
+    n += (u != 0)
+    return result(ins, iout(bits(t) - n, t))

@@ -1,0 +1,296 @@
+"""Arithmetic and transcendental elementwise kernels (XLA:CPU semantics; see elementwise.py).
+
+Transcendentals that XLA:CPU computes with its own approximations (exp, log, sin, tanh, erf,
+atan2, pow ...) are computed here correctly rounded where numpy allows (f32 via f64), so they
+agree with XLA to a few ULP, not bit for bit.  Ops XLA defines by a formula -- rsqrt = 1/sqrt,
+tan = sin/cos, logistic = 1/(1+exp(-x)), expm1, log1p, and the complex functions -- follow
+that formula step by step.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..registry import kernel
+from .elementwise import (F32, F64, fin, fout, flush, iin, iout, is_complex, is_float, is_int,
+                          is_signed, bits, result, et)
+from . import elementwise_complex as C
+
+
+def _erf64(x):
+    return _erf_ufunc()(x)
+
+
+_ERF = None
+
+
+def _erf_ufunc():
+    global _ERF
+    if _ERF is None:
+        import numba
+
+        @numba.vectorize(["float64(float64)"], cache=True)
+        def erf(v):
+            return math.erf(v)
+        _ERF = erf
+    return _ERF
+
+
+def _via64(fn):
+    """A libm-like function: f32 computed in f64 then rounded (closer to XLA's f32 kernels
+    than numpy's own f32 loops)."""
+    def g(x):
+        if x.dtype == F32:
+            return fn(x.astype(F64)).astype(F32)
+        return fn(x)
+    return g
+
+
+def _expm1(x):
+    # XLA: |x| > 0.5 -> exp(x) - 1; x/2 == 0 -> x; else tanh(x/2) * (exp(x) + 1).
+    one, half = x.dtype.type(1), x.dtype.type(0.5)
+    e = flush(_exp(x))
+    t = flush(_tanh(flush(x * half)))
+    small = flush(t * flush(e + one))
+    r = np.where(np.abs(x) > half, e - one, small)
+    return np.where(flush(x * half) == 0, x, r)
+
+
+_LOG1P_P = (4.5270000862445199635215E-5, 4.9854102823193375972212E-1,
+            6.5787325942061044846969E0, 2.9911919328553073277375E1,
+            6.0949667980987787057556E1, 5.7112963590585538103336E1,
+            2.0039553499201281259648E1)
+_LOG1P_Q = (1., 1.5062909083469192043167E1, 8.3047565967967209469434E1,
+            2.2176239823732856465394E2, 3.0909872225312059774938E2,
+            2.1642788614495947685003E2, 6.0118660497603843919306E1)
+
+
+def _poly(x, coeffs):
+    # Horner, highest-degree coefficient last in XLA's tables (EvaluatePolynomial).
+    acc = np.zeros_like(x)
+    for c in coeffs:
+        acc = flush(acc * x + x.dtype.type(c))
+    return acc
+
+
+def _log1p(x):
+    # XLA: |x| < sqrt(2)-1 -> x - x^2/2 + x^3 * P(x)/Q(x) (Cephes); else log(x + 1).
+    one = x.dtype.type(1)
+    large = _log(flush(x + one))
+    xx = flush(x * x)
+    small = flush(_poly(x, _LOG1P_P) / _poly(x, _LOG1P_Q))
+    small = flush(flush(x * xx) * small)
+    small = flush(x.dtype.type(-0.5) * xx + small)
+    small = x + small
+    return np.where(np.abs(x) < x.dtype.type(0.41421356237309504880), small, large)
+
+
+_exp = _via64(np.exp)
+_log = _via64(np.log)
+_tanh = _via64(np.tanh)
+_sin = _via64(np.sin)
+_cos = _via64(np.cos)
+
+
+def _rsqrt(x):
+    # XLA's rsqrt is correctly rounded in practice; 1/sqrt(x) in the same precision is not.
+    wide = F64 if x.dtype == F32 else np.longdouble
+    return (1 / np.sqrt(x.astype(wide))).astype(x.dtype)
+
+
+def _logistic(x):
+    one = x.dtype.type(1)
+    return one / flush(one + flush(_exp(-x)))
+
+
+def _round_afz(x):
+    t = np.trunc(x)
+    return np.where(np.abs(x - t) >= x.dtype.type(0.5), t + np.copysign(x.dtype.type(1), x), t)
+
+
+def _sign(x):
+    s = np.where(x != 0, np.copysign(x.dtype.type(1), x), x)
+    return np.where(np.isnan(x), x, s)
+
+
+FLOAT_UNARY = {
+    "exponential": _exp,
+    "exponential-minus-one": _expm1,
+    "log": _log,
+    "log-plus-one": _log1p,
+    "logistic": _logistic,
+    "sqrt": np.sqrt,
+    "rsqrt": lambda x: _rsqrt(x),
+    "cbrt": _via64(np.cbrt),
+    "sine": _sin,
+    "cosine": _cos,
+    "tan": _via64(np.tan),
+    "tanh": _tanh,
+    "erf": _via64(_erf64),
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "round-nearest-even": np.rint,
+    "round-nearest-afz": _round_afz,
+    "sign": _sign,
+}
+
+
+# XLA returns x itself for tiny |x| (a select, not arithmetic): subnormals pass unflushed.
+# (f64 tanh does flush.)
+NO_FLUSH = frozenset({"sine", "tan", "tanh", "exponential-minus-one"})
+# XLA expands these into f16 arithmetic for f16 (each step rounded to f16), not f32.
+F16_FORMULAS = frozenset({"exponential-minus-one", "logistic"})
+
+
+@kernel(*FLOAT_UNARY)
+def _float_unary(ins, args, ctx):
+    t = et(ins, 0)
+    x = args[0]
+    op = ins.opcode
+    if is_int(t) or t == "pred":
+        if ins.opcode != "sign":
+            raise ValueError(f"{ins.opcode} is not defined on {t}")
+        v = iin(x, t)
+        return result(ins, iout(np.sign(v) if is_signed(t) else (v != 0), t))
+    if is_complex(t):
+        with np.errstate(all="ignore"):
+            return result(ins, fout(C.UNARY[ins.opcode](fin(x, t)), et(ins)))
+    with np.errstate(all="ignore"):
+        if t == "f16" and op in F16_FORMULAS:
+            return result(ins, FLOAT_UNARY[op](np.asarray(x)).astype(np.float16))
+        ok = op not in NO_FLUSH or (op == "tanh" and t == "f64")
+        return result(ins, fout(FLOAT_UNARY[op](fin(x, t, daz=ok)), t, ftz=ok))
+
+
+@kernel("abs")
+def _abs(ins, args, ctx):
+    t = et(ins, 0)
+    x = np.asarray(args[0])
+    if is_complex(t):
+        with np.errstate(all="ignore"):
+            return result(ins, fout(C.cabs(fin(x, t)), et(ins)))
+    if is_float(t):
+        return result(ins, np.abs(x))  # a bit operation: no flushing
+    return result(ins, iout(np.abs(iin(x, t)), t))
+
+
+@kernel("negate")
+def _negate(ins, args, ctx):
+    t = et(ins, 0)
+    x = np.asarray(args[0])
+    if is_float(t) or is_complex(t):
+        return result(ins, -x)  # sign-bit flip, no flushing
+    with np.errstate(all="ignore"):
+        return result(ins, iout(-iin(x, t).astype(np.int64 if is_signed(t) else np.uint64), t))
+
+
+@kernel("is-finite")
+def _is_finite(ins, args, ctx):
+    return result(ins, np.isfinite(np.asarray(args[0]).astype(F32)
+                                   if et(ins, 0) not in ("f32", "f64") else args[0]))
+
+
+# ---- binary -------------------------------------------------------------------------------
+
+def _int_wide(x, t):
+    """Integer values of type t widened to int64 (signed) / uint64 (unsigned)."""
+    return iin(x, t).astype(np.int64 if is_signed(t) else np.uint64)
+
+
+def _int_divide(a, b, t, rem: bool):
+    a, b = _int_wide(a, t), _int_wide(b, t)
+    zero = b == 0
+    if is_signed(t):
+        ovf = (a == -(1 << (bits(t) - 1))) & (b == -1)
+        safe = np.where(zero | ovf, 1, b)
+        q = a // safe
+        r = a - q * safe
+        fix = (r != 0) & ((r < 0) != (a < 0))  # floor -> truncation
+        q = np.where(fix, q + 1, q)
+        r = np.where(fix, r - safe, r)
+        if rem:
+            return np.where(zero, a, np.where(ovf, 0, r))
+        return np.where(zero, -1, np.where(ovf, a, q))
+    safe = np.where(zero, np.uint64(1), b)
+    if rem:
+        return np.where(zero, a, a % safe)
+    return np.where(zero, np.uint64((1 << bits(t)) - 1), a // safe)
+
+
+def _int_power(a, e, t):
+    """XLA: square-and-multiply over the exponent's low 6 bits; a negative exponent (its bits
+    read as signed) gives 1 for base 1, +-1 for base -1, else 0."""
+    w = bits(t)
+    mask = np.uint64((1 << w) - 1)
+    base = _int_wide(a, t).astype(np.uint64) & mask
+    eu = _int_wide(e, t).astype(np.uint64) & mask
+    acc = np.ones_like(base)
+    for _ in range(6):
+        acc = np.where(eu & np.uint64(1), acc * base, acc)
+        base = base * base
+        eu = eu >> np.uint64(1)
+    acc &= mask
+    e_u = _int_wide(e, t).astype(np.uint64) & mask
+    neg = (e_u >> np.uint64(w - 1)) != 0
+    b0 = _int_wide(a, t).astype(np.uint64) & mask
+    neg_val = np.where(b0 == 1, np.uint64(1),
+                       np.where(b0 == mask, np.where(e_u & np.uint64(1), mask, np.uint64(1)),
+                                np.uint64(0)))
+    return np.where(neg, neg_val, acc)  # iout truncates / sign-extends to the type
+
+
+def _via64_2(fn):
+    def g(a, b):
+        if a.dtype == F32:
+            return fn(a.astype(F64), b.astype(F64)).astype(F32)
+        return fn(a, b)
+    return g
+
+
+def _pow(a, b):
+    """XLA's pow reads subnormal exponents as they are and every nonzero subnormal base as
+    +-2^-150 (f32) / +-2^-1075 (f64) -- its log2 of a subnormal; the result is flushed."""
+    wide = np.float64 if a.dtype == F32 else np.longdouble
+    aw, bw = a.astype(wide), b.astype(wide)
+    den = (a != 0) & (flush(a) == 0)
+    if den.any():
+        tiny = wide(2.0) ** (-150 if a.dtype == F32 else -1075)
+        aw = np.where(den, np.copysign(tiny, aw), aw)
+    return np.power(aw, bw).astype(a.dtype)
+
+
+FLOAT_BINARY = {
+    "add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
+    "power": _via64_2(np.power), "atan2": _via64_2(np.arctan2),
+}
+
+
+@kernel("add", "subtract", "multiply", "divide", "remainder", "power", "atan2")
+def _binary(ins, args, ctx):
+    op = ins.opcode
+    t = et(ins, 0)
+    a, b = np.asarray(args[0]), np.asarray(args[1])
+    with np.errstate(all="ignore"):
+        if t == "pred":
+            if op == "add":
+                return result(ins, a | b)
+            if op == "multiply":
+                return result(ins, a & b)
+            raise ValueError(f"{op} is not defined on pred")
+        if is_int(t):
+            if op in ("divide", "remainder"):
+                return result(ins, iout(_int_divide(a, b, t, op == "remainder"), t))
+            if op == "power":
+                return result(ins, iout(_int_power(a, b, t), t))
+            if op == "atan2":
+                raise ValueError("atan2 is not defined on integers")
+            fn = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply}[op]
+            return result(ins, iout(fn(_int_wide(a, t), _int_wide(b, t)), t))
+        if is_complex(t):
+            return result(ins, fout(C.BINARY[op](fin(a, t), fin(b, t)), t))
+        if op == "remainder":  # exact fmod; only the divisor is read as zero when subnormal
+            return result(ins, fout(np.fmod(fin(a, t, daz=False), fin(b, t)), t, ftz=False))
+        if op == "power":
+            return result(ins, fout(_pow(fin(a, t, daz=False), fin(b, t, daz=False)), t))
+        return result(ins, fout(FLOAT_BINARY[op](fin(a, t), fin(b, t)), t))

@@ -1,0 +1,318 @@
+"""SCALAR_OPS: per-opcode scalar implementations for code generators (scalar_jit, fusion).
+
+Contract
+--------
+``SCALAR_OPS[opcode](sig) -> str`` where ``sig`` is a :class:`ScalarSig` (``result``: the
+result's XLA element type, ``operands``: the operands' element types, ``attrs``: the
+instruction's attribute dict).  The returned string is a Python expression template in which
+``{0}``, ``{1}``, ... stand for the operand values.  Substitute plain names or constants only:
+a placeholder may occur several times.
+
+* Every value -- operands and the expression's result -- is a scalar of its element type's
+  *compute type* (``SCALAR_COMPUTE_DTYPES``): f16, bf16, f8* and f4e2m1fn travel as float32
+  holding a value exactly representable in the element type; s1/s2/s4 as int8 and u1/u2/u4
+  as uint8 holding an in-range value; pred as bool; every other type as itself.  These are
+  the travel types of jit_drivers.numba_dtype.
+* The expression has the array kernels' semantics exactly (elementwise*.py): XLA's integer
+  divide/remainder/power/shift rules, saturating float->int converts, flush-to-zero of
+  subnormal f32/f64/bf16 operands and results, rounding back to the narrow type after each
+  op.  Transcendentals agree with the array kernels to ~1 ULP, not always bit for bit.
+* Names the expression uses live in ``SCALAR_NAMESPACE`` (``np``, ``math``, ``cmath`` and
+  the ``_x...`` helpers below).  The helpers are numba ``register_jitable`` functions: the same
+  generated source compiles under ``@njit`` and also runs as plain Python on numpy scalars
+  (where integer wrap-around raises numpy RuntimeWarnings -- run it under
+  ``np.errstate(all="ignore")``).
+* ``emit`` raises :class:`ScalarOpError` (a ValueError naming the op and types) for any
+  op/type combination it does not implement, so callers can fall back to the interpreter.
+"""
+from __future__ import annotations
+
+import cmath
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from ...hlo import dtypes as D
+from . import elementwise_scalar_complex as _SC
+from . import elementwise_scalar_float as _SF
+from . import elementwise_scalar_int as _SI
+from .elementwise_scalar_base import (SCALAR_COMPUTE_DTYPES, ScalarOpError,
+                                      ScalarSig, _ct, _daz, _fkind, _fres, _fres_norflush,
+                                      _from_pat, _from_wide, _mask, _pat, _w, _wide)
+from .elementwise_scalar_convert import (_bitcast, _complex, _convert, _imag, _real,
+                                         _reduce_precision)
+
+
+_BIN_PY = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/"}
+
+def _arith(op: str):
+    def emit(sig: ScalarSig) -> str:
+        t = sig.result
+        k = _fkind(t)
+        if k == "pred":
+            if op == "add":
+                return "({0} | {1})"
+            if op == "multiply":
+                return "({0} & {1})"
+            raise ScalarOpError(f"{op} is not defined on pred")
+        if k == "int":
+            a, b = _wide(t, "{0}"), _wide(t, "{1}")
+            if op == "divide":
+                if D.is_signed(t):
+                    return _from_wide(t, f"_xsdiv({a}, {b}, np.int64({-(1 << (_w(t) - 1))}))")
+                return _from_wide(t, f"_xudiv({a}, {b}, {_mask(t)})")
+            if op == "remainder":
+                if D.is_signed(t):
+                    return _from_wide(t, f"_xsrem({a}, {b}, np.int64({-(1 << (_w(t) - 1))}))")
+                return _from_wide(t, f"_xurem({a}, {b})")
+            if op == "power":
+                return _from_pat(t, f"_xipow({_pat(t, '{0}')}, {_pat(t, '{1}')}, {_mask(t)}, "
+                                    f"{_w(t)})")
+            if op == "atan2":
+                raise ScalarOpError("atan2 is not defined on integers")
+            if D.is_signed(t) and _w(t) == 64:
+                return f"np.int64({a} {_BIN_PY[op]} {b})"
+            return _from_wide(t, f"({a} {_BIN_PY[op]} {b})")
+        if k == "complex":
+            if op in ("add", "subtract"):
+                fl = "_xcflush64" if t == "c64" else ""
+                e = f"({{0}} {_BIN_PY[op]} {{1}})"
+                return f"{fl}({e})" if fl else e
+            if op == "multiply":
+                return "_xcmul64({0}, {1})" if t == "c64" else "_xcmul128({0}, {1})"
+            if op == "divide":
+                return "_xcdiv64({0}, {1})" if t == "c64" else "_xcdiv128({0}, {1})"
+            raise ScalarOpError(f"{op} on {t} is not supported in compiled scalar code")
+        a, b = _daz(t, "{0}"), _daz(t, "{1}")
+        if op == "remainder":  # exact fmod: only the divisor is flushed, not the result
+            e = f"np.fmod(np.float64({{0}}), np.float64({b}))"
+            return _fres_norflush(t, e)
+        if op == "power":
+            if t == "f64":
+                return _fres(t, f"_xpow({{0}}, {{1}}, {float(np.finfo(np.float64).tiny)!r}, "
+                                "-1075.0)")
+            if t in ("f32", "bf16"):
+                return _fres(t, f"_xpow({{0}}, {{1}}, {float(np.finfo(np.float32).tiny)!r}, "
+                                "-150.0)")
+            return _fres(t, "_xpow({0}, {1}, 0.0, 0.0)")
+        if op == "atan2":
+            return _fres(t, f"math.atan2({a}, {b})")
+        if t == "f64":
+            return _fres(t, f"({a} {_BIN_PY[op]} {b})")
+        # f32 and narrow floats: f32 arithmetic is exactly rounded once
+        return _fres(t, f"(np.float32({a}) {_BIN_PY[op]} np.float32({b}))")
+    return emit
+
+def _minmax(op: str):
+    def emit(sig: ScalarSig) -> str:
+        t = sig.result
+        k = _fkind(t)
+        if k == "pred":
+            return "({0} | {1})" if op == "maximum" else "({0} & {1})"
+        if k == "int":
+            c = ">=" if op == "maximum" else "<="
+            return f"({{0}} if {{0}} {c} {{1}} else {{1}})"
+        if k == "complex":
+            raise ScalarOpError(f"{op} is not defined on complex numbers")
+        f = "_xfmax" if op == "maximum" else "_xfmin"
+        return _fres(t, f"{f}({_daz(t, '{0}')}, {_daz(t, '{1}')})")
+    return emit
+
+_CMP_PY = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
+
+def _compare(sig: ScalarSig) -> str:
+    t = sig.operands[0]
+    d = str(sig.attrs.get("direction", ""))
+    if d not in _CMP_PY:
+        raise ScalarOpError(f"compare direction {d!r}")
+    c = _CMP_PY[d]
+    ctype = str(sig.attrs.get("type", "") or "")
+    k = _fkind(t)
+    if k in ("f32", "f64", "narrow") and ctype == "TOTALORDER":
+        key = "_xkey64" if t == "f64" else "_xkey32"
+        return f"({key}({{0}}) {c} {key}({{1}}))"
+    if k in ("f32", "f64", "narrow"):
+        return f"({_daz(t, '{0}')} {c} {_daz(t, '{1}')})"
+    if k == "complex":
+        if d not in ("EQ", "NE"):
+            raise ScalarOpError(f"complex compare {d}")
+        fl = "_xcflush64" if t == "c64" else ""
+        return f"({fl}({{0}}) {c} {fl}({{1}}))"
+    if k == "pred":
+        return f"({{0}} {c} {{1}})"
+    if ctype == "UNSIGNED" or (not ctype and not D.is_signed(t)):
+        return f"({_pat(t, '{0}')} {c} {_pat(t, '{1}')})"
+    return f"(np.int64({{0}}) {c} np.int64({{1}}))"
+
+def _bitwise(op: str):
+    sym = {"and": "&", "or": "|", "xor": "^"}[op]
+
+    def emit(sig: ScalarSig) -> str:
+        t = sig.result
+        k = _fkind(t)
+        if k == "pred":
+            return f"({{0}} {sym} {{1}})"
+        if k != "int":
+            raise ScalarOpError(f"{op} is not defined on {t}")
+        return _from_wide(t, f"({_wide(t, '{0}')} {sym} {_wide(t, '{1}')})")
+    return emit
+
+def _not(sig: ScalarSig) -> str:
+    t = sig.result
+    k = _fkind(t)
+    if k == "pred":
+        return "(not {0})"
+    if k != "int":
+        raise ScalarOpError(f"not is not defined on {t}")
+    return _from_wide(t, f"(~{_wide(t, '{0}')})")
+
+def _shift(op: str):
+    def emit(sig: ScalarSig) -> str:
+        t = sig.result
+        if _fkind(t) != "int":
+            raise ScalarOpError(f"{op} is not defined on {t}")
+        p, c, w, m = _pat(t, "{0}"), _pat(t, "{1}"), _w(t), _mask(t)
+        if op == "shift-left":
+            r = f"_xshl({p}, {c}, {w}, {m})"
+        elif op == "shift-right-logical":
+            r = f"_xsrl({p}, {c}, {w})"
+        else:
+            r = f"_xsra({p}, {c}, {w}, {m})"
+        return _from_pat(t, r)
+    return emit
+
+def _popcnt(sig: ScalarSig) -> str:
+    t = sig.result
+    if _fkind(t) != "int":
+        raise ScalarOpError(f"popcnt is not defined on {t}")
+    p = "(np.uint64(np.int64({0})) & np.uint64(255))" if D.is_signed(t) and _w(t) < 8 \
+        else _pat(t, "{0}")
+    return _from_wide(t, f"_xpopcnt({p})")
+
+def _clz(sig: ScalarSig) -> str:
+    t = sig.result
+    if _fkind(t) != "int":
+        raise ScalarOpError(f"count-leading-zeros is not defined on {t}")
+    return _from_wide(t, f"_xclz({_pat(t, '{0}')}, {_w(t)})")
+
+def _select(sig: ScalarSig) -> str:
+    return "({1} if {0} else {2})"
+
+def _clamp(sig: ScalarSig) -> str:
+    t = sig.result
+    mn = _minmax("minimum")(ScalarSig(t, (t, t)))
+    mx = _minmax("maximum")(ScalarSig(t, (t, t)))
+    inner = mx.format("{0}", "{1}")
+    return mn.format("{2}", "(" + inner + ")")
+
+def _negate(sig: ScalarSig) -> str:
+    t = sig.result
+    k = _fkind(t)
+    if k == "int":
+        return _from_wide(t, f"(-{_wide(t, '{0}')})") if not (D.is_signed(t) and _w(t) == 64) \
+            else "np.int64(-np.int64({0}))"
+    if k in ("f32", "f64", "narrow", "complex"):
+        return "(-{0})"
+    raise ScalarOpError(f"negate is not defined on {t}")
+
+def _abs(sig: ScalarSig) -> str:
+    t = sig.operands[0]
+    k = _fkind(t)
+    if k == "int":
+        return _from_wide(t, f"abs({_wide(t, '{0}')})") if D.is_signed(t) else "{0}"
+    if k in ("f32", "f64", "narrow"):
+        return f"{_ct(t)}(abs({{0}}))"
+    if k == "complex":
+        if t == "c64":
+            return ("_xftz32(np.float32(_xcabs(np.float64(_xftz32(np.float32({0}.real))), "
+                    "np.float64(_xftz32(np.float32({0}.imag))))))")
+        return "_xftz64(_xcabs(_xftz64({0}.real), _xftz64({0}.imag)))"
+    raise ScalarOpError(f"abs is not defined on {t}")
+
+def _sign(sig: ScalarSig) -> str:
+    t = sig.result
+    k = _fkind(t)
+    if k == "int":
+        if D.is_signed(t):
+            return f"{_ct(t)}((1 if {{0}} > 0 else 0) - (1 if {{0}} < 0 else 0))"
+        return f"{_ct(t)}(1 if {{0}} != 0 else 0)"
+    if k == "f64":
+        return "_xsign64(_xftz64({0}))"
+    if k in ("f32", "narrow"):
+        return f"np.float32(_xsign({_daz(t, 'np.float32({0})')}))"
+    raise ScalarOpError(f"sign on {t} is not supported in compiled scalar code")
+
+# (np.* rather than math.*: numpy returns NaN where math raises in plain Python.)
+_UNARY_F = {
+    "exponential": "np.exp({x})", "log": "np.log({x})", "sqrt": "np.sqrt({x})",
+    "rsqrt": "(1.0 / np.sqrt({x}))", "cbrt": "_xcbrt({x})", "sine": "np.sin({x})",
+    "cosine": "np.cos({x})", "tan": "np.tan({x})", "tanh": "np.tanh({x})",
+    "erf": "math.erf({x})", "floor": "np.floor({x})", "ceil": "np.ceil({x})",
+    "round-nearest-even": "np.rint({x})", "round-nearest-afz": "_xround_afz({x})",
+    "exponential-minus-one": "_xexpm1({x})", "log-plus-one": "_xlog1p({x})",
+    "logistic": "(1.0 / (1.0 + np.exp(-{x})))",
+}
+
+_UNARY_F32 = {"exponential-minus-one": "_xexpm1_32({x})", "log-plus-one": "_xlog1p32({x})"}
+_UNARY_C = {"exponential": "cmath.exp({x})", "log": "cmath.log({x})",
+            "sqrt": "cmath.sqrt({x})", "sine": "cmath.sin({x})", "cosine": "cmath.cos({x})",
+            "tan": "cmath.tan({x})", "tanh": "cmath.tanh({x})",
+            "rsqrt": "(1.0 / cmath.sqrt({x}))"}
+# XLA passes subnormal inputs of these straight through (no flushing); f64 tanh flushes.
+
+_UNARY_NO_FLUSH = {"sine", "tan", "tanh", "exponential-minus-one"}
+
+def _unary_float(op: str):
+    def emit(sig: ScalarSig) -> str:
+        t = sig.result
+        k = _fkind(t)
+        if k == "complex" and op in _UNARY_C:
+            e = _UNARY_C[op].format(x="{0}")
+            if t == "c64":
+                return f"_xcflush64(np.complex64({e}))"
+            return f"np.complex128({e})"
+        if k not in ("f32", "f64", "narrow"):
+            raise ScalarOpError(f"{op} on {t} is not supported in compiled scalar code")
+        flush = op not in _UNARY_NO_FLUSH or (op == "tanh" and t == "f64")
+        x = _daz(t, "{0}") if flush else "{0}"
+        if t != "f64" and op in _UNARY_F32:  # XLA evaluates these formulas in f32
+            e = _UNARY_F32[op].format(x=f"np.float32({x})")
+        else:
+            e = _UNARY_F[op].format(x=f"np.float64({x})")
+        if not flush:
+            if t == "f64":
+                return f"np.float64({e})"
+            if t == "f32":
+                return f"np.float32({e})"
+            return _fres(t, e).replace("_xftz32(np.float32(", "(np.float32(", 1)
+        return _fres(t, e)
+    return emit
+
+def _is_finite(sig: ScalarSig) -> str:
+    return "(abs(np.float64({0})) < np.inf)"
+
+
+# -- convert ---------------------------------------------------------------------------------
+
+SCALAR_OPS: dict[str, Callable[[ScalarSig], str]] = {
+    **{op: _arith(op) for op in ("add", "subtract", "multiply", "divide", "remainder", "power",
+                                 "atan2")},
+    "maximum": _minmax("maximum"), "minimum": _minmax("minimum"),
+    "compare": _compare, "select": _select, "clamp": _clamp,
+    "and": _bitwise("and"), "or": _bitwise("or"), "xor": _bitwise("xor"), "not": _not,
+    "shift-left": _shift("shift-left"), "shift-right-logical": _shift("shift-right-logical"),
+    "shift-right-arithmetic": _shift("shift-right-arithmetic"),
+    "popcnt": _popcnt, "count-leading-zeros": _clz,
+    "negate": _negate, "abs": _abs, "sign": _sign, "is-finite": _is_finite,
+    **{op: _unary_float(op) for op in _UNARY_F},
+    "convert": _convert, "bitcast-convert": _bitcast, "reduce-precision": _reduce_precision,
+    "real": _real, "imag": _imag, "complex": _complex,
+}
+
+SCALAR_NAMESPACE: dict[str, Any] = {"np": np, "math": math, "cmath": cmath}
+for _m in (_SI, _SF, _SC):
+    SCALAR_NAMESPACE.update({k: v for k, v in vars(_m).items() if k.startswith("_x")})
+
+__all__ = ["SCALAR_OPS", "SCALAR_NAMESPACE", "SCALAR_COMPUTE_DTYPES", "ScalarOpError",
+           "ScalarSig"]

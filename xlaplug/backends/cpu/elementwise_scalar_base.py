@@ -1,0 +1,118 @@
+"""Shared pieces of the scalar op table (see elementwise_scalar.py for the contract): the
+signature type, compute types, narrow float formats, and the source-building utilities the
+emitters share."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import ml_dtypes
+import numpy as np
+
+from ...hlo import dtypes as D
+
+
+class ScalarOpError(ValueError):
+    """An op / element-type combination SCALAR_OPS cannot express."""
+
+
+@dataclass(frozen=True)
+class ScalarSig:
+    result: str
+    operands: tuple[str, ...]
+    attrs: dict = field(default_factory=dict, hash=False, compare=False)
+
+
+_SUB = {"s1": "int8", "s2": "int8", "s4": "int8", "u1": "uint8", "u2": "uint8", "u4": "uint8"}
+SCALAR_COMPUTE_DTYPES: dict[str, np.dtype] = {}
+for _t in D.ELEMENT_DTYPES:
+    if _t in _SUB:
+        SCALAR_COMPUTE_DTYPES[_t] = np.dtype(_SUB[_t])
+    elif _t in D.FLOAT_TYPES and _t not in ("f32", "f64"):
+        SCALAR_COMPUTE_DTYPES[_t] = np.dtype(np.float32)
+    else:
+        SCALAR_COMPUTE_DTYPES[_t] = D.ELEMENT_DTYPES[_t]
+
+# Narrow float formats: (mantissa bits, min normal exponent, max finite, overflow kind)
+# kind 0: IEEE-like (overflow -> inf), 1: no inf (overflow -> NaN), 2: fnuz (also no -0),
+# 3: f4e2m1fn (saturates; NaN -> -0).
+_FMT_KIND = {"f16": 0, "bf16": 0, "f8e5m2": 0, "f8e4m3": 0, "f8e3m4": 0, "f8e4m3fn": 1,
+             "f8e4m3fnuz": 2, "f8e5m2fnuz": 2, "f8e4m3b11fnuz": 2, "f4e2m1fn": 3}
+NARROW_FORMATS = {}
+for _t, _k in _FMT_KIND.items():
+    _fi = ml_dtypes.finfo(D.ELEMENT_DTYPES[_t])
+    NARROW_FORMATS[_t] = (int(_fi.nmant), int(_fi.minexp), float(_fi.max), _k)
+
+
+# ---- source-building utilities -----------------------------------------------------------
+
+def _ct(t: str) -> str:
+    """Numba/numpy constructor of t's compute type."""
+    return "np." + SCALAR_COMPUTE_DTYPES[t].name
+
+def _w(t: str) -> int:
+    return D.bit_width(t)
+
+def _mask(t: str) -> str:
+    return f"np.uint64({(1 << _w(t)) - 1})"
+
+def _wide(t: str, x: str) -> str:
+    """An integer operand -> int64 (signed types) / uint64 pattern (unsigned)."""
+    return f"np.int64({x})" if D.is_signed(t) else f"np.uint64({x})"
+
+def _pat(t: str, x: str) -> str:
+    """An integer operand -> its w-bit pattern as uint64."""
+    return f"(np.uint64(np.int64({x})) & {_mask(t)})" if D.is_signed(t) else f"np.uint64({x})"
+
+def _from_wide(t: str, x: str) -> str:
+    """int64 / uint64 value -> t's compute type, wrapping to t's width."""
+    w = _w(t)
+    if D.is_signed(t):
+        return f"{_ct(t)}(_xws(np.int64({x}), {w}))" if w < 8 else f"{_ct(t)}({x})"
+    return f"{_ct(t)}(np.uint64({x}) & {_mask(t)})" if w < 8 else f"{_ct(t)}({x})"
+
+def _from_pat(t: str, p: str) -> str:
+    return _from_wide(t, f"_xsext({p}, {_w(t)})") if D.is_signed(t) else _from_wide(t, p)
+
+def _fkind(t: str) -> str:
+    if t in ("f32", "f64"):
+        return t
+    if t in D.FLOAT_TYPES:
+        return "narrow"
+    if t in D.COMPLEX_TYPES:
+        return "complex"
+    if t == "pred":
+        return "pred"
+    if t in D.INTEGRAL_TYPES:
+        return "int"
+    raise ScalarOpError(f"element type {t} has no scalar form")
+
+def _daz(t: str, x: str) -> str:
+    """A float operand as read by flushing arithmetic (compute type unchanged)."""
+    if t == "f64":
+        return f"_xftz64({x})"
+    if t in ("f32", "bf16"):
+        return f"_xftz32({x})"
+    return x
+
+def _fres(t: str, x: str) -> str:
+    """A float result computed in f32/f64 -> t's compute value (FTZ, narrow rounding)."""
+    if t == "f64":
+        return f"_xftz64(np.float64({x}))"
+    if t == "f32":
+        return f"_xftz32(np.float32({x}))"
+    if t == "bf16":
+        x = f"_xftz32(np.float32({x}))"
+    if t in NARROW_FORMATS:
+        m, e, mx, k = NARROW_FORMATS[t]
+        return f"_xround({x}, {m}, {e}, {mx!r}, {k})"
+    raise ScalarOpError(f"float type {t} is not supported in compiled scalar code")
+
+def _fres_norflush(t: str, x: str) -> str:
+    if t in NARROW_FORMATS:
+        m, e, mx, k = NARROW_FORMATS[t]
+        return f"_xround({x}, {m}, {e}, {mx!r}, {k})"
+    if t == "f32":
+        return f"np.float32({x})"
+    if t == "f64":
+        return f"np.float64({x})"
+    raise ScalarOpError(f"conversion to {t} is not supported in compiled scalar code")

@@ -1,0 +1,313 @@
+"""Float helpers of the scalar op table (numba register_jitable: callable from @njit code and
+from plain Python): flushing, narrow-format rounding, XLA's sign/round/pow/min/max/log1p/expm1,
+bit views, total-order keys, reduce-precision."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba.extending import register_jitable
+
+_TINY32 = np.float32(np.finfo(np.float32).tiny)
+_TINY64 = np.float64(np.finfo(np.float64).tiny)
+
+
+@register_jitable
+def _xftz32(x):
+    if x != 0 and abs(x) < _TINY32:
+        return x * np.float32(0.0)
+    return x
+
+@register_jitable
+def _xftz64(x):
+    if x != 0 and abs(x) < _TINY64:
+        return x * np.float64(0.0)
+    return x
+
+@register_jitable
+def _xround(x, mbits, emin, maxv, kind):
+    """f32/f64 value -> nearest (ties to even) value of a narrow format, as float32."""
+    v = np.float64(x)
+    if v != v:
+        if kind == 3:
+            return np.float32(-0.0)
+        return np.float32(v)
+    a = abs(v)
+    if a == np.inf:
+        if kind == 0:
+            return np.float32(v)
+        if kind == 3:
+            return np.float32(math.copysign(maxv, v))
+        return np.float32(np.nan)
+    if a == 0.0:
+        return np.float32(0.0) if kind == 2 else np.float32(v)
+    m, e = math.frexp(a)
+    ex = e - 1
+    if ex < emin:
+        ex = emin
+    q = math.ldexp(1.0, ex - mbits)
+    r = a / q
+    n = np.floor(r)
+    frac = r - n
+    if frac > 0.5 or (frac == 0.5 and n % 2.0 == 1.0):
+        n += 1.0
+    res = n * q
+    if res > maxv:
+        if kind == 0:
+            return np.float32(math.copysign(np.inf, v))
+        if kind == 3:
+            return np.float32(math.copysign(maxv, v))
+        return np.float32(np.nan)
+    if res == 0.0 and kind == 2:
+        return np.float32(0.0)
+    return np.float32(math.copysign(res, v))
+
+@register_jitable
+def _xsign(x):
+    if x != x or x == 0:
+        return x
+    return np.float32(1.0) if x > 0 else np.float32(-1.0)
+
+@register_jitable
+def _xsign64(x):
+    if x != x or x == 0:
+        return x
+    return 1.0 if x > 0 else -1.0
+
+@register_jitable
+def _xround_afz(x):
+    t = np.trunc(x)
+    if abs(x - t) >= 0.5:
+        t += math.copysign(1.0, x)
+    return t
+
+@register_jitable
+def _xcbrt(x):
+    """Cube root, correctly rounded in practice (a Newton step on pow)."""
+    v = np.float64(x)
+    if v == 0.0 or v != v or abs(v) == np.inf:
+        return v
+    a = abs(v)
+    y = a ** (1.0 / 3.0)
+    y = y - (y * y * y - a) / (3.0 * y * y)
+    return math.copysign(y, v)
+
+@register_jitable
+def _xpow(a, b, tiny, log2den):
+    """pow in f64; XLA reads a nonzero subnormal base as +-2^log2den (its log2 of it)."""
+    av = np.float64(a)
+    bv = np.float64(b)
+    if log2den != 0.0 and av != 0.0 and abs(av) < tiny:
+        if av < 0.0 and np.floor(bv) != bv:
+            return np.nan
+        mag = np.exp2(log2den * bv)
+        odd = abs(bv) < 9007199254740992.0 and np.floor(bv) == bv and np.fmod(bv, 2.0) != 0.0
+        return -mag if (av < 0.0 and odd) else mag
+    if av == 0.0 and bv == bv and bv != 0.0:  # C99 pow of zeros (numpy scalars differ)
+        odd = abs(bv) < 9007199254740992.0 and np.floor(bv) == bv and np.fmod(bv, 2.0) != 0.0
+        if bv > 0.0:
+            return av if odd else 0.0
+        return math.copysign(np.inf, av) if odd else np.inf
+    return np.power(av, bv)
+
+@register_jitable
+def _xfmax(a, b):
+    if a != a:
+        return a
+    if b != b:
+        return b
+    if a == b:
+        return b if math.copysign(1.0, a) < 0 else a
+    return a if a > b else b
+
+@register_jitable
+def _xfmin(a, b):
+    if a != a:
+        return a
+    if b != b:
+        return b
+    if a == b:
+        return a if math.copysign(1.0, a) < 0 else b
+    return a if a < b else b
+
+@register_jitable
+def _xpoly(x, c0, c1, c2, c3, c4, c5, c6):
+    acc = 0.0
+    acc = _xftz64(acc * x + c0)
+    acc = _xftz64(acc * x + c1)
+    acc = _xftz64(acc * x + c2)
+    acc = _xftz64(acc * x + c3)
+    acc = _xftz64(acc * x + c4)
+    acc = _xftz64(acc * x + c5)
+    return _xftz64(acc * x + c6)
+
+@register_jitable
+def _xlog1p(x):
+    """XLA's log1p: a Cephes rational approximation for |x| < sqrt(2)-1, else log(1+x)."""
+    if not abs(x) < 0.41421356237309504880:
+        return np.log(_xftz64(x + 1.0))
+    xx = _xftz64(x * x)
+    p = _xpoly(x, 4.5270000862445199635215E-5, 4.9854102823193375972212E-1,
+               6.5787325942061044846969E0, 2.9911919328553073277375E1,
+               6.0949667980987787057556E1, 5.7112963590585538103336E1,
+               2.0039553499201281259648E1)
+    q = _xpoly(x, 1., 1.5062909083469192043167E1, 8.3047565967967209469434E1,
+               2.2176239823732856465394E2, 3.0909872225312059774938E2,
+               2.1642788614495947685003E2, 6.0118660497603843919306E1)
+    small = _xftz64(_xftz64(x * xx) * _xftz64(p / q))
+    small = _xftz64(-0.5 * xx + small)
+    return x + small
+
+@register_jitable
+def _xexpm1(x):
+    """XLA's expm1: x when x/2 flushes to 0, exp(x)-1 for |x| > 0.5, else
+    tanh(x/2) * (exp(x) + 1)."""
+    if _xftz64(x * 0.5) == 0.0:
+        return x
+    e = _xftz64(np.exp(x))
+    if abs(x) > 0.5:
+        return e - 1.0
+    return _xftz64(_xftz64(np.tanh(_xftz64(x * 0.5))) * _xftz64(e + 1.0))
+
+@register_jitable
+def _xpoly32(x, c0, c1, c2, c3, c4, c5, c6):
+    acc = np.float32(0.0)
+    acc = _xftz32(acc * x + np.float32(c0))
+    acc = _xftz32(acc * x + np.float32(c1))
+    acc = _xftz32(acc * x + np.float32(c2))
+    acc = _xftz32(acc * x + np.float32(c3))
+    acc = _xftz32(acc * x + np.float32(c4))
+    acc = _xftz32(acc * x + np.float32(c5))
+    return _xftz32(acc * x + np.float32(c6))
+
+
+@register_jitable
+def _xlog1p32(x):
+    """_xlog1p evaluated in f32 arithmetic, as XLA does for f32."""
+    x = np.float32(x)
+    if not abs(x) < np.float32(0.41421356237309504880):
+        return np.float32(np.log(np.float64(_xftz32(x + np.float32(1.0)))))
+    xx = _xftz32(x * x)
+    p = _xpoly32(x, 4.5270000862445199635215E-5, 4.9854102823193375972212E-1,
+                 6.5787325942061044846969E0, 2.9911919328553073277375E1,
+                 6.0949667980987787057556E1, 5.7112963590585538103336E1,
+                 2.0039553499201281259648E1)
+    q = _xpoly32(x, 1., 1.5062909083469192043167E1, 8.3047565967967209469434E1,
+                 2.2176239823732856465394E2, 3.0909872225312059774938E2,
+                 2.1642788614495947685003E2, 6.0118660497603843919306E1)
+    small = _xftz32(_xftz32(x * xx) * _xftz32(p / q))
+    small = _xftz32(np.float32(-0.5) * xx + small)
+    return x + small
+
+
+@register_jitable
+def _xexpm1_32(x):
+    """_xexpm1 evaluated in f32 arithmetic, as XLA does for f32."""
+    x = np.float32(x)
+    half = np.float32(0.5)
+    if _xftz32(x * half) == 0:
+        return x
+    e = _xftz32(np.float32(np.exp(np.float64(x))))
+    if abs(x) > half:
+        return e - np.float32(1.0)
+    t = _xftz32(np.float32(np.tanh(np.float64(_xftz32(x * half)))))
+    return _xftz32(t * _xftz32(e + np.float32(1.0)))
+
+
+@register_jitable
+def _xbits32(x):
+    a = np.empty(1, np.float32)
+    a[0] = x
+    return a.view(np.int32)[0]
+
+@register_jitable
+def _xfrom_bits32(i):
+    a = np.empty(1, np.int32)
+    a[0] = i
+    return a.view(np.float32)[0]
+
+@register_jitable
+def _xbits64(x):
+    a = np.empty(1, np.float64)
+    a[0] = x
+    return a.view(np.int64)[0]
+
+@register_jitable
+def _xfrom_bits64(i):
+    a = np.empty(1, np.int64)
+    a[0] = i
+    return a.view(np.float64)[0]
+
+@register_jitable
+def _xkey32(x):
+    """Total-order key of a float32: -NaN < -inf < ... < -0 < +0 < ... < inf < NaN."""
+    s = np.int64(_xbits32(x))
+    if s < 0:
+        s = s ^ np.int64(0x7FFFFFFF)
+    return s
+
+@register_jitable
+def _xkey64(x):
+    s = _xbits64(x)
+    if s < 0:
+        s = s ^ np.int64(0x7FFFFFFFFFFFFFFF)
+    return s
+
+@register_jitable
+def _xf16_bits(x):
+    """A float32 holding an f16 value -> its 16-bit pattern (uint64)."""
+    v = np.float64(x)
+    sign = np.uint64(0x8000) if math.copysign(1.0, v) < 0 else np.uint64(0)
+    a = abs(v)
+    if a != a:
+        return sign | np.uint64(0x7E00)
+    if a == np.inf:
+        return sign | np.uint64(0x7C00)
+    if a == 0.0:
+        return sign
+    m, e = math.frexp(a)
+    ex = e - 1
+    if ex < -14:  # subnormal: a = k * 2^-24
+        return sign | np.uint64(int(a * 16777216.0))
+    frac = np.uint64(int((m * 2.0 - 1.0) * 1024.0))
+    return sign | (np.uint64(ex + 15) << np.uint64(10)) | frac
+
+@register_jitable
+def _xf16_value(h):
+    """16-bit pattern (uint64) -> the f16 value as float32."""
+    sign = -1.0 if (h >> np.uint64(15)) & np.uint64(1) else 1.0
+    ex = np.int64((h >> np.uint64(10)) & np.uint64(0x1F))
+    fr = np.float64(h & np.uint64(0x3FF))
+    if ex == 31:
+        if fr == 0.0:
+            return np.float32(sign * np.inf)
+        return np.float32(np.nan)
+    if ex == 0:
+        return np.float32(sign * fr * 5.960464477539063e-08)
+    return np.float32(sign * math.ldexp(1.0 + fr / 1024.0, ex - 15))
+
+@register_jitable
+def _xreduce_prec(u, nbits, src_e, src_m, e_bits, m_bits):
+    """XLA's ReducePrecision on an nbits-wide float pattern (uint64)."""
+    one = np.uint64(1)
+    full = (one << np.uint64(nbits)) - one if nbits < 64 else ~np.uint64(0)
+    sign = one << np.uint64(nbits - 1)
+    exp_mask = ((one << np.uint64(src_e)) - one) << np.uint64(src_m)
+    is_nan = (u & ~sign & full) > exp_mask
+    if is_nan:
+        return u
+    x = u
+    if m_bits < src_m:
+        sh = np.uint64(src_m - m_bits)
+        last = one << sh
+        last_bit = (x & last) >> sh
+        x = ((x + last_bit + ((one << (sh - one)) - one)) & ~(last - one)) & full
+    if e_bits < src_e:
+        bias = (1 << (src_e - 1)) - 1
+        rbias = (1 << (e_bits - 1)) - 1
+        xe = x & exp_mask
+        if xe > np.uint64((bias + rbias) << src_m):
+            x = (x & sign) | exp_mask
+        elif xe <= np.uint64((bias - rbias) << src_m):
+            x = x & sign
+    return x

@@ -1,0 +1,174 @@
+"""`check-plugins`: every plugin kernel against its decomposition, on random inputs.
+
+For each op with a kernel for the device and each example on its decorators
+(`examples=[(("f32[16,32]",), {"beta": 0.5}), ...]`), each trial draws seeded random
+operands, runs the kernel (into preallocated outputs) and the decomposition (built with
+the builder and run by the executor), and compares them; it also checks the shape rule
+against the shapes the kernel really produced.  Ops with no decomposition get their
+kernel run and their shape rule checked.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .hlo.builder import Builder
+from .hlo.errors import HloError
+from .hlo.ir import Computation, Shape
+from .hlo.shape_parser import parse_shape
+from .plugin import OpEntry, bind_call
+from .runner import DEFAULT_TOL, random_value
+
+
+@dataclass
+class CheckResult:
+    op: str
+    plugin: str
+    example: str
+    trial: int
+    ok: bool
+    detail: str
+
+
+def _as_tuple(shape) -> Shape:
+    if isinstance(shape, Shape):
+        return shape
+    return Shape.tuple_of(shape)
+
+
+def _leaves(v) -> list:
+    if isinstance(v, tuple):
+        return [x for e in v for x in _leaves(e)]
+    return [np.asarray(v)]
+
+
+def _close(a: np.ndarray, b: np.ndarray) -> str | None:
+    if a.shape != b.shape:
+        return f"shape {a.shape} vs {b.shape}"
+    if a.dtype.kind in "biu":
+        bad = a != b
+        return f"{int(bad.sum())} elements differ" if bad.any() else None
+    from .hlo.dtypes import from_dtype
+    r, t = DEFAULT_TOL.get(from_dtype(a.dtype), (1e-2, 1e-2))
+    a64, b64 = a.astype(np.complex128 if a.dtype.kind == "c" else np.float64), b.astype(
+        np.complex128 if a.dtype.kind == "c" else np.float64)
+    with np.errstate(invalid="ignore"):
+        ok = np.isclose(a64, b64, rtol=r * 10, atol=t * 10, equal_nan=True)
+    if ok.all():
+        return None
+    err = float(np.nanmax(np.abs(a64 - b64)))
+    return f"{int((~ok).sum())} of {a.size} elements differ, max abs err {err:.3g}"
+
+
+def _run_decomposition(entry: OpEntry, op: str, shapes, arrays, attrs, ctx):
+    b = Builder(name_hint="check")
+    params = [b.parameter(k, s) for k, s in enumerate(shapes)]
+    out = bind_call(entry.fn, f"plugin '{entry.plugin.name}' decomposition of '{op}'",
+                    [b, *params], attrs)
+    if isinstance(out, (list, tuple)):
+        out = b.tuple(*out)
+    comp = Computation(f"{op}.decomposition", b.instructions, out)
+    return ctx.run(comp, list(arrays))
+
+
+def check_plugins(session, ops=(), trials: int = 3, seed: int = 0) -> list[CheckResult]:
+    from .backends.executor import ExecContext
+    reg = session.registry
+    results: list[CheckResult] = []
+    wanted = set(ops)
+    for (op, device), kentry in sorted(reg.kernels.items()):
+        if device != session.device or (wanted and op not in wanted):
+            continue
+        dentry, sentry = reg.decompositions.get(op), reg.shapes.get(op)
+        examples = kentry.examples or (dentry.examples if dentry else []) or \
+            (sentry.examples if sentry else [])
+        if not examples:
+            results.append(CheckResult(op, kentry.plugin.name, "-", 0, True,
+                                       "not checked: no examples=[...] on its decorators"))
+            continue
+        for ex in examples:
+            shapes_txt, attrs = ex
+            label = ", ".join(shapes_txt) + (f" {attrs}" if attrs else "")
+            shapes = [parse_shape(s) for s in shapes_txt]
+            rng = np.random.default_rng(seed)
+            for trial in range(trials):
+                # The decomposition is the reference: it runs on the CPU backend.
+                ctx = ExecContext("cpu", {"seed": seed}, overrides=None)
+                ctx.device_under_test = device
+                try:
+                    arrays = [random_value(s, rng, f"operand {k}") for k, s in enumerate(shapes)]
+                    results.append(_one(op, kentry, dentry, sentry, shapes, arrays, dict(attrs),
+                                        ctx, label, trial))
+                except HloError as e:
+                    results.append(CheckResult(op, kentry.plugin.name, label, trial, False,
+                                               e.message))
+                except Exception as e:
+                    results.append(CheckResult(op, kentry.plugin.name, label, trial, False,
+                                               f"{type(e).__name__}: {e}"))
+    if wanted - {op for op, _ in reg.kernels}:
+        missing = sorted(wanted - {op for op, _ in reg.kernels})
+        results += [CheckResult(m, "-", "-", 0, False, "no loaded plugin has a kernel for it")
+                    for m in missing]
+    return results
+
+
+def _one(op, kentry, dentry, sentry, shapes, arrays, attrs, ctx, label, trial) -> CheckResult:
+    name = kentry.plugin.name
+    if sentry is not None:
+        declared = _as_tuple(bind_call(sentry.fn, f"plugin '{name}' shape rule for '{op}'",
+                                       shapes, attrs))
+    elif dentry is not None:
+        declared = None
+    else:
+        return CheckResult(op, name, label, trial, False, "no shape rule and no decomposition")
+    expected = _run_decomposition(dentry, op, shapes, arrays, attrs, ctx) if dentry else None
+    if declared is None:
+        declared = _shape_of(expected)
+    outs = [np.empty(s.dims, s.dtype) for s in declared.leaves()]
+    if getattr(ctx, "device_under_test", "cpu") == "cuda":  # CUDA kernels get device arrays and may launch their own kernels
+        from numba import cuda
+        d_args = [cuda.to_device(np.ascontiguousarray(a)) for a in arrays]
+        d_outs = [cuda.device_array(o.shape, o.dtype) for o in outs]
+        ret = bind_call(kentry.fn, f"plugin '{name}' kernel for '{op}'", [*d_args, *d_outs], attrs)
+        got = [r.copy_to_host() for r in (_leaves_dev(ret) if ret is not None else d_outs)]
+    else:
+        ret = bind_call(kentry.fn, f"plugin '{name}' kernel for '{op}'", [*arrays, *outs], attrs)
+        got = _leaves(ret) if ret is not None else outs
+    for k, (g, s) in enumerate(zip(got, declared.leaves())):
+        if tuple(g.shape) != tuple(s.dims) or g.dtype != s.dtype:
+            return CheckResult(op, name, label, trial, False,
+                               f"shape rule says {s} but the kernel produced "
+                               f"{g.dtype}{list(g.shape)} for output {k}")
+    if expected is None:
+        return CheckResult(op, name, label, trial, True, "kernel ran; shape rule holds "
+                           "(no decomposition to compare)")
+    for k, (g, e) in enumerate(zip(got, _leaves(expected))):
+        msg = _close(g, e)
+        if msg:
+            return CheckResult(op, name, label, trial, False, f"output {k}: kernel vs "
+                               f"decomposition: {msg}")
+    return CheckResult(op, name, label, trial, True, "kernel matches decomposition")
+
+
+def _leaves_dev(v) -> list:
+    return [x for e in v for x in _leaves_dev(e)] if isinstance(v, tuple) else [v]
+
+
+def _shape_of(value) -> Shape:
+    from .hlo.dtypes import from_dtype
+    if isinstance(value, tuple):
+        return Shape.tuple_of(_shape_of(v) for v in value)
+    a = np.asarray(value)
+    return Shape.array(from_dtype(a.dtype), a.shape)
+
+
+def results_table(results: list[CheckResult]):
+    from rich.table import Table
+    t = Table(title="plugin checks")
+    for h in ("op", "plugin", "example", "trial", "result", "detail"):
+        t.add_column(h)
+    for r in results:
+        t.add_row(r.op, r.plugin, r.example, str(r.trial),
+                  "[green]ok[/green]" if r.ok else "[red]FAIL[/red]", r.detail)
+    return t
