@@ -112,7 +112,10 @@ def compile_cmd(file, passes, emit, output, dump_dir, verify_each, device, prefe
             _highlight(out)
             return
     elif emit == "json":
-        out = json.dumps(module_json(module, pm), indent=2) + "\n"
+        from .backends.thunks import build_thunks, thunks_json
+        obj = module_json(module, pm)
+        obj["thunks"] = thunks_json(build_thunks(module, device))
+        out = json.dumps(obj, indent=2) + "\n"
     else:
         from .backends.thunks import build_thunks, thunks_table
         seq = build_thunks(module)

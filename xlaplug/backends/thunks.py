@@ -195,3 +195,17 @@ def thunks_table(seq: ThunkSequence, plain: bool = False) -> Any:
     for r in rows:
         table.add_row(*r)
     return table
+
+
+def thunks_json(seq: ThunkSequence) -> dict:
+    return {
+        "computation": seq.computation.name,
+        "buffers": len(seq.slot_sizes),
+        "buffer_bytes": seq.slot_sizes,
+        "peak_bytes": seq.peak_bytes,
+        "total_peak_bytes": seq.total_peak_bytes(),
+        "thunks": [{"index": t.index, "kind": t.kind, "opcode": t.ins.opcode,
+                    "instruction": t.ins.name, "inputs": t.inputs, "buffer": t.slot,
+                    "shape": str(t.ins.shape), "bytes": t.nbytes, "frees": t.frees,
+                    "nested": [thunks_json(s) for s in t.nested]} for t in seq.thunks],
+    }

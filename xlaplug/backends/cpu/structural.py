@@ -74,3 +74,32 @@ def _add_dependency(ins, args, ctx):
 @kernel("replica-id", "partition-id")
 def _ids(ins, args, ctx):
     return np.zeros((), np.uint32)  # a single replica / partition
+
+
+def _zeros_like_shape(shape):
+    if shape.is_tuple:
+        return tuple(_zeros_like_shape(s) for s in shape.tuple_shapes)
+    if shape.is_token:
+        return np.zeros((), np.bool_)
+    return np.zeros(shape.dims, shape.dtype)
+
+
+@kernel("async-start")
+def _async_start(ins, args, ctx):
+    # XLA's async value is ((operands...), result, context...).  On one CPU stream the
+    # wrapped computation simply runs now; the context elements carry no data.
+    comp = ins.attrs["calls"]
+    comp = comp[0] if isinstance(comp, list) else comp
+    result = ctx.run(comp, args)
+    rest = [_zeros_like_shape(s) for s in ins.shape.tuple_shapes[2:]]
+    return (tuple(args), result, *rest)
+
+
+@kernel("async-update")
+def _async_update(ins, args, ctx):
+    return args[0]
+
+
+@kernel("async-done")
+def _async_done(ins, args, ctx):
+    return args[0][1]
