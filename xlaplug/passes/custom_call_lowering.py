@@ -20,8 +20,38 @@ from ..plugin import PluginError, Registry, bind_call
 from ..plugin_attrs import call_kwargs, op_name
 from .manager import register_pass
 
-# Custom-call targets the executor itself understands are not plugin ops.
-_BUILTIN_TARGETS: frozenset[str] = frozenset()
+
+
+# Custom-call targets XLA itself implements (not plugin ops), rewritten to core HLO:
+#   Sharding / SPMDFullToShardShape / SPMDShardToFullShape (x)  -> x     (one device)
+#   TopK(x) -> (values, indices)                                 -> topk(x), k=..., largest=true
+def _lower_sharding(b: Builder, ins: Instruction):
+    return ins.operands[0]
+
+
+def _lower_topk(b: Builder, ins: Instruction):
+    k = ins.shape.tuple_shapes[0].dims[-1]
+    t = b.op("topk", ins.operands[0], shape=ins.shape, k=k, largest=True)
+    return t
+
+
+_BUILTIN_TARGETS = {"Sharding": _lower_sharding, "SPMDFullToShardShape": _lower_sharding,
+                    "SPMDShardToFullShape": _lower_sharding, "TopK": _lower_topk}
+
+
+def _call_rule(fn, what: str, ins: Instruction, args: list, kwargs: dict):
+    """A plugin's shape rule or decomposition: its errors name it and point at `ins`."""
+    try:
+        return bind_call(fn, what, args, kwargs)
+    except HloError as e:
+        if not e.line:
+            e.message = f"instruction '{ins.name}': {e.message}"
+            e.args = (e.message,)
+            e.line, e.column = ins.line, ins.column
+        raise
+    except Exception as e:  # the plugin's own bug or refusal: no traceback at the CLI
+        raise PluginError(f"{what} raised {type(e).__name__}: {e} (instruction '{ins.name}')",
+                          line=ins.line, column=ins.column) from e
 
 
 def check_shape_rule(ins: Instruction, registry: Registry) -> None:
@@ -30,8 +60,8 @@ def check_shape_rule(ins: Instruction, registry: Registry) -> None:
     if entry is None:
         return
     shapes = [o.shape for o in ins.operands]
-    got = bind_call(entry.fn, f"plugin '{entry.plugin.name}' shape rule for '{name}'", shapes,
-                    call_kwargs(ins))
+    got = _call_rule(entry.fn, f"plugin '{entry.plugin.name}' shape rule for '{name}'", ins,
+                     shapes, call_kwargs(ins))
     if isinstance(got, tuple) and not isinstance(got, Shape):
         got = Shape.tuple_of(got)
     if not isinstance(got, Shape) or not got.compatible(ins.shape):
@@ -43,8 +73,8 @@ def check_shape_rule(ins: Instruction, registry: Registry) -> None:
 def _decompose_into(b: Builder, ins: Instruction, operands: list, registry: Registry):
     name = op_name(ins)
     entry = registry.decompositions[name]
-    out = bind_call(entry.fn, f"plugin '{entry.plugin.name}' decomposition of '{name}'",
-                    [b, *operands], call_kwargs(ins))
+    out = _call_rule(entry.fn, f"plugin '{entry.plugin.name}' decomposition of '{name}'", ins,
+                     [b, *operands], call_kwargs(ins))
     if isinstance(out, (tuple, list)):
         out = b.tuple(*out)
     if not isinstance(out, Instruction) or not out.shape.compatible(ins.shape):
@@ -77,9 +107,19 @@ class CustomCallLowering:
         for comp in module.computations:
             for ins in list(comp.instructions):
                 name = op_name(ins)
-                if name is None or name in _BUILTIN_TARGETS:
+                if name is None:
                     continue
                 reg: Registry = s.registry
+                if ins.opcode == "custom-call" and name in _BUILTIN_TARGETS and \
+                        reg.kernel_for(name, s.device) is None and name not in reg.decompositions:
+                    b = Builder(name_hint=ins.name, uniquer=uniq)
+                    new = _BUILTIN_TARGETS[name](b, ins)
+                    pos = comp.instructions.index(ins)
+                    comp.instructions[pos:pos] = b.instructions
+                    replace_all_uses(comp, ins, new)
+                    comp.instructions.remove(ins)
+                    changed = True
+                    continue
                 check_shape_rule(ins, reg)
                 if not self.decompose_all and s.prefer == "kernel" and reg.kernel_for(name, s.device):
                     continue

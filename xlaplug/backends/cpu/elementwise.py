@@ -1,23 +1,32 @@
 """Elementwise CPU kernels with XLA:CPU's semantics -- shared machinery and the scalar table.
 
-The kernels live in elementwise_math.py (arithmetic, transcendental), elementwise_logic.py
-(compare, select, clamp, bit ops, shifts, min/max) and elementwise_convert.py (convert,
-bitcast-convert, reduce-precision, real/imag/complex, copy).  `SCALAR_OPS` -- the per-opcode
-scalar implementations a code generator inlines into numba loops -- is defined in
-elementwise_scalar.py and re-exported here.
+The kernels live in elementwise_math.py (arithmetic, transcendental; complex formulas in
+elementwise_complex.py), elementwise_logic.py (compare, select, clamp, min/max, bit ops,
+shifts, popcnt, clz) and elementwise_convert.py (convert, bitcast-convert, reduce-precision,
+stochastic-convert, real/imag/complex).  `copy` is data_movement.py's.
 
-Semantics shared by all of them, checked against XLA:CPU through jax:
+SCALAR_OPS (re-exported here, defined in elementwise_scalar.py, whose docstring is the full
+contract) maps an opcode to `emit(ScalarSig(result, operands, attrs)) -> str`: a Python
+expression template over `{0}`, `{1}`, ... (operand values in SCALAR_COMPUTE_DTYPES) with the
+array kernels' exact semantics, for code generators to inline into numba loops; the names it
+uses are in SCALAR_NAMESPACE.  scalar_jit.py is its first user.
 
-* Denormals.  XLA:CPU runs its kernels with flush-to-zero and denormals-are-zero set, so f32,
-  f64 and bf16 (computed in f32) arithmetic -- including compares, min/max, rounding, sign and
+Semantics shared by all kernels, checked against XLA:CPU through jax:
+
+* Denormals.  XLA:CPU runs with flush-to-zero and denormals-are-zero: f32, f64, bf16 (computed
+  in f32) and complex arithmetic -- including compares, min/max, rounding, sign and
   float<->float converts -- reads subnormal inputs as a zero of the same sign and writes
-  subnormal results as a signed zero.  Bit-level ops do not flush: abs, negate, copy, select,
-  bitcast-convert, reduce-precision, is-finite, remainder (a software fmod) and f32->bf16
-  convert.  f16 and the 8/4-bit floats are computed in f32, where their subnormals are
-  normal, so they are never flushed.
+  subnormal results as a signed zero (`flush`).  Not flushed: abs, negate, select,
+  bitcast-convert, reduce-precision, is-finite, f32->bf16 and bf16->f32 converts, the
+  dividend of remainder (an exact fmod whose divisor is flushed), and sine/tan/f32 tanh/expm1
+  of a subnormal (XLA returns x itself).  pow reads a subnormal base as +-2^-150 / 2^-1075.
+  f16 and the 8/4-bit floats are normal in f32, so they are never flushed.
 * Narrow floats (f16, bf16, f8*, f4e2m1fn) are computed in f32 and rounded back to nearest
-  even, once per operation.
+  even after each op (XLA evaluates f16 expm1 and logistic in f16 steps, as here).
 * Sub-byte integers (s1/s2/s4, u1/u2/u4) are computed in 8 bits and wrapped to their width.
+* XLA:CPU contracts a multiply whose only user is an add/subtract into an FMA (`fma` here):
+  complex multiply and divide do so inside one op.  Across HLO ops the interpreter cannot see
+  it; scalar_jit and fused code generators should contract as XLA does.
 """
 from __future__ import annotations
 
@@ -205,7 +214,7 @@ def result(ins, r) -> np.ndarray:
 
 
 from .elementwise_scalar import (SCALAR_COMPUTE_DTYPES, SCALAR_NAMESPACE,  # noqa: E402
-                                 SCALAR_OPS, ScalarOpError)
+                                 SCALAR_OPS, ScalarOpError, ScalarSig)
 
 __all__ = ["SCALAR_OPS", "SCALAR_NAMESPACE", "SCALAR_COMPUTE_DTYPES", "ScalarOpError",
-           "fma", "flush", "fin", "fout", "iin", "iout", "result", "to_narrow_float"]
+           "ScalarSig", "fma", "flush", "fin", "fout", "iin", "iout", "result", "to_narrow_float"]

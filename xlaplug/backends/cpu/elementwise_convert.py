@@ -1,13 +1,14 @@
-"""convert, bitcast-convert, reduce-precision, real, imag, complex (XLA:CPU semantics; see
-elementwise.py; `copy` is data_movement.py's).  `convert_array(x, from_type, to_type)` is usable by other kernels."""
+"""convert, bitcast-convert, reduce-precision, stochastic-convert, real, imag, complex (XLA:CPU
+semantics; see elementwise.py; `copy` is data_movement.py's).  `convert_array(x, from_type,
+to_type)` and `reduce_precision_array` are usable by other kernels."""
 from __future__ import annotations
 
 import numpy as np
 
 from ...hlo import dtypes as D
 from ..registry import kernel
-from .elementwise import (F32, F64, NARROW_FLOATS, bits, et, fin, flush, iin, iout, is_complex,
-                          is_float, is_int, is_signed, result, to_narrow_float)
+from .elementwise import (F32, F64, NARROW_FLOATS, bits, et, fin, flush, fout, iin, iout,
+                          is_complex, is_float, is_int, is_signed, result, to_narrow_float)
 from .elementwise_logic import _pattern
 
 
@@ -42,7 +43,8 @@ def _float_to_float(x: np.ndarray, f: str, t: str) -> np.ndarray:
         r = x.astype(D.to_dtype("bf16"))
         if f == "f64":  # rounded once from f64, subnormal results flushed
             r32 = r.astype(F32)
-            r = np.where(np.abs(r32) < np.finfo(F32).tiny, np.copysign(np.float32(0), r32).astype(r.dtype), r)
+            zero = np.copysign(np.float32(0), r32).astype(r.dtype)
+            r = np.where(np.abs(r32) < np.finfo(F32).tiny, zero, r)
         return r
     if t == "f8e8m0fnu" and f == "f64":  # below 2^-127 there is no e8m0 value: NaN
         x = np.where((x > 0) & (x < 2.0 ** -127), np.nan, x)
@@ -204,3 +206,41 @@ def _complex(ins, args, ctx):
     out.real, out.imag = args[0], args[1]
     return out
 
+
+
+def stochastic_convert_array(x, f: str, r, t: str) -> np.ndarray:
+    """XLA's StochasticConvertDecomposer, step by step: |x| is truncated and rounded up when
+    the random bits are below its fraction scaled to 2^bits(random); the sign is restored and
+    values beyond the target's range saturate.  Signed integer targets only (as XLA)."""
+    if not (is_signed(t) and is_float(f)):
+        raise ValueError(f"stochastic-convert from {f} to {t} is not supported (XLA decomposes "
+                         "float -> signed integer only)")
+    rt = D.from_dtype(np.asarray(r).dtype)
+    x = np.asarray(x)
+    with np.errstate(all="ignore"):
+        xc = fin(x, f)
+        neg = np.where(np.isnan(xc), False, np.sign(xc) < 0)
+        ab = np.abs(x)                                   # abs: a bit operation
+        tr = fout(np.floor(fin(ab, f)), f)               # floor
+        frac = fout(fin(ab, f) - fin(tr, f), f)          # subtract
+        ft = f
+        if f == "f16":
+            frac, ft = convert_array(frac, "f16", "f32"), "f32"
+        scale = np.asarray(2.0 ** bits(rt)).astype(fin(frac, ft).dtype)
+        fixed = fout(fin(frac, ft) * scale, ft)          # multiply
+        up = np.asarray(r) < convert_array(fixed, ft, rt)
+        ti = convert_array(tr, f, t).astype(np.int64)
+        ti = iout(np.where(up, ti + 1, ti), t).astype(np.int64)
+        res = np.where(neg, -ti, ti)
+        w = bits(t)
+        lo, hi = -(1 << (w - 1)), (1 << (w - 1)) - 1
+        lo_f = fin(np.asarray(lo).astype(D.to_dtype(f)), f)
+        hi_f = fin(np.asarray(hi).astype(D.to_dtype(f)), f)
+        res = np.where(xc <= lo_f, lo, res)
+        res = np.where(xc >= hi_f, hi, res)
+    return iout(res, t)
+
+
+@kernel("stochastic-convert")
+def _stochastic_convert(ins, args, ctx):
+    return result(ins, stochastic_convert_array(args[0], et(ins, 0), args[1], et(ins)))

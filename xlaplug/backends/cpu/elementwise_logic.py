@@ -7,6 +7,7 @@ import numpy as np
 from ..registry import kernel
 from .elementwise import (bits, et, fin, fout, iin, iout, is_complex, is_float, is_int,
                           is_signed, result)
+from . import elementwise_loops as L
 from .elementwise_complex import fmax, fmin
 
 _CMP = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal,
@@ -119,17 +120,10 @@ def _shift(ins, args, ctx):
     mask = np.uint64((1 << w) - 1)
     u = _pattern(args[0], t)
     c = _pattern(args[1], t)  # counts read as unsigned: negative counts are out of range
-    ok = c < np.uint64(w)
-    cs = np.where(ok, c, np.uint64(0))
-    if ins.opcode == "shift-left":
-        r = np.where(ok, (u << cs) & mask, np.uint64(0))
-    elif ins.opcode == "shift-right-logical":
-        r = np.where(ok, u >> cs, np.uint64(0))
-    else:  # arithmetic: the pattern's top bit is the sign, even for unsigned types
-        s = _signed(u, w)
-        r = np.where(ok, s >> cs.astype(np.int64), np.where(s < 0, -1, 0))
-        r = r.astype(np.uint64) & mask
-    return result(ins, iout(_from_pattern(r, t), t))
+    kind = {"shift-left": 0, "shift-right-logical": 1, "shift-right-arithmetic": 2}[ins.opcode]
+    # (arithmetic shifts take the pattern's top bit as the sign, even for unsigned types)
+    r = L.shift(kind, L.flat(u, np.uint64), L.flat(c, np.uint64), np.int64(w), mask)
+    return result(ins, iout(_from_pattern(r.reshape(u.shape), t), t))
 
 
 def _from_pattern(p: np.ndarray, t: str) -> np.ndarray:
@@ -150,10 +144,5 @@ def _popcnt(ins, args, ctx):
 def _clz(ins, args, ctx):
     t = et(ins)
     u = _pattern(args[0], t)
-    n = np.zeros(u.shape, np.int64)
-    for s in (32, 16, 8, 4, 2, 1):
-        big = (u >> np.uint64(s)) != 0
-        n += np.where(big, s, 0)
-        u = np.where(big, u >> np.uint64(s), u)
-    n += (u != 0)
-    return result(ins, iout(bits(t) - n, t))
+    n = L.clz(L.flat(u, np.uint64), np.int64(bits(t)))
+    return result(ins, iout(n.reshape(u.shape), t))

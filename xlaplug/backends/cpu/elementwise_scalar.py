@@ -18,12 +18,22 @@ a placeholder may occur several times.
   subnormal f32/f64/bf16 operands and results, rounding back to the narrow type after each
   op.  Transcendentals agree with the array kernels to ~1 ULP, not always bit for bit.
 * Names the expression uses live in ``SCALAR_NAMESPACE`` (``np``, ``math``, ``cmath`` and
-  the ``_x...`` helpers below).  The helpers are numba ``register_jitable`` functions: the same
-  generated source compiles under ``@njit`` and also runs as plain Python on numpy scalars
-  (where integer wrap-around raises numpy RuntimeWarnings -- run it under
-  ``np.errstate(all="ignore")``).
+  the ``_x...`` helpers of elementwise_scalar_{int,float,complex}.py).  The helpers are numba
+  ``register_jitable`` functions: the same generated source compiles under
+  ``@njit(error_model="numpy")`` and also runs as plain Python on numpy scalars (integer
+  wrap-around then raises numpy RuntimeWarnings -- run it under ``np.errstate(all="ignore")``;
+  numpy's transcendentals may differ from numba's in the last place).
 * ``emit`` raises :class:`ScalarOpError` (a ValueError naming the op and types) for any
-  op/type combination it does not implement, so callers can fall back to the interpreter.
+  op/type combination it does not implement (e.g. f8e8m0fnu, size-changing bitcasts,
+  complex expm1/log1p), so callers can fall back to the interpreter.
+* One XLA:CPU behaviour spans instructions and is the generator's job: a multiply whose only
+  user is an add/subtract is contracted into one FMA (``_xfma32`` / ``_xfma64``; see
+  scalar_jit.py).
+
+Example::
+
+    emit = SCALAR_OPS["divide"](ScalarSig("s32", ("s32", "s32")))
+    expr = emit.format("a", "b")   # np.int32(_xsdiv(np.int64(a), np.int64(b), ...))
 """
 from __future__ import annotations
 
@@ -45,6 +55,7 @@ from .elementwise_scalar_convert import (_bitcast, _complex, _convert, _imag, _r
 
 
 _BIN_PY = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/"}
+
 
 def _arith(op: str):
     def emit(sig: ScalarSig) -> str:
@@ -104,6 +115,7 @@ def _arith(op: str):
         return _fres(t, f"(np.float32({a}) {_BIN_PY[op]} np.float32({b}))")
     return emit
 
+
 def _minmax(op: str):
     def emit(sig: ScalarSig) -> str:
         t = sig.result
@@ -120,6 +132,7 @@ def _minmax(op: str):
     return emit
 
 _CMP_PY = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
+
 
 def _compare(sig: ScalarSig) -> str:
     t = sig.operands[0]
@@ -145,6 +158,7 @@ def _compare(sig: ScalarSig) -> str:
         return f"({_pat(t, '{0}')} {c} {_pat(t, '{1}')})"
     return f"(np.int64({{0}}) {c} np.int64({{1}}))"
 
+
 def _bitwise(op: str):
     sym = {"and": "&", "or": "|", "xor": "^"}[op]
 
@@ -158,6 +172,7 @@ def _bitwise(op: str):
         return _from_wide(t, f"({_wide(t, '{0}')} {sym} {_wide(t, '{1}')})")
     return emit
 
+
 def _not(sig: ScalarSig) -> str:
     t = sig.result
     k = _fkind(t)
@@ -166,6 +181,7 @@ def _not(sig: ScalarSig) -> str:
     if k != "int":
         raise ScalarOpError(f"not is not defined on {t}")
     return _from_wide(t, f"(~{_wide(t, '{0}')})")
+
 
 def _shift(op: str):
     def emit(sig: ScalarSig) -> str:
@@ -182,6 +198,7 @@ def _shift(op: str):
         return _from_pat(t, r)
     return emit
 
+
 def _popcnt(sig: ScalarSig) -> str:
     t = sig.result
     if _fkind(t) != "int":
@@ -190,14 +207,17 @@ def _popcnt(sig: ScalarSig) -> str:
         else _pat(t, "{0}")
     return _from_wide(t, f"_xpopcnt({p})")
 
+
 def _clz(sig: ScalarSig) -> str:
     t = sig.result
     if _fkind(t) != "int":
         raise ScalarOpError(f"count-leading-zeros is not defined on {t}")
     return _from_wide(t, f"_xclz({_pat(t, '{0}')}, {_w(t)})")
 
+
 def _select(sig: ScalarSig) -> str:
     return "({1} if {0} else {2})"
+
 
 def _clamp(sig: ScalarSig) -> str:
     t = sig.result
@@ -205,6 +225,7 @@ def _clamp(sig: ScalarSig) -> str:
     mx = _minmax("maximum")(ScalarSig(t, (t, t)))
     inner = mx.format("{0}", "{1}")
     return mn.format("{2}", "(" + inner + ")")
+
 
 def _negate(sig: ScalarSig) -> str:
     t = sig.result
@@ -215,6 +236,7 @@ def _negate(sig: ScalarSig) -> str:
     if k in ("f32", "f64", "narrow", "complex"):
         return "(-{0})"
     raise ScalarOpError(f"negate is not defined on {t}")
+
 
 def _abs(sig: ScalarSig) -> str:
     t = sig.operands[0]
@@ -229,6 +251,7 @@ def _abs(sig: ScalarSig) -> str:
                     "np.float64(_xftz32(np.float32({0}.imag))))))")
         return "_xftz64(_xcabs(_xftz64({0}.real), _xftz64({0}.imag)))"
     raise ScalarOpError(f"abs is not defined on {t}")
+
 
 def _sign(sig: ScalarSig) -> str:
     t = sig.result
@@ -263,6 +286,7 @@ _UNARY_C = {"exponential": "cmath.exp({x})", "log": "cmath.log({x})",
 
 _UNARY_NO_FLUSH = {"sine", "tan", "tanh", "exponential-minus-one"}
 
+
 def _unary_float(op: str):
     def emit(sig: ScalarSig) -> str:
         t = sig.result
@@ -288,6 +312,7 @@ def _unary_float(op: str):
             return _fres(t, e).replace("_xftz32(np.float32(", "(np.float32(", 1)
         return _fres(t, e)
     return emit
+
 
 def _is_finite(sig: ScalarSig) -> str:
     return "(abs(np.float64({0})) < np.inf)"

@@ -49,19 +49,24 @@ def _ct(t: str) -> str:
     """Numba/numpy constructor of t's compute type."""
     return "np." + SCALAR_COMPUTE_DTYPES[t].name
 
+
 def _w(t: str) -> int:
     return D.bit_width(t)
 
+
 def _mask(t: str) -> str:
     return f"np.uint64({(1 << _w(t)) - 1})"
+
 
 def _wide(t: str, x: str) -> str:
     """An integer operand -> int64 (signed types) / uint64 pattern (unsigned)."""
     return f"np.int64({x})" if D.is_signed(t) else f"np.uint64({x})"
 
+
 def _pat(t: str, x: str) -> str:
     """An integer operand -> its w-bit pattern as uint64."""
     return f"(np.uint64(np.int64({x})) & {_mask(t)})" if D.is_signed(t) else f"np.uint64({x})"
+
 
 def _from_wide(t: str, x: str) -> str:
     """int64 / uint64 value -> t's compute type, wrapping to t's width."""
@@ -70,8 +75,10 @@ def _from_wide(t: str, x: str) -> str:
         return f"{_ct(t)}(_xws(np.int64({x}), {w}))" if w < 8 else f"{_ct(t)}({x})"
     return f"{_ct(t)}(np.uint64({x}) & {_mask(t)})" if w < 8 else f"{_ct(t)}({x})"
 
+
 def _from_pat(t: str, p: str) -> str:
     return _from_wide(t, f"_xsext({p}, {_w(t)})") if D.is_signed(t) else _from_wide(t, p)
+
 
 def _fkind(t: str) -> str:
     if t in ("f32", "f64"):
@@ -86,6 +93,7 @@ def _fkind(t: str) -> str:
         return "int"
     raise ScalarOpError(f"element type {t} has no scalar form")
 
+
 def _daz(t: str, x: str) -> str:
     """A float operand as read by flushing arithmetic (compute type unchanged)."""
     if t == "f64":
@@ -93,6 +101,7 @@ def _daz(t: str, x: str) -> str:
     if t in ("f32", "bf16"):
         return f"_xftz32({x})"
     return x
+
 
 def _fres(t: str, x: str) -> str:
     """A float result computed in f32/f64 -> t's compute value (FTZ, narrow rounding)."""
@@ -106,6 +115,7 @@ def _fres(t: str, x: str) -> str:
         m, e, mx, k = NARROW_FORMATS[t]
         return f"_xround({x}, {m}, {e}, {mx!r}, {k})"
     raise ScalarOpError(f"float type {t} is not supported in compiled scalar code")
+
 
 def _fres_norflush(t: str, x: str) -> str:
     if t in NARROW_FORMATS:

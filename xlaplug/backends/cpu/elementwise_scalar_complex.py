@@ -16,6 +16,7 @@ def _xround_odd(t, e):
         return np.nextafter(t, np.inf if e > 0 else -np.inf)
     return t
 
+
 @register_jitable
 def _xfma64(a, b, c):
     """a*b + c rounded once (Dekker two-product, two-sum, tail rounded to odd)."""
@@ -41,6 +42,7 @@ def _xfma64(a, b, c):
         return p if (c == 0.0 and a != 0.0 and b != 0.0) else p + c
     return r
 
+
 @register_jitable
 def _xfma32(a, b, c):
     p = np.float64(a) * np.float64(b)
@@ -52,15 +54,18 @@ def _xfma32(a, b, c):
     e = (p - (s - bb)) + (cv - bb)
     return np.float32(_xround_odd(s, e))
 
+
 @register_jitable
 def _xfmaw(a, b, c, is32):
     if is32:  # f32 operands held as float64
         return np.float64(_xfma32(a, b, c))
     return _xfma64(a, b, c)
 
+
 @register_jitable
 def _xcflush64(z):
     return complex(_xftz32(np.float32(z.real)), _xftz32(np.float32(z.imag)))
+
 
 @register_jitable
 def _xcmul64(x, y):
@@ -69,12 +74,14 @@ def _xcmul64(x, y):
     im = _xftz32(_xfma32(b, c, _xftz32(a * d)))
     return np.complex64(complex(re, im))
 
+
 @register_jitable
 def _xcmul128(x, y):
     a, b, c, d = x.real, x.imag, y.real, y.imag
     re = _xftz64(_xfma64(a, c, -_xftz64(b * d)))
     im = _xftz64(_xfma64(b, c, _xftz64(a * d)))
     return complex(re, im)
+
 
 @register_jitable
 def _xcdiv(a_r, a_i, b_r, b_i, is32):
@@ -107,16 +114,19 @@ def _xcdiv(a_r, a_i, b_r, b_i, is32):
         return zero * (a_r * x + a_i * y), zero * (a_i * x - a_r * y)
     return c_r, c_i
 
+
 @register_jitable
 def _xcdiv64(x, y):
     r, i = _xcdiv(np.float64(x.real), np.float64(x.imag), np.float64(y.real),
                   np.float64(y.imag), True)
     return np.complex64(complex(_xftz32(np.float32(r)), _xftz32(np.float32(i))))
 
+
 @register_jitable
 def _xcdiv128(x, y):
     r, i = _xcdiv(x.real, x.imag, y.real, y.imag, False)
     return complex(_xftz64(r), _xftz64(i))
+
 
 @register_jitable
 def _xcabs(re, im):

@@ -64,6 +64,7 @@ def _convert(sig: ScalarSig) -> str:
 
 _RP = {"f16": (16, 5, 10), "bf16": (16, 8, 7), "f32": (32, 8, 23), "f64": (64, 11, 52)}
 
+
 def _reduce_precision(sig: ScalarSig) -> str:
     t = sig.result
     if t not in _RP:
@@ -81,6 +82,7 @@ def _reduce_precision(sig: ScalarSig) -> str:
                 f"{{0}})) >> np.int64(16)) & np.int64(0xFFFF)), {n}, {e}, {m}, {eb}, {mb})) "
                 f"<< np.int64(16)))")
     return f"_xf16_value(_xreduce_prec(_xf16_bits({{0}}), {n}, {e}, {m}, {eb}, {mb}))"
+
 
 def _bitcast(sig: ScalarSig) -> str:
     f, t = sig.operands[0], sig.result
@@ -113,17 +115,20 @@ def _bitcast(sig: ScalarSig) -> str:
         return _from_pat(t, p)
     raise ScalarOpError(f"bitcast-convert to {t} has no scalar form")
 
+
 def _real(sig: ScalarSig) -> str:
     f = sig.operands[0]
     if _fkind(f) == "complex":
         return f"{_ct(sig.result)}({{0}}.real)"
     return "{0}"
 
+
 def _imag(sig: ScalarSig) -> str:
     f = sig.operands[0]
     if _fkind(f) == "complex":
         return f"{_ct(sig.result)}({{0}}.imag)"
     return f"{_ct(sig.result)}(0)"
+
 
 def _complex(sig: ScalarSig) -> str:
     return f"{_ct(sig.result)}(complex({{0}}, {{1}}))"

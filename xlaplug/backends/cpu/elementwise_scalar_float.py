@@ -18,11 +18,13 @@ def _xftz32(x):
         return x * np.float32(0.0)
     return x
 
+
 @register_jitable
 def _xftz64(x):
     if x != 0 and abs(x) < _TINY64:
         return x * np.float64(0.0)
     return x
+
 
 @register_jitable
 def _xround(x, mbits, emin, maxv, kind):
@@ -62,11 +64,13 @@ def _xround(x, mbits, emin, maxv, kind):
         return np.float32(0.0)
     return np.float32(math.copysign(res, v))
 
+
 @register_jitable
 def _xsign(x):
     if x != x or x == 0:
         return x
     return np.float32(1.0) if x > 0 else np.float32(-1.0)
+
 
 @register_jitable
 def _xsign64(x):
@@ -74,12 +78,14 @@ def _xsign64(x):
         return x
     return 1.0 if x > 0 else -1.0
 
+
 @register_jitable
 def _xround_afz(x):
     t = np.trunc(x)
     if abs(x - t) >= 0.5:
         t += math.copysign(1.0, x)
     return t
+
 
 @register_jitable
 def _xcbrt(x):
@@ -91,6 +97,7 @@ def _xcbrt(x):
     y = a ** (1.0 / 3.0)
     y = y - (y * y * y - a) / (3.0 * y * y)
     return math.copysign(y, v)
+
 
 @register_jitable
 def _xpow(a, b, tiny, log2den):
@@ -110,6 +117,7 @@ def _xpow(a, b, tiny, log2den):
         return math.copysign(np.inf, av) if odd else np.inf
     return np.power(av, bv)
 
+
 @register_jitable
 def _xfmax(a, b):
     if a != a:
@@ -119,6 +127,7 @@ def _xfmax(a, b):
     if a == b:
         return b if math.copysign(1.0, a) < 0 else a
     return a if a > b else b
+
 
 @register_jitable
 def _xfmin(a, b):
@@ -130,6 +139,7 @@ def _xfmin(a, b):
         return a if math.copysign(1.0, a) < 0 else b
     return a if a < b else b
 
+
 @register_jitable
 def _xpoly(x, c0, c1, c2, c3, c4, c5, c6):
     acc = 0.0
@@ -140,6 +150,7 @@ def _xpoly(x, c0, c1, c2, c3, c4, c5, c6):
     acc = _xftz64(acc * x + c4)
     acc = _xftz64(acc * x + c5)
     return _xftz64(acc * x + c6)
+
 
 @register_jitable
 def _xlog1p(x):
@@ -158,6 +169,7 @@ def _xlog1p(x):
     small = _xftz64(-0.5 * xx + small)
     return x + small
 
+
 @register_jitable
 def _xexpm1(x):
     """XLA's expm1: x when x/2 flushes to 0, exp(x)-1 for |x| > 0.5, else
@@ -168,6 +180,7 @@ def _xexpm1(x):
     if abs(x) > 0.5:
         return e - 1.0
     return _xftz64(_xftz64(np.tanh(_xftz64(x * 0.5))) * _xftz64(e + 1.0))
+
 
 @register_jitable
 def _xpoly32(x, c0, c1, c2, c3, c4, c5, c6):
@@ -220,11 +233,13 @@ def _xbits32(x):
     a[0] = x
     return a.view(np.int32)[0]
 
+
 @register_jitable
 def _xfrom_bits32(i):
     a = np.empty(1, np.int32)
     a[0] = i
     return a.view(np.float32)[0]
+
 
 @register_jitable
 def _xbits64(x):
@@ -232,11 +247,13 @@ def _xbits64(x):
     a[0] = x
     return a.view(np.int64)[0]
 
+
 @register_jitable
 def _xfrom_bits64(i):
     a = np.empty(1, np.int64)
     a[0] = i
     return a.view(np.float64)[0]
+
 
 @register_jitable
 def _xkey32(x):
@@ -246,12 +263,14 @@ def _xkey32(x):
         s = s ^ np.int64(0x7FFFFFFF)
     return s
 
+
 @register_jitable
 def _xkey64(x):
     s = _xbits64(x)
     if s < 0:
         s = s ^ np.int64(0x7FFFFFFFFFFFFFFF)
     return s
+
 
 @register_jitable
 def _xf16_bits(x):
@@ -272,6 +291,7 @@ def _xf16_bits(x):
     frac = np.uint64(int((m * 2.0 - 1.0) * 1024.0))
     return sign | (np.uint64(ex + 15) << np.uint64(10)) | frac
 
+
 @register_jitable
 def _xf16_value(h):
     """16-bit pattern (uint64) -> the f16 value as float32."""
@@ -285,6 +305,7 @@ def _xf16_value(h):
     if ex == 0:
         return np.float32(sign * fr * 5.960464477539063e-08)
     return np.float32(sign * math.ldexp(1.0 + fr / 1024.0, ex - 15))
+
 
 @register_jitable
 def _xreduce_prec(u, nbits, src_e, src_m, e_bits, m_bits):

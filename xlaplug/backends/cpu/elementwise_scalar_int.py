@@ -13,6 +13,7 @@ def _xws(x, w):
     h = np.int64(1) << np.int64(w - 1)
     return ((x + h) & (m - np.int64(1))) - h
 
+
 @register_jitable
 def _xsdiv(a, b, minv):
     if b == 0:
@@ -23,6 +24,7 @@ def _xsdiv(a, b, minv):
     if a % b != 0 and (a < 0) != (b < 0):
         q += np.int64(1)
     return q
+
 
 @register_jitable
 def _xsrem(a, b, minv):
@@ -35,17 +37,20 @@ def _xsrem(a, b, minv):
         r -= b
     return r
 
+
 @register_jitable
 def _xudiv(a, b, ones):
     if b == 0:
         return ones
     return a // b
 
+
 @register_jitable
 def _xurem(a, b):
     if b == 0:
         return a
     return a % b
+
 
 @register_jitable
 def _xipow(base, e, mask, w):
@@ -68,6 +73,7 @@ def _xipow(base, e, mask, w):
         return np.uint64(0)
     return acc
 
+
 @register_jitable
 def _xsext(p, w):
     """w-bit pattern (uint64) -> signed int64."""
@@ -76,11 +82,13 @@ def _xsext(p, w):
         s = s - (np.int64(1) << np.int64(w))
     return s
 
+
 @register_jitable
 def _xshl(p, c, w, mask):
     if c >= np.uint64(w):
         return np.uint64(0)
     return (p << c) & mask
+
 
 @register_jitable
 def _xsrl(p, c, w):
@@ -88,12 +96,14 @@ def _xsrl(p, c, w):
         return np.uint64(0)
     return p >> c
 
+
 @register_jitable
 def _xsra(p, c, w, mask):
     s = _xsext(p, w)
     if c >= np.uint64(w):
         return mask if s < 0 else np.uint64(0)
     return np.uint64(s >> np.int64(c)) & mask
+
 
 @register_jitable
 def _xpopcnt(p):
@@ -103,6 +113,7 @@ def _xpopcnt(p):
         n += 1
     return np.int64(n)
 
+
 @register_jitable
 def _xclz(p, w):
     n = 0
@@ -111,6 +122,7 @@ def _xclz(p, w):
             break
         n += 1
     return np.int64(n)
+
 
 @register_jitable
 def _xf2s(x, lo, hi):
@@ -123,6 +135,7 @@ def _xf2s(x, lo, hi):
     if v >= np.float64(hi):
         return np.int64(hi)
     return np.int64(v)
+
 
 @register_jitable
 def _xf2u(x, hi):

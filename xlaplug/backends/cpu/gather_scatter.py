@@ -91,7 +91,9 @@ def _gather(ins, args, ctx):
         else:
             perm.append(bi)
             bi += 1
-    return np.ascontiguousarray(g.transpose(perm)).astype(out_dtype, copy=False)
+    # np.ascontiguousarray would turn a rank-0 result into shape (1,): reshape it back.
+    out = np.ascontiguousarray(g.transpose(perm)).astype(out_dtype, copy=False)
+    return out.reshape(ins.shape.dims)
 
 
 def _scatter_plan(operand_shape, indices, update_shape, a):
