@@ -50,9 +50,11 @@ def _bits_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _components(a: np.ndarray) -> list[np.ndarray]:
+    # (np.ascontiguousarray makes 0-d arrays 1-d; reshape keeps scalars scalar.)
     if a.dtype.kind == "c":
-        return [np.ascontiguousarray(a.real), np.ascontiguousarray(a.imag)]
-    return [np.ascontiguousarray(a)]
+        return [np.ascontiguousarray(a.real).reshape(a.shape),
+                np.ascontiguousarray(a.imag).reshape(a.shape)]
+    return [np.ascontiguousarray(a).reshape(a.shape)]
 
 
 def _first_bad(bad: np.ndarray, actual, expected, extra: str = "") -> str:

@@ -209,7 +209,10 @@ def result(ins, r) -> np.ndarray:
         r = r.astype(dt)
     dims = tuple(ins.shape.dims)
     if r.shape != dims:
-        r = np.broadcast_to(r, dims).copy() if r.size == 1 else r.reshape(dims)
+        n = int(np.prod(dims)) if dims else 1
+        # Same size: a reshape (np.ascontiguousarray makes 0-d arrays 1-d); a single value
+        # for a larger result: a broadcast.
+        r = r.reshape(dims) if r.size == n else np.broadcast_to(r.reshape(()), dims).copy()
     return r
 
 
