@@ -22,8 +22,11 @@ def _fail(message: str, code: int = 2):
 def handle_errors(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        import warnings
         try:
-            return fn(*args, **kwargs)
+            with warnings.catch_warnings():
+                warnings.showwarning = _show_warning  # one plain line, not Python's format
+                return fn(*args, **kwargs)
         except HloError as e:
             from .conformance import CheckFailure
             if e.file is None and kwargs.get("file") not in (None, "-"):
@@ -112,13 +115,13 @@ def compile_cmd(file, passes, emit, output, dump_dir, verify_each, device, prefe
             _highlight(out)
             return
     elif emit == "json":
-        from .backends.thunks import build_thunks, thunks_json
+        from .backends.thunks import thunks_json
         obj = module_json(module, pm)
-        obj["thunks"] = thunks_json(build_thunks(module, device))
+        obj["thunks"] = thunks_json(_thunks(module, device))
         out = json.dumps(obj, indent=2) + "\n"
     else:
-        from .backends.thunks import build_thunks, thunks_table
-        seq = build_thunks(module)
+        from .backends.thunks import thunks_table
+        seq = _thunks(module, device)
         if output is None:
             from rich.console import Console
             Console().print(thunks_table(seq))
@@ -128,6 +131,17 @@ def compile_cmd(file, passes, emit, output, dump_dir, verify_each, device, prefe
         write_atomic(output, out)
     else:
         click.echo(out, nl=False)
+
+
+def _thunks(module, device):
+    """The entry's thunk sequence, with plugin kernels resolved as a run would."""
+    from .backends.executor import ExecContext
+    from .plugin_runtime import ACTIVE
+    return ExecContext(device, overrides=ACTIVE.resolve).sequence(module.entry)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    click.echo(f"warning: {message}", err=True)
 
 
 def _load_npz(path: str, what: str) -> dict:

@@ -21,6 +21,7 @@ import os
 import stat
 import sys
 import traceback
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -34,7 +35,9 @@ BUNDLED_DIR = Path(__file__).with_name("plugins")
 
 
 class PluginError(HloError):
-    pass
+    def headline(self) -> str:
+        # A plugin failure with no instruction position is not about the HLO file.
+        return super().headline() if self.line else f"error: {self.message}"
 
 
 @dataclass
@@ -116,6 +119,19 @@ class Registry:
         self.decompositions: dict[str, OpEntry] = {}
         self.kernels: dict[tuple[str, str], OpEntry] = {}
         self.replaced: dict[tuple[str, str], list[OpEntry]] = {}
+        self.pass_names: list[str] = []
+
+    def _snapshot(self):
+        return (dict(self.shapes), dict(self.decompositions), dict(self.kernels),
+                {k: list(v) for k, v in self.replaced.items()}, len(self.pass_names))
+
+    def _restore(self, snap) -> None:
+        """Undo a plugin file's partial registration (a conflict part-way through)."""
+        from .passes.manager import unregister_pass
+        self.shapes, self.decompositions, self.kernels, self.replaced, n = snap
+        for name in self.pass_names[n:]:
+            unregister_pass(name)
+        del self.pass_names[n:]
 
     @property
     def plugins(self) -> list[Plugin]:
@@ -141,11 +157,16 @@ class Registry:
                     continue
                 self.replaced.setdefault(key, []).append(old)
             self.kernels[key] = entry
-        from .passes.manager import PASSES, register_pass
+        from .passes.manager import PASSES, register_pass, unregister_pass
         for name, (fn, after) in plugin.passes.items():
             if name in PASSES:
-                raise PluginError(f"plugin '{plugin.name}': pass '{name}' is already registered")
+                if _PASS_OWNERS.get(name) != (plugin.name, plugin.source):
+                    raise PluginError(f"plugin '{plugin.name}': pass '{name}' is already "
+                                      f"registered")
+                unregister_pass(name)  # the same plugin file loaded again in this process
             register_pass(name, _FunctionPass.factory(name, fn), after=after)
+            _PASS_OWNERS[name] = (plugin.name, plugin.source)
+            self.pass_names.append(name)
 
     def kernel_for(self, op: str, device: str) -> OpEntry | None:
         return self.kernels.get((op, device))
@@ -166,6 +187,10 @@ class Registry:
                 if ops else "no plugins are loaded")
 
 
+# Pass name -> (plugin, source) that registered it: passes are process-wide.
+_PASS_OWNERS: dict[str, tuple[str, str]] = {}
+
+
 class _FunctionPass:
     @staticmethod
     def factory(name: str, fn: Callable):
@@ -183,7 +208,7 @@ class _FunctionPass:
 
 def _check_permissions(path: Path) -> None:
     st = path.stat()
-    if st.st_mode & stat.S_IWOTH and not (path.is_dir() and st.st_mode & stat.S_ISVTX):
+    if st.st_mode & stat.S_IWOTH:  # sticky or not: anyone could add a plugin file
         raise PluginError(f"refusing to load plugins from '{path}': it is writable by everyone "
                           f"(chmod o-w '{path}')")
 
@@ -208,11 +233,12 @@ def _import_path(path: Path) -> list[Plugin]:
         modname, init, submodule_search_locations=[str(path)] if path.is_dir() else None)
     module = importlib.util.module_from_spec(spec)
     start = len(_COLLECTING)
+    _forget(modname)  # a package loaded before re-runs its submodules too
     sys.modules[modname] = module
     try:
         spec.loader.exec_module(module)
     except BaseException:
-        sys.modules.pop(modname, None)
+        _forget(modname)
         del _COLLECTING[start:]
         raise
     found = _COLLECTING[start:]
@@ -222,11 +248,22 @@ def _import_path(path: Path) -> list[Plugin]:
     return found
 
 
+def _forget(modname: str) -> None:
+    for name in [n for n in sys.modules if n == modname or n.startswith(modname + ".")]:
+        del sys.modules[name]
+
+
 def _error_line(exc: BaseException, path: Path) -> str:
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f"{exc.filename}:{exc.lineno}: SyntaxError: {exc.msg}"
     tb = traceback.extract_tb(exc.__traceback__)
-    frames = [f for f in tb if Path(f.filename).resolve().is_relative_to(path.resolve())] or tb[-1:]
-    where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else str(path)
-    return f"{where}: {type(exc).__name__}: {exc}"
+    frames = [f for f in tb if Path(f.filename).resolve().is_relative_to(path.resolve())]
+    if not frames:  # e.g. an entry point's module: its last frame outside the import machinery
+        frames = [f for f in tb if not f.filename.startswith("<frozen") and f.filename != __file__
+                  and "importlib" not in Path(f.filename).parts]
+    if not frames:
+        return f"{type(exc).__name__}: {exc}"
+    return f"{frames[-1].filename}:{frames[-1].lineno}: {type(exc).__name__}: {exc}"
 
 
 def plugin_dirs(extra_dirs=(), bundled: bool = True) -> list[Path]:
@@ -259,11 +296,15 @@ def load_plugins(extra_dirs=(), *, no_plugins: bool = False, strict: bool = Fals
 
 def _entry_point_plugins(ep) -> list[Plugin]:
     start = len(_COLLECTING)
-    obj = ep.load()
-    found = _COLLECTING[start:]
-    del _COLLECTING[start:]
-    if isinstance(obj, Plugin) and obj not in found:
-        found.append(obj)
+    try:
+        obj = ep.load()
+    finally:
+        found = _COLLECTING[start:]
+        del _COLLECTING[start:]
+    if isinstance(obj, Plugin):  # `module:attr` names one Plugin
+        found = [obj]
+    elif isinstance(obj, types.ModuleType):  # a module: all its Plugins, even if imported before
+        found += [v for v in vars(obj).values() if isinstance(v, Plugin) and v not in found]
     for p in found:
         p.source = f"entry point {ep.name}"
     return found
@@ -273,10 +314,16 @@ def _load_one(reg: Registry, path: Path, importer, strict: bool, label: str | No
     try:
         if path.exists() and label is None and path.parent != BUNDLED_DIR:
             _check_permissions(path)
-        plugins = importer()
+        known = reg.plugins
+        plugins = [p for p in importer() if p not in known]  # one Plugin reached twice: once
         rec = LoadRecord(label or str(path), plugins)
-        for p in plugins:
-            reg.add(p)
+        snap = reg._snapshot()
+        try:
+            for p in plugins:
+                reg.add(p)
+        except BaseException:
+            reg._restore(snap)  # all of a file's plugins register, or none
+            raise
     except PluginError as e:
         rec = LoadRecord(label or str(path), [], e.message)
     except Exception as e:  # a plugin's own bug: report with its file, keep loading others

@@ -2,8 +2,8 @@
 
 backend_config arrives in every form XLA and JAX print: an MLIR-style dictionary
 (`{alpha = 2.000000e+00 : f32, mode = 1 : i32, name = "x", flag = true,
-dims = array<i64: 1, 2>}`), quoted or not; JSON; or an opaque string (passed as
-`backend_config=`).  frontend_attributes add string-valued keywords.
+dims = array<i64: 1, 2>, w = dense<[1, 2]> : tensor<2xi64>}`), quoted or not; JSON; or an
+opaque string (passed as `backend_config=`).  frontend_attributes add string-valued keywords.
 """
 from __future__ import annotations
 
@@ -20,6 +20,11 @@ _MLIR_TYPES = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i1": np
                "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
                "ui8": np.uint8, "ui16": np.uint16, "ui32": np.uint32, "ui64": np.uint64,
                "si32": np.int32, "si64": np.int64, "index": np.int64}
+try:
+    import ml_dtypes
+    _MLIR_TYPES["bf16"] = ml_dtypes.bfloat16
+except ImportError:  # pragma: no cover - ml_dtypes is a dependency
+    pass
 
 
 class AttrSyntaxError(ValueError):
@@ -63,20 +68,39 @@ def _mlir_value(text: str) -> Any:
         if ty is None:
             raise AttrSyntaxError(f"unknown array element type '{m.group(1)}'")
         items = [x.strip() for x in (m.group(2) or "").split(",") if x.strip()]
-        return tuple(ty(_number(x)) if ty is not np.bool_ else x == "true" for x in items)
+        return tuple(_scalar(x, m.group(1)) for x in items)
+    m = re.fullmatch(r"dense<(.*)>\s*:\s*tensor<((?:\d+x)*)(\w+)>", t, re.S)
+    if m:  # what jax.ffi.ffi_call prints for a numpy array attribute
+        ty = _MLIR_TYPES.get(m.group(3))
+        if ty is None:
+            raise AttrSyntaxError(f"unknown tensor element type '{m.group(3)}'")
+        dims = tuple(int(d) for d in m.group(2).split("x") if d)
+        items = re.findall(r"[^\s,\[\]]+", m.group(1))
+        vals = np.array([_scalar(x, m.group(3)) for x in items], ty)
+        if vals.size == 1 and int(np.prod(dims)) != 1:  # a splat: dense<0.0> : tensor<3xf32>
+            return np.full(dims, vals[0], ty)
+        return vals.reshape(dims)
     m = re.fullmatch(r"(.+?)\s*:\s*(\w+)", t, re.S)
     if m:
         ty = _MLIR_TYPES.get(m.group(2))
         if ty is None:
             raise AttrSyntaxError(f"unknown attribute type '{m.group(2)}' in '{t}'")
-        v = m.group(1).strip()
-        if ty is np.bool_:
-            return v == "true"
-        return ty(_number(v))
+        return _scalar(m.group(1).strip(), m.group(2))
     try:
         return _number(t)
     except ValueError:
         return t
+
+
+def _scalar(v: str, type_name: str):
+    """One value of MLIR type `type_name` as that numpy scalar type (bool for i1)."""
+    ty = _MLIR_TYPES[type_name]
+    if ty is np.bool_:
+        return v in ("true", "1")
+    if v.lower().startswith("0x") and type_name in ("f16", "bf16", "f32", "f64"):
+        # MLIR prints non-finite floats as their bits
+        return np.array(int(v, 16), f"u{np.dtype(ty).itemsize}").view(ty)[()]
+    return ty(_number(v))
 
 
 def _number(v: str):
@@ -138,6 +162,15 @@ def backend_config_kwargs(cfg) -> dict[str, Any]:
 
 def call_kwargs(ins) -> dict[str, Any]:
     """Typed keyword arguments of a custom-call or composite call."""
+    try:
+        return _call_kwargs(ins)
+    except AttrSyntaxError as e:
+        from .plugin import PluginError
+        raise PluginError(f"instruction '{ins.name}': cannot read its attributes: {e}",
+                          line=ins.line, column=ins.column) from None
+
+
+def _call_kwargs(ins) -> dict[str, Any]:
     kw: dict[str, Any] = {}
     fa = ins.attrs.get("frontend_attributes") or {}
     if ins.opcode == "call":

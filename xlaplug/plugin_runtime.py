@@ -32,7 +32,12 @@ class Session:
         name = op_name(ins)
         if name is not None:
             entry = self.registry.kernel_for(name, self.device)
-            if entry is not None and self.prefer == "kernel":
+            if entry is None:
+                return None
+            # --prefer decomposition: a custom call with no decomposition still has its
+            # kernel; a composite's body is its decomposition.
+            if self.prefer == "kernel" or (ins.opcode == "custom-call" and
+                                           name not in self.registry.decompositions):
                 return _custom_kernel(entry, ins, self)
             return None
         entry = self.registry.kernel_for(ins.opcode, self.device)
@@ -75,7 +80,8 @@ def _check_outputs(entry: OpEntry, ins, outs: list[np.ndarray]) -> None:
         if tuple(arr.shape) != tuple(want.dims) or arr.dtype != want.dtype:
             raise PluginError(f"plugin '{entry.plugin.name}' kernel for '{op_name(ins) or ins.opcode}'"
                               f" (instruction '{ins.name}') produced output {k} as "
-                              f"{arr.dtype}{list(arr.shape)}, but the declared shape is {want}")
+                              f"{arr.dtype}{list(arr.shape)}, but the declared shape is {want}",
+                              line=ins.line, column=ins.column)
 
 
 def _run_kernel(entry: OpEntry, ins, args, extra_kwargs: dict) -> Any:
@@ -99,7 +105,8 @@ def _run_kernel(entry: OpEntry, ins, args, extra_kwargs: dict) -> Any:
         outs = _flatten(ret if isinstance(ret, tuple) else (ret,))
         if len(outs) != len(list(ins.shape.leaves())):
             raise PluginError(f"{what} returned {len(outs)} outputs, the declared shape "
-                              f"{ins.shape} has {len(list(ins.shape.leaves()))}")
+                              f"{ins.shape} of instruction '{ins.name}' has "
+                              f"{len(list(ins.shape.leaves()))}", line=ins.line, column=ins.column)
     _check_outputs(entry, ins, outs)
     return _pack(ins.shape, [np.asarray(o) for o in outs])
 
@@ -114,9 +121,17 @@ def _custom_kernel(entry: OpEntry, ins, session: Session) -> Callable:
             return _run_kernel(entry, ins, args, {})
         except KernelFailure as e:
             name = op_name(ins)
-            if session.strict or name not in session.registry.decompositions:
+            if name in session.registry.decompositions:
+                fallback = "its decomposition"
+            elif ins.opcode == "call":
+                fallback = "the composite's body"
+            else:
                 raise
-            warnings.warn(f"{e.message}; falling back to its decomposition", stacklevel=2)
+            if session.strict:
+                raise
+            warnings.warn(f"{e.message}; falling back to {fallback}", stacklevel=2)
+            if ins.opcode == "call" and name not in session.registry.decompositions:
+                return ctx.run(ins.attrs["to_apply"], list(args))
             return _run_decomposition(ins, args, ctx, session)
     kernel.plugin = entry.plugin.name
     return kernel
@@ -124,19 +139,25 @@ def _custom_kernel(entry: OpEntry, ins, session: Session) -> Callable:
 
 def _override_kernel(entry: OpEntry, ins, session: Session) -> Callable:
     from .backends.registry import lookup
-    replaced_entries = session.registry.replaced.get((ins.opcode, session.device), [])
+    # The winner, then the kernels it displaced, highest priority first, then the core one:
+    # each override's `replaced` calls the next in this chain.
+    below = session.registry.replaced.get((ins.opcode, session.device), [])
+    chain = [entry, *sorted(below, key=lambda e: e.priority, reverse=True)]
     core = lookup(ins.opcode, session.device)
 
-    def kernel(ins, args, ctx):
+    def level(k, ins, args, ctx):
+        e = chain[k]
         extra = {}
-        if "replaced" in inspect.signature(entry.fn).parameters:
-            prev = replaced_entries[-1] if replaced_entries else None
-            if prev is not None:
-                extra["replaced"] = lambda *a: _run_kernel(prev, ins, list(a), {})
+        if "replaced" in inspect.signature(e.fn).parameters:
+            if k + 1 < len(chain):
+                extra["replaced"] = lambda *a: level(k + 1, ins, list(a), ctx)
             elif core is not None:
                 extra["replaced"] = lambda *a: core(ins, list(a), ctx)
-        attrs = {k.replace("-", "_"): v for k, v in ins.attrs.items()}
-        return _run_kernel(entry, ins, args, {**attrs, **extra})
+        attrs = {a.replace("-", "_"): v for a, v in ins.attrs.items()}
+        return _run_kernel(e, ins, args, {**attrs, **extra})
+
+    def kernel(ins, args, ctx):
+        return level(0, ins, args, ctx)
     kernel.plugin = entry.plugin.name
     return kernel
 

@@ -178,6 +178,11 @@ class _Cursor:
         self.ws()
         return self.i >= len(self.s)
 
+    def pos(self) -> int:
+        """Where the next token starts."""
+        self.ws()
+        return self.i
+
     def peek(self, tok: str) -> bool:
         self.ws()
         return self.s.startswith(tok, self.i)
@@ -196,7 +201,7 @@ class _Cursor:
         return f"'{_short(m.group(0) if m else self.s[self.i])}'"
 
     def err(self, msg: str) -> AttrError:
-        return AttrError(f"{self.what}: {msg}", self.i)
+        return AttrError(msg, self.i)
 
     def expect(self, tok: str, context: str = "") -> None:
         if not self.eat(tok):
@@ -384,29 +389,33 @@ def p_comp(t: str) -> CompRef:
     name = t.strip()
     if not _NAME.fullmatch(name):
         raise AttrError(f"expected a computation name, got '{_short(name)}'")
-    return CompRef(name.lstrip("%"))
+    return CompRef(name.lstrip("%"), len(t) - len(t.lstrip()))
 
 
 def p_comps(t: str) -> list[CompRef]:
-    t = t.strip()
-    if t.startswith("{"):
-        body = _braced_body(t, "computations")
-        if not body:
+    """`name` or `{name, name}`; each reference's offset is where its name starts."""
+    s = t.strip()
+    if s.startswith("{"):
+        _braced_body(s, "computations")
+        out = []
+        for part, off in split_top_at(s[1:-1]):
+            if not _NAME.fullmatch(part):
+                raise AttrError(f"expected a computation name, got '{_short(part)}'", 1 + off)
+            out.append(CompRef(part.lstrip("%"), 1 + off))
+        if not out:
             raise AttrError("expected at least one computation name in braces")
-        return [p_comp(x) for x in split_top(body)]
+        return out
     return [p_comp(t)]
 
 
 def p_instrs(t: str) -> list[InstrRef]:
     t = t.strip()
-    body = _braced_body(t, "instruction names")
+    _braced_body(t, "instruction names")
     out = []
     for part, off in split_top_at(t[1:-1]):
         if not _NAME.fullmatch(part):
             raise AttrError(f"expected an instruction name, got '{_short(part)}'", 1 + off)
-        out.append(InstrRef(part.lstrip("%")))
-    if not out and body:
-        raise AttrError("expected instruction names in braces")
+        out.append(InstrRef(part.lstrip("%"), 1 + off))
     return out
 
 
@@ -448,14 +457,14 @@ def p_window(t: str) -> Window:
                 for p in parts:
                     lo, us, hi = p.partition("_")
                     if not us:
-                        raise AttrError(f"window pad must be low_high per dimension (like "
-                                        f"0_1x1_1), got '{_short(val)}'", off)
+                        raise AttrError(f"expected low_high per dimension (like 0_1x1_1), got "
+                                        f"'{_short(val)}'")
                     pads.append((_int(lo), _int(hi)))
                 fields[key] = pads
             else:
                 fields[key] = [_int(p) for p in parts]
         except AttrError as e:
-            raise AttrError(f"window {key}=: {e}", off + len(key) + 1) from None
+            raise AttrError(f"in {key}=: {e}", off + len(key) + 1) from None
     if fields and "size" not in fields:
         raise AttrError("window has no size=")
     n = len(fields.get("size", []))
@@ -522,16 +531,6 @@ def p_padding(t: str) -> Padding:
     return Padding(tuple(dims))
 
 
-def _kv_items(body: str, sep: str) -> list[tuple[str, str]]:
-    items = []
-    for item in split_top(body, sep):
-        key, eq, val = item.partition("=")
-        if not eq:
-            raise AttrError(f"expected key=value, got '{_short(item)}'")
-        items.append((key.strip(), val.strip()))
-    return items
-
-
 _META_ITEM = re.compile(r'\s*([A-Za-z_][\w.\-]*)=("(?:[^"\\\n]|\\.)*"|\{[^{}]*\}|[^\s"{}]+)\s*')
 
 
@@ -593,15 +592,15 @@ def p_str_dict(t: str) -> dict[str, Any]:
 _IOTA_GROUPS = re.compile(r"\[([\d,\s]*)\]<=\[([\d,\s]*)\](?:T\(([\d,\s]*)\))?")
 
 
-def _check_iota(dims: tuple[int, ...], reshape: tuple[int, ...], perm, what: str) -> None:
+def _check_iota(dims: tuple[int, ...], reshape: tuple[int, ...], perm) -> None:
     import math
     if not dims or not reshape:
-        raise AttrError(f"{what}: iota dimensions must not be empty")
+        raise AttrError("iota dimensions must not be empty")
     if math.prod(dims) != math.prod(reshape):
-        raise AttrError(f"{what}: iota [{','.join(map(str, dims))}] has {math.prod(dims)} "
-                        f"devices but <=[{','.join(map(str, reshape))}] has {math.prod(reshape)}")
+        raise AttrError(f"iota [{','.join(map(str, dims))}] has {math.prod(dims)} devices but "
+                        f"<=[{','.join(map(str, reshape))}] has {math.prod(reshape)}")
     if perm is not None and sorted(perm) != list(range(len(reshape))):
-        raise AttrError(f"{what}: T({','.join(map(str, perm))}) is not a permutation of the "
+        raise AttrError(f"T({','.join(map(str, perm))}) is not a permutation of the "
                         f"{len(reshape)} reshape dimensions")
 
 
@@ -617,7 +616,7 @@ def p_replica_groups(t: str) -> ReplicaGroups:
             raise AttrError(f"iota replica groups need [groups,size], got [{m[1]}]")
         reshape = tuple(int(x) for x in m[2].split(",") if x.strip())
         perm = tuple(int(x) for x in m[3].split(",") if x.strip()) if m[3] is not None else None
-        _check_iota(dims, reshape, perm, "replica_groups")
+        _check_iota(dims, reshape, perm)
         return ReplicaGroups(iota=t)
     t = t.strip()
     _braced_body(t, "replica groups like {{0,1},{2,3}}")
@@ -707,7 +706,7 @@ def _sharding_single(c: _Cursor) -> Sharding:
     while not c.eat("}"):
         if c.at_end():
             raise c.err("missing '}' at the end of the sharding")
-        at = c.i
+        at = c.pos()
         w = c.word("a sharding keyword (replicated, maximal, manual, devices=, ...)")
         if w in _SHARDING_FLAGS:
             flags.add(w)
@@ -736,7 +735,7 @@ def _sharding_single(c: _Cursor) -> Sharding:
                 types = []
                 if not c.eat("}"):
                     while True:
-                        at2 = c.i
+                        at2 = c.pos()
                         ty = c.word("a sharding type")
                         if ty not in ("manual", "replicated", "maximal", "unreduced"):
                             c.i = at2
@@ -779,9 +778,9 @@ def _sharding_single(c: _Cursor) -> Sharding:
         n = math.prod(tile_dims)
         if reshape is not None:
             try:
-                _check_iota(tile_dims, reshape, perm, "sharding")
+                _check_iota(tile_dims, reshape, perm)
             except AttrError as e:
-                raise c.err(str(e).removeprefix("sharding: ")) from None
+                raise c.err(str(e)) from None
         elif len(devices) != n:
             raise c.err(f"devices=[{','.join(map(str, tile_dims))}] needs {n} device ids, "
                         f"got {len(devices)}")
@@ -847,7 +846,7 @@ def p_io_alias(t: str) -> InputOutputAlias:
         idx = c.shape_index()
         kind = "may-alias"
         if c.eat(","):
-            at = c.i
+            at = c.pos()
             kind = c.word("may-alias or must-alias")
             if kind not in ("may-alias", "must-alias"):
                 c.i = at
@@ -910,7 +909,7 @@ def p_computation_layout(t: str) -> ComputationLayout:
 def p_result_accuracy(t: str) -> ResultAccuracy:
     c = _Cursor(t, "result_accuracy")
     c.expect("{")
-    at = c.i
+    at = c.pos()
     key = c.word("mode= or tolerance=")
     c.expect("=")
     if key == "mode":
@@ -920,7 +919,7 @@ def p_result_accuracy(t: str) -> ResultAccuracy:
         c.expect("{", " to start the tolerance")
         vals = {"atol": 0.0, "rtol": 0.0, "ulps": 0.0}
         while not c.eat("}"):
-            at2 = c.i
+            at2 = c.pos()
             k = c.word("atol, rtol or ulps")
             if k not in vals:
                 c.i = at2
@@ -1029,7 +1028,8 @@ def parse_attr(name: str, text: str) -> Any:
 _RESERVED = frozenset({"ROOT", "ENTRY", "HloModule", "true", "false", "inf", "nan",
                        "maximal", "replicated", "manual", "unknown", "unreduced",
                        "last_tile_dim_replicate", "shard_as", "shard_like", "FileNames",
-                       "FunctionNames", "FileLocations", "StackFrames", "token", "opaque"})
+                       "FunctionNames", "FileLocations", "StackFrames", "token", "opaque",
+                       "tuple", "buffer"})
 _NEEDS_SIGIL = re.compile(r"(?:pred|[suf]\d+|bf16|c64|c128|f8e\w+|f4e\w+)$")
 
 

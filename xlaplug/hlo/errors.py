@@ -19,9 +19,9 @@ class HloError(Exception):
         if self.file is None:
             self.file = file
         if text is not None and self.line and self.source_line is None:
-            lines = text.splitlines()
+            lines = text.split("\n")
             if 0 < self.line <= len(lines):
-                self.source_line = lines[self.line - 1]
+                self.source_line = lines[self.line - 1].rstrip("\r")
         return self
 
     def headline(self) -> str:

@@ -2,7 +2,10 @@
 
 Parsing is the hot path for large constants, so array literals are flattened with string
 operations and converted by numpy in one call; the brace structure is checked against the
-shape's rank and the element count against its size.
+shape with string operations too (a `{{vv}{vv}}` skeleton for rank >= 2).  Only when that
+fast path finds a problem does a slow token-by-token walk, like XLA's parser, say exactly
+what is wrong and where.  Floats are exact to the bit: -0, the sign of NaN and NaN payloads
+(`nan(0x1)`) survive parse and print.
 """
 from __future__ import annotations
 
@@ -28,7 +31,10 @@ _FLOAT_TOKEN = re.compile(r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf|nan
 _INT_TOKEN = re.compile(r"[-+]?(?:0[xX][0-9a-fA-F]+|\d+)")
 
 
-_PAYLOAD_TYPES = {"f16": 10, "bf16": 7, "f32": 23, "f64": 52}
+# IEEE-like float types, whose NaNs carry a payload (mantissa bits) that XLA prints as
+# `nan(0x..)` when it is not the plain quiet NaN.
+_PAYLOAD_TYPES = {"f16": 10, "bf16": 7, "f32": 23, "f64": 52, "f8e5m2": 2, "f8e4m3": 3,
+                  "f8e3m4": 4}
 
 
 def _float_bits(dtype: np.dtype):
@@ -130,14 +136,15 @@ def _int_range(etype: str, dtype: np.dtype) -> tuple[int, int]:
     return 0, (1 << bits) - 1
 
 
-_COMPLEX = re.compile(r"\(\s*([^,()]+?)\s*,\s*([^,()]+?)\s*\)")
+# `(real, imag)`; a part may be a NaN with payload, `nan(0x1)`.
+_COMPLEX = re.compile(r"\(\s*((?:[^,()\s]|\(0x[0-9a-fA-F]+\))+)\s*,\s*((?:[^,()\s]|\(0x[0-9a-fA-F]+\))+)\s*\)")
 
 
 def _complex_values(body: str, dtype: np.dtype) -> np.ndarray:
     pairs = _COMPLEX.findall(body)
     rest = _COMPLEX.sub("", body)
     if re.search(r"[^\s{},]", rest):
-        raise LiteralError("complex literal elements must be (real, imag) pairs")
+        raise _Diagnose()  # not all (real, imag) pairs: the slow path says where
     part = np.dtype(np.float32 if dtype == np.complex64 else np.float64)
     try:
         re_ = _float_values([p[0] for p in pairs], part)
@@ -245,7 +252,7 @@ class _Diagnose(Exception):
     """The fast path found a problem; the slow path says exactly what and where."""
 
 
-_LIT_TOKEN = re.compile(r"\s+|\{|\}|,|\([^()]*\)?|[^\s{},()]+|.")
+_LIT_TOKEN = re.compile(r"\s+|\{|\}|,|\((?:[^()]|\(0x[0-9a-fA-F]*\))*\)?|[^\s{},()]+|.")
 
 
 def _element_offset(text: str, index: int, complex_: bool) -> int:
@@ -377,7 +384,7 @@ def _fmt_float(v, etype: str) -> str:
         return "inf" if f > 0 else "-inf"
     if f == 0:
         return "-0" if np.signbit(f) else "0"
-    if f.is_integer() and abs(f) < 1e16:
+    if f.is_integer() and abs(f) < 1e6:  # small integers in full (f16's 65504, not 6.55e+04)
         return str(int(f))
     if etype == "f64":
         s = repr(f)

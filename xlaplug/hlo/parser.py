@@ -15,12 +15,12 @@ from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from . import attributes as A
+from .dtypes import ELEMENT_TYPES
 from .errors import HloSyntaxError, position_of
 from .ir import Computation, Instruction, Module, Shape
 from .literals import LiteralError, parse_literal
-from .dtypes import ELEMENT_TYPES
 from .opcodes import ALL_OPCODES
-from .shape_parser import ShapeError, parse_array_shape, parse_shape
+from .shape_parser import ShapeError, parse_array_shape
 
 # A string never spans lines (XLA prints strings C-escaped), so an unterminated one is
 # reported on its own line instead of swallowing the rest of the file.
@@ -37,15 +37,22 @@ def _braced(depth: int) -> str:
 
 BRACE_DEPTH = 8
 # One attribute value: brace groups, strings, [..] and (..) groups, plain characters, and
-# a space before a group (custom-call's `literal=s32[2]{0} {1, 2}`).
+# a space before a group or a number (custom-call's `literal=s32[2]{0} {1, 2}`, and
+# `literal=s32[] 5`).
 _VALUE = (r"(?:" + _braced(BRACE_DEPTH) + "|" + _STR
-          + r"|\[[^\]]*\]|\([^()]*\)|[^\s,{}\"\[\]()]+|\s+(?=[{(]))+")
+          + r"|\[[^\]]*\]|\([^()]*\)|[^\s,{}\"\[\]()]+"
+          + r"|[ \t]+(?=[{(\d]|-[\d.i]|(?:true|false|inf|nan)\b))+")
+
+
+# Whitespace, and /* comments */, around attribute names and values.
+_GAP = r"(?:\s|/\*(?:[^*]|\*(?!/))*\*/)*"
+_ATTRS = r"(?:," + _GAP + r"[A-Za-z_][\w.\-]*" + _GAP + "=" + _GAP + _VALUE + ")+"
 
 
 def grammar_text() -> str:
     text = (Path(__file__).with_name("hlo.lark")).read_text()
     esc = lambda rx: rx.replace("/", r"\/")  # noqa: E731 -- inside a lark /regex/
-    return (text.replace("%VALUE%", esc(_VALUE)).replace("%BRACED%", esc(_braced(BRACE_DEPTH)))
+    return (text.replace("%ATTRS%", esc(_ATTRS)).replace("%BRACED%", esc(_braced(BRACE_DEPTH)))
             .replace("%STR%", esc(_STR)))
 
 
@@ -55,7 +62,7 @@ def _lark(strict: bool = False, with_transformer: bool = True) -> Lark:
                 transformer=_Builder() if with_transformer else None, maybe_placeholders=False)
 
 
-_ATTR = re.compile(r',\s*([A-Za-z_][\w.\-]*)\s*=\s*(' + _VALUE + ')')
+_ATTR = re.compile(r"," + _GAP + r"([A-Za-z_][\w.\-]*)" + _GAP + "=" + _GAP + "(" + _VALUE + ")")
 _COMMENTS = re.compile(r"/\*.*?\*/", re.S)
 
 
@@ -93,11 +100,11 @@ def _attrs(tok, owner: str) -> dict:
             v = A.parse_attr(name, value)
         except (A.AttrError, ShapeError) as e:
             raise _err(f"attribute '{name}': {e}", vpos + getattr(e, "offset", 0)) from None
-        if isinstance(v, (A.CompRef, A.InstrRef)):
-            v.offset = vpos
+        if isinstance(v, A.CompRef):  # fresh objects (not cached): positions are per use
+            v.offset += vpos
         elif isinstance(v, list):
             for r in v:
-                r.offset = vpos
+                r.offset += vpos
         out[name] = v
     return out
 
@@ -112,10 +119,13 @@ _SHAPED_OPERAND = re.compile(r"(?:[a-z][a-z0-9]*\[[^\]]*\](?:\{[^}]*\})?|\(.*\))
                              re.S)
 
 
+_DIGITS = re.compile(r"[0-9]+")
+
+
 def _parameter_number(name: str, body: str, pos: int) -> int:
     text = body.strip()
     at = pos + len(body) - len(body.lstrip())
-    if text.isdigit():
+    if _DIGITS.fullmatch(text):
         return int(text)
     if not text:
         raise _err(f"parameter '{name}' is missing its parameter number: expected "
@@ -124,6 +134,13 @@ def _parameter_number(name: str, body: str, pos: int) -> int:
         raise _err(f"parameter number must be >= 0, got {text}", at)
     raise _err(f"parameter '{name}' needs an integer parameter number, like parameter(0), "
                f"got '{text[:30]}'", at)
+
+
+def _is_async_sugar(opcode: str) -> bool:
+    """XLA prints an async op wrapping a single instruction as `<op>-start`, `<op>-update`,
+    `<op>-done` (e.g. `fusion-start`) with the wrapped op's attributes."""
+    base, dash, phase = opcode.rpartition("-")
+    return bool(dash) and phase in ("start", "update", "done") and base in ALL_OPCODES
 
 
 def _opcode_hint(opcode: str) -> str:
@@ -135,15 +152,26 @@ def _opcode_hint(opcode: str) -> str:
 class _Builder(Transformer):
     """Rule callbacks, run by the LALR parser as it reduces."""
 
+    # List rules (`x: y | x y`, `x: y | x "," y`): one Python list, appended to in place.
+    @staticmethod
+    def _append(children):
+        if len(children) == 1:
+            return [children[0]]
+        children[0].append(children[-1])
+        return children[0]
+
+    items = instructions = params = shapes = table_rows = _append
+
     def tuple_shape(self, children):
-        return Shape.tuple_of(_shape_of(c) for c in children)
+        return Shape.tuple_of(_shape_of(c) for c in (children[0] if children else ()))
 
     def param(self, children):
         tok, shape = children
         return (tok[:-1].strip().lstrip("%"), _shape_of(shape), tok)
 
     def signature(self, children):
-        return ("signature", [c for c in children[:-1]], _shape_of(children[-1]))
+        params = children[0] if len(children) == 2 else []
+        return ("signature", params, _shape_of(children[-1]))
 
     def instruction(self, children):
         i = 0
@@ -154,7 +182,7 @@ class _Builder(Transformer):
         name = name_tok[:-1].rstrip().lstrip("%")
         paren = call_tok.index("(")
         opcode = call_tok[:paren].rstrip()
-        if opcode not in ALL_OPCODES:
+        if opcode not in ALL_OPCODES and not _is_async_sugar(opcode):
             raise _err(f"unknown opcode '{opcode}'{_opcode_hint(opcode)}", call_tok.start_pos)
         instr = Instruction(name, opcode, _shape_of(shape), line=name_tok.line,
                             column=name_tok.column)
@@ -226,11 +254,13 @@ class _Builder(Transformer):
         rest = children[i + 1:]
         if rest and isinstance(rest[0], tuple) and rest[0][0] == "signature":
             sig, rest = rest[0], rest[1:]
-        instrs = [c for c in rest if isinstance(c, Instruction)]
+        instrs = rest[0] if rest and isinstance(rest[0], list) else []
         trailing = rest[-1] if rest and isinstance(rest[-1], Token) else None
         for key, value in _attrs(trailing, comp.name).items():
             if key != "execution_thread":
-                raise _err(f"unknown computation attribute '{key}'", trailing.start_pos)
+                at = trailing.start_pos + re.search(rf"\b{re.escape(key)}\s*=", trailing).start()
+                raise _err(f"unknown computation attribute '{key}' (only execution_thread is "
+                           f"allowed)", at)
             comp.execution_thread = value
         comp.instructions = instrs
         comp.has_signature = sig is not None
@@ -241,13 +271,14 @@ class _Builder(Transformer):
         return (int(children[0]), str(children[1]))
 
     def stack_table(self, children):
-        return ("table", str(children[0]), list(children[1:]))
+        return ("table", str(children[0]), children[1] if len(children) > 1 else [])
 
     def header(self, children):
         return ("header", children[0], _opt_attrs(children[1:], "HloModule"))
 
     def start(self, children):
-        return children
+        items = children[-1] if children and isinstance(children[-1], list) else []
+        return ([children[0]] if children and isinstance(children[0], tuple) else []) + items
 
 
 def _resolve_computation(comp: Computation, sig) -> None:
@@ -314,6 +345,11 @@ def _resolve_computation(comp: Computation, sig) -> None:
             if not pshape.compatible(p.shape):
                 raise _err(f"signature parameter '{pname}' has shape {pshape}, but parameter "
                            f"{num} '{p.name}' is {p.shape}", tok.start_pos)
+        if not result.compatible(comp.root.shape):
+            raise HloSyntaxError(f"computation '{comp.name}' signature returns "
+                                 f"{result.without_layout()}, but its root '{comp.root.name}' "
+                                 f"is {comp.root.shape.without_layout()}", line=comp.line,
+                                 column=comp.column)
 
 
 def _resolve_module(module: Module, comps: list[Computation]) -> None:
@@ -387,7 +423,8 @@ def _describe(tok_type: str) -> str:
     term = next((t for t in _lark().terminals if t.name == tok_type), None)
     if term is not None and term.pattern.type == "str":
         return f"'{term.pattern.value}'"
-    return tok_type.lower()
+    noun = tok_type.lower().replace("_", " ").strip()
+    return ("an " if noun[:1] in "aeiou" else "a ") + noun
 
 
 def _found(tok) -> str:
@@ -457,7 +494,8 @@ def _diagnose_attrs(text: str, i: int) -> HloSyntaxError | None:
         name = m.group(0)
         i = _skip_ws(text, m.end())
         if i >= n or text[i] != "=":
-            return _at(text, i, f"expected '=' after attribute name '{name}'")
+            return _at(text, m.end(), f"expected '=' after attribute name '{name}'")
+        after_eq = i + 1
         i = _skip_ws(text, i + 1)
         start = i
         while i < n:
@@ -488,7 +526,7 @@ def _diagnose_attrs(text: str, i: int) -> HloSyntaxError | None:
             else:
                 i += 1
         if i == start:
-            return _at(text, start, f"attribute '{name}' has no value")
+            return _at(text, after_eq, f"attribute '{name}' has no value")
         i = _skip_ws(text, i)
     return None
 
@@ -499,8 +537,12 @@ def _diagnose_token(e: UnexpectedToken, text: str) -> HloSyntaxError | None:
     expected = set(getattr(e, "expected", None) or getattr(e, "accepts", None) or ())
     pos, word = tok.start_pos, str(tok)
     after = _skip_ws(text, tok.end_pos, newlines=False)
-    if tok.type == "COMMA" and "ATTRS" in expected:
-        return _diagnose_attrs(text, pos)
+    if tok.type == "COMMA":
+        found = _diagnose_attrs(text, pos)
+        if found is not None:
+            return found
+    if tok.type == "LBRACE" and "OPCALL" in expected and text[pos - 1:pos] == "]":
+        return _at(text, pos, "malformed shape: the layout '{' is not closed on this line")
     if tok.type == "NAME" and "OPCALL" in expected:
         if after < len(text) and text[after] == "(":
             if _close_of(text, after, "(", ")") < 0:
@@ -518,7 +560,12 @@ def _diagnose_token(e: UnexpectedToken, text: str) -> HloSyntaxError | None:
             if "]" not in text[after:eol if eol >= 0 else None]:
                 return _at(text, after, f"malformed shape: the '[' after '{word}' is never "
                                         f"closed")
-            return _at(text, pos, f"malformed shape '{text[pos:text.index(']', after) + 1]}'")
+            shape = text[pos:text.index("]", after) + 1]
+            if word not in ELEMENT_TYPES:
+                hint = (" (element types are lowercase, like f32)"
+                        if word.lower() in ELEMENT_TYPES else "")
+                return _at(text, pos, f"unknown element type '{word}' in shape '{shape}'{hint}")
+            return _at(text, pos, f"malformed shape '{shape}'")
         if word in ELEMENT_TYPES:
             return _at(text, pos, f"malformed shape '{word}': dimensions in brackets must follow "
                                   f"the element type, like {word}[] or {word}[2,3]")
@@ -545,7 +592,20 @@ def _open_computation(text: str) -> tuple[str, int] | None:
         last = m
     if last is None:
         return None
-    return last.group(1).lstrip("%"), text.count("\n", 0, last.start()) + 1
+    return last.group(1).lstrip("%"), text.count("\n", 0, last.start()) + 1, last.end()
+
+
+def _runaway_brace(text: str, start: int) -> HloSyntaxError | None:
+    """An attribute `name={` after `start` whose '}' is not on its own line: it swallowed the
+    computation's closing brace.  (Only asked when the file ended too soon.)"""
+    for m in re.finditer(r"[,{]\s*([A-Za-z_][\w.\-]*)\s*=\s*\{", text[start:]):
+        brace = start + m.end() - 1
+        eol = text.find("\n", brace)
+        close = _close_of(text, brace, "{", "}")
+        if close < 0 or (0 <= eol < close):
+            return _at(text, brace, f"unterminated '{{' in the value of attribute "
+                                    f"'{m.group(1)}' (no '}}' on its line)")
+    return None
 
 
 def _syntax_error(e: UnexpectedInput, text: str) -> HloSyntaxError:
@@ -554,7 +614,10 @@ def _syntax_error(e: UnexpectedInput, text: str) -> HloSyntaxError:
         pos = len(text.rstrip())
         names = set(getattr(e, "expected", None) or getattr(e, "accepts", None) or ())
         comp = _open_computation(text)
-        if comp is not None and "RBRACE" in names and text.count("{") > text.count("}"):
+        if comp is not None and "RBRACE" in names:
+            runaway = _runaway_brace(text, comp[2])
+            if runaway is not None:
+                return runaway
             return _at(text, pos, f"unexpected end of file: computation '{comp[0]}' (line "
                                   f"{comp[1]}) is missing its closing '}}'")
         return _at(text, pos, "unexpected end of file: the module is truncated"
@@ -606,15 +669,24 @@ def parse_module(text: str, filename: str = "<string>") -> Module:
         _Ctx.text = ""
 
 
+_CONTROL_BYTES = re.compile(rb"[\x00-\x08\x0e-\x1f\x7f]")
+
+
 def parse_file(path: str) -> Module:
     p = Path(path)
     data = p.read_bytes()
+    if data.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark is not text
+        data = data[3:]
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        before = data[:e.start].decode("utf-8")   # valid: the first bad byte is at e.start
+        bad = e.start
+        ctrl = _CONTROL_BYTES.search(data, 0, bad)
+        at = ctrl.start() if ctrl else bad
+        before = data[:at].decode("utf-8")   # valid: the first bad byte is at e.start
         line, col = position_of(before, len(before))
-        err = HloSyntaxError(f"file is not UTF-8 text (byte 0x{data[e.start]:02x})",
-                             file=str(path), line=line, column=col)
+        msg = (f"binary data in HLO text (control character 0x{data[at]:02x})" if ctrl else
+               f"file is not UTF-8 text (byte 0x{data[at]:02x})")
+        err = HloSyntaxError(msg, file=str(path), line=line, column=col)
         raise err.located(str(path), data.decode("utf-8", "replace")) from None
     return parse_module(text, str(path))

@@ -5,7 +5,7 @@ instruction shapes, and a computation signature wherever the input had one.
 """
 from __future__ import annotations
 
-from .attributes import format_value
+from .attributes import format_value, name_ref
 from .ir import Computation, Instruction, Module
 from .literals import format_literal
 
@@ -16,22 +16,23 @@ def instruction_to_text(ins: Instruction, is_root: bool = False) -> str:
     elif ins.opcode == "parameter":
         args = str(ins.parameter_number)
     else:
-        args = ", ".join(o.name for o in ins.operands)
-    parts = [f"{'ROOT ' if is_root else ''}{ins.name} = {ins.shape} {ins.opcode}({args})"]
+        args = ", ".join(name_ref(o.name) for o in ins.operands)
+    parts = [f"{'ROOT ' if is_root else ''}{name_ref(ins.name)} = {ins.shape} {ins.opcode}({args})"]
     for k, v in ins.attrs.items():
         parts.append(f"{k}={format_value(k, v)}")
     if ins.control_predecessors:
-        parts.append("control-predecessors={" + ", ".join(p.name for p in ins.control_predecessors) + "}")
+        parts.append("control-predecessors={"
+                     + ", ".join(name_ref(p.name) for p in ins.control_predecessors) + "}")
     return ", ".join(parts)
 
 
 def _signature(comp: Computation) -> str:
-    params = ", ".join(f"{p.name}: {p.shape.without_layout()}" for p in comp.parameters)
+    params = ", ".join(f"{name_ref(p.name)}: {p.shape.without_layout()}" for p in comp.parameters)
     return f" ({params}) -> {comp.root.shape.without_layout()}"
 
 
 def computation_to_text(comp: Computation) -> str:
-    head = ("ENTRY " if comp.is_entry else "") + comp.name
+    head = ("ENTRY " if comp.is_entry else "") + name_ref(comp.name)
     if comp.has_signature:
         head += _signature(comp)
     lines = [head + " {"]
@@ -45,7 +46,7 @@ def computation_to_text(comp: Computation) -> str:
 
 
 def module_to_text(module: Module) -> str:
-    head = "HloModule " + module.name
+    head = "HloModule " + name_ref(module.name)
     for k, v in module.attrs.items():
         head += f", {k}={format_value(k, v)}"
     chunks = [head]

@@ -74,9 +74,9 @@ _CUDA_KERNEL = None
 
 def _cuda_kernel():
     """Compiled on first use, so importing the plugin never needs a GPU."""
-    global _CUDA_KERNEL
+    global _CUDA_KERNEL, cuda
     if _CUDA_KERNEL is None:
-        from numba import cuda
+        from numba import cuda  # a module global: numba's CUDA simulator swaps only globals
 
         @cuda.jit
         def rms_rows(x2, scale, eps, out2):
@@ -106,7 +106,7 @@ def _cuda_kernel():
 
 @plugin.kernel(OP, device="cuda", examples=EXAMPLES)
 def rms_norm_cuda(x, scale, out, *, epsilon=1e-6):
-    n = x.shape[-1]
+    n = x.shape[x.ndim - 1]  # device-array shapes (and the simulator's) refuse negative indices
     rows = x.size // n
     x2 = x.reshape(rows, n)
     out2 = out.reshape(rows, n)

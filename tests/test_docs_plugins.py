@@ -1,0 +1,104 @@
+"""docs/plugins.md, walked with jax: the tutorial's code blocks and commands do what it says.
+
+The plugin and the JAX program are taken from the document's code blocks (their first line
+names the file), written into tmp_path, and the commands the document shows are run there.
+"""
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "plugins.md"
+
+jax = pytest.importorskip("jax")
+
+
+def code_blocks() -> dict[str, str]:
+    """The ```python blocks whose first line is `# FILENAME`, by file name."""
+    text = DOC.read_text()
+    blocks = re.finditer(r"```python\n# (\S+)\n(.*?)```", text, re.S)
+    return {m.group(1): m.group(2) for m in blocks}
+
+
+def xlaplug(command: str, cwd: Path):
+    """A `$ xlaplug ...` line of the document, run as the user would."""
+    assert f"$ {command}\n" in DOC.read_text(), f"the document does not show `{command}`"
+    argv = shlex.split(command)
+    assert argv[0] == "xlaplug"
+    env = {k: v for k, v in os.environ.items() if k != "XLAPLUG_PLUGIN_PATH"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["COLUMNS"] = "200"
+    return subprocess.run([sys.executable, "-m", "xlaplug.cli", *argv[1:]], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_tutorial_end_to_end(tmp_path, monkeypatch, capsys):
+    blocks = code_blocks()
+    assert {"swish_jax.py", "plugins/acme_swish.py", "compare.py"} <= set(blocks)
+    text = DOC.read_text()
+
+    # 1. The JAX program: lowers to HLO text with the custom call and its typed attribute.
+    monkeypatch.chdir(tmp_path)
+    ns: dict = {"__name__": "swish_jax"}
+    exec(compile(blocks["swish_jax.py"], "swish_jax.py", "exec"), ns)
+    printed = capsys.readouterr().out
+    hlo = (tmp_path / "swish.hlo").read_text()
+    assert printed.strip() == hlo.strip()
+    for fragment in ('custom_call_target="acme.swish"', "custom-call(x.1)",
+                     "backend_config={beta = 1.500000e+00 : f32}"):
+        assert fragment in hlo and fragment in text, fragment
+    # ... which jax itself cannot run on CPU: no FFI target is registered for it.
+    with pytest.raises(Exception, match="acme.swish"):
+        jax.block_until_ready(jax.jit(ns["swish"])(ns["x"]))
+
+    # Without the plugin, xlaplug names the missing target.
+    r = xlaplug("xlaplug run swish.hlo --no-plugins", tmp_path)
+    assert r.returncode == 2
+    assert ("error: custom-call 'ffi_call.1': no plugin provides target 'acme.swish' on cpu "
+            "(no kernel for cpu, no decomposition); no plugins are loaded") in r.stderr
+
+    # 2. The plugin, from the document.
+    plugins = tmp_path / "plugins"
+    plugins.mkdir(mode=0o755)
+    (plugins / "acme_swish.py").write_text(blocks["plugins/acme_swish.py"])
+
+    # 3. check-plugins: the kernel matches the decomposition.
+    r = xlaplug("xlaplug check-plugins --plugins-dir plugins acme.swish", tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count("kernel matches decomposition") == 6 and "FAIL" not in r.stdout
+
+    # 4. run, and compare with jax computing swish directly.
+    r = xlaplug("xlaplug run swish.hlo --plugins-dir plugins --inputs inputs.npz --out "
+                "outputs.npz", tmp_path)
+    assert r.returncode == 0, r.stderr
+    x = np.load(tmp_path / "inputs.npz")["in0"]
+    got = np.load(tmp_path / "outputs.npz")["out0"]
+    want = np.asarray(x * jax.nn.sigmoid(np.float32(1.5) * x))
+    assert got.dtype == np.float32 and got.shape == (4, 6)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    exec(compile(blocks["compare.py"], "compare.py", "exec"), {"__name__": "compare"})
+
+    # list-plugins shows the entry the document shows.
+    r = xlaplug("xlaplug list-plugins --plugins-dir plugins --json", tmp_path)
+    assert r.returncode == 0, r.stderr
+    (shown,) = [json.loads(m) for m in re.findall(r"```json\n(.*?)```", text, re.S)]
+    (entry,) = [p for p in json.loads(r.stdout)["plugins"] if p["plugin"] == "acme"]
+    assert entry == shown
+
+    # 5. --decompose-all: a module with no custom call left, which runs with no plugins.
+    r = xlaplug("xlaplug compile swish.hlo --plugins-dir plugins --decompose-all -o "
+                "swish.portable.hlo", tmp_path)
+    assert r.returncode == 0, r.stderr
+    portable = (tmp_path / "swish.portable.hlo").read_text()
+    assert "custom-call" not in portable and "logistic(" in portable
+    r = xlaplug("xlaplug run swish.portable.hlo --no-plugins --inputs inputs.npz --expect "
+                "outputs.npz", tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "all 1 outputs match outputs.npz" in r.stdout
