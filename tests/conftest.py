@@ -1,8 +1,13 @@
 """Shared pytest fixtures."""
+import os
 import sys
 from pathlib import Path
 
 import pytest
+
+# CUDA tests run under numba's simulator unless told otherwise (scripts/gpu_check.sh sets
+# NUMBA_ENABLE_CUDASIM=0 on a GPU machine).  Set before anything imports numba.
+os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 _TESTS = str(Path(__file__).resolve().parent)
 if _TESTS not in sys.path:  # so tests can `import jax_corpus` under any import mode

@@ -276,7 +276,7 @@ def check_plugins_cmd(ops, device, trials, seed, as_json, plugins_dirs, no_plugi
     from .plugin_check import check_plugins, results_table
     if device == "cuda":
         from .backends.cuda_support import require_cuda
-        require_cuda(backend=False)
+        require_cuda()
     session = setup_plugins(plugins_dirs, no_plugins, strict, device)
     results = check_plugins(session, ops, trials=trials, seed=seed)
     if as_json:

@@ -18,12 +18,9 @@ def cuda_status() -> tuple[bool, str]:
         return False, f"numba.cuda is unusable: {e}"
 
 
-def require_cuda(backend: bool = True) -> None:
-    """CUDA must be usable; with `backend`, the core-opcode CUDA backend too."""
+def require_cuda() -> None:
+    """--device cuda needs a GPU with numba.cuda, or numba's simulator."""
     ok, why = cuda_status()
     if not ok:
         raise HloError(f"error: --device cuda is not available: {why} (set NUMBA_ENABLE_CUDASIM=1 "
                        "to use numba's simulator)")
-    if backend:
-        raise HloError("error: --device cuda: core opcodes have no CUDA kernels yet (only plugin "
-                       "kernels do: see `xlaplug check-plugins --device cuda`); use --device cpu")

@@ -21,7 +21,12 @@ def _constant_kernel(ins, args, ctx):
     if ins.literal_elided:
         raise ExecutionError(f"constant '{ins.name}' has an elided literal ({{...}}): its "
                              "values are not in the module")
-    return ins.literal
+    if ctx.memory.name == "cpu":
+        return ins.literal
+    value = ctx._constants.get(id(ins))
+    if value is None:  # copied to the device once per run context, then reused
+        value = ctx._constants[id(ins)] = ctx.memory.to_device(ins.literal)
+    return value
 
 
 class ExecContext:
@@ -32,6 +37,9 @@ class ExecContext:
         self._overrides = overrides
         self._sequences: dict[int, ThunkSequence] = {}
         self._scalar_fns: dict[int, Any] = {}
+        self._constants: dict[int, Any] = {}
+        from .device import memory_for
+        self.memory = memory_for(device)
 
     def resolve(self, ins: Instruction) -> Callable | None:
         """The kernel for an instruction: a plugin's, else the backend's."""
@@ -85,5 +93,7 @@ class ExecContext:
 
 
 def run_module(module: Module, args: list, device: str = "cpu", **options) -> Any:
+    """Run the entry computation; inputs are copied to the device once, results back once."""
     ctx = ExecContext(device, options)
-    return ctx.run(module.entry, [a if isinstance(a, tuple) else np.asarray(a) for a in args])
+    args = [a if isinstance(a, tuple) else np.asarray(a) for a in args]
+    return ctx.memory.to_host(ctx.run(module.entry, ctx.memory.to_device(args)))

@@ -35,10 +35,13 @@ def _load_builtin(device: str) -> None:
     if device in _LOADED:
         return
     _LOADED.add(device)
-    if device == "cpu":
-        import importlib
-        import pkgutil
-
-        from . import cpu
-        for info in pkgutil.iter_modules(cpu.__path__):
-            importlib.import_module(f"{cpu.__name__}.{info.name}")
+    import importlib
+    import pkgutil
+    from . import cpu
+    packages = [cpu]
+    if device == "cuda":
+        from . import cuda
+        packages.append(cuda)  # cpu/structural.py registers device-neutral kernels too
+    for pkg in packages:
+        for info in pkgutil.iter_modules(pkg.__path__):
+            importlib.import_module(f"{pkg.__name__}.{info.name}")

@@ -3,7 +3,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..registry import kernel
+from ..registry import kernel as _kernel
+
+
+def kernel(*opcodes):
+    """Structural kernels only move values: the same code serves every device."""
+    def deco(fn):
+        _kernel(*opcodes, device="cpu")(fn)
+        _kernel(*opcodes, device="cuda")(fn)
+        return fn
+    return deco
 
 
 class ExecutionError(RuntimeError):
@@ -39,7 +48,7 @@ def _while(ins, args, ctx):
     state = args[0]
     limit = ctx.options.get("max_while_iterations")
     n = 0
-    while bool(np.asarray(ctx.run(cond, [state]))):
+    while bool(ctx.memory.scalar(ctx.run(cond, [state]))):
         if limit is not None and n >= limit:
             raise ExecutionError(f"while loop '{ins.name}' exceeded --max-while-iterations={limit}")
         state = ctx.run(body, [state])
@@ -49,7 +58,7 @@ def _while(ins, args, ctx):
 
 @kernel("conditional")
 def _conditional(ins, args, ctx):
-    selector = np.asarray(args[0])
+    selector = ctx.memory.scalar(args[0])  # the one value control flow reads back
     if "branch_computations" in ins.attrs:
         branches = ins.attrs["branch_computations"]
         idx = int(selector)
@@ -63,7 +72,7 @@ def _conditional(ins, args, ctx):
 
 @kernel("after-all")
 def _after_all(ins, args, ctx):
-    return np.zeros((), np.bool_)  # tokens carry no data
+    return ctx.memory.zeros((), np.bool_)  # tokens carry no data
 
 
 @kernel("add-dependency")
@@ -73,15 +82,15 @@ def _add_dependency(ins, args, ctx):
 
 @kernel("replica-id", "partition-id")
 def _ids(ins, args, ctx):
-    return np.zeros((), np.uint32)  # a single replica / partition
+    return ctx.memory.zeros((), np.uint32)  # a single replica / partition
 
 
-def _zeros_like_shape(shape):
+def _zeros_like_shape(shape, ctx):
     if shape.is_tuple:
-        return tuple(_zeros_like_shape(s) for s in shape.tuple_shapes)
+        return tuple(_zeros_like_shape(s, ctx) for s in shape.tuple_shapes)
     if shape.is_token:
-        return np.zeros((), np.bool_)
-    return np.zeros(shape.dims, shape.dtype)
+        return ctx.memory.zeros((), np.bool_)
+    return ctx.memory.zeros(shape.dims, shape.dtype)
 
 
 @kernel("async-start")
@@ -91,7 +100,7 @@ def _async_start(ins, args, ctx):
     comp = ins.attrs["calls"]
     comp = comp[0] if isinstance(comp, list) else comp
     result = ctx.run(comp, args)
-    rest = [_zeros_like_shape(s) for s in ins.shape.tuple_shapes[2:]]
+    rest = [_zeros_like_shape(s, ctx) for s in ins.shape.tuple_shapes[2:]]
     return (tuple(args), result, *rest)
 
 

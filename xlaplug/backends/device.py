@@ -1,0 +1,68 @@
+"""Where values live during a run: host numpy arrays (cpu) or numba.cuda device arrays.
+
+The executor and the structural kernels (tuple, while, conditional, ...) are written once
+against these few operations.  On CUDA, inputs and constants are copied in once, results
+out once, and control flow reads back only the predicate or index it needs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def _map(fn, value):
+    if isinstance(value, tuple):
+        return tuple(_map(fn, v) for v in value)
+    return fn(value)
+
+
+class HostMemory:
+    name = "cpu"
+
+    def to_device(self, value):
+        return value
+
+    def to_host(self, value):
+        return value
+
+    def scalar(self, value):
+        """The Python scalar of a rank-0 value (a while predicate, a branch index)."""
+        return np.asarray(value).reshape(()).item()
+
+    def zeros(self, dims, dtype):
+        return np.zeros(dims, dtype)
+
+
+class CudaMemory:
+    name = "cuda"
+
+    def __init__(self):
+        from numba import cuda
+        self.cuda = cuda
+
+    def _in(self, a):
+        if self.cuda.is_cuda_array(a):
+            return a
+        a = np.asarray(a)
+        if a.dtype.kind == "V" or a.dtype.type.__module__.startswith("ml_dtypes"):
+            raise TypeError(f"element type {a.dtype} is not supported on CUDA")
+        return self.cuda.to_device(np.ascontiguousarray(a).reshape(a.shape))
+
+    def to_device(self, value):
+        return _map(self._in, value)
+
+    def to_host(self, value):
+        return _map(lambda a: a.copy_to_host() if self.cuda.is_cuda_array(a) else np.asarray(a),
+                    value)
+
+    def scalar(self, value):
+        host = value.copy_to_host() if self.cuda.is_cuda_array(value) else np.asarray(value)
+        return np.asarray(host).reshape(()).item()
+
+    def zeros(self, dims, dtype):
+        return self.cuda.to_device(np.zeros(dims, dtype))
+
+
+def memory_for(device: str):
+    if device == "cuda":
+        return CudaMemory()
+    return HostMemory()
