@@ -9,6 +9,17 @@ sytrd/hetrd, gtsv.  Operand and result order, the batch dimensions in front, the
 outputs and the character attributes (`uplo`, `mode`, `side`, `trans_x`, `diag`,
 `compute_left/right`; plus `left`/`transpose` bools and `low`/`high` ints) are those of
 jaxlib's FFI handlers.  Not provided: gees (jax.scipy.linalg.schur / sqrtm / funm).
+
+Layouts: JAX pins every matrix operand and result of these calls to column-major
+(`operand_layout_constraints={f32[4,4]{0,1}}`, results `{0,1}`, batched `{1,2,0}`), so the
+column-major matrix LAPACK reads is exactly the logical value the executor hands a kernel;
+the kernels therefore work on logical matrices and never transpose.  (A hand-written
+call constraining an operand to row-major would make XLA's LAPACK see its transpose;
+kernels cannot see the constraints, and nothing JAX emits does that.)
+
+Results are LAPACK's where LAPACK's are unique, and LAPACK's representation where they
+are not (Householder reflectors and taus, pivots, eigenvector normalisation): see
+_kernels.py, _householder.py, _solvers.py and _geev.py for what is exact and what is not.
 """
 from __future__ import annotations
 
@@ -30,7 +41,7 @@ plugin = Plugin("jax_lapack", version="1.0",
 TYPES = {"s": "f32", "d": "f64", "c": "c64", "z": "c128"}
 REAL = {"f32": "f32", "f64": "f64", "c64": "f32", "c128": "f64"}
 COMPLEX = {"f32": "c64", "f64": "c128", "c64": "c64", "c128": "c128"}
-L, U, N, V, T = (np.uint8(ord(c)) for c in "LUNVT")
+L, U, N, V = (np.uint8(ord(c)) for c in "LUNV")
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,5 @@ def _bad(*arrays) -> np.ndarray:
     """Per batch element: did numpy's LAPACK call fail?  numpy then fills every result with
     NaN.  (LAPACK can also succeed with NaNs from NaN input; only an all-NaN answer counts
     as failure, and then jax's NaN-on-failure gives the same values either way.)"""
-    flags = [np.isnan(np.reshape(a, (np.shape(a)[0], int(np.prod(np.shape(a)[1:]))))).all(axis=1)
-             for a in arrays]
-    return np.logical_and.reduce(flags)
+    flat = [np.reshape(a, (np.shape(a)[0], int(np.prod(np.shape(a)[1:])))) for a in arrays]
+    return np.logical_and.reduce([np.isnan(f).all(axis=1) & (f.shape[1] > 0) for f in flat])

@@ -13,18 +13,31 @@ from __future__ import annotations
 import numpy as np
 
 
+def nrm2(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """The 2-norm along `axis`, scaled like dnrm2 so that it neither overflows nor
+    underflows."""
+    mag = np.abs(x)
+    if mag.shape[axis] == 0:
+        return np.zeros(np.delete(mag.shape, axis % mag.ndim), mag.dtype)
+    big = np.max(mag, axis=axis, keepdims=True)
+    with np.errstate(all="ignore"):
+        scaled = np.where(big > 0, mag / np.where(big > 0, big, 1), 0)
+        out = np.squeeze(big, axis) * np.sqrt(np.sum(scaled * scaled, axis=axis))
+    return np.where(np.isinf(np.squeeze(big, axis)), np.inf, out).astype(mag.dtype)
+
+
 def larfg(alpha: np.ndarray, x: np.ndarray):
     """dlarfg / zlarfg on a batch: alpha (B,), x (B, r) -> (beta, tau, v).
 
-    H = I - tau [1; v] [1; v]^H with H^H [alpha; x] = [beta; 0] and beta real."""
+    H = I - tau [1; v] [1; v]^H with H^H [alpha; x] = [beta; 0] and beta real.
+    (LAPACK's rescaling loop for |beta| < safmin, ~1e-38 in f32, is not reproduced.)"""
     dt = x.dtype
-    xnorm = np.sqrt(np.sum((x * x.conj()).real, axis=-1)) if x.shape[-1] else \
-        np.zeros(alpha.shape, np.finfo(dt).dtype)
+    xnorm = nrm2(x) if x.shape[-1] else np.zeros(alpha.shape, np.finfo(dt).dtype)
     with np.errstate(all="ignore"):
         if np.iscomplexobj(x):
             ar, ai = alpha.real, alpha.imag
             trivial = (xnorm == 0) & (ai == 0)
-            beta = -np.copysign(np.sqrt(ar * ar + ai * ai + xnorm * xnorm), ar)
+            beta = -np.copysign(np.hypot(np.hypot(ar, ai), xnorm), ar)
             tau = ((beta - ar) / beta + 1j * (-ai / beta)).astype(dt)
         else:
             trivial = xnorm == 0
@@ -50,8 +63,8 @@ def _apply_right(c, v, tau):
     c -= tau[:, None, None] * w[:, :, None] * v.conj()[:, None, :]
 
 
-def _reflector(a, i, k):
-    """The i-th QR reflector vector stored in a (B, m, *): 1 at row i, a[i+1:, i] below."""
+def _reflector(a, i):
+    """The i-th QR reflector's vector, rows i: of a (B, m, *): 1, then a[i+1:, i]."""
     v = a[:, i:, i].copy()
     v[:, 0] = 1
     return v
@@ -79,7 +92,7 @@ def householder_product(a: np.ndarray, tau: np.ndarray) -> np.ndarray:
     q = np.zeros_like(a)
     q[:, np.arange(min(m, n)), np.arange(min(m, n))] = 1
     for i in range(k - 1, -1, -1):
-        _apply_left(q[:, i:, :], _reflector(a, i, k), tau[:, i])
+        _apply_left(q[:, i:, :], _reflector(a, i), tau[:, i])
     return q
 
 
@@ -91,7 +104,7 @@ def apply_q(a, tau, c, left: bool, transpose: bool) -> np.ndarray:
     forward = left == transpose       # Q^H c and c Q apply H(1) first
     order = range(k) if forward else range(k - 1, -1, -1)
     for i in order:
-        v = _reflector(a, i, k)
+        v = _reflector(a, i)
         if left:
             _apply_left(c[:, i:, :], v, taus[:, i])
         else:
@@ -169,10 +182,6 @@ def sytrd(a: np.ndarray, lower: bool):
     return out, d, e, tau
 
 
-def _nrm2(x):
-    return np.sqrt(np.sum((x * x.conj()).real, axis=0))
-
-
 def geqp3_one(a: np.ndarray, jpvt_in: np.ndarray):
     """dgeqp3 (with dlaqp2) on one matrix: returns (a_out, jpvt (1-based), tau)."""
     a = a.copy()
@@ -192,7 +201,7 @@ def geqp3_one(a: np.ndarray, jpvt_in: np.ndarray):
         tau[i] = _qr_step(a, i, i)
     if nfxd >= k:
         return a, jpvt, tau
-    vn1 = _nrm2(a[nfxd:, nfxd:]).astype(rdt)
+    vn1 = nrm2(a[nfxd:, nfxd:], axis=0).astype(rdt)
     vn1 = np.concatenate([np.zeros(nfxd, rdt), vn1])
     vn2 = vn1.copy()
     tol3z = np.sqrt(np.finfo(rdt).eps / 2).astype(rdt)
@@ -212,7 +221,7 @@ def geqp3_one(a: np.ndarray, jpvt_in: np.ndarray):
             temp2 = temp * (vn1[j] / vn2[j]) ** 2
         redo = temp2 <= tol3z
         vn1[j[~redo]] = vn1[j[~redo]] * np.sqrt(temp[~redo])
-        fresh = _nrm2(a[i + 1:, j[redo]]).astype(rdt) if i + 1 < m else 0
+        fresh = nrm2(a[i + 1:, j[redo]], axis=0).astype(rdt) if i + 1 < m else 0
         vn1[j[redo]] = fresh
         vn2[j[redo]] = fresh
     return a, jpvt, tau
