@@ -7,18 +7,15 @@ attributes (as printed) and constant values.
 from __future__ import annotations
 
 import difflib
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import jax_corpus
+from oracle import CONFORMANCE_DIR
 from xlaplug.hlo.attributes import format_value
 from xlaplug.hlo.parser import parse_module
 from xlaplug.hlo.printer import module_to_text
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-CONFORMANCE_DIR = REPO_ROOT.parent / "shared" / "conformance" / "stablehlo"
 
 
 def _literal_equal(x, y) -> bool:

@@ -6,8 +6,6 @@ do no arithmetic).
 """
 from __future__ import annotations
 
-import contextlib
-
 import ml_dtypes
 import numpy as np
 import pytest
@@ -16,54 +14,15 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
 
-from xlaplug.backends.executor import run_module  # noqa: E402
-from xlaplug.hlo.parser import parse_module  # noqa: E402
+from oracle import (assert_leaves_close, check_against_jax, jax_shard_map,  # noqa: E402
+                    run_text, xla_cpu_run)
 
 RNG = np.random.default_rng(1234)
 
 
-def _leaves(v):
-    if isinstance(v, (tuple, list)):
-        out = []
-        for x in v:
-            out.extend(_leaves(x))
-        return out
-    return [np.asarray(v)]
-
-
-def _assert_same(got, want, what=""):
-    g, w = _leaves(got), _leaves(want)
-    assert len(g) == len(w), f"{what}: {len(g)} results, jax has {len(w)}"
-    for i, (a, b) in enumerate(zip(g, w)):
-        assert a.dtype == b.dtype, f"{what}[{i}]: dtype {a.dtype} != {b.dtype}"
-        assert a.shape == b.shape, f"{what}[{i}]: shape {a.shape} != {b.shape}"
-        if a.dtype.kind == "f" or a.dtype in (ml_dtypes.bfloat16,):
-            np.testing.assert_array_equal(a.astype(np.float64), b.astype(np.float64),
-                                          err_msg=f"{what}[{i}]")
-        else:
-            np.testing.assert_array_equal(a, b, err_msg=f"{what}[{i}]")
-
-
-
-
-def hlo_text(lowered, mode: str) -> str:
-    """The lowered HLO, or XLA:CPU's optimized HLO, as text."""
-    if mode == "lowered":
-        return lowered.as_text(dialect="hlo")
-    return lowered.compile().as_text()
-
-
 def check(f, *args, x64=False, modes=("lowered", "compiled")):
     """Run f through jax and through run_module on both HLO forms; results must be equal."""
-    cm = jax.enable_x64(True) if x64 else contextlib.nullcontext()
-    with cm:
-        jf = jax.jit(f)
-        want = jf(*args)
-        lowered = jf.lower(*args)
-        for mode in modes:
-            text = hlo_text(lowered, mode)
-            got = run_module(parse_module(text), list(args))
-            _assert_same(got, want, mode)
+    check_against_jax(f, args, assert_leaves_close, x64=x64, modes=modes)
 
 
 def f32(*shape):
@@ -210,10 +169,6 @@ def test_copy_in_optimized_hlo():
 
 # ---- HLO the lowering never emits: checked against jax's equivalent results -------------
 
-def _run_text(text, *args):
-    return run_module(parse_module(text), list(args))
-
-
 def test_bitcast_with_layouts():
     x = f32(8, 4)
     text = """
@@ -223,38 +178,19 @@ ENTRY e {
   ROOT b = f32[4,8]{0,1} bitcast(p)
 }"""
     # f32[4,8]{0,1} is the physical buffer of f32[8,4]{1,0}, read transposed.
-    _assert_same(_run_text(text, x), jnp.transpose(jnp.asarray(x)))
+    assert_leaves_close(run_text(text, x), jnp.transpose(jnp.asarray(x)))
     text2 = """
 HloModule m
 ENTRY e {
   p = f32[8,4]{1,0} parameter(0)
   ROOT b = f32[2,16]{1,0} bitcast(p)
 }"""
-    _assert_same(_run_text(text2, x), jnp.reshape(jnp.asarray(x), (2, 16)))
-
-
-def _xla_cpu_run(mlir_text, *args):
-    """Compile a StableHLO module with XLA:CPU (through jax's backend) and run it."""
-    try:
-        from jax._src import compiler, xla_bridge
-        from jax._src.interpreters import mlir
-        from jax._src.lib import xla_client as xc
-        from jax._src.lib.mlir import ir
-    except ImportError as e:  # pragma: no cover - jax internals moved
-        pytest.skip(f"jax internals unavailable: {e}")
-    backend = xla_bridge.get_backend("cpu")
-    with mlir.make_ir_context():
-        module = ir.Module.parse(mlir_text)
-        devs = xc.DeviceList(tuple(backend.local_devices()[:1]))
-        exe = compiler.backend_compile_and_load(backend, module, devs, xc.CompileOptions(), [])
-    dev = backend.local_devices()[0]
-    res = exe.execute_sharded([jax.device_put(a, dev) for a in args])
-    return [np.asarray(o[0]) for o in res.disassemble_into_single_device_arrays()]
+    assert_leaves_close(run_text(text2, x), jnp.reshape(jnp.asarray(x), (2, 16)))
 
 
 def test_get_and_set_dimension_size():
     x = f32(3, 5)
-    want = _xla_cpu_run("""
+    want = xla_cpu_run("""
 module @m {
   func.func public @main(%arg0: tensor<3x5xf32>) -> (tensor<i32>, tensor<i32>) {
     %0 = stablehlo.get_dimension_size %arg0, dim = 0 : (tensor<3x5xf32>) -> tensor<i32>
@@ -271,25 +207,17 @@ ENTRY e {
   s = f32[3,<=5]{1,0} set-dimension-size(p, d1), dimensions={1}
   ROOT t = (s32[], s32[], f32[3,<=5]) tuple(d0, d1, s)
 }"""
-    got = _run_text(text, x)
-    _assert_same(got[:2], want)
-    _assert_same(got[2], x)
+    got = run_text(text, x)
+    assert_leaves_close(got[:2], want)
+    assert_leaves_close(got[2], x)
 
 
 # ---- collectives: one replica, one partition --------------------------------------------
 
-def _shard_map():
-    try:
-        from jax import shard_map
-    except ImportError:  # pragma: no cover
-        from jax.experimental.shard_map import shard_map
-    return shard_map
-
-
 def _one_device(f, n_out):
     from jax.sharding import PartitionSpec as P
     mesh = jax.make_mesh((1,), ("x",))
-    return _shard_map()(f, mesh=mesh, in_specs=P(), out_specs=(P(),) * n_out
+    return jax_shard_map()(f, mesh=mesh, in_specs=P(), out_specs=(P(),) * n_out
                         if n_out > 1 else P(), check_vma=False)
 
 
@@ -345,7 +273,7 @@ def test_async_and_other_collectives():
                 lax.all_to_all(a, "x", 0, 0, tiled=True),
                 (lax.all_to_all(a, "x", 0, 0, tiled=True), b), b, lax.psum((a, s), "x"))
     want = jax.jit(_one_device(f, 8))(a, b)
-    _assert_same(_run_text(_ASYNC_HLO, a, b), want)
+    assert_leaves_close(run_text(_ASYNC_HLO, a, b), want)
 
 
 def test_collective_group_too_large_is_an_error():
@@ -356,7 +284,7 @@ ENTRY e {
   ROOT g = f32[4]{0} all-gather(a), replica_groups={{0,1}}, dimensions={0}
 }"""
     with pytest.raises(Exception, match="one device"):
-        _run_text(text, f32(2))
+        run_text(text, f32(2))
 
 
 def test_copy_start_done():
@@ -368,4 +296,4 @@ ENTRY e {
   cs = (f32[3,4]{1,0}, f32[3,4]{1,0}, u32[]) copy-start(p)
   ROOT cd = f32[3,4]{1,0} copy-done(cs)
 }"""
-    _assert_same(_run_text(text, x), jax.jit(lambda x: x + 0)(x))
+    assert_leaves_close(run_text(text, x), jax.jit(lambda x: x + 0)(x))

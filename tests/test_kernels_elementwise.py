@@ -14,31 +14,18 @@ before rounding, we flush after rounding (results that round up to +-FLT_MIN dif
 """
 from __future__ import annotations
 
-import zlib
-
 import jax
-import ml_dtypes
 import numpy as np
 import pytest
 from jax import lax
 
 jax.config.update("jax_enable_x64", True)
 
-from xlaplug.backends.executor import run_module  # noqa: E402
+from oracle import (as_list, assert_same, both, float_edges, float_inputs,  # noqa: E402
+                    int_edges, int_inputs, pairs, rng, run_text, subnormal)
 from xlaplug.hlo import dtypes as D  # noqa: E402
-from xlaplug.hlo.parser import parse_module  # noqa: E402
 
-# ---- oracle helpers (also used by test_scalar_jit.py) -------------------------------------
-
-
-def both(f, *args):
-    """(ours, jax's) outputs of f(*args), as lists of numpy arrays."""
-    lowered = jax.jit(f, keep_unused=True).lower(*args)
-    ours = run_module(parse_module(lowered.as_text(dialect="hlo")), list(args))
-    theirs = lowered.compile()(*args)
-    ours = list(ours) if isinstance(ours, tuple) else [ours]
-    theirs = [np.asarray(t) for t in (theirs if isinstance(theirs, (tuple, list)) else [theirs])]
-    return ours, theirs
+# ---- ops jax never emits: one-op modules, run by XLA:CPU from StableHLO ------------------------
 
 
 _BACKEND = []
@@ -61,8 +48,7 @@ MLIR_TYPES = {"pred": "i1", "s8": "i8", "s16": "i16", "s32": "i32", "s64": "i64"
 
 
 def run_hlo(text: str, *args):
-    out = run_module(parse_module(text), list(args))
-    return list(out) if isinstance(out, tuple) else [out]
+    return as_list(run_text(text, *args))
 
 
 def op_pair(op_hlo, op_mlir, in_types, out_type, n, attrs_hlo="", mlir_prefix="",
@@ -80,107 +66,6 @@ def op_pair(op_hlo, op_mlir, in_types, out_type, n, attrs_hlo="", mlir_prefix=""
             f"  %0 = stablehlo.{op_mlir} {mlir_prefix}{ops}{mlir_suffix} : "
             f"({', '.join(mt)}) -> {mo}\n  return %0 : {mo} }} }}")
     return "\n".join(hlo) + "\n", mlir
-
-
-def rng(*key):
-    """A generator seeded by `key`, so inputs do not depend on which tests ran before."""
-    return np.random.default_rng(zlib.crc32(repr(key).encode()))
-
-
-def float_edges(t: str) -> np.ndarray:
-    dt = D.to_dtype(t)
-    fi = ml_dtypes.finfo(dt)
-    vals = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 3.0, 0.25, -0.75, 7.0,
-            float(fi.max), -float(fi.max), float(fi.tiny), -float(fi.tiny), float(fi.eps),
-            1 + float(fi.eps), float(fi.smallest_subnormal), -float(fi.smallest_subnormal),
-            float(fi.tiny) / 2, float(fi.tiny) * 0.75, 100.0, -1000.0, 0.1, 1e-3,
-            np.inf, -np.inf, np.nan, -np.nan]
-    with np.errstate(all="ignore"):
-        return np.array(vals, np.float64).astype(dt)
-
-
-def float_inputs(t: str, n: int = 300, scale: float = 10.0, seed=0) -> np.ndarray:
-    dt = D.to_dtype(t)
-    g = rng("float", t, n, scale, seed)
-    r = g.standard_normal(n) * scale
-    r[: n // 3] *= 10.0 ** g.integers(-8, 8, n // 3)
-    with np.errstate(all="ignore"):
-        return np.concatenate([float_edges(t), r.astype(dt)])
-
-
-def int_edges(t: str) -> np.ndarray:
-    dt = D.to_dtype(t)
-    info = ml_dtypes.iinfo(dt)
-    vals = sorted({0, 1, 2, 3, 7, 8, 31, 32, 33, 63, 64, 65, info.max, info.max - 1, info.min,
-                   info.min + 1, -1, -2, -3, -8, -31, -32, -33, -64, -65, 100, -100})
-    vals = [v for v in vals if info.min <= v <= info.max]
-    return np.array(vals, np.uint64 if info.min >= 0 else np.int64).astype(dt)
-
-
-def int_inputs(t: str, n: int = 200, seed=0) -> np.ndarray:
-    dt = D.to_dtype(t)
-    info = ml_dtypes.iinfo(dt)
-    wide = np.int64 if int(info.max) < 2**63 else np.uint64
-    r = rng("int", t, n, seed).integers(int(info.min), int(info.max), n, endpoint=True,
-                                        dtype=wide)
-    return np.concatenate([int_edges(t), r.astype(dt)])
-
-
-def pairs(x, y=None):
-    y = x if y is None else y
-    a, b = np.meshgrid(x, y, indexing="ij")
-    return a.reshape(-1), b.reshape(-1)
-
-
-def subnormal(x) -> np.ndarray:
-    x = np.asarray(x)
-    v = np.abs(x.astype(np.float64))
-    tiny = float(ml_dtypes.finfo(x.dtype).tiny)
-    return (v > 0) & (v < tiny)
-
-
-def _keys(a: np.ndarray) -> np.ndarray:
-    w = a.dtype.itemsize * 8
-    s = a.view(f"i{a.dtype.itemsize}").astype(np.int64)
-    return np.where(s < 0, -(s & ((1 << (w - 1)) - 1)), s)
-
-
-def ulp_distance(a, b) -> np.ndarray:
-    """Per-element ULP distance (NaN vs NaN = 0, NaN vs a number = huge, -0 vs +0 = 1)."""
-    a, b = np.asarray(a), np.asarray(b)
-    d = np.abs(_keys(a) - _keys(b))
-    an, bn = np.isnan(a.astype(np.float64)), np.isnan(b.astype(np.float64))
-    d = np.where(an & bn, 0, d)
-    d = np.where((d == 0) & (np.signbit(a.astype(np.float64)) != np.signbit(b.astype(np.float64)))
-                 & ~an, 1, d)
-    return np.where(an != bn, 1 << 62, d)
-
-
-def assert_same(ours, theirs, ulp: int = 0, ctx=""):
-    """Same dtype and shape; equal values (floats: bit-exact up to NaN payloads, or within
-    `ulp` ULPs; complex: per component)."""
-    assert ours.dtype == theirs.dtype, f"{ctx}: dtype {ours.dtype} != {theirs.dtype}"
-    assert ours.shape == theirs.shape, f"{ctx}: shape {ours.shape} != {theirs.shape}"
-    if ours.dtype.kind == "c":
-        assert_same(ours.real.copy(), theirs.real.copy(), ulp, ctx + " (real)")
-        assert_same(ours.imag.copy(), theirs.imag.copy(), ulp, ctx + " (imag)")
-        return
-    o, t = ours.reshape(-1), theirs.reshape(-1)
-    if D.is_float(D.from_dtype(ours.dtype)):
-        bad = np.nonzero(ulp_distance(o, t) > ulp)[0]
-        what = f"more than {ulp} ULP"
-    else:
-        bad = np.nonzero(o != t)[0]
-        what = "values"
-    assert bad.size == 0, (f"{ctx}: {bad.size} elements differ ({what}); first at {bad[:6]}: "
-                           f"ours={o[bad[:6]]} xla={t[bad[:6]]}")
-
-
-def max_ulp(ours, theirs) -> int:
-    if ours.dtype.kind == "c":
-        return max(max_ulp(ours.real.copy(), theirs.real.copy()),
-                   max_ulp(ours.imag.copy(), theirs.imag.copy()))
-    return int(ulp_distance(ours.reshape(-1), theirs.reshape(-1)).max(initial=0))
 
 
 # ---- unary float ops ------------------------------------------------------------------------

@@ -6,8 +6,6 @@ the kernel does no arithmetic and to a tight tolerance where updates are combine
 """
 from __future__ import annotations
 
-import contextlib
-
 import ml_dtypes
 import numpy as np
 import pytest
@@ -16,70 +14,22 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
 
+from oracle import assert_leaves_close, check_against_jax  # noqa: E402
 from xlaplug.backends.executor import run_module  # noqa: E402
 from xlaplug.hlo.parser import parse_module  # noqa: E402
 
 RNG = np.random.default_rng(777)
 
 
-def _leaves(v):
-    if isinstance(v, (tuple, list)):
-        out = []
-        for x in v:
-            out.extend(_leaves(x))
-        return out
-    return [np.asarray(v)]
-
-
 def _assert_close(got, want, what, rtol):
-    g, w = _leaves(got), _leaves(want)
-    assert len(g) == len(w), f"{what}: {len(g)} results, jax has {len(w)}"
-    for i, (a, b) in enumerate(zip(g, w)):
-        assert a.dtype == b.dtype, f"{what}[{i}]: dtype {a.dtype} != {b.dtype}"
-        assert a.shape == b.shape, f"{what}[{i}]: shape {a.shape} != {b.shape}"
-        msg = f"{what}[{i}]"
-        if a.dtype.kind in "fc" or a.dtype == ml_dtypes.bfloat16:
-            a64 = a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
-            b64 = b.astype(a64.dtype)
-            if rtol == 0:
-                np.testing.assert_array_equal(a64, b64, err_msg=msg)
-            else:
-                np.testing.assert_allclose(a64, b64, rtol=rtol, atol=rtol, err_msg=msg)
-        else:
-            np.testing.assert_array_equal(a, b, err_msg=msg)
-
-
-_TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
-
-
-def hlo_text(lowered, mode: str) -> str:
-    """Lowered or optimized HLO text, without the stack-frame tables (debug metadata the
-    kernels under test never read)."""
-    if mode == "lowered":
-        return lowered.as_text(dialect="hlo")
-    out, skipping = [], False
-    for line in lowered.compile().as_text().splitlines():
-        if line.strip() in _TABLES:
-            skipping = True
-        elif skipping and not line.strip():
-            skipping = False
-        if not skipping:
-            out.append(line)
-    return "\n".join(out) + "\n"
+    """Floats bit-exactly when rtol is 0, else to rtol = atol = `rtol`; integers exactly."""
+    assert_leaves_close(got, want, what, rtol, exact=rtol == 0)
 
 
 def check(f, *args, x64=False, modes=("lowered", "compiled"), rtol=0.0, expect_op=None):
-    cm = jax.enable_x64(True) if x64 else contextlib.nullcontext()
-    with cm:
-        jf = jax.jit(f, keep_unused=True)
-        want = jf(*args)
-        lowered = jf.lower(*args)
-        for mode in modes:
-            text = hlo_text(lowered, mode)
-            if expect_op is not None and mode == "lowered":
-                assert f" {expect_op}(" in text, f"no {expect_op} in the lowered HLO"
-            got = run_module(parse_module(text), list(args))
-            _assert_close(got, want, mode, rtol)
+    check_against_jax(f, args, lambda got, want, mode: _assert_close(got, want, mode, rtol),
+                      x64=x64, modes=modes, keep_unused=True, strip_tables=True,
+                      expect_op=expect_op)
 
 
 def f32(*shape):

@@ -8,7 +8,6 @@ non-positive-definite input), from XLA:CPU itself compiling the same StableHLO.
 """
 from __future__ import annotations
 
-import contextlib
 import time
 
 import ml_dtypes
@@ -19,23 +18,11 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
 
+from oracle import check_against_jax, leaf_pairs, xla_cpu_run  # noqa: E402
 from xlaplug.backends.executor import run_module  # noqa: E402
 from xlaplug.hlo.parser import parse_module  # noqa: E402
 
 RNG = np.random.default_rng(7)
-
-
-def hlo_text(lowered, mode: str) -> str:
-    """The lowered HLO, or XLA:CPU's optimized HLO, as text."""
-    if mode == "lowered":
-        return lowered.as_text(dialect="hlo")
-    return lowered.compile().as_text()
-
-
-def _leaves(v):
-    if isinstance(v, (tuple, list)):
-        return [y for x in v for y in _leaves(x)]
-    return [np.asarray(v)]
 
 
 def _tol(dt):
@@ -50,11 +37,7 @@ def _tol(dt):
 
 
 def assert_close(got, want, what="", rtol=None, atol=None):
-    g, w = _leaves(got), _leaves(want)
-    assert len(g) == len(w), what
-    for a, b in zip(g, w):
-        assert a.dtype == b.dtype, f"{what}: dtype {a.dtype} != {b.dtype}"
-        assert a.shape == b.shape, f"{what}: shape {a.shape} != {b.shape}"
+    for _, a, b in leaf_pairs(got, want, what, indexed=False):
         if a.dtype.kind in "iub":
             np.testing.assert_array_equal(a, b, err_msg=what)
             continue
@@ -67,14 +50,8 @@ def assert_close(got, want, what="", rtol=None, atol=None):
 
 
 def check(f, *args, x64=False, modes=("lowered", "compiled"), rtol=None):
-    cm = jax.enable_x64(True) if x64 else contextlib.nullcontext()
-    with cm:
-        jf = jax.jit(f)
-        want = jf(*args)
-        lowered = jf.lower(*args)
-        for mode in modes:
-            got = run_module(parse_module(hlo_text(lowered, mode)), list(args))
-            assert_close(got, want, mode, rtol=rtol)
+    check_against_jax(f, args, lambda got, want, mode: assert_close(got, want, mode, rtol=rtol),
+                      x64=x64, modes=modes)
 
 
 def rnd(*shape, dtype=np.float32):
@@ -274,25 +251,6 @@ ENTRY e {
 
 # ---- cholesky / triangular-solve ---------------------------------------------------------
 
-def _xla_cpu_run(mlir_text, *args):
-    """Compile a StableHLO module with XLA:CPU (through jax's backend) and run it."""
-    try:
-        from jax._src import compiler, xla_bridge
-        from jax._src.interpreters import mlir
-        from jax._src.lib import xla_client as xc
-        from jax._src.lib.mlir import ir
-    except ImportError as e:  # pragma: no cover - jax internals moved
-        pytest.skip(f"jax internals unavailable: {e}")
-    backend = xla_bridge.get_backend("cpu")
-    with mlir.make_ir_context():
-        module = ir.Module.parse(mlir_text)
-        devs = xc.DeviceList(tuple(backend.local_devices()[:1]))
-        exe = compiler.backend_compile_and_load(backend, module, devs, xc.CompileOptions(), [])
-    dev = backend.local_devices()[0]
-    res = exe.execute_sharded([jax.device_put(a, dev) for a in args])
-    return [np.asarray(o[0]) for o in res.disassemble_into_single_device_arrays()]
-
-
 def _lower_tpu(f, *args):
     return jax.jit(f).trace(*args).lower(lowering_platforms=("tpu",))
 
@@ -331,7 +289,7 @@ ENTRY e {{
   ROOT c = {ht} cholesky(a), lower={str(lower).lower()}
 }}"""
     with jax.enable_x64(True):
-        (want,) = _xla_cpu_run(mlir_text, a)
+        (want,) = xla_cpu_run(mlir_text, a)
     got = run_module(parse_module(hlo), [a])
     assert np.array_equal(np.isnan(got), np.isnan(want))
     assert_close(got, want)
@@ -372,7 +330,7 @@ def test_triangular_solve_flags(left, lower, trans, conj, unit):
     lowered = _lower_tpu(f, a, b)
     got = run_module(parse_module(lowered.as_text(dialect="hlo")), [a, b])
     assert_close(got, jax.jit(f)(a, b), rtol=1e-4)
-    (xla,) = _xla_cpu_run(lowered.as_text(), a, b)
+    (xla,) = xla_cpu_run(lowered.as_text(), a, b)
     assert_close(got, xla, rtol=1e-4)
 
 

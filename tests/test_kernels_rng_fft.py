@@ -5,8 +5,6 @@ bit-identical to XLA:CPU for every algorithm (rng_default is Philox on CPU).
 """
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 import pytest
 
@@ -14,31 +12,15 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
 
+from oracle import check_against_jax, leaf_pairs, xla_cpu_run  # noqa: E402
 from xlaplug.backends.executor import run_module  # noqa: E402
 from xlaplug.hlo.parser import parse_module  # noqa: E402
 
 RNG = np.random.default_rng(99)
 
 
-def hlo_text(lowered, mode: str) -> str:
-    """The lowered HLO, or XLA:CPU's optimized HLO, as text."""
-    if mode == "lowered":
-        return lowered.as_text(dialect="hlo")
-    return lowered.compile().as_text()
-
-
-def _leaves(v):
-    if isinstance(v, (tuple, list)):
-        return [y for x in v for y in _leaves(x)]
-    return [np.asarray(v)]
-
-
 def _compare(got, want, what, exact):
-    g, w = _leaves(got), _leaves(want)
-    assert len(g) == len(w), what
-    for a, b in zip(g, w):
-        assert a.dtype == b.dtype, f"{what}: dtype {a.dtype} != {b.dtype}"
-        assert a.shape == b.shape, f"{what}: shape {a.shape} != {b.shape}"
+    for _, a, b in leaf_pairs(got, want, what, indexed=False):
         if exact or a.dtype.kind in "iub":
             np.testing.assert_array_equal(a, b, err_msg=what)
         else:
@@ -49,14 +31,8 @@ def _compare(got, want, what, exact):
 
 
 def check(f, *args, x64=False, exact=False, modes=("lowered", "compiled")):
-    cm = jax.enable_x64(True) if x64 else contextlib.nullcontext()
-    with cm:
-        jf = jax.jit(f)
-        want = jf(*args)
-        lowered = jf.lower(*args)
-        for mode in modes:
-            got = run_module(parse_module(hlo_text(lowered, mode)), list(args))
-            _compare(got, want, mode, exact)
+    check_against_jax(f, args, lambda got, want, mode: _compare(got, want, mode, exact),
+                      x64=x64, modes=modes)
 
 
 def crnd(*shape, dtype=np.complex64):
@@ -150,25 +126,6 @@ def test_rng_bit_generator_chained_state():
     check(f, np.array([42, 2 ** 64 - 2], np.uint64), x64=True, exact=True)
 
 
-def _xla_cpu_run(mlir_text, *args):
-    """Compile a StableHLO module with XLA:CPU (through jax's backend) and run it."""
-    try:
-        from jax._src import compiler, xla_bridge
-        from jax._src.interpreters import mlir
-        from jax._src.lib import xla_client as xc
-        from jax._src.lib.mlir import ir
-    except ImportError as e:  # pragma: no cover - jax internals moved
-        pytest.skip(f"jax internals unavailable: {e}")
-    backend = xla_bridge.get_backend("cpu")
-    with mlir.make_ir_context():
-        module = ir.Module.parse(mlir_text)
-        devs = xc.DeviceList(tuple(backend.local_devices()[:1]))
-        exe = compiler.backend_compile_and_load(backend, module, devs, xc.CompileOptions(), [])
-    dev = backend.local_devices()[0]
-    res = exe.execute_sharded([jax.device_put(a, dev) for a in args])
-    return [np.asarray(o[0]) for o in res.disassemble_into_single_device_arrays()]
-
-
 @pytest.mark.parametrize("bits", [32, 64])
 def test_rng_philox_three_word_state(bits):
     # jax only passes u64[2] states; XLA also takes a u64[3] Philox state (128-bit counter).
@@ -189,7 +146,7 @@ ENTRY e {{
     for st in ([1, 2 ** 64 - 2, 7], [5, 3, 2 ** 64 - 1], [9, 2 ** 64 - 1, 2 ** 64 - 1]):
         st = np.array(st, np.uint64)
         with jax.enable_x64(True):
-            want = _xla_cpu_run(mlir_text, st)
+            want = xla_cpu_run(mlir_text, st)
         got = run_module(parse_module(hlo), [st])
         _compare(got, want, "philox u64[3]", exact=True)
 

@@ -11,20 +11,16 @@ jax is a test-only oracle: XLA itself verified everything jax hands us.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from oracle import CONFORMANCE_DIR, hlo_text, jax_shard_map, strip_stack_tables
 from xlaplug.hlo import HloSyntaxError, HloVerifyError, parse_module
 from xlaplug.hlo import shape_inference as si
 from xlaplug.hlo.ir import Shape
 from xlaplug.hlo.opcodes import ALL_OPCODES
 from xlaplug.hlo.verifier import verify_instruction, verify_module, verify_module_all
-
-CONFORMANCE = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "stablehlo"
-
-_STACK_TABLES = re.compile(r"(?ms)^(FileNames|FunctionNames|FileLocations|StackFrames)\n.*?(?=\n\n|\Z)")
 
 
 def parse(text: str, name: str = "<test>"):
@@ -34,7 +30,7 @@ def parse(text: str, name: str = "<test>"):
         # Parsers whose lexer reads "FileNames" as a computation name cannot read the
         # FileNames/FunctionNames/FileLocations/StackFrames tables `compile().as_text()`
         # prints; they carry only debug locations, so retry without them.
-        return parse_module(_STACK_TABLES.sub("", text), name)
+        return parse_module(strip_stack_tables(text), name)
 
 
 def line_of(text: str, name: str) -> int:
@@ -47,9 +43,9 @@ def line_of(text: str, name: str) -> int:
 # ---- (a) conformance suite -----------------------------------------------------------------
 
 def test_conformance_suite_verifies():
-    files = sorted(CONFORMANCE.glob("*.hlo"))
+    files = sorted(CONFORMANCE_DIR.glob("*.hlo"))
     if not files:
-        pytest.skip(f"conformance suite not found at {CONFORMANCE}")
+        pytest.skip(f"conformance suite not found at {CONFORMANCE_DIR}")
     failures = []
     for p in files:
         module = parse_module(p.read_text(), str(p))
@@ -59,9 +55,9 @@ def test_conformance_suite_verifies():
 
 def test_conformance_corruptions_are_caught():
     """Corrupting declared shapes in conformance modules must be caught (the rules bite)."""
-    files = sorted(CONFORMANCE.glob("*.hlo"))
+    files = sorted(CONFORMANCE_DIR.glob("*.hlo"))
     if not files:
-        pytest.skip(f"conformance suite not found at {CONFORMANCE}")
+        pytest.skip(f"conformance suite not found at {CONFORMANCE_DIR}")
     picked = [p for p in files[::12]]
     checked, missed = _mutation_sweep([parse_module(p.read_text(), p.name) for p in picked])
     assert checked > 500
@@ -227,10 +223,7 @@ def _programs():
                 lax.ppermute(a, "x", [(0, 0)]), lax.all_to_all(a, "x", 0, 1, tiled=True),
                 lax.psum_scatter(a, "x", scatter_dimension=0, tiled=True), lax.axis_index("x"))
 
-    try:
-        from jax import shard_map
-    except ImportError:  # older jax
-        from jax.experimental.shard_map import shard_map
+    shard_map = jax_shard_map()
     from jax.sharding import Mesh, PartitionSpec as PS
     mesh = Mesh(np.array(jax.devices()[:1]), ("x",))
     specs = dict(mesh=mesh, in_specs=PS("x"),
@@ -251,8 +244,7 @@ def jax_texts():
     for name, (fn, make_args, x64) in _programs().items():
         with jax.enable_x64(x64):
             lowered = jax.jit(fn).lower(*make_args())
-            out[name] = {"lowered": lowered.as_text(dialect="hlo"),
-                         "compiled": lowered.compile().as_text()}
+            out[name] = {kind: hlo_text(lowered, kind) for kind in ("lowered", "compiled")}
     return out
 
 
