@@ -250,12 +250,12 @@ def test_pred_ops():
         assert_same(o, j)
 
 
-@pytest.mark.parametrize("t", INT_TYPES)
+# XLA:CPU accepts no sub-byte integer power in StableHLO input, so there is no oracle for
+# s4/u4 power; those types are not parametrized rather than skipped.
+@pytest.mark.parametrize("t", [t for t in INT_TYPES if t not in ("s4", "u4")])
 def test_integer_power(t):
     """XLA's integer power (6 square-and-multiply steps; negative exponents give 0 except for
     bases +-1) -- jax never emits it, so XLA:CPU runs it from StableHLO."""
-    if t in ("s4", "u4"):
-        pytest.skip("XLA:CPU has no sub-byte integer power in StableHLO input")
     x = int_inputs(t, 20)
     a, b = pairs(x)
     hlo, mlir = op_pair("power", "power", [t, t], t, a.size)

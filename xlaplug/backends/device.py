@@ -9,9 +9,16 @@ from __future__ import annotations
 import numpy as np
 
 
+def _on_device(a) -> bool:
+    """A numba.cuda device array, real or the simulator's (which has no is_cuda_array)."""
+    return callable(getattr(a, "copy_to_host", None)) and hasattr(a, "shape")
+
+
 def _map(fn, value):
     if isinstance(value, tuple):
         return tuple(_map(fn, v) for v in value)
+    if isinstance(value, list):  # the argument list of a run
+        return [_map(fn, v) for v in value]
     return fn(value)
 
 
@@ -40,22 +47,25 @@ class CudaMemory:
         self.cuda = cuda
 
     def _in(self, a):
-        if self.cuda.is_cuda_array(a):
+        if _on_device(a):
             return a
         a = np.asarray(a)
         if a.dtype.kind == "V" or a.dtype.type.__module__.startswith("ml_dtypes"):
-            raise TypeError(f"element type {a.dtype} is not supported on CUDA")
+            from .cpu.structural import ExecutionError
+            raise ExecutionError(f"element type {a.dtype} (an input or constant) is not "
+                                 "supported on cuda: numba.cuda has no such arrays (run on "
+                                 "--device cpu)")
         return self.cuda.to_device(np.ascontiguousarray(a).reshape(a.shape))
 
     def to_device(self, value):
         return _map(self._in, value)
 
     def to_host(self, value):
-        return _map(lambda a: a.copy_to_host() if self.cuda.is_cuda_array(a) else np.asarray(a),
+        return _map(lambda a: a.copy_to_host() if _on_device(a) else np.asarray(a),
                     value)
 
     def scalar(self, value):
-        host = value.copy_to_host() if self.cuda.is_cuda_array(value) else np.asarray(value)
+        host = value.copy_to_host() if _on_device(value) else np.asarray(value)
         return np.asarray(host).reshape(()).item()
 
     def zeros(self, dims, dtype):
