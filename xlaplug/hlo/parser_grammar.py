@@ -1,0 +1,45 @@
+"""The lark grammar text (hlo.lark) and the regular expressions spliced into it: strings,
+nested braces, and the `, name=value` attribute run of an instruction."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+# A string never spans lines (XLA prints strings C-escaped), so an unterminated one is
+# reported on its own line instead of swallowing the rest of the file.
+_STR = r'"(?:[^"\\\n]|\\.)*"'
+
+
+def _braced(depth: int) -> str:
+    inner = r"[^{}\"]|" + _STR
+    rx = r"\{(?:" + inner + r")*\}"
+    for _ in range(depth - 1):
+        rx = r"\{(?:" + inner + "|" + rx + r")*\}"
+    return rx
+
+
+BRACE_DEPTH = 8
+# One attribute value: brace groups, strings, [..] and (..) groups, plain characters, and
+# a space before a group or a number (custom-call's `literal=s32[2]{0} {1, 2}`, and
+# `literal=s32[] 5`).
+_VALUE = (r"(?:" + _braced(BRACE_DEPTH) + "|" + _STR
+          + r"|\[[^\]]*\]|\([^()]*\)|[^\s,{}\"\[\]()]+"
+          + r"|[ \t]+(?=[{(\d]|-[\d.i]|(?:true|false|inf|nan)\b))+")
+
+
+# Whitespace, and /* comments */, around attribute names and values.
+_GAP = r"(?:\s|/\*(?:[^*]|\*(?!/))*\*/)*"
+_ATTRS = r"(?:," + _GAP + r"[A-Za-z_][\w.\-]*" + _GAP + "=" + _GAP + _VALUE + ")+"
+
+
+def grammar_text() -> str:
+    text = (Path(__file__).with_name("hlo.lark")).read_text()
+    esc = lambda rx: rx.replace("/", r"\/")  # noqa: E731 -- inside a lark /regex/
+    return (text.replace("%ATTRS%", esc(_ATTRS)).replace("%BRACED%", esc(_braced(BRACE_DEPTH)))
+            .replace("%STR%", esc(_STR)))
+
+
+# One `, name=value` of an ATTRS token: group 1 the name, group 2 the value.
+_ATTR = re.compile(r"," + _GAP + r"([A-Za-z_][\w.\-]*)" + _GAP + "=" + _GAP + "(" + _VALUE + ")")
+# A bare name (instruction, attribute), without the `%` sigil.
+_NAME_RX = re.compile(r"[A-Za-z_][\w.\-]*")
