@@ -1,0 +1,315 @@
+"""CUDA fft, random numbers and single-replica collectives against the CPU backend.
+
+Programs are lowered by jax (or written by hand) and run with device="cuda" (numba's
+simulator unless NUMBA_ENABLE_CUDASIM=0) and device="cpu" (verified against XLA by
+test_kernels_rng_fft.py / test_kernels_data_movement.py).  rng-bit-generator outputs and
+states must be bit-identical; fft results agree to a few ulps of the largest magnitude (the
+CUDA kernel is a direct DFT accumulated in f64, numpy's pocketfft an FFT in the result's
+precision); rng draws and collectives must be identical.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import jax
+import jax.numpy as jnp  # noqa: E402
+from jax import lax  # noqa: E402
+
+from xlaplug.backends.executor import run_module  # noqa: E402
+from xlaplug.hlo import parse_module  # noqa: E402
+
+RNG = np.random.default_rng(5)
+
+
+def crnd(*shape, dtype=np.complex64):
+    return (RNG.standard_normal(shape) + 1j * RNG.standard_normal(shape)).astype(dtype)
+
+
+def rrnd(*shape, dtype=np.float32):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def _leaves(v):
+    if isinstance(v, (tuple, list)):
+        return [y for x in v for y in _leaves(x)]
+    return [np.asarray(v)]
+
+
+def assert_same(got, want, what="", exact=False):
+    g, w = _leaves(got), _leaves(want)
+    assert len(g) == len(w), what
+    for a, b in zip(g, w):
+        assert a.dtype == b.dtype and a.shape == b.shape, \
+            f"{what}: {a.dtype}{a.shape} != {b.dtype}{b.shape}"
+        if exact or a.dtype.kind in "iub":
+            assert a.tobytes() == b.tobytes(), f"{what}:\n{a}\n!=\n{b}"
+            continue
+        tol = 2e-6 if a.dtype in (np.float32, np.complex64) else 1e-14
+        scale = max(float(np.max(np.abs(b), initial=0.0)), 1.0)
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol * scale, err_msg=what)
+
+
+def both(module, args, **opts):
+    return (run_module(module, list(args), device="cuda", **opts),
+            run_module(module, list(args), device="cpu", **opts))
+
+
+def check(f, *args, x64=False, exact=False, opcode=None):
+    with jax.enable_x64(x64):
+        text = jax.jit(f).lower(*args).as_text(dialect="hlo")
+    module = parse_module(text)
+    if opcode is not None:
+        assert any(i.opcode == opcode for c in module.computations
+                   for i in c.instructions), text
+    got, want = both(module, args)
+    assert_same(got, want, text, exact)
+
+
+def check_text(text, *args, exact=False, **opts):
+    got, want = both(parse_module(text), args, **opts)
+    assert_same(got, want, text, exact)
+    return got
+
+
+# ---- fft -----------------------------------------------------------------------------------
+
+def test_fft_ifft_1d_2d_3d():
+    check(jnp.fft.fft, crnd(2, 5), opcode="fft")
+    check(jnp.fft.ifft, crnd(2, 6))
+    check(jnp.fft.fft2, crnd(2, 3, 4))
+    check(jnp.fft.ifft2, crnd(3, 5))
+    check(lambda x: jnp.fft.fftn(x, axes=(-3, -2, -1)), crnd(2, 2, 3, 4))
+    check(lambda x: jnp.fft.ifftn(x, axes=(0, 1, 2)), crnd(3, 2, 3))
+
+
+def test_rfft_irfft():
+    check(jnp.fft.rfft, rrnd(2, 7))
+    check(jnp.fft.rfft, rrnd(3, 8))
+    check(lambda x: jnp.fft.rfftn(x, axes=(0, 1, 2)), rrnd(2, 3, 4))
+    check(lambda x: jnp.fft.irfft(x, n=6), crnd(2, 4))            # even: Nyquist bin
+    check(lambda x: jnp.fft.irfft(x, n=7), crnd(2, 4))            # odd
+    check(lambda x: jnp.fft.irfft2(x, s=(3, 5)), crnd(3, 3))
+    check(lambda x: jnp.fft.irfftn(x, s=(2, 3, 4), axes=(0, 1, 2)), crnd(2, 3, 3))
+
+
+def test_fft_double_precision_x64():
+    check(jnp.fft.fft, crnd(2, 7, dtype=np.complex128), x64=True)
+    check(jnp.fft.rfft2, rrnd(3, 6, dtype=np.float64), x64=True)
+    check(lambda x: jnp.fft.irfft(x, n=8), crnd(2, 5, dtype=np.complex128), x64=True)
+
+
+def test_fft_roundtrip_and_real_part_ignored():
+    x = rrnd(3, 8)
+    check(lambda x: jnp.fft.irfft(jnp.fft.rfft(x), n=8), x)
+    # the imaginary parts of the DC and Nyquist bins are ignored by IRFFT
+    text = """
+HloModule m
+ENTRY e {
+  x = c64[2,5] parameter(0)
+  ROOT y = f32[2,8] fft(x), fft_type=IRFFT, fft_length={8}
+}"""
+    check_text(text, crnd(2, 5))
+
+
+def test_fft_zero_size():
+    text = """
+HloModule m
+ENTRY e {
+  x = c64[0,4] parameter(0)
+  ROOT y = c64[0,4] fft(x), fft_type=FFT, fft_length={4}
+}"""
+    got = check_text(text, crnd(0, 4))
+    assert got.shape == (0, 4)
+
+
+# ---- rng-bit-generator ---------------------------------------------------------------------
+
+_ALGS = {"three_fry": lax.RandomAlgorithm.RNG_THREE_FRY,
+         "philox": lax.RandomAlgorithm.RNG_PHILOX,
+         "default": lax.RandomAlgorithm.RNG_DEFAULT}
+_STATES = [np.array([0, 0], np.uint64),
+           np.array([1234567890123, 2 ** 64 - 3], np.uint64),   # the counter wraps
+           np.array([2 ** 64 - 1, 2 ** 63 + 5], np.uint64)]
+
+
+@pytest.mark.parametrize("alg", list(_ALGS))
+def test_rng_bit_generator_bits_exact(alg):
+    cases = [((), jnp.uint32), ((7,), jnp.uint32), ((3, 5), jnp.uint32),
+             ((3, 3, 5), jnp.uint32), ((4, 6), jnp.uint32), ((), jnp.uint64),
+             ((5,), jnp.uint64), ((2, 3), jnp.uint64), ((3, 5), jnp.uint8), ((9,), jnp.uint16)]
+    for shape, dtype in cases:
+        f = jax.jit(lambda s: lax.rng_bit_generator(s, shape, dtype=dtype,
+                                                    algorithm=_ALGS[alg]))
+        with jax.enable_x64(True):
+            module = parse_module(f.lower(_STATES[0]).as_text(dialect="hlo"))
+        for st in _STATES:
+            got, want = both(module, [st])
+            assert_same(got, want, f"{alg} {shape} {dtype} state {st}", exact=True)
+
+
+@pytest.mark.parametrize("alg", ["rng_philox", "rng_three_fry", "rng_default"])
+def test_rng_bit_generator_state_words_and_types(alg):
+    # u64[3] (128-bit Philox counter) and u64[4] states; signed, float and narrow outputs
+    # are the generator's bits reinterpreted.
+    for words, st in ((2, [5, 2 ** 64 - 1]), (3, [1, 2 ** 64 - 2, 2 ** 64 - 1]),
+                      (4, [9, 2 ** 64 - 1, 2 ** 64 - 1, 3])):
+        for out in ("s32[2,3]", "f32[5]", "s8[9]", "f16[3,3]", "s64[3]", "u64[2,2]"):
+            text = f"""
+HloModule m
+ENTRY e {{
+  s = u64[{words}] parameter(0)
+  ROOT r = (u64[{words}], {out}) rng-bit-generator(s), algorithm={alg}
+}}"""
+            check_text(text, np.array(st, np.uint64), exact=True)
+
+
+def test_rng_bit_generator_chained_program():
+    def f(s):
+        s1, a = lax.rng_bit_generator(s, (4, 5), dtype=jnp.uint32,
+                                      algorithm=lax.RandomAlgorithm.RNG_PHILOX)
+        s2, b = lax.rng_bit_generator(s1, (3,), dtype=jnp.uint64,
+                                      algorithm=lax.RandomAlgorithm.RNG_PHILOX)
+        s3, c = lax.rng_bit_generator(s2, (5, 3), dtype=jnp.uint32,
+                                      algorithm=lax.RandomAlgorithm.RNG_THREE_FRY)
+        return s3, a, b, c
+    check(f, np.array([42, 2 ** 64 - 2], np.uint64), x64=True, exact=True)
+
+
+def test_generators_typed_as_on_a_gpu():
+    """The generators compiled by numba (typing as in a CUDA kernel: no promotion of
+    uint64 to float64) give the CPU kernel's bits."""
+    import numba
+    from xlaplug.backends.cpu import rng as cpu
+    from xlaplug.backends.cuda import rng as cu
+    tf, ph = numba.njit(cu.threefry2x32), numba.njit(cu.philox4x32)
+    add = numba.njit(cu.add_to_words)
+    x0 = RNG.integers(0, 2 ** 32, 6, dtype=np.uint64).astype(np.uint32)
+    x1 = RNG.integers(0, 2 ** 32, 6, dtype=np.uint64).astype(np.uint32)
+    k0, k1 = 0x9ABCDEF0, 0xFFFFFFFF
+    w0, w1 = cpu.threefry2x32(k0, k1, x0.copy(), x1.copy())
+    p = cpu.philox4x32([x0, x1, x1 ^ np.uint32(7), x0 + np.uint32(1)], k0, k1)
+    u = np.uint64
+    for i in range(6):
+        assert tf(u(k0), u(k1), u(x0[i]), u(x1[i])) == (u(w0[i]), u(w1[i]))
+        got = ph(u(x0[i]), u(x1[i]), u(x1[i] ^ 7), u(x0[i] + np.uint32(1)), u(k0), u(k1))
+        assert got == tuple(u(q[i]) for q in p)
+    m = u(0xFFFFFFFF)
+    assert add(m, m, m, m, u(1)) == (0, 0, 0, 0)
+    assert add(m, m, u(5), u(0), u(2 ** 64 - 1)) == (m - u(1), m, u(6), u(0))
+
+
+# ---- rng (host draw, same generator as the CPU kernel) -------------------------------------
+
+_RNG_HLO = """
+HloModule m
+ENTRY e {
+  lo = f32[] parameter(0)
+  hi = f32[] parameter(1)
+  ilo = s32[] parameter(2)
+  ihi = s32[] parameter(3)
+  u = f32[50] rng(lo, hi), distribution=rng_uniform
+  n = f64[20] rng(lo, hi), distribution=rng_normal
+  i = s32[30] rng(ilo, ihi), distribution=rng_uniform
+  ROOT t = (f32[50], f64[20], s32[30]) tuple(u, n, i)
+}
+"""
+
+
+def test_rng_same_draws_as_cpu():
+    args = [np.float32(-2.0), np.float32(3.0), np.int32(-3), np.int32(4)]
+    module = parse_module(_RNG_HLO)
+    for seed in (0, 5):
+        got, want = both(module, args, seed=seed)
+        assert_same(got, want, f"seed {seed}", exact=True)
+    u = got[0]
+    assert u.min() >= -2.0 and u.max() < 3.0
+
+
+def test_rng_optimized_hlo_state():
+    # XLA:CPU's optimized HLO: rng-get-and-update-state plus arithmetic (elementwise CUDA
+    # kernels, written alongside); a fresh run matches XLA's first run.
+    def f(a, b):
+        return lax.rng_uniform(a, b, (6,)), lax.rng_uniform(a, b, (2, 3))
+    args = (np.float32(1.0), np.float32(2.5))
+    jf = jax.jit(f)
+    text = jf.lower(*args).compile().as_text()
+    module = parse_module(text)
+    assert any(i.opcode == "rng-get-and-update-state" for c in module.computations
+               for i in c.instructions), "XLA:CPU no longer expands rng this way"
+    got = run_module(module, list(args), device="cuda")
+    assert_same(got, jf(*args), "rng", exact=True)
+
+
+# ---- collectives (one replica) -------------------------------------------------------------
+
+_COLLECTIVES_HLO = """
+HloModule m
+
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+
+ENTRY e {
+  a = f32[4,2]{1,0} parameter(0)
+  b = s32[2,3]{1,0} parameter(1)
+  ar = f32[4,2]{1,0} all-reduce(a), replica_groups={{0}}, to_apply=add
+  ars = f32[4,2]{1,0} all-reduce-start(a), replica_groups={{0}}, to_apply=add
+  ard = f32[4,2]{1,0} all-reduce-done(ars)
+  ag = f32[4,2]{1,0} all-gather(a), replica_groups={{0}}, dimensions={0}
+  ags = (f32[4,2]{1,0}, f32[4,2]{1,0}) all-gather-start(a), replica_groups={{0}}, dimensions={0}
+  agd = f32[4,2]{1,0} all-gather-done(ags)
+  rs = f32[4,2]{1,0} reduce-scatter(a), replica_groups={{0}}, dimensions={0}, to_apply=add
+  cp = s32[2,3]{1,0} collective-permute(b), source_target_pairs={{0,0}}
+  cp0 = s32[2,3]{1,0} collective-permute(b), source_target_pairs={}
+  cps = (s32[2,3]{1,0}, s32[2,3]{1,0}, u32[], u32[]) collective-permute-start(b), source_target_pairs={{0,0}}
+  cpd = s32[2,3]{1,0} collective-permute-done(cps)
+  cps2 = (s32[2,3]{1,0}, s32[2,3]{1,0}, u32[], u32[]) collective-permute-start(b), source_target_pairs={}
+  cpd2 = s32[2,3]{1,0} collective-permute-done(cps2)
+  ata = (f32[4,2]{1,0}, s32[2,3]{1,0}) all-to-all(a, b), replica_groups={{0}}
+  cb = s32[2,3]{1,0} collective-broadcast(b), replica_groups={{0}}
+  ar2 = (f32[4,2]{1,0}, f32[4,2]{1,0}) all-reduce(a, ard), replica_groups={}, to_apply=add
+  ROOT t = (f32[4,2]{1,0}, f32[4,2]{1,0}, f32[4,2]{1,0}, f32[4,2]{1,0}, f32[4,2]{1,0}, s32[2,3]{1,0}, s32[2,3]{1,0}, s32[2,3]{1,0}, s32[2,3]{1,0}, (f32[4,2]{1,0}, s32[2,3]{1,0}), s32[2,3]{1,0}, (f32[4,2]{1,0}, f32[4,2]{1,0})) tuple(ar, ard, ag, agd, rs, cp, cp0, cpd, cpd2, ata, cb, ar2)
+}
+"""
+
+
+def test_single_replica_collectives():
+    a = rrnd(4, 2)
+    b = np.arange(6, dtype=np.int32).reshape(2, 3)
+    got = check_text(_COLLECTIVES_HLO, a, b, exact=True)
+    assert np.array_equal(got[0], a) and not got[6].any()
+
+
+def test_collective_group_too_large():
+    text = """
+HloModule m
+ENTRY e {
+  a = f32[2]{0} parameter(0)
+  ROOT g = f32[4]{0} all-gather(a), replica_groups={{0,1}}, dimensions={0}
+}"""
+    with pytest.raises(Exception, match="one device"):
+        run_module(parse_module(text), [rrnd(2)], device="cuda")
+
+
+# ---- the kernels compile for a real GPU ----------------------------------------------------
+
+def test_fft_rng_kernels_compile_to_ptx():
+    """The simulator type-checks nothing: compile the kernels with NVVM (no GPU needed)."""
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0",
+               PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, str(Path(__file__).with_name("cuda_ptx_check.py")),
+                        "fft", "rng"], capture_output=True, text=True, env=env, timeout=300,
+                       cwd=str(root))
+    if p.returncode == 3:
+        pytest.fail("NVVM unavailable (the test extra installs nvidia-cuda-nvcc-cu12): "
+                    + p.stdout.strip())
+    assert p.returncode == 0, p.stdout + p.stderr

@@ -1,0 +1,588 @@
+"""CUDA data-movement kernels: broadcast, reshape, transpose, reverse, slice, dynamic-slice,
+dynamic-update-slice, pad, concatenate, iota, copy, bitcast, get/set-dimension-size,
+copy-start/copy-done.
+
+Every kernel is one of a few numba.cuda index-mapping kernels, one thread per element:
+
+  strided   out[i] = x[base + sum_d c_d * stride_d] (c = row-major coordinates of i in the
+            result): broadcast (stride 0), reshape/copy (contiguous), transpose (permuted
+            strides), reverse (negative strides), slice (scaled strides, offset base);
+  put       out[base + sum_d c_d * stride_d] = x[i] (c = coordinates of i in the operand):
+            concatenate, one launch per operand;
+  pad       out[i] = x[...] or the pad value (edge padding may be negative: it crops;
+            interior padding first, as in XLA);
+  dynamic   dynamic-slice / dynamic-update-slice: start indices are device scalars (or
+            one rank-1 vector, the old form) read by every thread inside the kernel and
+            clamped into [0, operand_dim - slice_dim] (unsigned indices never go below 0).
+            These kernels are generated per (rank, number of start operands).
+
+Dimension metadata (dims, strides) travels as kernel arguments (int64 tuples, passed by
+value): nothing is copied to the device besides the data.  Semantics are those of the CPU
+kernels (cpu/data_movement.py); bitcast honours both layouts (physical element order).
+Kernel sources avoid the builtins min()/max() on scalars: numba 0.68's CUDA target cannot
+compile their varargs overload ("Signature mismatch"), which the simulator does not show.
+Helpers here (`row_strides`, `tup`, `start_code`, `copy_contiguous`) are shared by the
+other CUDA modules of the same author (reductions, sorting, gather_scatter).
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ..cpu.structural import ExecutionError
+from ..registry import kernel as _kernel
+from .launch import (check_types, cuda_module, device_empty, device_zeros, flat, jit_source,
+                     launch_1d)
+
+
+def kernel(*opcodes):
+    return _kernel(*opcodes, device="cuda")
+
+
+# ---- shared helpers -----------------------------------------------------------------------
+
+def row_strides(dims) -> tuple[int, ...]:
+    """Row-major element strides of `dims`."""
+    s = [1] * len(dims)
+    for d in range(len(dims) - 2, -1, -1):
+        s[d] = s[d + 1] * int(dims[d + 1])
+    return tuple(s)
+
+
+def tup(values, pad: int = 0) -> tuple[int, ...]:
+    """A tuple of Python ints for a kernel argument (numba types it as UniTuple(int64));
+    rank 0 becomes (pad,) so the tuple is never empty."""
+    t = tuple(int(v) for v in values)
+    return t if t else (int(pad),)
+
+
+def size_of(dims) -> int:
+    n = 1
+    for d in dims:
+        n *= int(d)
+    return n
+
+
+def int_list(v) -> tuple[int, ...]:
+    if v is None:
+        return ()
+    if isinstance(v, (int, np.integer)):
+        return (int(v),)
+    return tuple(int(d) for d in v)
+
+
+_KERNELS: dict = {}
+_LOCK = threading.RLock()
+
+
+def cached_kernel(key, make):
+    """A kernel compiled once per process per key (`make()` builds it)."""
+    with _LOCK:
+        k = _KERNELS.get(key)
+        if k is None:
+            k = _KERNELS[key] = make()
+        return k
+
+
+def src_kernel(key, src: str, name: str, namespace: dict | None = None):
+    return cached_kernel(key, lambda: jit_source(src, name, namespace))
+
+
+def start_code(rank: int, n_ops: int, indent: str = "        ", hi: str = "hi",
+               prefix: str = "s") -> str:
+    """Source computing clamped starts st0..st{rank-1} (int64) from the start operands
+    `{prefix}0..` (flat device arrays: `rank` scalars, or one vector of `rank` entries), each
+    clamped into [0, hi[d]].  Comparisons are written so unsigned indices (which can exceed
+    int64) clamp to hi, as XLA's unsigned clamp does."""
+    lines = []
+    for d in range(rank):
+        ref = f"{prefix}{d}[0]" if n_ops == rank else f"{prefix}0[{d}]"
+        lines += [f"r{d} = {ref}",
+                  f"if r{d} < 0:",
+                  f"    st{d} = int64(0)",
+                  f"elif r{d} > {hi}[{d}]:",
+                  f"    st{d} = int64({hi}[{d}])",
+                  "else:",
+                  f"    st{d} = int64(r{d})"]
+    if rank:
+        lines.append("st = (" + "".join(f"st{d}, " for d in range(rank)) + ")")
+    else:
+        lines.append("st = (int64(0),)")
+    return "".join(indent + ln + "\n" for ln in lines)
+
+
+def int64_namespace() -> dict:
+    from numba import int64
+    return {"int64": int64}
+
+
+# ---- generic kernels ----------------------------------------------------------------------
+
+_STRIDED = """
+def strided(out, x, n, odims, sst, base):
+    i = cuda.grid(1)
+    if i < n:
+        rem = i
+        src = base
+        for d in range(len(odims) - 1, -1, -1):
+            c = rem % odims[d]
+            rem //= odims[d]
+            src += c * sst[d]
+        out[i] = x[src]
+"""
+
+_PUT = """
+def put(out, x, n, idims, dst_strides, base):
+    i = cuda.grid(1)
+    if i < n:
+        rem = i
+        dst = base
+        for d in range(len(idims) - 1, -1, -1):
+            c = rem % idims[d]
+            rem //= idims[d]
+            dst += c * dst_strides[d]
+        out[dst] = x[i]
+"""
+
+_COPY = """
+def copy(out, x, n):
+    i = cuda.grid(1)
+    if i < n:
+        out[i] = x[i]
+"""
+
+_FILL = """
+def fill(out, n, v):
+    i = cuda.grid(1)
+    if i < n:
+        out[i] = v
+"""
+
+_FILL_FROM = """
+def fill_from(out, n, v):
+    i = cuda.grid(1)
+    if i < n:
+        out[i] = v[0]
+"""
+
+
+def launch_strided(out, x, odims, sstrides, base=0):
+    """out (contiguous, dims `odims`)[c] = x_flat[base + c . sstrides]."""
+    n = size_of(odims)
+    if n == 0:
+        return out
+    k = src_kernel("strided", _STRIDED, "strided")
+    launch_1d(k, n, flat(out), flat(x), n, tup(odims, 1), tup(sstrides, 0), int(base))
+    return out
+
+
+def launch_put(out, x, idims, dst_strides, base=0):
+    n = size_of(idims)
+    if n == 0:
+        return out
+    k = src_kernel("put", _PUT, "put")
+    launch_1d(k, n, flat(out), flat(x), n, tup(idims, 1), tup(dst_strides, 0), int(base))
+    return out
+
+
+def copy_contiguous(out, x):
+    """Element copy of a contiguous device array into `out` (same number of elements)."""
+    n = size_of(out.shape)
+    if n:
+        launch_1d(src_kernel("copy", _COPY, "copy"), n, flat(out), flat(x), n)
+    return out
+
+
+def fill_value(out, value):
+    """Every element of `out` = a host constant (an int/float/bool known before launch)."""
+    n = size_of(out.shape)
+    if n:
+        launch_1d(src_kernel("fill", _FILL, "fill"), n, flat(out), n, value)
+    return out
+
+
+def fill_from_device(out, scalar):
+    """Every element of `out` = the one element of the device array `scalar`."""
+    n = size_of(out.shape)
+    if n:
+        launch_1d(src_kernel("fill_from", _FILL_FROM, "fill_from"), n, flat(out), n,
+                  flat(scalar))
+    return out
+
+
+def fresh_copy(ins_shape, x):
+    out = device_empty(ins_shape)
+    return copy_contiguous(out, x)
+
+
+# ---- kernels ------------------------------------------------------------------------------
+
+@kernel("broadcast")
+def _broadcast(ins, args, ctx):
+    check_types(ins)
+    x = args[0]
+    dims = int_list(ins.attrs.get("dimensions"))
+    if len(dims) != len(x.shape):
+        raise ExecutionError(f"broadcast '{ins.name}': dimensions={list(dims)} does not match "
+                             f"an operand of rank {len(x.shape)}")
+    xs = row_strides(x.shape)
+    sst = [0] * ins.shape.rank
+    for i, d in enumerate(dims):
+        if x.shape[i] != 1:
+            sst[d] = xs[i]
+    return launch_strided(device_empty(ins.shape), x, ins.shape.dims, sst)
+
+
+@kernel("reshape", "set-dimension-size")
+def _reshape(ins, args, ctx):
+    check_types(ins)
+    x = args[0]
+    if size_of(x.shape) != ins.shape.num_elements():
+        raise ExecutionError(f"{ins.opcode} '{ins.name}': operand {list(x.shape)} cannot "
+                             f"become {ins.shape}")
+    return fresh_copy(ins.shape, x)
+
+
+@kernel("transpose")
+def _transpose(ins, args, ctx):
+    check_types(ins)
+    x = args[0]
+    perm = int_list(ins.attrs.get("dimensions"))
+    xs = row_strides(x.shape)
+    return launch_strided(device_empty(ins.shape), x, ins.shape.dims, [xs[p] for p in perm])
+
+
+@kernel("reverse")
+def _reverse(ins, args, ctx):
+    check_types(ins)
+    x = args[0]
+    rev = set(int_list(ins.attrs.get("dimensions")))
+    xs = row_strides(x.shape)
+    sst, base = [], 0
+    for d, n in enumerate(x.shape):
+        if d in rev:
+            sst.append(-xs[d])
+            base += (n - 1) * xs[d] if n else 0
+        else:
+            sst.append(xs[d])
+    return launch_strided(device_empty(ins.shape), x, ins.shape.dims, sst, base)
+
+
+@kernel("slice")
+def _slice(ins, args, ctx):
+    check_types(ins)
+    x = args[0]
+    ranges = ins.attrs["slice"].dims
+    xs = row_strides(x.shape)
+    sst = [xs[d] * r.stride for d, r in enumerate(ranges)]
+    base = sum(xs[d] * r.start for d, r in enumerate(ranges))
+    return launch_strided(device_empty(ins.shape), x, ins.shape.dims, sst, base)
+
+
+_DYN_SLICE = """
+def dyn_slice(out, x, n, odims, xst, hi, {starts}):
+    i = cuda.grid(1)
+    if i < n:
+{start_code}        rem = i
+        src = 0
+        for d in range(len(odims) - 1, -1, -1):
+            c = rem % odims[d]
+            rem //= odims[d]
+            src += (c + st[d]) * xst[d]
+        out[i] = x[src]
+"""
+
+_DYN_UPDATE = """
+def dyn_update(out, upd, n, udims, ost, hi, {starts}):
+    i = cuda.grid(1)
+    if i < n:
+{start_code}        rem = i
+        dst = 0
+        for d in range(len(udims) - 1, -1, -1):
+            c = rem % udims[d]
+            rem //= udims[d]
+            dst += (c + st[d]) * ost[d]
+        out[dst] = upd[i]
+"""
+
+
+def _dynamic_kernel(template, name, rank, n_ops):
+    starts = ", ".join(f"s{j}" for j in range(n_ops)) or "s_unused"
+    src = template.format(starts=starts, start_code=start_code(rank, n_ops))
+    return src_kernel((name, rank, n_ops), src, name, int64_namespace())
+
+
+def _start_operands(ins, starts, rank):
+    n = sum(size_of(s.shape) for s in starts)
+    if n != rank:
+        raise ExecutionError(f"{ins.opcode} '{ins.name}': {n} start indices for an operand of "
+                             f"rank {rank}")
+    if len(starts) not in (rank, 1) and rank:
+        raise ExecutionError(f"{ins.opcode} '{ins.name}': start indices must be {rank} scalars "
+                             "or one vector")
+    return [flat(s) for s in starts]
+
+
+@kernel("dynamic-slice")
+def _dynamic_slice(ins, args, ctx):
+    check_types(ins)
+    x = args[0]
+    rank = len(x.shape)
+    sizes = int_list(ins.attrs.get("dynamic_slice_sizes")) or tuple(ins.shape.dims)
+    if len(sizes) != rank:
+        raise ExecutionError(f"dynamic-slice '{ins.name}': {len(sizes)} sizes for an operand "
+                             f"of rank {rank}")
+    starts = _start_operands(ins, args[1:], rank)
+    out = device_empty(ins.shape)
+    n = ins.shape.num_elements()
+    if n == 0:
+        return out
+    if rank == 0:
+        return copy_contiguous(out, x)
+    hi = [max(d - z, 0) for d, z in zip(x.shape, sizes)]
+    k = _dynamic_kernel(_DYN_SLICE, "dyn_slice", rank, len(starts))
+    launch_1d(k, n, flat(out), flat(x), n, tup(ins.shape.dims, 1), tup(row_strides(x.shape)),
+              tup(hi), *starts)
+    return out
+
+
+@kernel("dynamic-update-slice")
+def _dynamic_update_slice(ins, args, ctx):
+    check_types(ins)
+    x, upd = args[0], args[1]
+    rank = len(x.shape)
+    if len(upd.shape) != rank:
+        raise ExecutionError(f"dynamic-update-slice '{ins.name}': update of rank "
+                             f"{len(upd.shape)} for an operand of rank {rank}")
+    starts = _start_operands(ins, args[2:], rank)
+    out = fresh_copy(ins.shape, x)
+    n = size_of(upd.shape)
+    if n == 0 or size_of(x.shape) == 0:
+        return out
+    if rank == 0:
+        return copy_contiguous(out, upd)
+    hi = [max(d - z, 0) for d, z in zip(x.shape, upd.shape)]
+    k = _dynamic_kernel(_DYN_UPDATE, "dyn_update", rank, len(starts))
+    launch_1d(k, n, flat(out), flat(upd), n, tup(upd.shape), tup(row_strides(x.shape)),
+              tup(hi), *starts)
+    return out
+
+
+_PAD = """
+def pad(out, x, pv, n, odims, lo, step, xdims, xst):
+    i = cuda.grid(1)
+    if i < n:
+        rem = i
+        src = 0
+        inside = True
+        for d in range(len(odims) - 1, -1, -1):
+            c = rem % odims[d]
+            rem //= odims[d]
+            p = c - lo[d]
+            if p < 0 or p % step[d] != 0:
+                inside = False
+            else:
+                q = p // step[d]
+                if q >= xdims[d]:
+                    inside = False
+                else:
+                    src += q * xst[d]
+        if inside:
+            out[i] = x[src]
+        else:
+            out[i] = pv[0]
+"""
+
+
+@kernel("pad")
+def _pad(ins, args, ctx):
+    check_types(ins)
+    x, pv = args[0], args[1]
+    pads = [(p.lo, p.hi, p.interior) for p in ins.attrs["padding"].dims]
+    if len(pads) != len(x.shape):
+        raise ExecutionError(f"pad '{ins.name}': padding has {len(pads)} dimensions for an "
+                             f"operand of rank {len(x.shape)}")
+    out = device_empty(ins.shape)
+    n = ins.shape.num_elements()
+    if n == 0:
+        return out
+    if size_of(x.shape) == 0:
+        return fill_from_device(out, pv)
+    k = src_kernel("pad", _PAD, "pad")
+    launch_1d(k, n, flat(out), flat(x), flat(pv), n, tup(ins.shape.dims, 1),
+              tup([p[0] for p in pads], 0), tup([p[2] + 1 for p in pads], 1),
+              tup(x.shape, 1), tup(row_strides(x.shape), 0))
+    return out
+
+
+@kernel("concatenate")
+def _concatenate(ins, args, ctx):
+    check_types(ins)
+    dims = int_list(ins.attrs.get("dimensions"))
+    axis = dims[0] if dims else 0
+    out = device_empty(ins.shape)
+    ost = row_strides(ins.shape.dims)
+    off = 0
+    for a in args:
+        launch_put(out, a, a.shape, ost, off * ost[axis])
+        off += a.shape[axis]
+    if off != ins.shape.dims[axis]:
+        raise ExecutionError(f"concatenate '{ins.name}': operands add up to {off} along "
+                             f"dimension {axis}, the result has {ins.shape.dims[axis]}")
+    return out
+
+
+_IOTA = """
+def iota(out, n, stride, size):
+    i = cuda.grid(1)
+    if i < n:
+        out[i] = (i // stride) % size
+"""
+
+_IOTA_PRED = """
+def iota(out, n, stride, size):
+    i = cuda.grid(1)
+    if i < n:
+        out[i] = (i // stride) % size != 0
+"""
+
+_IOTA_F16 = """
+def iota(out, n, stride, size):
+    i = cuda.grid(1)
+    if i < n:
+        out[i] = float32((i // stride) % size)
+"""
+
+
+@kernel("iota")
+def _iota(ins, args, ctx):
+    check_types(ins)
+    dims = ins.shape.dims
+    out = device_empty(ins.shape)
+    n = ins.shape.num_elements()
+    if n == 0:
+        return out
+    d = int(ins.attrs.get("iota_dimension", 0))
+    size = dims[d] if dims else 1
+    stride = row_strides(dims)[d] if dims else 1
+    et = ins.shape.element_type
+    if et == "pred":
+        k = src_kernel("iota_pred", _IOTA_PRED, "iota")
+    elif et == "f16":
+        from numba import float32
+        k = src_kernel("iota_f16", _IOTA_F16, "iota", {"float32": float32})
+    elif et in ("s8", "s16", "s32", "u8", "u16", "u32") and size > np.iinfo(ins.shape.dtype).max:
+        # static_cast<T>(index) wraps; the simulator's numpy stores would refuse the
+        # out-of-range Python int, so go through s64 and a wrapping narrowing copy.
+        wide = cuda_module().device_array(out.shape, np.int64)
+        launch_1d(src_kernel("iota", _IOTA, "iota"), n, flat(wide), n, stride, size)
+        return _wrap_copy(out, wide)
+    else:
+        k = src_kernel("iota", _IOTA, "iota")
+    launch_1d(k, n, flat(out), n, stride, size)
+    return out
+
+
+_WRAP = """
+def wrap(out, x, n, bits, signed):
+    i = cuda.grid(1)
+    if i < n:
+        v = x[i] & ((1 << bits) - 1)
+        if signed and v >= (1 << (bits - 1)):
+            v -= 1 << bits
+        out[i] = v
+"""
+
+
+def _wrap_copy(out, wide):
+    dt = np.dtype(out.dtype)
+    n = size_of(out.shape)
+    launch_1d(src_kernel("wrap", _WRAP, "wrap"), n, flat(out), flat(wide), n,
+              dt.itemsize * 8, dt.kind == "i")
+    return out
+
+
+def deep_copy(v):
+    if isinstance(v, tuple):
+        return tuple(deep_copy(a) for a in v)
+    out = cuda_module().device_array(v.shape, v.dtype)
+    return copy_contiguous(out, v)
+
+
+@kernel("copy")
+def _copy(ins, args, ctx):
+    check_types(ins)
+    if isinstance(args[0], tuple):
+        return deep_copy(args[0])
+    return fresh_copy(ins.shape, args[0])
+
+
+@kernel("copy-start")
+def _copy_start(ins, args, ctx):
+    # Shape (destination, source, u32[] context): the destination already holds the copy.
+    x = args[0]
+    ctx_vals = [device_zeros(s) for s in ins.shape.tuple_shapes[2:]]
+    return (deep_copy(x), x, *ctx_vals)
+
+
+@kernel("copy-done")
+def _copy_done(ins, args, ctx):
+    return args[0][0]
+
+
+def _physical_order(shape) -> tuple[int, ...]:
+    """Dimensions from major to minor, per the shape's layout (default: row-major)."""
+    rank = len(shape.dims)
+    lay = shape.layout
+    if lay is None or len(lay.minor_to_major) != rank:
+        return tuple(range(rank))
+    return tuple(reversed(lay.minor_to_major))
+
+
+@kernel("bitcast")
+def _bitcast(ins, args, ctx):
+    check_types(ins)
+    x = args[0]
+    src_shape = ins.operands[0].shape if ins.operands else None
+    dt = np.dtype(ins.shape.dtype)
+    n_in = size_of(x.shape)
+    # 1. the operand's elements in its physical order (a flat contiguous buffer)
+    src_order = (_physical_order(src_shape) if src_shape is not None and src_shape.is_array
+                 and len(src_shape.dims) == len(x.shape) else tuple(range(len(x.shape))))
+    if src_order == tuple(range(len(x.shape))):
+        phys = x
+    else:
+        xs = row_strides(x.shape)
+        phys = cuda_module().device_array(n_in, x.dtype)
+        launch_strided(phys, x, [x.shape[d] for d in src_order], [xs[d] for d in src_order])
+    phys = flat(phys) if n_in else cuda_module().device_array(0, x.dtype)
+    # 2. reinterpret the bytes
+    if np.dtype(x.dtype) != dt:
+        if np.dtype(x.dtype).itemsize * n_in != dt.itemsize * ins.shape.num_elements():
+            raise ExecutionError(f"bitcast '{ins.name}': {x.dtype}{list(x.shape)} and "
+                                 f"{ins.shape} differ in byte size")
+        if n_in:
+            phys = phys.view(dt)
+    if (size_of(phys.shape) if n_in else 0) != ins.shape.num_elements():
+        raise ExecutionError(f"bitcast '{ins.name}': {n_in} elements cannot become "
+                             f"{ins.shape}")
+    # 3. the result's logical order from its physical order
+    out = device_empty(ins.shape)
+    if ins.shape.num_elements() == 0:
+        return out
+    order = _physical_order(ins.shape)
+    pdims = [ins.shape.dims[d] for d in order]
+    pst = row_strides(pdims)
+    sst = [0] * len(order)
+    for pos, d in enumerate(order):
+        sst[d] = pst[pos]
+    return launch_strided(out, phys, ins.shape.dims, sst)
+
+
+@kernel("get-dimension-size")
+def _get_dimension_size(ins, args, ctx):
+    dims = int_list(ins.attrs.get("dimensions"))
+    d = dims[0] if dims else 0
+    out = device_empty(ins.shape)
+    return fill_value(out, int(args[0].shape[d]))
