@@ -157,7 +157,7 @@ def test_run_input_dtype_converted_and_shape_checked(tmp_path, simple):
 def test_run_memory_guard(simple, tmp_path):
     big = tmp_path / "big.hlo"
     big.write_text("HloModule m\nENTRY e {\n  c = f32[] constant(1)\n"
-                   "  ROOT b = f32[65536,65536]{1,0} broadcast(c), dimensions={}\n}\n")
+                   "  ROOT b = f32[1048576,1048576]{1,0} broadcast(c), dimensions={}\n}\n")
     r = xlaplug_proc("run", big)
     assert r.returncode == 2 and "refusing to run" in r.stderr
     r = xlaplug_proc("run", simple, "--max-memory", "8")

@@ -140,13 +140,13 @@ def test_reduce_tree_path(monkeypatch):
 
 def test_reduce_window():
     x = f32(3, 4, 5)
-    check(lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (2, 2, 2), (1, 2, 1),
+    check(lambda x: lax.reduce_window(x, np.float32(-np.inf), lax.max, (2, 2, 2), (1, 2, 1),
                                       [(0, 1), (1, 0), (1, 1)]), x, expect_op="reduce-window")
-    check(lambda x: lax.reduce_window(x, 0., lax.add, (2, 2, 1), (1, 1, 1), "SAME",
+    check(lambda x: lax.reduce_window(x, np.float32(0), lax.add, (2, 2, 1), (1, 1, 1), "SAME",
                                       base_dilation=(2, 1, 1), window_dilation=(1, 2, 1)),
           x, rtol=1e-6)
     xi = ints(4, 5)
-    check(lambda x: lax.reduce_window(x, 1, lax.mul, (2, 3), (2, 1), [(1, -1), (0, 2)]), xi)
+    check(lambda x: lax.reduce_window(x, xi.dtype.type(1), lax.mul, (2, 3), (2, 1), [(1, -1), (0, 2)]), xi)
 
 
 def test_reduce_window_variadic():
@@ -156,7 +156,9 @@ def test_reduce_window_variadic():
         def red(a, b):
             take = (a[0] > b[0]) | ((a[0] == b[0]) & (a[1] < b[1]))
             return (jnp.where(take, a[0], b[0]), jnp.where(take, a[1], b[1]))
-        return lax.reduce_window((x, i), (-jnp.inf, 0), red, (2, 2), (1, 1), "SAME")
+        # Typed inits: another test module may have turned jax's x64 mode on.
+        return lax.reduce_window((x, i), (np.float32(-np.inf), i.dtype.type(0)), red, (2, 2),
+                                 (1, 1), "SAME")
     check(argmax_pool, x, i)
 
 

@@ -181,7 +181,11 @@ def execute(module: Module, args: list, *, device: str = "cpu", repeat: int = 1,
     t0 = time.perf_counter()
     if overrides is None:
         from .plugin_runtime import ACTIVE
-        overrides = ACTIVE.resolve
+        session = ACTIVE
+        if session.device != device:  # plugin kernels for the device this run is on
+            import dataclasses
+            session = dataclasses.replace(session, device=device)
+        overrides = session.resolve
     ctx = ExecContext(device, {"max_while_iterations": max_while_iterations, "seed": seed},
                       overrides=overrides)
     seq = ctx.sequence(module.entry)

@@ -1,0 +1,249 @@
+"""Compile the CUDA backend's generated kernels to PTX -- no GPU needed, only NVVM.
+
+numba.cuda.compile_ptx needs libNVVM and libdevice, not a driver: with the pip package
+`nvidia-cuda-nvcc-cu12` installed (or a CUDA toolkit under CUDA_HOME) this checks that every
+elementwise kernel (and scalar device functions of HLO computations) type-checks and lowers
+for a real GPU, which numba's simulator cannot tell.
+
+    python scripts/cuda_ptx_check.py            # a representative subset (~1 min)
+    python scripts/cuda_ptx_check.py --all      # every opcode x element type (minutes)
+
+Exit status 0 when all compile, 1 when some fail, 3 when NVVM cannot be found.
+Sets NUMBA_ENABLE_CUDASIM=0 itself (run it in its own process).
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import sys
+import time
+import types as pytypes
+
+
+def _find_cuda_home() -> str | None:
+    if os.environ.get("CUDA_HOME"):
+        return os.environ["CUDA_HOME"]
+    try:
+        import nvidia.cuda_nvcc as nv  # pip install nvidia-cuda-nvcc-cu12
+    except ImportError:
+        return None
+    for p in getattr(nv, "__path__", []):
+        if os.path.isdir(os.path.join(p, "nvvm", "lib64")):
+            return p
+    return None
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--all", action="store_true", help="every opcode x element type")
+    ap.add_argument("--cc", default="8.0", help="compute capability to target (default 8.0)")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    opts = ap.parse_args(argv)
+    home = _find_cuda_home()
+    if home is None:
+        print("NVVM not found: pip install nvidia-cuda-nvcc-cu12, or set CUDA_HOME")
+        return 3
+    os.environ["CUDA_HOME"] = home
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+    cc = tuple(int(v) for v in opts.cc.split("."))
+    import numba.cuda.dispatcher as disp
+    # Device functions ask the current device for its compute capability; there is none.
+    disp.get_current_device = lambda: pytypes.SimpleNamespace(compute_capability=cc)
+
+    import numpy as np
+    from numba import cuda, types
+    from numba.np import numpy_support
+
+    from xlaplug.backends.cpu.elementwise_scalar import ScalarOpError
+    from xlaplug.backends.cuda import elementwise as E
+    from xlaplug.backends.cuda.launch import SUPPORTED_TYPES
+    from xlaplug.hlo import dtypes as D
+
+    def arr(t):
+        return types.Array(numpy_support.from_dtype(np.dtype(D.to_dtype(t))), 1, "C")
+
+    ints = ["s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64"]
+    floats = ["f16", "f32", "f64"]
+    cplx = ["c64", "c128"]
+    if not opts.all:
+        ints = ["s8", "u64"]
+    sigs = []
+    for op in E.UNARY:
+        if op == "convert":
+            continue
+        for t in ints + floats + cplx + ["pred"]:
+            rt = t
+            if op in ("abs", "real", "imag") and t in cplx:
+                rt = "f32" if t == "c64" else "f64"
+            if op == "is-finite":
+                rt = "pred"
+            sigs.append((op, (t,), rt, {}))
+    for f, t in itertools.product(sorted(SUPPORTED_TYPES) if opts.all else
+                                  ["pred", "s8", "u32", "s64", "f16", "f32", "f64", "c64",
+                                   "c128"], repeat=2):
+        sigs.append(("convert", (f,), t, {}))
+    for op in E.BINARY:
+        if op in ("compare", "complex"):
+            continue
+        for t in ints + floats + cplx + ["pred"]:
+            sigs.append((op, (t, t), t, {}))
+    for t in ints + floats + cplx + ["pred"]:
+        for d in ("LT",) if not opts.all else ("EQ", "NE", "LT", "LE", "GT", "GE"):
+            for ct in ("", "TOTALORDER", "UNSIGNED", "SIGNED", "FLOAT"):
+                sigs.append(("compare", (t, t), "pred", {"direction": d, "type": ct}))
+    sigs += [("complex", ("f32", "f32"), "c64", {}), ("complex", ("f64", "f64"), "c128", {})]
+    for t in ints + floats + cplx + ["pred"]:
+        sigs.append(("select", ("pred", t, t), t, {}))
+        sigs.append(("clamp", (t, t, t), t, {}))
+    for f in floats:
+        for t in ("s8", "s32", "s64"):
+            r = {"f16": "u16", "f32": "u32", "f64": "u64"}[f]
+            sigs.append(("stochastic-convert", (f, r), t, {}))
+
+    ok = fail = skipped = 0
+    t0 = time.time()
+    for op, ins, out, attrs in sigs:
+        scalar = tuple(False for _ in ins)
+        try:
+            k = E.get_kernel(op, ins, out, attrs, scalar)
+        except ScalarOpError:
+            skipped += 1  # not defined for these types (the CPU rejects them too)
+            continue
+        sig = (arr(out),) + tuple(arr(t) for t in ins)
+        try:
+            cuda.compile_ptx(k.py_func, sig, cc=cc)
+            ok += 1
+            if opts.verbose:
+                print(f"ok    {op} {ins} -> {out} {attrs or ''}", flush=True)
+        except Exception as e:  # noqa: BLE001 - reported
+            fail += 1
+            msg = str(e).strip().splitlines()
+            print(f"FAIL  {op} {ins} -> {out} {attrs or ''}: {type(e).__name__}: "
+                  f"{' | '.join(msg[:6])[:600]}", flush=True)
+
+    # reduce-precision kernels and scalar device functions of HLO computations
+    for n, e, m in E._RP.values():
+        src = E._reduce_precision_source(n, e, m, 5, 10)
+        ns = dict(E.cuda_namespace())
+        from xlaplug.backends.cuda.launch import jit_source
+        k = jit_source(src, "_ew", ns)
+        u = types.Array(numpy_support.from_dtype(np.dtype(f"uint{n}")), 1, "C")
+        try:
+            cuda.compile_ptx(k.py_func, (u, u), cc=cc)
+            ok += 1
+        except Exception as ex:  # noqa: BLE001
+            fail += 1
+            print(f"FAIL  reduce-precision u{n}: {str(ex)[:600]}")
+    n_ok, n_fail = _check_scalar_functions(cc, arr)
+    ok, fail = ok + n_ok, fail + n_fail
+    print(f"PTX check: {ok} kernels compiled ({n_ok} calling scalar device functions), {fail} "
+          f"failed, {skipped} signatures not defined ({time.time() - t0:.0f} s)")
+    return 1 if fail else 0
+
+
+_COMPS = {
+    "add_f32": ("f32", """HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  m = f32[] multiply(a, b)
+  ROOT r = f32[] add(m, b)
+}
+ENTRY e {
+  p = f32[4] parameter(0)
+  ROOT r = f32[4] map(p, p), dimensions={0}, to_apply=add
+}
+"""),
+    "argmax_s32": ("s32", """HloModule m
+argmax {
+  a = f32[] parameter(0)
+  ai = s32[] parameter(1)
+  b = f32[] parameter(2)
+  bi = s32[] parameter(3)
+  gt = pred[] compare(a, b), direction=GT
+  v = f32[] select(gt, a, b)
+  i = s32[] select(gt, ai, bi)
+  ROOT t = (f32[], s32[]) tuple(v, i)
+}
+ENTRY e {
+  p = f32[4] parameter(0)
+  ROOT r = f32[4] map(p, p), dimensions={0}, to_apply=argmax
+}
+"""),
+    "less_total_f16": ("f16", """HloModule m
+cmp {
+  a = f16[] parameter(0)
+  b = f16[] parameter(1)
+  ROOT r = pred[] compare(a, b), direction=LT, type=TOTALORDER
+}
+ENTRY e {
+  p = f16[4] parameter(0)
+  ROOT r = f16[4] map(p, p), dimensions={0}, to_apply=cmp
+}
+"""),
+    "complex_math_c64": ("c64", """HloModule m
+f {
+  a = c64[] parameter(0)
+  b = c64[] parameter(1)
+  e = c64[] exponential(a)
+  s = c64[] sqrt(b)
+  m = c64[] multiply(e, s)
+  d = c64[] divide(m, a)
+  ROOT r = c64[] add(d, b)
+}
+ENTRY e {
+  p = c64[4] parameter(0)
+  ROOT r = c64[4] map(p, p), dimensions={0}, to_apply=f
+}
+"""),
+    "bitcast_key_s32": ("s32", """HloModule m
+f {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ai = s32[] bitcast(a)
+  bi = s32[] bitcast(b)
+  ROOT r = pred[] compare(ai, bi), direction=LT
+}
+ENTRY e {
+  p = f32[4] parameter(0)
+  ROOT r = f32[4] map(p, p), dimensions={0}, to_apply=f
+}
+"""),
+}
+
+
+def _check_scalar_functions(cc, arr) -> tuple[int, int]:
+    """Each computation as a device function called from a kernel over its parameters."""
+    from numba import cuda
+
+    from xlaplug.backends.cuda.launch import jit_source
+    from xlaplug.backends.cuda.scalar_cuda import compile_scalar_device_function
+    from xlaplug.hlo import parse_module
+    oks = fails = 0
+    for name, (_, text) in _COMPS.items():
+        module = parse_module(text)
+        comp = [c for c in module.computations if c is not module.entry][0]
+        fn = compile_scalar_device_function(comp)
+        params = [p.shape.element_type for p in comp.parameters]
+        args = ", ".join(f"a{k}" for k in range(len(params)))
+        call = ", ".join(f"a{k}[i]" for k in range(len(params)))
+        tup = comp.root.shape.is_tuple
+        src = (f"def _k(out, {args}):\n    i = cuda.grid(1)\n    if i < out.shape[0]:\n"
+               f"        r = _f({call})\n        out[i] = r{'[0]' if tup else ''}\n")
+        out_t = comp.root.shape.tuple_shapes[0].element_type if tup else \
+            comp.root.shape.element_type
+        k = jit_source(src, "_k", {"_f": fn})
+        try:
+            cuda.compile_ptx(k.py_func, (arr(out_t),) + tuple(arr(t) for t in params), cc=cc)
+            oks += 1
+        except Exception as e:  # noqa: BLE001
+            fails += 1
+            print(f"FAIL  scalar device function {name}: {str(e)[:600]}")
+    return oks, fails
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,316 @@
+"""Elementwise CUDA kernels: one generated numba.cuda kernel per (opcode, operand types,
+result type, attributes, broadcast pattern), compiled lazily and cached.
+
+Each kernel body is the SCALAR_OPS expression (cpu/elementwise_scalar.py) of the op -- the
+same templates scalar_jit inlines into numba loops on the CPU -- evaluated per element:
+
+    def _ew(out, a0, a1):
+        i = cuda.grid(1)
+        if i < out.shape[0]:
+            x0 = np.float32(a0[i])           # operand -> its compute type (f16 as f32)
+            x1 = np.float32(a1[0])           # a broadcast scalar operand reads element 0
+            out[i] = <expression over x0, x1>  # stored in the result's dtype
+
+so the results have the CPU kernels' XLA:CPU semantics: integer divide/remainder/shift/power
+rules, saturating float->int converts, flush-to-zero of f32/f64 (and complex) operands and
+results where XLA:CPU flushes, f16 rounded after each op, TOTALORDER compares.  Transcendental
+functions run in float64 (libdevice) and are rounded once, as the CPU kernels compute them.
+
+Ops SCALAR_OPS does not express, or expresses differently from the array kernels, have their
+own emitters here: complex exp/expm1/log/log1p/sqrt/rsqrt/sin/cos/tan/tanh/sign/abs/power
+(XLA's formulas, cuda/elementwise_complex.py), f16 expm1 and logistic (XLA evaluates them in
+f16 steps), reduce-precision (on the bit patterns), stochastic-convert.  bitcast-convert is a
+device-to-device copy through a reinterpreting view (any widths, bits exact).
+
+Operands are device arrays of the result's dims, except the scalar operands select and
+clamp may broadcast (a rank-0 predicate / bound).  Element types CUDA cannot hold (bf16, f8,
+sub-byte ints) fail with launch.unsupported's ExecutionError.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ...hlo import dtypes as D
+from ..cpu.elementwise_scalar import SCALAR_COMPUTE_DTYPES, SCALAR_OPS, ScalarOpError, ScalarSig
+from ..cpu.elementwise_scalar_base import NARROW_FORMATS
+from ..cpu.structural import ExecutionError
+from ..registry import kernel
+from .launch import (check_types, device_empty, elementwise_launch, flat, jit_source,
+                     simulating)
+from .scalar_cuda import cuda_namespace
+
+UNARY = ("exponential", "exponential-minus-one", "log", "log-plus-one", "logistic", "sqrt",
+         "rsqrt", "cbrt", "sine", "cosine", "tan", "tanh", "erf", "floor", "ceil",
+         "round-nearest-even", "round-nearest-afz", "sign", "abs", "negate", "is-finite", "not",
+         "popcnt", "count-leading-zeros", "real", "imag", "convert")
+BINARY = ("add", "subtract", "multiply", "divide", "remainder", "power", "atan2", "maximum",
+          "minimum", "and", "or", "xor", "shift-left", "shift-right-logical",
+          "shift-right-arithmetic", "compare", "complex")
+TERNARY = ("select", "clamp")
+SPECIAL = ("bitcast-convert", "reduce-precision", "stochastic-convert")
+OPCODES = UNARY + BINARY + TERNARY + SPECIAL
+
+# Attributes that change the generated code.
+_ATTRS = ("direction", "type", "exponent_bits", "mantissa_bits")
+
+_COMPLEX_UNARY = {"exponential": "_ycexp", "exponential-minus-one": "_ycexpm1",
+                  "log": "_yclog", "log-plus-one": "_yclog1p", "sqrt": "_ycsqrt",
+                  "rsqrt": "_ycrsqrt", "tanh": "_yctanh", "tan": "_yctan", "sign": "_ycsign"}
+
+_LOCK = threading.RLock()
+_KERNELS: dict[tuple, object] = {}
+_SOURCES: dict[tuple, str] = {}
+
+
+# ---- expression emitters ---------------------------------------------------------------------
+
+class _Emit:
+    """Statements and the final expression of one element's computation."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+        self.consts: dict[str, object] = {}
+
+    def const(self, value) -> str:
+        name = f"_C{len(self.consts)}"
+        self.consts[name] = value
+        return name
+
+
+def _f16_round(x: str) -> str:
+    m, e, mx, k = NARROW_FORMATS["f16"]
+    return f"_xround({x}, {m}, {e}, {mx!r}, {k})"
+
+
+def _emit_complex_unary(op: str, t: str, x: str, em: _Emit) -> str:
+    is32 = t == "c64"
+    f = str(is32)
+    pack = "_ypack64" if is32 else "_ypack128"
+    em.lines.append(f"zr, zi = _yin({x}, {f})")
+    if op == "abs":
+        comp = "np.float32" if is32 else "np.float64"
+        return f"{comp}(_yfl(_ycabs(zr, zi, {f}), {f}))"
+    if op in ("sine", "cosine"):
+        em.lines.append(f"rr, ri = _ycsincos(zr, zi, {f}, {op == 'sine'})")
+    else:
+        em.lines.append(f"rr, ri = {_COMPLEX_UNARY[op]}(zr, zi, {f})")
+    return f"{pack}(rr, ri)"
+
+
+def _emit_f16_formula(op: str, x: str, em: _Emit) -> str:
+    """XLA evaluates f16 expm1 and logistic in f16 arithmetic, each step rounded."""
+    R = _f16_round
+    if op == "logistic":
+        em.lines.append(f"e = {R(f'np.exp(-np.float64({x}))')}")
+        em.lines.append(f"s = {R('np.float64(1.0) + np.float64(e)')}")
+        return R("np.float64(1.0) / np.float64(s)")
+    em.lines.append(f"h = {R(f'np.float64({x}) * np.float64(0.5)')}")
+    em.lines.append(f"e = {R(f'np.exp(np.float64({x}))')}")
+    em.lines.append("if h == 0:\n    r = np.float32(" + x + ")\n"
+                    "elif abs(" + x + ") > np.float32(0.5):\n    r = "
+                    + R("np.float64(e) - np.float64(1.0)") + "\nelse:\n    r = "
+                    + R(f"np.float64({R('np.tanh(np.float64(h))')}) * "
+                        f"np.float64({R('np.float64(e) + np.float64(1.0)')})"))
+    return "r"
+
+
+def _wrap_int(t: str, x: str) -> str:
+    """An int64 value -> t's compute type, wrapping to t's width."""
+    w = D.bit_width(t)
+    ct = "np." + SCALAR_COMPUTE_DTYPES[t].name
+    if D.is_signed(t):
+        return f"{ct}(np.int64({x}))" if w == 64 else f"{ct}(_xws(np.int64({x}), {w}))"
+    return f"{ct}(np.uint64(np.int64({x})) & np.uint64({(1 << w) - 1}))"
+
+
+def _emit_stochastic_convert(f: str, rt: str, t: str, x: str, r: str, em: _Emit) -> str:
+    """cpu/elementwise_convert.stochastic_convert_array on one element."""
+    if not (D.is_signed(t) and f in ("f16", "f32", "f64")):
+        raise ScalarOpError(f"stochastic-convert from {f} to {t} is not supported (XLA "
+                            "decomposes float -> signed integer only)")
+    daz = {"f64": "_xftz64({0})", "f32": "_xftz32({0})"}.get(f, "{0}")
+    S = SCALAR_OPS
+    em.lines.append(f"xc = {daz.format(x)}")
+    em.lines.append("neg = False if xc != xc else xc < 0")
+    em.lines.append(f"ab = abs({x})")
+    em.lines.append(f"tr = {S['floor'](ScalarSig(f, (f,))).format('ab')}")
+    em.lines.append(f"frac = {S['subtract'](ScalarSig(f, (f, f))).format('ab', 'tr')}")
+    ft = "f32" if f == "f16" else f
+    ct = "np." + SCALAR_COMPUTE_DTYPES[ft].name
+    scale = em.const(SCALAR_COMPUTE_DTYPES[ft].type(2.0 ** D.bit_width(rt)))
+    em.lines.append(f"fixed = {S['multiply'](ScalarSig(ft, (ft, ft))).format(f'{ct}(frac)', scale)}")
+    em.lines.append(f"up = np.uint64({r}) < np.uint64({S['convert'](ScalarSig(rt, (ft,))).format('fixed')})")
+    em.lines.append(f"ti = np.int64({S['convert'](ScalarSig(t, (f,))).format('tr')})")
+    em.lines.append(f"ti = np.int64({_wrap_int(t, 'ti + np.int64(1) if up else ti')})")
+    em.lines.append("res = -ti if neg else ti")
+    w = D.bit_width(t)
+    with np.errstate(all="ignore"):
+        lo = float(np.asarray(-(1 << (w - 1))).astype(D.to_dtype(f)))
+        hi = float(np.asarray((1 << (w - 1)) - 1).astype(D.to_dtype(f)))
+    lo_c, hi_c = em.const(np.float64(lo)), em.const(np.float64(hi))
+    em.lines.append(f"if np.float64(xc) <= {lo_c}:\n    res = np.int64({-(1 << (w - 1))})")
+    em.lines.append(f"if np.float64(xc) >= {hi_c}:\n    res = np.int64({(1 << (w - 1)) - 1})")
+    return _wrap_int(t, "res")
+
+
+def _emit(op: str, result: str, operands: tuple[str, ...], attrs: dict, xs: list[str],
+          em: _Emit) -> str:
+    """The expression of `op` over operand names xs (statements go to em.lines)."""
+    t0 = operands[0] if operands else result
+    if op in _COMPLEX_UNARY or op in ("abs", "sine", "cosine"):
+        if t0 in ("c64", "c128"):
+            return _emit_complex_unary(op, t0, xs[0], em)
+    if op in ("exponential-minus-one", "logistic") and t0 == "f16":
+        return _emit_f16_formula(op, xs[0], em)
+    if op == "power" and t0 in ("c64", "c128"):
+        is32 = str(t0 == "c64")
+        em.lines.append(f"ar, ai = _yin({xs[0]}, {is32})")
+        em.lines.append(f"br, bi = _yin({xs[1]}, {is32})")
+        em.lines.append(f"rr, ri = _ycpow(ar, ai, br, bi, {is32})")
+        return f"{'_ypack64' if t0 == 'c64' else '_ypack128'}(rr, ri)"
+    if op == "is-finite" and t0 not in ("f16", "f32", "f64"):
+        raise ScalarOpError(f"is-finite is defined on real floats, not {t0}")
+    if op == "stochastic-convert":
+        return _emit_stochastic_convert(operands[0], operands[1], result, xs[0], xs[1], em)
+    emit = SCALAR_OPS.get(op)
+    if emit is None:
+        raise ScalarOpError(f"no scalar form for {op}")
+    return emit(ScalarSig(result, operands, attrs)).format(*xs)
+
+
+# ---- kernel generation -----------------------------------------------------------------------
+
+def _load(t: str, a: str, idx: str) -> str:
+    if t == "f16":
+        return f"np.float32({a}[{idx}])"
+    return f"{a}[{idx}]"
+
+
+def kernel_source(op: str, operands: tuple[str, ...], result: str, attrs: dict,
+                  scalar: tuple[bool, ...], sim: bool | None = None) -> tuple[str, dict]:
+    """(Python source of kernel `_ew(out, a0, a1, ...)`, constants it reads)."""
+    sim = simulating() if sim is None else sim
+    em = _Emit()
+    xs = [f"x{k}" for k in range(len(operands))]
+    expr = _emit(op, result, operands, attrs, xs, em)
+    body = [f"{x} = {_load(t, f'a{k}', '0' if s else 'i')}"
+            for k, (x, t, s) in enumerate(zip(xs, operands, scalar))]
+    for ln in em.lines:
+        body.extend(ln.split("\n"))
+    body.append(f"out[i] = {expr}")
+    ind = " " * (16 if sim else 8)
+    args = "".join(f", a{k}" for k in range(len(operands)))
+    head = [f"def _ew(out{args}):", "    i = cuda.grid(1)", "    if i < out.shape[0]:"]
+    if sim:  # numpy scalars warn on wrap-around / NaN: not a GPU's behaviour
+        head.append("        with _np_real.errstate(all='ignore'):")
+    return "\n".join(head + [ind + ln for ln in body]) + "\n", em.consts
+
+
+def _attr_key(attrs: dict) -> tuple:
+    return tuple((k, str(attrs[k])) for k in _ATTRS if attrs.get(k) is not None)
+
+
+def get_kernel(op: str, operands: tuple[str, ...], result: str, attrs: dict,
+               scalar: tuple[bool, ...]):
+    """The compiled (lazily, on first launch) kernel for this signature; cached."""
+    key = (op, operands, result, _attr_key(attrs), scalar)
+    with _LOCK:
+        k = _KERNELS.get(key)
+        if k is not None:
+            return k
+        src, consts = kernel_source(op, operands, result, attrs, scalar)
+        ns = dict(cuda_namespace())
+        ns.update(consts)
+        ns["_np_real"] = np
+        k = jit_source(src, "_ew", ns, filename=f"<xlaplug cuda {op} {len(_KERNELS)}>")
+        _KERNELS[key] = k
+        _SOURCES[key] = src
+        return k
+
+
+def _size(shape) -> int:
+    return int(np.prod(shape)) if len(shape) else 1
+
+
+def _signature(ins):
+    return (tuple(o.shape.element_type for o in ins.operands), ins.shape.element_type)
+
+
+@kernel(*(UNARY + BINARY + TERNARY + ("stochastic-convert",)), device="cuda")
+def _elementwise(ins, args, ctx):
+    check_types(ins)
+    operands, result = _signature(ins)
+    out = device_empty(ins.shape)
+    n = _size(out.shape)
+    if n == 0:
+        return out
+    scalar = tuple(_size(a.shape) == 1 and n != 1 for a in args)
+    try:
+        k = get_kernel(ins.opcode, operands, result, dict(ins.attrs), scalar)
+    except ScalarOpError as e:
+        raise ExecutionError(f"{ins.opcode} (instruction '{ins.name}') on "
+                             f"{', '.join(operands)} -> {result} is not supported on cuda: "
+                             f"{e}") from None
+    return elementwise_launch(k, out, *args)
+
+
+# ---- bit-pattern ops -------------------------------------------------------------------------
+
+@kernel("bitcast-convert", device="cuda")
+def _bitcast_convert(ins, args, ctx):
+    """Reinterpret the bytes: a view of the operand in the result's dtype, copied on the
+    device (widths may differ: the minor dimension splits or merges, as on the CPU)."""
+    check_types(ins)
+    out = device_empty(ins.shape)
+    if _size(out.shape) == 0:
+        return out
+    src = flat(args[0]).view(np.dtype(ins.shape.dtype))
+    flat(out).copy_to_device(src)
+    return out
+
+
+_RP = {"f16": (16, 5, 10), "f32": (32, 8, 23), "f64": (64, 11, 52)}
+
+
+def _reduce_precision_source(n: int, e: int, m: int, eb: int, mb: int) -> str:
+    lines = ["def _ew(out, a0):", "    i = cuda.grid(1)", "    if i < out.shape[0]:",
+             f"        out[i] = np.uint{n}(_xreduce_prec(np.uint64(a0[i]), {n}, {e}, {m}, "
+             f"{eb}, {mb}))"]
+    return "\n".join(lines) + "\n"
+
+
+@kernel("reduce-precision", device="cuda")
+def _reduce_precision(ins, args, ctx):
+    """XLA's ReducePrecision on the operand's bit patterns (unsigned views), NaNs kept."""
+    check_types(ins)
+    t = ins.shape.element_type
+    if t not in _RP:
+        raise ExecutionError(f"reduce-precision (instruction '{ins.name}') on {t} is not "
+                             "supported on cuda")
+    n, e, m = _RP[t]
+    eb, mb = int(ins.attrs["exponent_bits"]), int(ins.attrs["mantissa_bits"])
+    key = ("reduce-precision", t, eb, mb)
+    with _LOCK:
+        k = _KERNELS.get(key)
+        if k is None:
+            src = _reduce_precision_source(n, e, m, eb, mb)
+            ns = dict(cuda_namespace())
+            k = _KERNELS[key] = jit_source(src, "_ew", ns,
+                                           filename=f"<xlaplug cuda reduce-precision {t}>")
+            _SOURCES[key] = src
+    out = device_empty(ins.shape)
+    if _size(out.shape):
+        u = np.dtype(f"uint{n}")
+        elementwise_launch(k, flat(out).view(u), flat(args[0]).view(u))
+    return out
+
+
+def compiled_kernels() -> dict[tuple, str]:
+    """The sources of the kernels compiled so far, by signature key (for diagnostics)."""
+    with _LOCK:
+        return dict(_SOURCES)
+
+
+__all__ = ["OPCODES", "compiled_kernels", "get_kernel", "kernel_source"]

@@ -1,0 +1,210 @@
+"""Shared helpers of the CUDA kernels: numba.cuda access, element-type checks, device
+buffers for HLO shapes, grid sizing and 1-d launches.
+
+Stable API (other CUDA kernel modules import these):
+
+  cuda_module()                 numba.cuda (imported lazily; the simulator's under
+                                NUMBA_ENABLE_CUDASIM=1)
+  simulating()                  True under numba's CUDA simulator
+  is_device_array(x)            a numba.cuda device array (real or simulated)
+  SUPPORTED_TYPES               element types the CUDA backend handles
+  unsupported(ins, etype)       the ExecutionError for an element type CUDA cannot hold
+  check_types(ins)              raises that error for the first unsupported result/operand type
+  device_empty(shape)           an uninitialised device array for an array Shape
+  device_zeros(shape)           a zero-filled one
+  flat(arr)                     a contiguous device array as a 1-d view (rank 0 -> 1 element)
+  grid_1d(n, threads=256)       (blocks, threads_per_block) covering n elements
+  launch_1d(kernel, n, *args)   kernel[grid_1d(n)](*args); nothing when n == 0
+  jit_source(src, name, ns)     cuda.jit of a function defined by generated source
+  elementwise_launch(kernel, out, *operands)
+                                launches a kernel(out_flat, *operand_flats) over out.size
+                                elements (operands flattened; a 1-element operand stands
+                                for a broadcast scalar -- the kernel indexes it at 0)
+
+Kernels written against these use grid-stride loops or `if i < n` guards: grid_1d gives
+enough blocks for one element per thread, never fewer.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+from ..cpu.structural import ExecutionError
+
+# Element types numba.cuda arrays can hold.  bf16, the f8/f4 formats and the sub-byte
+# integers (s1/s2/s4, u1/u2/u4) have no numba.cuda dtype.
+SUPPORTED_TYPES = frozenset({"pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64",
+                             "f16", "f32", "f64", "c64", "c128"})
+
+WARP = 32
+MAX_THREADS = 1024
+
+_cuda = None
+
+
+def cuda_module():
+    """numba.cuda, imported on first use (the simulator's when NUMBA_ENABLE_CUDASIM=1)."""
+    global _cuda
+    if _cuda is None:
+        from numba import cuda
+        _cuda = cuda
+    return _cuda
+
+
+def simulating() -> bool:
+    """True when kernels run in numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)."""
+    try:
+        from numba.core import config
+        return bool(config.ENABLE_CUDASIM)
+    except Exception:  # pragma: no cover - numba always has config
+        return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+
+
+def is_device_array(x) -> bool:
+    """A numba.cuda device array (DeviceNDArray, or the simulator's FakeCUDAArray, which
+    numba.cuda.is_cuda_array does not exist for)."""
+    return callable(getattr(x, "copy_to_host", None)) and hasattr(x, "shape")
+
+
+# ---- element types -----------------------------------------------------------------------
+
+def unsupported(ins, etype: str) -> ExecutionError:
+    """The error for an element type CUDA cannot hold (raise it)."""
+    return ExecutionError(
+        f"element type {etype} is not supported on cuda (instruction '{ins.name}', "
+        f"{ins.opcode}): numba.cuda has no {etype} arrays; supported: "
+        f"{', '.join(sorted(SUPPORTED_TYPES, key=_type_order))} (run on --device cpu)")
+
+
+def _type_order(t: str):
+    return ("pred su fc".index(t[0]) if t[0] in "psufc" else 9, len(t), t)
+
+
+def _shape_types(shape, out: list) -> list:
+    if shape.is_tuple:
+        for s in shape.tuple_shapes:
+            _shape_types(s, out)
+    elif shape.is_array:
+        out.append(shape.element_type)
+    return out
+
+
+def check_types(ins) -> None:
+    """Raise `unsupported` for the first element type of the result or an operand that CUDA
+    cannot hold (tuple shapes are searched; tokens are fine)."""
+    for shape in [ins.shape] + [o.shape for o in ins.operands]:
+        for t in _shape_types(shape, []):
+            if t not in SUPPORTED_TYPES:
+                raise unsupported(ins, t)
+
+
+def dtype_of(etype: str) -> np.dtype:
+    from ...hlo import dtypes as D
+    return np.dtype(D.to_dtype(etype))
+
+
+# ---- buffers -----------------------------------------------------------------------------
+
+def _dims(shape) -> tuple:
+    return tuple(int(d) for d in shape.dims)
+
+
+def device_empty(shape):
+    """An uninitialised numba.cuda device array of an array Shape (dtype and dims)."""
+    if not shape.is_array:
+        raise ExecutionError(f"device_empty: {shape} is not an array shape")
+    if shape.element_type not in SUPPORTED_TYPES:
+        raise ExecutionError(f"element type {shape.element_type} is not supported on cuda")
+    return cuda_module().device_array(_dims(shape), np.dtype(shape.dtype))
+
+
+def device_zeros(shape):
+    """A zero-filled numba.cuda device array of an array Shape."""
+    out = device_empty(shape)
+    n = int(np.prod(_dims(shape))) if shape.dims else 1
+    if n:
+        _fill_zero(flat(out))
+    return out
+
+
+def flat(arr):
+    """A contiguous device array as a 1-d view of its elements (rank 0: one element)."""
+    if len(arr.shape) == 1:
+        return arr
+    return arr.reshape(int(np.prod(arr.shape)) if arr.shape else 1)
+
+
+# ---- launches ----------------------------------------------------------------------------
+
+def grid_1d(n: int, threads: int = 256) -> tuple[int, int]:
+    """(blocks, threads per block) giving at least one thread per element of n.
+
+    On a GPU threads is a multiple of the warp size (at most 1024), shrunk for small n;
+    under the simulator (which runs every thread as a Python thread) it is at most n."""
+    n = max(int(n), 1)
+    threads = max(1, min(int(threads), MAX_THREADS))
+    if simulating():
+        tpb = min(threads, n)
+    else:
+        tpb = min(threads, -(-n // WARP) * WARP)
+    return max(1, math.ceil(n / tpb)), tpb
+
+
+def launch_1d(kernel, n: int, *args, threads: int = 256) -> None:
+    """kernel[grid_1d(n)](*args); a no-op for n == 0 (CUDA rejects empty grids)."""
+    if n <= 0:
+        return
+    blocks, tpb = grid_1d(n, threads)
+    kernel[blocks, tpb](*args)
+
+
+def elementwise_launch(kernel, out, *operands, threads: int = 256):
+    """Launch kernel(out_flat, *operand_flats) over out's elements; returns out.
+
+    Operands are flattened (their size is out.size, or 1 for a broadcast scalar that the
+    kernel reads at index 0)."""
+    n = int(np.prod(out.shape)) if out.shape else 1
+    if n:
+        launch_1d(kernel, n, flat(out), *(flat(a) for a in operands), threads=threads)
+    return out
+
+
+def jit_source(src: str, name: str, namespace: dict | None = None, device: bool = False,
+               filename: str | None = None):
+    """cuda.jit of function `name` defined by Python source `src`, executed with `cuda`
+    (numba.cuda), `np` and `math` -- plus `namespace` -- as its globals.  (Kernels must find
+    numba.cuda among their globals: the simulator swaps that module per thread.)"""
+    import linecache
+    cuda = cuda_module()
+    ns = {"cuda": cuda, "np": np, "math": math}
+    if namespace:
+        ns.update(namespace)
+    filename = filename or f"<xlaplug cuda {name} {len(linecache.cache)}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    exec(compile(src, filename, "exec"), ns)
+    fn = ns[name]
+    return cuda.jit(device=True)(fn) if device else cuda.jit(fn)
+
+
+_ZERO_KERNEL = None
+
+_ZERO_SRC = """
+def zero(out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = 0
+"""
+
+
+def _fill_zero(out_flat) -> None:
+    global _ZERO_KERNEL
+    if _ZERO_KERNEL is None:
+        _ZERO_KERNEL = jit_source(_ZERO_SRC, "zero")
+    launch_1d(_ZERO_KERNEL, out_flat.shape[0], out_flat)
+
+
+__all__ = ["SUPPORTED_TYPES", "check_types", "cuda_module", "device_empty", "device_zeros",
+           "dtype_of", "elementwise_launch", "flat", "grid_1d", "is_device_array", "jit_source", "launch_1d",
+           "simulating", "unsupported"]

@@ -1,0 +1,273 @@
+"""Scalar code for CUDA: SCALAR_OPS expressions and HLO scalar computations as numba.cuda
+device functions.
+
+`compile_scalar_device_function(comp)` is cpu/scalar_jit.py's compile_scalar_computation for
+the GPU: it turns a reducer, comparator, scatter combiner or map body (an HLO computation on
+scalars) into a `numba.cuda.jit(device=True)` function taking one scalar per parameter and
+returning a scalar, or a tuple of scalars for a tuple root.  The Python source is the very
+source scalar_jit generates from SCALAR_OPS (so it has the CPU kernels' semantics, FMA
+contraction included); only the names it calls are bound to CUDA versions:
+
+* `np` and `math` are stand-in modules (`cuda_namespace()["np"]`): numpy's scalar types and
+  constants, and device functions for the numpy/math calls numba.cuda does not lower
+  (np.exp, np.floor, np.rint, np.power, np.nextafter, ...).  Each computes in float64
+  (libdevice) -- as the templates already do for transcendentals -- so f32 results are a
+  float64 result rounded once, like the CPU kernels'.
+* the `_x...` helpers of cpu/elementwise_scalar_{int,float,complex}.py are re-defined from
+  their own source in that namespace and wrapped as device functions; the four bit-view
+  helpers (`_xbits32`, ...) get libdevice versions (float_as_int, double_as_longlong ...),
+  since numba.cuda has no np.empty/view.
+* the `_y...` complex helpers of cuda/elementwise_complex.py (XLA's complex formulas, as the
+  CPU's elementwise_complex.py computes them) join the same namespace.
+
+Values travel in SCALAR_COMPUTE_DTYPES (f16 as float32 holding an f16 value, pred as bool,
+the rest as themselves); a caller storing a result into an f16 array casts it (exactly).
+Under numba's simulator the same names are plain Python (numpy) functions.
+
+Device functions compile lazily, on the first launch of a kernel that calls them, and are
+cached per process by their generated source (identical computations compile once).  The
+returned dispatcher has `.param_types` / `.result_types` (element types), `.source` and
+`.py_func` (the plain Python function, usable on the host with numpy scalars).
+"""
+from __future__ import annotations
+
+import cmath
+import inspect
+import linecache
+import math
+import textwrap
+import threading
+import types
+
+import numpy as np
+
+from ...hlo.ir import Computation
+from ..cpu import elementwise_scalar_complex as _SC
+from ..cpu import elementwise_scalar_float as _SF
+from ..cpu import elementwise_scalar_int as _SI
+from ..cpu.elementwise_scalar import SCALAR_OPS, ScalarOpError, ScalarSig
+from ..cpu.scalar_jit import ScalarCompileError, _Gen, _result_types
+from .launch import cuda_module, simulating
+
+__all__ = ["compile_scalar_device_function", "cuda_namespace", "ScalarCompileError"]
+
+_LOCK = threading.RLock()
+_NAMESPACE: dict | None = None
+_CACHE: dict[str, object] = {}
+
+# numpy scalar types and constants the templates use (np.float32(...), np.inf, ...)
+_NP_TYPES = ("bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+             "float16", "float32", "float64", "complex64", "complex128")
+_NP_CONSTS = ("inf", "nan", "pi", "e")
+
+# numpy / math functions the templates and helpers call that numba.cuda does not lower for
+# scalars: float64 in, float64 out (libdevice on a GPU, numpy in the simulator).
+_NP_UNARY = ("exp", "log", "sqrt", "sin", "cos", "tan", "tanh", "floor", "ceil", "rint",
+             "trunc", "exp2", "expm1", "log1p", "cbrt")
+_NP_BINARY = {"fmod": "fmod", "power": "pow", "nextafter": "nextafter", "arctan2": "atan2",
+              "copysign": "copysign"}
+_MATH_F64 = {"atan2": "atan2", "erf": "erf"}   # math.* redirected to float64 versions
+
+_GPU_BITS = '''
+def _xbits32(x):
+    return libdevice.float_as_int(np.float32(x))
+
+
+def _xfrom_bits32(i):
+    return libdevice.int_as_float(np.int32(i))
+
+
+def _xbits64(x):
+    return libdevice.double_as_longlong(np.float64(x))
+
+
+def _xfrom_bits64(i):
+    return libdevice.longlong_as_double(np.int64(i))
+'''
+
+_SIM_BITS = '''
+def _xbits32(x):
+    return np.array([x], np.float32).view(np.int32)[0]
+
+
+def _xfrom_bits32(i):
+    return np.array([i], np.int32).view(np.float32)[0]
+
+
+def _xbits64(x):
+    return np.array([x], np.float64).view(np.int64)[0]
+
+
+def _xfrom_bits64(i):
+    return np.array([i], np.int64).view(np.float64)[0]
+'''
+_BIT_HELPERS = ("_xbits32", "_xfrom_bits32", "_xbits64", "_xfrom_bits64")
+
+
+def _exec(src: str, ns: dict, label: str) -> None:
+    filename = f"<xlaplug cuda helpers: {label}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    exec(compile(src, filename, "exec"), ns)
+
+
+def _stand_in_modules(sim: bool, cuda) -> tuple[types.ModuleType, types.ModuleType]:
+    """The `np` and `math` modules generated code sees."""
+    fnp = types.ModuleType("xlaplug_cuda_np")
+    fmath = types.ModuleType("xlaplug_cuda_math")
+    for name in _NP_TYPES + _NP_CONSTS + ("bool",):
+        if hasattr(np, name):  # (np.bool: numpy >= 2)
+            setattr(fnp, name, getattr(np, name))
+    for name in dir(math):
+        if not name.startswith("_"):
+            setattr(fmath, name, getattr(math, name))
+    lines = []
+    for name in _NP_UNARY:
+        impl = f"np.{name}(np.float64(x))" if sim else f"libdevice.{name}(np.float64(x))"
+        lines.append(f"def _np_{name}(x):\n    return {impl}\n")
+    for name, ld in _NP_BINARY.items():
+        impl = (f"np.{name}(np.float64(a), np.float64(b))" if sim
+                else f"libdevice.{ld}(np.float64(a), np.float64(b))")
+        lines.append(f"def _np_{name}(a, b):\n    return {impl}\n")
+    for name, ld in _MATH_F64.items():
+        args = "a, b" if name == "atan2" else "a"
+        conv = ", ".join(f"np.float64({v})" for v in args.split(", "))
+        impl = f"math.{name}({conv})" if sim else f"libdevice.{ld}({conv})"
+        lines.append(f"def _math_{name}({args}):\n    return {impl}\n")
+    ns: dict = {"np": np, "math": math}
+    if not sim:
+        from numba.cuda import libdevice
+        ns["libdevice"] = libdevice
+    _exec("\n".join(lines), ns, "numpy stand-ins")
+    wrap = (lambda f: f) if sim else cuda.jit(device=True)
+    for name in _NP_UNARY + tuple(_NP_BINARY):
+        setattr(fnp, name, wrap(ns[f"_np_{name}"]))
+    for name in _MATH_F64:
+        setattr(fmath, name, wrap(ns[f"_math_{name}"]))
+    return fnp, fmath
+
+
+def _helper_sources() -> list[tuple[str, str]]:
+    """(name, source) of every `_x` helper of the CPU scalar modules and every `_y` helper of
+    cuda/elementwise_complex.py, decorators removed."""
+    from . import elementwise_complex as _YC
+    out = []
+    for mod, prefix in ((_SI, "_x"), (_SF, "_x"), (_SC, "_x"), (_YC, "_y")):
+        for name, fn in vars(mod).items():
+            if not (name.startswith(prefix) and inspect.isfunction(fn)):
+                continue
+            if fn.__module__ != mod.__name__ or name in _BIT_HELPERS:
+                continue
+            src = textwrap.dedent(inspect.getsource(fn))
+            src = "\n".join(ln for ln in src.splitlines() if not ln.startswith("@"))
+            out.append((name, src + "\n"))
+    return out
+
+
+def _helper_constants() -> dict:
+    """Module-level numbers the helpers read (_TINY32, ...)."""
+    from . import elementwise_complex as _YC
+    consts = {}
+    for mod in (_SI, _SF, _SC, _YC):
+        for name, v in vars(mod).items():
+            if name.startswith("_") and isinstance(v, (int, float, np.generic)) \
+                    and not isinstance(v, bool):
+                consts[name] = v
+    return consts
+
+
+def cuda_namespace() -> dict:
+    """Globals for generated CUDA code: `np`, `math`, `cmath` and the `_x`/`_y` helpers as
+    device functions (see the module docstring).  Built once; do not modify."""
+    global _NAMESPACE
+    with _LOCK:
+        if _NAMESPACE is not None:
+            return _NAMESPACE
+        cuda = cuda_module()
+        sim = simulating()
+        fnp, fmath = _stand_in_modules(sim, cuda)
+        ns: dict = {"np": fnp, "math": fmath, "cmath": cmath}
+        ns.update(_helper_constants())
+        bits_ns: dict = {"np": np}
+        if not sim:
+            from numba.cuda import libdevice
+            bits_ns["libdevice"] = libdevice
+        _exec(_SIM_BITS if sim else _GPU_BITS, bits_ns, "bit views")
+        names = list(_BIT_HELPERS)
+        for name in _BIT_HELPERS:
+            ns[name] = bits_ns[name]
+        for name, src in _helper_sources():
+            _exec(src, ns, name)
+            names.append(name)
+        for name in names:
+            ns[name] = cuda.jit(device=True)(ns[name])
+        _NAMESPACE = ns
+        return ns
+
+
+def _quiet(fn):
+    """Under the simulator: numpy scalars warn on integer wrap-around and NaN arithmetic,
+    which a GPU does silently."""
+    def quiet(*args):
+        with np.errstate(all="ignore"):
+            return fn(*args)
+    quiet.__name__ = quiet.__qualname__ = fn.__name__
+    return quiet
+
+
+class _CudaGen(_Gen):
+    """scalar_jit's generator, plus scalar `bitcast`s that change the element type (XLA's
+    compiled comparators reinterpret f32 as s32 that way): a same-width bitcast-convert."""
+
+    def expr(self, ins, names):
+        if ins.opcode == "bitcast" and len(ins.operands) == 1 and ins.shape.is_array \
+                and ins.shape.rank == 0 and ins.operands[0].shape.is_array \
+                and ins.operands[0].shape.rank == 0 \
+                and ins.operands[0].shape.element_type != ins.shape.element_type:
+            sig = ScalarSig(ins.shape.element_type, (ins.operands[0].shape.element_type,))
+            try:
+                return SCALAR_OPS["bitcast-convert"](sig).format(names[id(ins.operands[0])])
+            except ScalarOpError as e:
+                raise ScalarCompileError(f"'bitcast' (instruction '{ins.name}'): {e}") from None
+        return super().expr(ins, names)
+
+
+def generate_source(comp: Computation, fma: bool = True) -> tuple[str, list, str]:
+    """(module source, constants, entry function name), as scalar_jit.generate_source."""
+    g = _CudaGen()
+    g.fma = fma
+    entry = g.function(comp)
+    return "\n".join(g.funcs), g.consts, entry
+
+
+def compile_scalar_device_function(comp: Computation, fma: bool = True):
+    """A numba.cuda device function evaluating `comp` on scalars (see the module docstring).
+
+    Raises ScalarCompileError (a ValueError naming the instruction) when the computation has
+    an instruction SCALAR_OPS cannot express."""
+    src, consts, entry = generate_source(comp, fma)
+    key = src + "\n#" + "|".join(f"{type(c).__name__}:{c.tobytes().hex()}" for c in consts)
+    with _LOCK:
+        fn = _CACHE.get(key)
+        if fn is not None:
+            return fn
+        cuda = cuda_module()
+        ns = dict(cuda_namespace())
+        for i, c in enumerate(consts):
+            ns[f"_K{i}"] = c
+        _exec(src, ns, f"scalar computation {len(_CACHE)}: {comp.name}")
+        py_funcs = {}
+        for name in list(ns):
+            if name.startswith("_c") and name[2:].isdigit() and inspect.isfunction(ns[name]):
+                py_funcs[name] = fn = ns[name]
+                if simulating() and name == entry:
+                    fn = _quiet(fn)
+                ns[name] = cuda.jit(device=True)(fn)
+        disp = ns[entry]
+        attrs = {"param_types": tuple(p.shape.element_type for p in comp.parameters),
+                 "result_types": _result_types(comp), "source": src}
+        if not hasattr(disp, "py_func"):  # (a CUDADispatcher has its own)
+            attrs["py_func"] = py_funcs[entry]
+        for attr, value in attrs.items():
+            setattr(disp, attr, value)
+        _CACHE[key] = disp
+        return disp
