@@ -55,8 +55,9 @@ def activate(session: Session) -> Session:
     return session
 
 
-def _alloc(shape: Shape) -> list[np.ndarray]:
-    return [np.empty(s.dims, s.dtype) if not s.is_token else np.zeros((), np.bool_)
+def _alloc(shape: Shape, memory) -> list:
+    """Preallocated outputs, where the run's buffers live (device arrays on CUDA)."""
+    return [memory.empty(s.dims, s.dtype) if not s.is_token else memory.zeros((), np.bool_)
             for s in shape.leaves()]
 
 
@@ -76,7 +77,8 @@ def _check_outputs(entry: OpEntry, ins, outs: list[np.ndarray]) -> None:
     for k, (arr, want) in enumerate(zip(outs, ins.shape.leaves())):
         if want.is_token:
             continue
-        arr = np.asarray(arr)
+        if not (hasattr(arr, "shape") and hasattr(arr, "dtype")):
+            arr = np.asarray(arr)
         if tuple(arr.shape) != tuple(want.dims) or arr.dtype != want.dtype:
             raise PluginError(f"plugin '{entry.plugin.name}' kernel for '{op_name(ins) or ins.opcode}'"
                               f" (instruction '{ins.name}') produced output {k} as "
@@ -84,9 +86,11 @@ def _check_outputs(entry: OpEntry, ins, outs: list[np.ndarray]) -> None:
                               line=ins.line, column=ins.column)
 
 
-def _run_kernel(entry: OpEntry, ins, args, extra_kwargs: dict) -> Any:
+def _run_kernel(entry: OpEntry, ins, args, extra_kwargs: dict, memory=None) -> Any:
     from .backends.cpu.structural import ExecutionError
-    outs = _alloc(ins.shape)
+    from .backends.device import HostMemory
+    memory = memory or HostMemory()
+    outs = _alloc(ins.shape, memory)
     kwargs = {**call_kwargs(ins), **extra_kwargs} if op_name(ins) else dict(extra_kwargs)
     what = f"plugin '{entry.plugin.name}' kernel for '{op_name(ins) or ins.opcode}'"
     try:
@@ -108,7 +112,7 @@ def _run_kernel(entry: OpEntry, ins, args, extra_kwargs: dict) -> Any:
                               f"{ins.shape} of instruction '{ins.name}' has "
                               f"{len(list(ins.shape.leaves()))}", line=ins.line, column=ins.column)
     _check_outputs(entry, ins, outs)
-    return _pack(ins.shape, [np.asarray(o) for o in outs])
+    return _pack(ins.shape, [memory.adopt(o) for o in outs])
 
 
 class KernelFailure(HloError):
@@ -118,7 +122,7 @@ class KernelFailure(HloError):
 def _custom_kernel(entry: OpEntry, ins, session: Session) -> Callable:
     def kernel(ins, args, ctx):
         try:
-            return _run_kernel(entry, ins, args, {})
+            return _run_kernel(entry, ins, args, {}, ctx.memory)
         except KernelFailure as e:
             name = op_name(ins)
             if name in session.registry.decompositions:
@@ -154,7 +158,7 @@ def _override_kernel(entry: OpEntry, ins, session: Session) -> Callable:
             elif core is not None:
                 extra["replaced"] = lambda *a: core(ins, list(a), ctx)
         attrs = {a.replace("-", "_"): v for a, v in ins.attrs.items()}
-        return _run_kernel(e, ins, args, {**attrs, **extra})
+        return _run_kernel(e, ins, args, {**attrs, **extra}, ctx.memory)
 
     def kernel(ins, args, ctx):
         return level(0, ins, args, ctx)

@@ -38,6 +38,13 @@ class HostMemory:
     def zeros(self, dims, dtype):
         return np.zeros(dims, dtype)
 
+    def empty(self, dims, dtype):
+        return np.empty(dims, dtype)
+
+    def adopt(self, value):
+        """A value a plugin kernel returned, as this memory holds it."""
+        return np.asarray(value)
+
 
 class CudaMemory:
     name = "cuda"
@@ -70,6 +77,12 @@ class CudaMemory:
 
     def zeros(self, dims, dtype):
         return self.cuda.to_device(np.zeros(dims, dtype))
+
+    def empty(self, dims, dtype):
+        return self.cuda.device_array(dims, dtype)
+
+    def adopt(self, value):
+        return self._in(value)
 
 
 def memory_for(device: str):
