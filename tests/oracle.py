@@ -36,6 +36,25 @@ def run_text(text: str, *args):
     return run_module(parse_module(text), list(args))
 
 
+def cuda_and_cpu(module, args, **opts):
+    """(cuda result, cpu result) of one parsed module run with `run_module` on `args`."""
+    from xlaplug.backends.executor import run_module
+    return (run_module(module, list(args), device="cuda", **opts),
+            run_module(module, list(args), device="cpu", **opts))
+
+
+def lowered_module(f, *args, x64=False, opcode=None):
+    """(hlo text, parsed module) of f lowered by jax; the module must use `opcode` if given."""
+    import jax
+    with jax.enable_x64(x64):
+        text = jax.jit(f).lower(*args).as_text(dialect="hlo")
+    module = parse_module(text)
+    if opcode is not None:
+        assert any(i.opcode == opcode for c in module.computations
+                   for i in c.instructions), text
+    return text, module
+
+
 def as_list(out) -> list:
     """A result of `run_module` as a list of its top-level outputs."""
     return list(out) if isinstance(out, tuple) else [out]

@@ -23,6 +23,7 @@ from jax import lax  # noqa: E402
 
 from xlaplug.backends.executor import run_module  # noqa: E402
 from xlaplug.hlo.parser import parse_module  # noqa: E402
+from oracle import leaves  # noqa: E402
 
 RNG = np.random.default_rng(7)
 _ELEMENTWISE = Path(__file__).resolve().parents[1] / "xlaplug/backends/cuda/elementwise.py"
@@ -34,17 +35,8 @@ def elementwise():
     assert _ELEMENTWISE.exists()
 
 
-def _leaves(v):
-    if isinstance(v, (tuple, list)):
-        out = []
-        for x in v:
-            out.extend(_leaves(x))
-        return out
-    return [np.asarray(v)]
-
-
 def same(got, want, what=""):
-    g, w = _leaves(got), _leaves(want)
+    g, w = leaves(got), leaves(want)
     assert len(g) == len(w), what
     for i, (a, b) in enumerate(zip(g, w)):
         assert a.dtype == b.dtype, f"{what}[{i}]: dtype {a.dtype} != {b.dtype}"

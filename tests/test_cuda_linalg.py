@@ -23,6 +23,7 @@ from jax import lax  # noqa: E402
 
 from xlaplug.backends.executor import run_module  # noqa: E402
 from xlaplug.hlo import parse_module  # noqa: E402
+from oracle import cuda_and_cpu as both, leaves, lowered_module  # noqa: E402
 
 # The simulator computes integer dots with numpy int64 scalars: wrap-around (wanted) warns.
 pytestmark = pytest.mark.filterwarnings(
@@ -45,12 +46,6 @@ def rint(dtype, *shape):
     return RNG.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
 
 
-def _leaves(v):
-    if isinstance(v, (tuple, list)):
-        return [y for x in v for y in _leaves(x)]
-    return [np.asarray(v)]
-
-
 def _tol(dt) -> float:
     dt = np.dtype(dt)
     if dt == np.float16:
@@ -61,7 +56,7 @@ def _tol(dt) -> float:
 
 
 def assert_same(got, want, what=""):
-    g, w = _leaves(got), _leaves(want)
+    g, w = leaves(got), leaves(want)
     assert len(g) == len(w), what
     for a, b in zip(g, w):
         assert a.dtype == b.dtype, f"{what}: dtype {a.dtype} != {b.dtype}"
@@ -78,20 +73,9 @@ def assert_same(got, want, what=""):
                                    equal_nan=True)
 
 
-def both(module, args):
-    got = run_module(module, list(args), device="cuda")
-    want = run_module(module, list(args), device="cpu")
-    return got, want
-
-
 def check(f, *args, x64=False, opcode=None):
     """Lower f with jax, run on cuda and cpu, compare; the module must use `opcode`."""
-    with jax.enable_x64(x64):
-        text = jax.jit(f).lower(*args).as_text(dialect="hlo")
-    module = parse_module(text)
-    if opcode is not None:
-        assert any(i.opcode == opcode for c in module.computations
-                   for i in c.instructions), text
+    text, module = lowered_module(f, *args, x64=x64, opcode=opcode)
     got, want = both(module, args)
     assert_same(got, want, text.splitlines()[-2] if text.count("\n") > 2 else text)
 

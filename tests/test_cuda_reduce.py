@@ -23,21 +23,13 @@ from jax import lax  # noqa: E402
 from xlaplug.backends.cuda import reductions as cuda_reductions  # noqa: E402
 from xlaplug.backends.executor import run_module  # noqa: E402
 from xlaplug.hlo.parser import parse_module  # noqa: E402
+from oracle import leaves  # noqa: E402
 
 RNG = np.random.default_rng(11)
 
 
-def _leaves(v):
-    if isinstance(v, (tuple, list)):
-        out = []
-        for x in v:
-            out.extend(_leaves(x))
-        return out
-    return [np.asarray(v)]
-
-
 def close(got, want, rtol=None, what=""):
-    g, w = _leaves(got), _leaves(want)
+    g, w = leaves(got), leaves(want)
     assert len(g) == len(w), what
     for i, (a, b) in enumerate(zip(g, w)):
         assert a.dtype == b.dtype, f"{what}[{i}]: dtype {a.dtype} != {b.dtype}"

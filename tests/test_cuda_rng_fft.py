@@ -23,6 +23,7 @@ from jax import lax  # noqa: E402
 
 from xlaplug.backends.executor import run_module  # noqa: E402
 from xlaplug.hlo import parse_module  # noqa: E402
+from oracle import cuda_and_cpu as both, leaves, lowered_module  # noqa: E402
 
 RNG = np.random.default_rng(5)
 
@@ -35,14 +36,8 @@ def rrnd(*shape, dtype=np.float32):
     return RNG.standard_normal(shape).astype(dtype)
 
 
-def _leaves(v):
-    if isinstance(v, (tuple, list)):
-        return [y for x in v for y in _leaves(x)]
-    return [np.asarray(v)]
-
-
 def assert_same(got, want, what="", exact=False):
-    g, w = _leaves(got), _leaves(want)
+    g, w = leaves(got), leaves(want)
     assert len(g) == len(w), what
     for a, b in zip(g, w):
         assert a.dtype == b.dtype and a.shape == b.shape, \
@@ -55,18 +50,8 @@ def assert_same(got, want, what="", exact=False):
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol * scale, err_msg=what)
 
 
-def both(module, args, **opts):
-    return (run_module(module, list(args), device="cuda", **opts),
-            run_module(module, list(args), device="cpu", **opts))
-
-
 def check(f, *args, x64=False, exact=False, opcode=None):
-    with jax.enable_x64(x64):
-        text = jax.jit(f).lower(*args).as_text(dialect="hlo")
-    module = parse_module(text)
-    if opcode is not None:
-        assert any(i.opcode == opcode for c in module.computations
-                   for i in c.instructions), text
+    text, module = lowered_module(f, *args, x64=x64, opcode=opcode)
     got, want = both(module, args)
     assert_same(got, want, text, exact)
 

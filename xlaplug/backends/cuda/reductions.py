@@ -109,6 +109,16 @@ def _fold(acc: list[str], xs: list[str], dts, tuple_root: bool) -> str:
     return f"{_lhs(acc, tuple_root)} = fn({', '.join(acc + loads)})"
 
 
+def _unravel(idx: str, dims: str, strides: str, acc: str, start: str, indent: str) -> list[str]:
+    """Source lines setting `acc` to `start` plus the strided offset of flat index `idx`."""
+    return [f"{indent}rem = {idx}",
+            f"{indent}{acc} = {start}",
+            f"{indent}for d in range(len({dims}) - 1, -1, -1):",
+            f"{indent}    c = rem % {dims}[d]",
+            f"{indent}    rem //= {dims}[d]",
+            f"{indent}    {acc} += c * {strides}[d]"]
+
+
 # ---- reduce -------------------------------------------------------------------------------
 
 def _reduce_serial_src(n, dts, tuple_root):
@@ -118,22 +128,11 @@ def _reduce_serial_src(n, dts, tuple_root):
     acc = [f"a{j}" for j in range(n)]
     lines = [f"def red(M, K, kdims, kst, rdims, rst, {', '.join(xs + ins_ + os_)}):",
              "    m = cuda.grid(1)",
-             "    if m < M:",
-             "        rem = m",
-             "        base = 0",
-             "        for d in range(len(kdims) - 1, -1, -1):",
-             "            c = rem % kdims[d]",
-             "            rem //= kdims[d]",
-             "            base += c * kst[d]"]
+             "    if m < M:"] + _unravel("m", "kdims", "kst", "base", "0", " " * 8)
     lines += [f"        {a} = {load(i, '0', dt)}" for a, i, dt in zip(acc, ins_, dts)]
-    lines += ["        for k in range(K):",
-              "            rem = k",
-              "            off = base",
-              "            for d in range(len(rdims) - 1, -1, -1):",
-              "                c = rem % rdims[d]",
-              "                rem //= rdims[d]",
-              "                off += c * rst[d]",
-              "            " + _fold(acc, xs, dts, tuple_root)]
+    lines += ["        for k in range(K):"]
+    lines += _unravel("k", "rdims", "rst", "off", "base", " " * 12)
+    lines += ["            " + _fold(acc, xs, dts, tuple_root)]
     lines += [f"        {o}[m] = {a}" for o, a in zip(os_, acc)]
     return "\n".join(lines) + "\n"
 
@@ -150,27 +149,16 @@ def _reduce_tree_src(n, dts, tuple_root, tpb):
     lines += [f"    {s} = cuda.shared.array({tpb}, ct{j})" for j, s in enumerate(sh)]
     lines += [f"    has = cuda.shared.array({tpb}, bool_)",
               "    m = cuda.blockIdx.x",
-              "    while m < M:",
-              "        rem = m",
-              "        base = 0",
-              "        for d in range(len(kdims) - 1, -1, -1):",
-              "            c = rem % kdims[d]",
-              "            rem //= kdims[d]",
-              "            base += c * kst[d]"]
+              "    while m < M:"] + _unravel("m", "kdims", "kst", "base", "0", " " * 8)
     lines += [f"        {a} = {load(i, '0', dt)}" for a, i, dt in zip(acc, ins_, dts)]
     lines += ["        mine = False",
               "        lo = t * chunk",
               "        hi = lo + chunk",
               "        if hi > K:",
               "            hi = K",
-              "        for k in range(lo, hi):",
-              "            rem = k",
-              "            off = base",
-              "            for d in range(len(rdims) - 1, -1, -1):",
-              "                c = rem % rdims[d]",
-              "                rem //= rdims[d]",
-              "                off += c * rst[d]",
-              "            if mine:",
+              "        for k in range(lo, hi):"]
+    lines += _unravel("k", "rdims", "rst", "off", "base", " " * 12)
+    lines += ["            if mine:",
               "                " + _fold(acc, xs, dts, tuple_root),
               "            else:"]
     lines += [f"                {a} = {load(x, 'off', dt)}" for a, x, dt in zip(acc, xs, dts)]
@@ -248,6 +236,16 @@ def _reduce(ins, args, ctx):
         k = gen_kernel(("reduce", n, dts, tuple_root), src, "red", {"fn": fn})
         launch_1d(k, M, M, K, *geometry, *operands, threads=128)
     return tuple(outs) if ins.shape.is_tuple else outs[0]
+
+
+def _unravel(idx: str, dims: str, strides: str, acc: str, start: str, indent: str) -> list[str]:
+    """Source lines setting `acc` to `start` plus the strided offset of flat index `idx`."""
+    return [f"{indent}rem = {idx}",
+            f"{indent}{acc} = {start}",
+            f"{indent}for d in range(len({dims}) - 1, -1, -1):",
+            f"{indent}    c = rem % {dims}[d]",
+            f"{indent}    rem //= {dims}[d]",
+            f"{indent}    {acc} += c * {strides}[d]"]
 
 
 # ---- reduce-window ------------------------------------------------------------------------
