@@ -238,16 +238,6 @@ def _reduce(ins, args, ctx):
     return tuple(outs) if ins.shape.is_tuple else outs[0]
 
 
-def _unravel(idx: str, dims: str, strides: str, acc: str, start: str, indent: str) -> list[str]:
-    """Source lines setting `acc` to `start` plus the strided offset of flat index `idx`."""
-    return [f"{indent}rem = {idx}",
-            f"{indent}{acc} = {start}",
-            f"{indent}for d in range(len({dims}) - 1, -1, -1):",
-            f"{indent}    c = rem % {dims}[d]",
-            f"{indent}    rem //= {dims}[d]",
-            f"{indent}    {acc} += c * {strides}[d]"]
-
-
 # ---- reduce-window ------------------------------------------------------------------------
 
 def _window_src(n, dts, tuple_root):
