@@ -18,7 +18,8 @@ from .hlo.errors import HloError
 from .hlo.ir import Computation, Shape
 from .hlo.shape_parser import parse_shape
 from .plugin import OpEntry, bind_call
-from .runner import DEFAULT_TOL, random_value
+from .backends.device import flatten
+from .runner import DEFAULT_TOL, leaves, random_value
 
 
 @dataclass
@@ -35,12 +36,6 @@ def _as_tuple(shape) -> Shape:
     if isinstance(shape, Shape):
         return shape
     return Shape.tuple_of(shape)
-
-
-def _leaves(v) -> list:
-    if isinstance(v, tuple):
-        return [x for e in v for x in _leaves(e)]
-    return [np.asarray(v)]
 
 
 def _close(a: np.ndarray, b: np.ndarray) -> str | None:
@@ -131,10 +126,10 @@ def _one(op, kentry, dentry, sentry, shapes, arrays, attrs, ctx, label, trial) -
         d_args = [cuda.to_device(np.ascontiguousarray(a)) for a in arrays]
         d_outs = [cuda.device_array(o.shape, o.dtype) for o in outs]
         ret = bind_call(kentry.fn, f"plugin '{name}' kernel for '{op}'", [*d_args, *d_outs], attrs)
-        got = [r.copy_to_host() for r in (_leaves_dev(ret) if ret is not None else d_outs)]
+        got = [r.copy_to_host() for r in (flatten(ret) if ret is not None else d_outs)]
     else:
         ret = bind_call(kentry.fn, f"plugin '{name}' kernel for '{op}'", [*arrays, *outs], attrs)
-        got = _leaves(ret) if ret is not None else outs
+        got = leaves(ret) if ret is not None else outs
     for k, (g, s) in enumerate(zip(got, declared.leaves())):
         if tuple(g.shape) != tuple(s.dims) or g.dtype != s.dtype:
             return CheckResult(op, name, label, trial, False,
@@ -143,16 +138,12 @@ def _one(op, kentry, dentry, sentry, shapes, arrays, attrs, ctx, label, trial) -
     if expected is None:
         return CheckResult(op, name, label, trial, True, "kernel ran; shape rule holds "
                            "(no decomposition to compare)")
-    for k, (g, e) in enumerate(zip(got, _leaves(expected))):
+    for k, (g, e) in enumerate(zip(got, leaves(expected))):
         msg = _close(g, e)
         if msg:
             return CheckResult(op, name, label, trial, False, f"output {k}: kernel vs "
                                f"decomposition: {msg}")
     return CheckResult(op, name, label, trial, True, "kernel matches decomposition")
-
-
-def _leaves_dev(v) -> list:
-    return [x for e in v for x in _leaves_dev(e)] if isinstance(v, tuple) else [v]
 
 
 def _shape_of(value) -> Shape:

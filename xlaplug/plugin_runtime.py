@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .backends.device import flatten
 from .hlo.errors import HloError
 from .hlo.ir import Shape
 from .plugin import OpEntry, PluginError, Registry, bind_call
@@ -67,12 +68,6 @@ def _pack(shape: Shape, leaves: list):
     return tuple(_pack(s, leaves) for s in shape.tuple_shapes)
 
 
-def _flatten(value) -> list:
-    if isinstance(value, tuple):
-        return [x for v in value for x in _flatten(v)]
-    return [value]
-
-
 def _check_outputs(entry: OpEntry, ins, outs: list[np.ndarray]) -> None:
     for k, (arr, want) in enumerate(zip(outs, ins.shape.leaves())):
         if want.is_token:
@@ -94,7 +89,7 @@ def _run_kernel(entry: OpEntry, ins, args, extra_kwargs: dict, memory=None) -> A
     kwargs = {**call_kwargs(ins), **extra_kwargs} if op_name(ins) else dict(extra_kwargs)
     what = f"plugin '{entry.plugin.name}' kernel for '{op_name(ins) or ins.opcode}'"
     try:
-        ret = bind_call(entry.fn, what, [*_flatten(tuple(args)), *outs], kwargs)
+        ret = bind_call(entry.fn, what, [*flatten(tuple(args)), *outs], kwargs)
     except HloError as e:
         if not e.line:  # point at the instruction the kernel ran for
             e.message = f"instruction '{ins.name}': {e.message}"
@@ -106,7 +101,7 @@ def _run_kernel(entry: OpEntry, ins, args, extra_kwargs: dict, memory=None) -> A
     except Exception as e:
         raise KernelFailure(f"{what} raised {type(e).__name__}: {e} (instruction '{ins.name}')") from e
     if ret is not None:  # a kernel may also return its results instead of writing them
-        outs = _flatten(ret if isinstance(ret, tuple) else (ret,))
+        outs = flatten(ret if isinstance(ret, tuple) else (ret,))
         if len(outs) != len(list(ins.shape.leaves())):
             raise PluginError(f"{what} returned {len(outs)} outputs, the declared shape "
                               f"{ins.shape} of instruction '{ins.name}' has "

@@ -34,9 +34,10 @@ def random_value(shape: Shape, rng: np.random.Generator, name: str):
         return (rng.standard_normal(dims) + 1j * rng.standard_normal(dims)).astype(shape.dtype)
     if dtypes.is_float(t):
         return rng.standard_normal(dims).astype(np.float32).astype(shape.dtype)
-    lo = 0 if dtypes.is_unsigned(t) else -8
-    hi = min(8, 2 ** (dtypes.bit_width(t) - (0 if dtypes.is_unsigned(t) else 1)) - 1)
-    lo = max(lo, -(2 ** (dtypes.bit_width(t) - 1))) if not dtypes.is_unsigned(t) else 0
+    # Small integers in [-8, 8], clipped to the type's range (s2/u2/s4 ... stay valid).
+    w, signed = dtypes.bit_width(t), not dtypes.is_unsigned(t)
+    lo = max(-8, -(2 ** (w - 1))) if signed else 0
+    hi = min(8, 2 ** (w - signed) - 1)
     return rng.integers(lo, hi + 1, size=dims).astype(shape.dtype)
 
 
@@ -71,9 +72,9 @@ def build_inputs(module: Module, npz: dict | None, seed: int) -> list:
 # ---- outputs -------------------------------------------------------------------------------
 
 def leaves(value) -> list[np.ndarray]:
-    if isinstance(value, tuple):
-        return [x for v in value for x in leaves(v)]
-    return [np.asarray(value)]
+    """Host arrays of a value's leaves, depth-first through tuples (out0, out1, ...)."""
+    from .backends.device import flatten
+    return [np.asarray(v) for v in flatten(value)]
 
 
 DEFAULT_TOL = {"f16": (1e-3, 1e-3), "bf16": (1e-2, 1e-2), "f32": (1e-5, 1e-6),

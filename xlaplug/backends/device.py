@@ -14,6 +14,13 @@ def _on_device(a) -> bool:
     return callable(getattr(a, "copy_to_host", None)) and hasattr(a, "shape")
 
 
+def flatten(value) -> list:
+    """The leaves of a (nested) tuple value, depth-first, as they are (host or device)."""
+    if isinstance(value, tuple):
+        return [x for v in value for x in flatten(v)]
+    return [value]
+
+
 def _map(fn, value):
     if isinstance(value, tuple):
         return tuple(_map(fn, v) for v in value)
