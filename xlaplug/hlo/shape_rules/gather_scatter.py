@@ -42,17 +42,8 @@ def _gather(ins):
         raise _err("gather operand_batching_dims and collapsed_slice_dims overlap")
     if set(obatch) & set(start_index_map):
         raise _err("gather operand_batching_dims and start_index_map overlap")
-    _check_range(ibatch, idx.rank, "gather start indices batching dimension")
-    _check_unique(ibatch, "gather start_indices_batching_dims")
-    if ivd in ibatch:
-        raise _err("gather start_indices_batching_dims contain index_vector_dim")
-    if len(obatch) != len(ibatch):
-        raise _err(f"gather has {len(obatch)} operand batching dimensions but {len(ibatch)} "
-                   f"start indices batching dimensions")
-    for a, b in zip(obatch, ibatch):
-        if not dim_eq(op.dims[a], idx.dims[b]):
-            raise _err(f"gather batching dimensions differ in size: operand {s(op)} dimension "
-                       f"{a} vs start indices {s(idx)} dimension {b}")
+    _check_index_batching("gather", op, obatch, "operand", idx, ibatch, ivd,
+                          "start indices", "gather start_indices_batching_dims")
     if len(sizes) != op.rank:
         raise _err(f"gather has {len(sizes)} slice sizes but the operand {s(op)} has rank "
                    f"{op.rank}")
@@ -134,17 +125,8 @@ def _scatter(ins):
     _check_unique(sdod, "scatter_dims_to_operand_dims")
     if set(sdod) & set(ibatch):
         raise _err("scatter_dims_to_operand_dims and input_batching_dims overlap")
-    _check_range(sbatch, idx.rank, "scatter indices batching dimension")
-    _check_unique(sbatch, "scatter_indices_batching_dims")
-    if ivd in sbatch:
-        raise _err("scatter_indices_batching_dims contain index_vector_dim")
-    if len(ibatch) != len(sbatch):
-        raise _err(f"scatter has {len(ibatch)} input batching dimensions but {len(sbatch)} "
-                   f"indices batching dimensions")
-    for a, b in zip(ibatch, sbatch):
-        if not dim_eq(first.dims[a], idx.dims[b]):
-            raise _err(f"scatter batching dimensions differ in size: operand {s(first)} "
-                       f"dimension {a} vs indices {s(idx)} dimension {b}")
+    _check_index_batching("scatter", first, ibatch, "input", idx, sbatch, ivd,
+                          "indices", "scatter_indices_batching_dims")
     want_rank = len(expanded) - 1 + len(uwd)
     if upd.rank != want_rank:
         raise _err(f"scatter updates {s(upd)} must have rank {want_rank}")
@@ -166,3 +148,19 @@ def _scatter(ins):
     verify_reducer(comp, [_scalar(o.element_type) for o in operands],
                    [u.element_type for u in updates], "scatter")
     return operands[0] if n == 1 else Shape.tuple_of(operands)
+
+
+def _check_index_batching(opname, operand, op_batch, op_word, idx, idx_batch, ivd, idx_word,
+                          idx_attr) -> None:
+    """The rules gather and scatter share for their index batching dimensions."""
+    _check_range(idx_batch, idx.rank, f"{opname} {idx_word} batching dimension")
+    _check_unique(idx_batch, idx_attr)
+    if ivd in idx_batch:
+        raise _err(f"{idx_attr} contain index_vector_dim")
+    if len(op_batch) != len(idx_batch):
+        raise _err(f"{opname} has {len(op_batch)} {op_word} batching dimensions but "
+                   f"{len(idx_batch)} {idx_word} batching dimensions")
+    for a, b in zip(op_batch, idx_batch):
+        if not dim_eq(operand.dims[a], idx.dims[b]):
+            raise _err(f"{opname} batching dimensions differ in size: operand {s(operand)} "
+                       f"dimension {a} vs {idx_word} {s(idx)} dimension {b}")
