@@ -59,11 +59,10 @@ def main(argv=None) -> int:
 
     from xlaplug.backends.cpu.elementwise_scalar import ScalarOpError
     from xlaplug.backends.cuda import elementwise as E
-    from xlaplug.backends.cuda.launch import SUPPORTED_TYPES
-    from xlaplug.hlo import dtypes as D
+    from xlaplug.backends.cuda.launch import SUPPORTED_TYPES, device_dtype
 
-    def arr(t):
-        return types.Array(numpy_support.from_dtype(np.dtype(D.to_dtype(t))), 1, "C")
+    def arr(t):  # narrow types (bf16, f8, s4...) live on the device in a wider dtype
+        return types.Array(numpy_support.from_dtype(device_dtype(t)), 1, "C")
 
     ints = ["s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64"]
     floats = ["f16", "f32", "f64"]
@@ -83,12 +82,12 @@ def main(argv=None) -> int:
             sigs.append((op, (t,), rt, {}))
     for f, t in itertools.product(sorted(SUPPORTED_TYPES) if opts.all else
                                   ["pred", "s8", "u32", "s64", "f16", "f32", "f64", "c64",
-                                   "c128"], repeat=2):
+                                   "c128", "bf16", "f8e4m3fn", "s4"], repeat=2):
         sigs.append(("convert", (f,), t, {}))
     for op in E.BINARY:
         if op in ("compare", "complex"):
             continue
-        for t in ints + floats + cplx + ["pred"]:
+        for t in ints + floats + cplx + ["pred", "bf16", "f8e5m2", "s4", "u2"]:
             sigs.append((op, (t, t), t, {}))
     for t in ints + floats + cplx + ["pred"]:
         for d in ("LT",) if not opts.all else ("EQ", "NE", "LT", "LE", "GT", "GE"):
@@ -137,6 +136,8 @@ def main(argv=None) -> int:
         except Exception as ex:  # noqa: BLE001
             fail += 1
             print(f"FAIL  reduce-precision u{n}: {str(ex)[:600]}")
+    n_ok, n_fail = _check_narrow_kernels(cc)
+    ok, fail = ok + n_ok, fail + n_fail
     n_ok, n_fail = _check_scalar_functions(cc, arr)
     ok, fail = ok + n_ok, fail + n_fail
     print(f"PTX check: {ok} kernels compiled ({n_ok} calling scalar device functions), {fail} "
@@ -213,6 +214,38 @@ ENTRY e {
 }
 """),
 }
+
+
+def _check_narrow_kernels(cc) -> tuple[int, int]:
+    """cuda/narrow.py: rounding after wide kernels, and the bit-pattern conversions."""
+    import numpy as np
+    from numba import cuda, types
+    from numba.np import numpy_support
+
+    from xlaplug.backends.cuda import narrow as N
+    from xlaplug.backends.cuda.launch import NARROW_TYPES, device_dtype
+
+    def arr(dt):
+        return types.Array(numpy_support.from_dtype(np.dtype(dt)), 1, "C")
+    jobs = []
+    for t in sorted(NARROW_TYPES - {"f8e8m0fnu"}):
+        jobs.append((f"round {t}", N._kernel(("round", t), N._round_source(t), "canon"),
+                     (arr(device_dtype(t)),)))
+    for t in ("bf16", "f8e4m3fn", "f8e5m2", "f4e2m1fn", "s4", "u4"):
+        for from_bits in (False, True):
+            k = N.conversion_kernel(t, from_bits)
+            vals, bits = arr(device_dtype(t)), arr(N.bits_dtype(t))
+            jobs.append((f"{'from' if from_bits else 'to'}_bits {t}", k,
+                         (vals, bits) if from_bits else (bits, vals)))
+    oks = fails = 0
+    for name, k, sig in jobs:
+        try:
+            cuda.compile_ptx(k.py_func, sig, cc=cc)
+            oks += 1
+        except Exception as e:  # noqa: BLE001
+            fails += 1
+            print(f"FAIL  narrow {name}: {str(e)[:600]}")
+    return oks, fails
 
 
 def _check_scalar_functions(cc, arr) -> tuple[int, int]:

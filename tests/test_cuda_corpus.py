@@ -9,8 +9,6 @@ adds the XLA-compiled form (scripts/gpu_check.sh does, on a GPU).
 
 A program that cannot pass on cuda is in exactly one table, each asserted:
 
-* `UNSUPPORTED_ON_CUDA`: it needs an element type numba.cuda has no arrays for (bf16, f8);
-  it must fail with the clear "not supported on cuda" error naming that type.
 * `NOT_YET_ON_CUDA`: a CUDA kernel (or plugin) missing or wrong; strict: the test fails
   when a listed program starts passing, so the list stays honest.
 * test_conformance_jax.ELIDED_CONSTANTS: the text has no constant values (fails on any device).
@@ -35,19 +33,6 @@ MAX_INPUT_ELEMENTS = 256
 VARIANTS = tuple(v.strip() for v in os.environ.get("XLAPLUG_CUDA_CORPUS_VARIANTS",
                                                    "lowered").split(",") if v.strip())
 
-UNSUPPORTED_ON_CUDA: dict[str, str] = {
-    "conv2d_bf16_preferred_f32": "bfloat16",
-    "bf16_math": "bfloat16",
-    "dot_mixed_precision": "bfloat16",
-    "no_inputs_constants": "bfloat16",
-    "f16_special_values": "bf16",
-    "convert_int_to_float": "bf16",
-    "convert_float_widths": "bf16",
-    "bitcast_same_width": "bf16",
-    "bitcast_different_width": "bf16",
-    "fp8_convert": "f8e4m3fn",
-}
-
 _LAPACK = ("custom-call '{}': the bundled jax_lapack plugin has CPU kernels only (no cuda "
            "kernel, no decomposition)")
 NOT_YET_ON_CUDA: dict[str, str] = {
@@ -60,8 +45,6 @@ NOT_YET_ON_CUDA: dict[str, str] = {
     "lu": _LAPACK.format("lapack_sgetrf_ffi"),
     "linalg_f64_batched": _LAPACK.format("lapack_dpotrf_ffi"),
     "eigh_complex": _LAPACK.format("lapack_cheevd_ffi"),
-    "rng_uniform_in_range/lowered": "cuda `rng` draws on the host: it copies its two bound operands "
-                            "back (2 device->host copies inside the run)",
 }
 
 
@@ -114,8 +97,7 @@ def _run(entry, variant: str, counts: dict):
 def test_corpus_on_cuda(plugins, name, variant, monkeypatch):  # noqa: F811 - the fixture
     entry = _entries()[name]
     tables = [(k, _lookup(t, name, variant)) for k, t in
-              (("unsupported", UNSUPPORTED_ON_CUDA), ("not-yet", NOT_YET_ON_CUDA),
-               ("elided", ELIDED_CONSTANTS))]
+              (("not-yet", NOT_YET_ON_CUDA), ("elided", ELIDED_CONSTANTS))]
     listed = [(k, r) for k, r in tables if r is not None]
     assert len(listed) <= 1, f"{name}/{variant} is in more than one table: {listed}"
     error, problems = _run(entry, variant, _count_host_copies(monkeypatch))
@@ -126,11 +108,7 @@ def test_corpus_on_cuda(plugins, name, variant, monkeypatch):  # noqa: F811 - th
         assert passed, f"{name} ({variant}) on cuda differs from jax:\n{outcome}"
         return
     kind, reason = listed[0]
-    if kind == "unsupported":
-        assert error is not None and "not supported on cuda" in str(error) \
-            and reason in str(error), (f"{name} ({variant}) should fail for its {reason} "
-                                       f"element type on cuda: {outcome[:800]}")
-    elif kind == "elided":
+    if kind == "elided":
         assert error is not None and "elided literal" in str(error), outcome[:800]
     else:
         if passed:
@@ -144,7 +122,7 @@ def test_corpus_on_cuda(plugins, name, variant, monkeypatch):  # noqa: F811 - th
 
 def test_tables_name_corpus_programs():
     known = set(corpus.names())
-    for table in (UNSUPPORTED_ON_CUDA, NOT_YET_ON_CUDA):
+    for table in (NOT_YET_ON_CUDA,):
         for key in table:
             name, _, variant = key.partition("/")
             assert name in known, f"{key}: no such corpus program"

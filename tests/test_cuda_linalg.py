@@ -165,19 +165,6 @@ ENTRY e {
     check_text(text, rnd(3, 4, dtype=np.float16), rnd(4, 2))
 
 
-def test_dot_bf16_is_unsupported():
-    import ml_dtypes
-    text = """
-HloModule m
-ENTRY e {
-  a = bf16[2,3] parameter(0)
-  ROOT d = bf16[2,2] dot(a, a), lhs_contracting_dims={1}, rhs_contracting_dims={1}
-}"""
-    a = rnd(2, 3).astype(ml_dtypes.bfloat16)
-    with pytest.raises(Exception, match="not supported on cuda"):
-        run_module(parse_module(text), [a], device="cuda")
-
-
 # ---- convolution ---------------------------------------------------------------------------
 
 def conv(dn, **kw):

@@ -122,11 +122,13 @@ def _one(op, kentry, dentry, sentry, shapes, arrays, attrs, ctx, label, trial) -
         declared = _shape_of(expected)
     outs = [np.empty(s.dims, s.dtype) for s in declared.leaves()]
     if getattr(ctx, "device_under_test", "cpu") == "cuda":  # CUDA kernels get device arrays and may launch their own kernels
-        from numba import cuda
-        d_args = [cuda.to_device(np.ascontiguousarray(a)) for a in arrays]
-        d_outs = [cuda.device_array(o.shape, o.dtype) for o in outs]
+        from .backends.device import memory_for
+        mem = memory_for("cuda")  # bf16/f8/int4 travel as float32/int8 values (cuda/launch.py)
+        d_args = [mem.to_device(a) for a in arrays]
+        d_outs = [mem.empty(o.shape, o.dtype) for o in outs]
         ret = bind_call(kentry.fn, f"plugin '{name}' kernel for '{op}'", [*d_args, *d_outs], attrs)
-        got = [r.copy_to_host() for r in (flatten(ret) if ret is not None else d_outs)]
+        got = [mem.to_host(r, s) for r, s in
+               zip(flatten(ret) if ret is not None else d_outs, declared.leaves())]
     else:
         ret = bind_call(kentry.fn, f"plugin '{name}' kernel for '{op}'", [*arrays, *outs], attrs)
         got = leaves(ret) if ret is not None else outs

@@ -204,7 +204,8 @@ def execute(module: Module, args: list, *, device: str = "cpu", repeat: int = 1,
         try:
             with np.errstate(all="ignore"):
                 # Inputs go to the device once per run; the result comes back once.
-                result = ctx.memory.to_host(ctx.run(module.entry, ctx.memory.to_device(args)))
+                result = ctx.memory.to_host(ctx.run(module.entry, ctx.memory.to_device(args)),
+                                           module.entry.root.shape)
         except ExecutionError as e:
             raise RunError(str(e)) from None
         times.append(time.perf_counter() - t1)

@@ -35,7 +35,7 @@ class HostMemory:
     def to_device(self, value):
         return value
 
-    def to_host(self, value):
+    def to_host(self, value, shape=None):
         return value
 
     def scalar(self, value):
@@ -52,44 +52,74 @@ class HostMemory:
         """A value a plugin kernel returned, as this memory holds it."""
         return np.asarray(value)
 
+    def adapt_kernel(self, ins, fn):
+        """The kernel as this memory runs it (host arrays hold every type: unchanged)."""
+        return fn
+
 
 class CudaMemory:
+    """numba.cuda device arrays.  Element types numba has no dtype for (bf16, f8/f4,
+    sub-byte ints: cuda/launch.NARROW_TYPES) travel as their values in float32 / int8 /
+    uint8 (exact: every such value is one), so results need their HLO shape to come back
+    in their own dtype."""
     name = "cuda"
 
     def __init__(self):
         from numba import cuda
+        from .cuda.launch import device_dtype
         self.cuda = cuda
+        self._dtype = device_dtype
 
     def _in(self, a):
         if _on_device(a):
             return a
         a = np.asarray(a)
-        if a.dtype.kind == "V" or a.dtype.type.__module__.startswith("ml_dtypes"):
+        if a.dtype.kind == "V" and not a.dtype.type.__module__.startswith("ml_dtypes"):
             from .cpu.structural import ExecutionError
-            raise ExecutionError(f"element type {a.dtype} (an input or constant) is not "
-                                 "supported on cuda: numba.cuda has no such arrays (run on "
-                                 "--device cpu)")
-        return self.cuda.to_device(np.ascontiguousarray(a).reshape(a.shape))
+            raise ExecutionError(f"a value of dtype {a.dtype} cannot go to the cuda device")
+        wide = np.ascontiguousarray(a.astype(self._dtype(a.dtype), copy=False))
+        return self.cuda.to_device(wide.reshape(a.shape))  # rank 0 stays rank 0
 
     def to_device(self, value):
         return _map(self._in, value)
 
-    def to_host(self, value):
-        return _map(lambda a: a.copy_to_host() if _on_device(a) else np.asarray(a),
-                    value)
+    def to_host(self, value, shape=None):
+        """Copy a result back; with its Shape, narrow element types return to their dtype."""
+        def back(a, s):
+            host = a.copy_to_host() if _on_device(a) else np.asarray(a)
+            if s is not None and s.is_array and host.dtype != s.dtype \
+                    and host.dtype == self._dtype(s.dtype):  # a narrow type's values
+                host = host.astype(s.dtype)
+            return host
+        return _zip_shape(back, value, shape)
 
     def scalar(self, value):
         host = value.copy_to_host() if _on_device(value) else np.asarray(value)
         return np.asarray(host).reshape(()).item()
 
     def zeros(self, dims, dtype):
-        return self.cuda.to_device(np.zeros(dims, dtype))
+        return self.cuda.to_device(np.zeros(dims, self._dtype(dtype)))
 
     def empty(self, dims, dtype):
-        return self.cuda.device_array(dims, dtype)
+        return self.cuda.device_array(dims, self._dtype(dtype))
 
     def adopt(self, value):
         return self._in(value)
+
+    def adapt_kernel(self, ins, fn):
+        """fn, plus rounding of narrow results kernels compute wide (cuda/narrow.py)."""
+        from .cuda.narrow import canonicalizing
+        return canonicalizing(ins, fn)
+
+
+def _zip_shape(fn, value, shape):
+    """fn(leaf, its array Shape or None) over a value and its (tuple) shape."""
+    if isinstance(value, tuple):
+        subs = shape.tuple_shapes if shape is not None and shape.is_tuple else [None] * len(value)
+        return tuple(_zip_shape(fn, v, s) for v, s in zip(value, subs))
+    if isinstance(value, list):  # the argument list of a run
+        return [_zip_shape(fn, v, None) for v in value]
+    return fn(value, shape)
 
 
 def memory_for(device: str):

@@ -45,11 +45,10 @@ class ExecContext:
         """The kernel for an instruction: a plugin's, else the backend's."""
         if ins.opcode == "constant":
             return _constant_kernel
-        if self._overrides is not None:
-            fn = self._overrides(ins)
-            if fn is not None:
-                return fn
-        return lookup(ins.opcode, self.device)
+        fn = self._overrides(ins) if self._overrides is not None else None
+        if fn is None:
+            fn = lookup(ins.opcode, self.device)
+        return None if fn is None else self.memory.adapt_kernel(ins, fn)
 
     def sequence(self, comp: Computation) -> ThunkSequence:
         seq = self._sequences.get(id(comp))
@@ -96,4 +95,5 @@ def run_module(module: Module, args: list, device: str = "cpu", **options) -> An
     """Run the entry computation; inputs are copied to the device once, results back once."""
     ctx = ExecContext(device, options)
     args = [a if isinstance(a, tuple) else np.asarray(a) for a in args]
-    return ctx.memory.to_host(ctx.run(module.entry, ctx.memory.to_device(args)))
+    result = ctx.run(module.entry, ctx.memory.to_device(args))
+    return ctx.memory.to_host(result, module.entry.root.shape)

@@ -40,7 +40,7 @@ def _xround(x, mbits, emin, maxv, kind):
             return np.float32(v)
         if kind == 3:
             return np.float32(math.copysign(maxv, v))
-        return np.float32(np.nan)
+        return np.float32(math.copysign(np.nan, v))  # no inf: NaN, its sign kept (as XLA)
     if a == 0.0:
         return np.float32(0.0) if kind == 2 else np.float32(v)
     m, e = math.frexp(a)
@@ -59,7 +59,7 @@ def _xround(x, mbits, emin, maxv, kind):
             return np.float32(math.copysign(np.inf, v))
         if kind == 3:
             return np.float32(math.copysign(maxv, v))
-        return np.float32(np.nan)
+        return np.float32(math.copysign(np.nan, v))
     if res == 0.0 and kind == 2:
         return np.float32(0.0)
     return np.float32(math.copysign(res, v))

@@ -13,17 +13,34 @@ xla/hlo/builder/lib/prng.cc:
   * narrower outputs (8/16 bits) keep the low bits of the 32-bit generator's output.
 The result is (new_state, bits).
 
-rng (distribution=rng_uniform / rng_normal) has no bit-reproducible definition in XLA; it
-draws from numpy's Generator seeded with the run option `seed` (default 0), one stream
-per run.  XLA:CPU's optimized HLO replaces rng with arithmetic on rng-get-and-update-state,
-which is reproduced exactly (a first run matches a freshly compiled XLA executable).
+rng (distribution=rng_uniform / rng_normal) has no bit-reproducible definition in XLA.
+Here it is a counter-based stream that the CUDA kernel (cuda/rng.py) computes identically:
+element j of an rng instruction's c-th execution in a run context takes the
+Philox-4x32-10 block at counter (low = j, high = c) under a 64-bit key hashing the run
+option `seed` (default 0) with the instruction's name -- two words w0, w1 (the block's
+32-bit outputs joined low first).  No sequential state: a loop draws fresh values each
+iteration, a new run repeats the last, and the bits never depend on the bounds.  In
+float64 (narrow floats rounded once, by `_xround`, as on CUDA; f8e8m0fnu, which has no
+rounding rule there, by ml_dtypes' cast -- CUDA refuses it):
+  * uniform float: u = (w0 >> 11) * 2^-53; lo + (hi - lo) * u cast to the output type; a
+    value that rounds to >= hi becomes lo when hi > lo (otherwise the formula stands: hi
+    == lo gives lo, hi < lo values in (hi, lo]);
+  * normal: Box-Muller, mu + sigma * sqrt(-2 log(1 - u0)) * cos(2 pi u1) with u0, u1
+    from w0, w1 (1 - u0 > 0: no log(0));
+  * integers and pred: lo + w0 mod (hi - lo), the range taken in uint64 (no overflow for
+    any s64/u64 bounds); hi <= lo gives lo.
+XLA:CPU's optimized HLO replaces rng with arithmetic on rng-get-and-update-state, which is
+reproduced exactly (a first run matches a freshly compiled XLA executable).
 """
 from __future__ import annotations
+
+import hashlib
 
 import numpy as np
 
 from ...hlo import dtypes as D
 from ..registry import kernel
+from .elementwise_scalar_base import NARROW_FORMATS
 from .structural import ExecutionError
 
 _U32 = np.uint32
@@ -179,52 +196,145 @@ def _rng_bit_generator(ins, args, ctx):
     return st, _as_output(bits, out_shape)
 
 
-def _generator(ctx) -> np.random.Generator:
-    g = getattr(ctx, "_xlaplug_rng", None)
-    if g is None:
-        opts = getattr(ctx, "options", None) or {}
-        g = np.random.default_rng(int(opts.get("seed", 0) or 0))
+# ---- rng: a counter-based stream shared with the CUDA kernel (cuda/rng.py) ---------------
+
+_U53 = 2.0 ** -53
+_TWO_PI = 6.283185307179586
+
+
+def _ctx_dict(ctx, attr: str) -> dict:
+    """A dict kept on the run context (a fresh one each call when ctx cannot hold it)."""
+    d = getattr(ctx, attr, None)
+    if d is None:
+        d = {}
         try:
-            setattr(ctx, "_xlaplug_rng", g)
+            setattr(ctx, attr, d)
         except AttributeError:
             pass
-    return g
+    return d
+
+
+def run_seed(ctx) -> int:
+    """The run option `seed` (default 0)."""
+    opts = getattr(ctx, "options", None) or {}
+    return int(opts.get("seed", 0) or 0)
+
+
+def rng_stream(ins, ctx) -> tuple[int, int]:
+    """(key, call) of this execution of an rng instruction, advancing its call counter.
+
+    The 64-bit Philox key hashes the seed with the instruction's name (stable across
+    processes, unlike id() or hash(), so a seed reproduces a run anywhere); `call` counts
+    the instruction's executions in this run context, so an rng in a loop body draws fresh
+    values each iteration while a new run starts over."""
+    calls = _ctx_dict(ctx, "_xlaplug_rng_calls")
+    call = calls.get(id(ins), 0)
+    calls[id(ins)] = call + 1
+    digest = hashlib.blake2b(f"{run_seed(ctx)}\0{ins.name}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little"), call % 2 ** 64
+
+
+def rng_words(key: int, call: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two uint64 words per element: element j's Philox-4x32-10 block at the 128-bit
+    counter (low = j, high = call) under `key`, as (o0 | o1 << 32, o2 | o3 << 32).
+    One block per element keeps every element independent of the others and of the
+    bounds (the CUDA kernel computes the same block in element j's thread)."""
+    a, b = _split64(np.arange(n, dtype=_U64))
+    c = np.full(n, call & 0xFFFFFFFF, dtype=_U32)
+    d = np.full(n, call >> 32, dtype=_U32)
+    o = philox4x32([a, b, c, d], key & 0xFFFFFFFF, key >> 32)
+    return _join64(o[0], o[1]), _join64(o[2], o[3])
+
+
+def unit_uniform(w: np.ndarray) -> np.ndarray:
+    """[0, 1) doubles from uint64 words: the top 53 bits times 2^-53 (exact)."""
+    return (w >> _U64(11)).astype(np.float64) * _U53
+
+
+_ROUND_LOOP = None
+
+
+def round_narrow(x: np.ndarray, t: str) -> np.ndarray:
+    """float64 values -> the nearest values of narrow float type t (ties to even), as
+    float32: the `_xround` the CUDA kernel calls, so both backends round alike (a cast
+    through ml_dtypes may round twice, via float32)."""
+    global _ROUND_LOOP
+    if _ROUND_LOOP is None:
+        import numba
+
+        from .elementwise_scalar_float import _xround
+
+        @numba.njit(cache=False)
+        def loop(x, out, mbits, emin, maxv, kind):
+            for i in range(x.size):
+                out[i] = _xround(x[i], mbits, emin, maxv, kind)
+        _ROUND_LOOP = loop
+    flat = np.ascontiguousarray(x, dtype=np.float64).reshape(-1)
+    out = np.empty(flat.size, np.float32)
+    m, e, mx, k = NARROW_FORMATS[t]
+    _ROUND_LOOP(flat, out, m, e, mx, k)
+    return out.reshape(np.shape(x))
+
+
+def _to_type(v: np.ndarray, t: str, dt) -> np.ndarray:
+    """float64 values cast to element type t (narrow floats rounded once, as on CUDA)."""
+    if t in NARROW_FORMATS:
+        return round_narrow(v, t).astype(dt)
+    return v.astype(dt)
+
+
+def _scalar(x):
+    return np.asarray(x).reshape(-1)[0]
 
 
 @kernel("rng")
 def _rng(ins, args, ctx):
+    """rng_uniform / rng_normal from rng_words (see the module docstring)."""
     dist = str(ins.attrs.get("distribution", "rng_uniform")).lower()
-    a, b = np.asarray(args[0]), np.asarray(args[1])
+    if not (dist.endswith("uniform") or dist.endswith("normal")):
+        raise ExecutionError(f"rng '{ins.name}': unknown distribution '{dist}'")
+    t = ins.shape.element_type
     dims = tuple(ins.shape.dims)
     dt = ins.shape.dtype
-    g = _generator(ctx)
-    if dist.endswith("uniform"):
-        if dt.kind == "b":
-            lo, hi = int(a), int(b)
-            return (g.integers(lo, hi, size=dims) if hi > lo
-                    else np.full(dims, lo)).astype(bool)
-        if dt.kind in "iu":
-            lo, hi = int(a), int(b)
-            if hi <= lo:
-                return np.full(dims, lo, dtype=dt)
-            return g.integers(lo, hi, size=dims, dtype=np.int64 if dt.kind == "i" or
-                              dt.itemsize < 8 else np.uint64).astype(dt)
-        lo, hi = a.astype(np.float64), b.astype(np.float64)
-        u = g.random(size=dims)
-        out = (lo + (hi - lo) * u).astype(dt)
-        # Rounding to a narrow type can reach the excluded upper bound: use the lower one.
-        bad = out >= b.astype(dt)
-        if hi > lo and np.any(bad):
-            out[bad] = a.astype(dt)
-        return np.asarray(out, order="C")
-    if dist.endswith("normal"):
-        mu, sigma = a.astype(np.float64), b.astype(np.float64)
-        return np.asarray((mu + sigma * g.standard_normal(size=dims)).astype(dt), order="C")
-    raise ExecutionError(f"rng '{ins.name}': unknown distribution '{dist}'")
+    if t in D.COMPLEX_TYPES or (dist.endswith("normal") and t not in D.FLOAT_TYPES):
+        raise ExecutionError(f"rng '{ins.name}': {dist} of {t} is not supported")
+    a, b = _scalar(args[0]), _scalar(args[1])
+    key, call = rng_stream(ins, ctx)
+    n = int(np.prod(dims, dtype=np.int64))
+    w0, w1 = rng_words(key, call, n)
+    if t not in D.FLOAT_TYPES:  # integers and pred: lo + w mod (hi - lo), in uint64
+        lo, hi = int(a), int(b)
+        if hi <= lo:
+            return np.full(dims, lo).astype(dt)
+        v = _U64(lo % 2 ** 64) + w0 % _U64(hi - lo)  # wraps to the right bits: no overflow
+        if t in D.SIGNED_TYPES:
+            v = v.view(np.int64)
+        return np.ascontiguousarray(v.reshape(dims).astype(dt))
+    lo, hi = np.float64(a), np.float64(b)
+    with np.errstate(all="ignore"):  # inf/nan bounds give nan, as on a GPU
+        if dist.endswith("normal"):
+            z = (np.sqrt(-2.0 * np.log(1.0 - unit_uniform(w0)))
+                 * np.cos(_TWO_PI * unit_uniform(w1)))
+            return np.ascontiguousarray(_to_type(lo + hi * z, t, dt).reshape(dims))
+        out = _to_type(lo + (hi - lo) * unit_uniform(w0), t, dt)
+        # Rounding to the output type can reach the excluded upper bound: use the lower one.
+        if hi > lo:
+            out[out.astype(np.float64) >= hi] = np.asarray(a).astype(dt)
+    return np.ascontiguousarray(out.reshape(dims))
 
 
 # XLA:CPU's RngGetAndUpdateStateThunk starts every instruction's 128-bit state here.
 _RNG_STATE_INITIAL = 0x7012395
+
+
+def initial_state(ctx) -> int:
+    """The 128-bit state every rng-get-and-update-state starts a run with."""
+    return (_RNG_STATE_INITIAL + run_seed(ctx)) % 2 ** 128
+
+
+def state_delta(ins) -> int:
+    """The delta attribute of rng-get-and-update-state, modulo 2^128."""
+    return int(str(ins.attrs.get("delta", 0))) % 2 ** 128  # an int, or Raw text
 
 
 @kernel("rng-get-and-update-state")
@@ -233,16 +343,8 @@ def _rng_get_and_update_state(ins, args, ctx):
 
     As in XLA:CPU, each instruction keeps its own state, starting at 0x7012395 (plus the
     run option `seed`); it persists for the run, so loops see it advance."""
-    states = getattr(ctx, "_xlaplug_rng_states", None)
-    if states is None:
-        states = {}
-        try:
-            setattr(ctx, "_xlaplug_rng_states", states)
-        except AttributeError:
-            pass
-    opts = getattr(ctx, "options", None) or {}
-    cur = states.get(id(ins), (_RNG_STATE_INITIAL + int(opts.get("seed", 0) or 0)) % 2 ** 128)
-    delta = int(str(ins.attrs.get("delta", 0)))  # an int, or Raw text
-    states[id(ins)] = (cur + delta) % 2 ** 128
+    states = _ctx_dict(ctx, "_xlaplug_rng_states")
+    cur = states.get(id(ins), initial_state(ctx))
+    states[id(ins)] = (cur + state_delta(ins)) % 2 ** 128
     out = np.array([cur % 2 ** 64, cur >> 64], dtype=np.uint64)
     return out.reshape(ins.shape.dims).astype(ins.shape.dtype)

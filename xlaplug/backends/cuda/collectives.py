@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..cpu import collectives as C
 from ..cpu.structural import ExecutionError
 from ..registry import kernel
-from .launch import check_types, device_zeros
+from .launch import device_dtype, device_zeros
 from .linalg import convert
 
 
@@ -30,7 +30,7 @@ def _results(ins, args, result_shapes) -> tuple:
             raise ExecutionError(f"{ins.opcode} '{ins.name}': operand {list(a.shape)} -> "
                                  f"{s}: the group must have more than one participant, but "
                                  "this runs on one device")
-        out.append(convert(a, s.dtype))
+        out.append(convert(a, device_dtype(s.element_type)))
     return tuple(out)
 
 
@@ -43,13 +43,11 @@ def _one_member(ins, args, shape):
 @kernel("all-reduce", "reduce-scatter", "all-gather", "all-to-all", "collective-broadcast",
         device="cuda")
 def _identity_collective(ins, args, ctx):
-    check_types(ins)
     return _one_member(ins, args, ins.shape)
 
 
 @kernel("all-reduce-start", device="cuda")
 def _all_reduce_start(ins, args, ctx):
-    check_types(ins)
     return _one_member(ins, args, ins.shape)
 
 
@@ -60,7 +58,6 @@ def _all_reduce_done(ins, args, ctx):
 
 @kernel("all-gather-start", device="cuda")
 def _all_gather_start(ins, args, ctx):
-    check_types(ins)
     result = _one_member(ins, args, ins.shape.tuple_shapes[1])
     operands = args[0] if len(args) == 1 else tuple(args)
     return (_copy(operands), result)
@@ -85,13 +82,11 @@ def _permute(ins, args, out_shape):
 
 @kernel("collective-permute", device="cuda")
 def _collective_permute(ins, args, ctx):
-    check_types(ins)
     return _permute(ins, args, ins.shape)
 
 
 @kernel("collective-permute-start", device="cuda")
 def _collective_permute_start(ins, args, ctx):
-    check_types(ins)
     shapes = ins.shape.tuple_shapes
     result = _permute(ins, args, shapes[1])
     operands = args[0] if len(args) == 1 else tuple(args)

@@ -32,8 +32,8 @@ import numpy as np
 
 from ..cpu.structural import ExecutionError
 from ..registry import kernel as _kernel
-from .launch import (check_types, cuda_module, device_empty, device_zeros, flat, jit_source,
-                     launch_1d)
+from .launch import (NARROW_TYPES, cuda_module, device_dtype, device_empty, device_zeros, flat,
+                     jit_source, launch_1d)
 
 
 def kernel(*opcodes):
@@ -220,7 +220,6 @@ def fresh_copy(ins_shape, x):
 
 @kernel("broadcast")
 def _broadcast(ins, args, ctx):
-    check_types(ins)
     x = args[0]
     dims = int_list(ins.attrs.get("dimensions"))
     if len(dims) != len(x.shape):
@@ -236,7 +235,6 @@ def _broadcast(ins, args, ctx):
 
 @kernel("reshape", "set-dimension-size")
 def _reshape(ins, args, ctx):
-    check_types(ins)
     x = args[0]
     if size_of(x.shape) != ins.shape.num_elements():
         raise ExecutionError(f"{ins.opcode} '{ins.name}': operand {list(x.shape)} cannot "
@@ -246,7 +244,6 @@ def _reshape(ins, args, ctx):
 
 @kernel("transpose")
 def _transpose(ins, args, ctx):
-    check_types(ins)
     x = args[0]
     perm = int_list(ins.attrs.get("dimensions"))
     xs = row_strides(x.shape)
@@ -255,7 +252,6 @@ def _transpose(ins, args, ctx):
 
 @kernel("reverse")
 def _reverse(ins, args, ctx):
-    check_types(ins)
     x = args[0]
     rev = set(int_list(ins.attrs.get("dimensions")))
     xs = row_strides(x.shape)
@@ -271,7 +267,6 @@ def _reverse(ins, args, ctx):
 
 @kernel("slice")
 def _slice(ins, args, ctx):
-    check_types(ins)
     x = args[0]
     ranges = ins.attrs["slice"].dims
     xs = row_strides(x.shape)
@@ -326,7 +321,6 @@ def _start_operands(ins, starts, rank):
 
 @kernel("dynamic-slice")
 def _dynamic_slice(ins, args, ctx):
-    check_types(ins)
     x = args[0]
     rank = len(x.shape)
     sizes = int_list(ins.attrs.get("dynamic_slice_sizes")) or tuple(ins.shape.dims)
@@ -349,7 +343,6 @@ def _dynamic_slice(ins, args, ctx):
 
 @kernel("dynamic-update-slice")
 def _dynamic_update_slice(ins, args, ctx):
-    check_types(ins)
     x, upd = args[0], args[1]
     rank = len(x.shape)
     if len(upd.shape) != rank:
@@ -397,7 +390,6 @@ def pad(out, x, pv, n, odims, lo, step, xdims, xst):
 
 @kernel("pad")
 def _pad(ins, args, ctx):
-    check_types(ins)
     x, pv = args[0], args[1]
     pads = [(p.lo, p.hi, p.interior) for p in ins.attrs["padding"].dims]
     if len(pads) != len(x.shape):
@@ -418,7 +410,6 @@ def _pad(ins, args, ctx):
 
 @kernel("concatenate")
 def _concatenate(ins, args, ctx):
-    check_types(ins)
     dims = int_list(ins.attrs.get("dimensions"))
     axis = dims[0] if dims else 0
     out = device_empty(ins.shape)
@@ -457,7 +448,6 @@ def iota(out, n, stride, size):
 
 @kernel("iota")
 def _iota(ins, args, ctx):
-    check_types(ins)
     dims = ins.shape.dims
     out = device_empty(ins.shape)
     n = ins.shape.num_elements()
@@ -472,7 +462,7 @@ def _iota(ins, args, ctx):
     elif et == "f16":
         from numba import float32
         k = src_kernel("iota_f16", _IOTA_F16, "iota", {"float32": float32})
-    elif et in ("s8", "s16", "s32", "u8", "u16", "u32") and size > np.iinfo(ins.shape.dtype).max:
+    elif et in ("s8", "s16", "s32", "u8", "u16", "u32") and size > np.iinfo(out.dtype).max:
         # static_cast<T>(index) wraps; the simulator's numpy stores would refuse the
         # out-of-range Python int, so go through s64 and a wrapping narrowing copy.
         wide = cuda_module().device_array(out.shape, np.int64)
@@ -512,7 +502,6 @@ def deep_copy(v):
 
 @kernel("copy")
 def _copy(ins, args, ctx):
-    check_types(ins)
     if isinstance(args[0], tuple):
         return deep_copy(args[0])
     return fresh_copy(ins.shape, args[0])
@@ -542,10 +531,15 @@ def _physical_order(shape) -> tuple[int, ...]:
 
 @kernel("bitcast")
 def _bitcast(ins, args, ctx):
-    check_types(ins)
     x = args[0]
     src_shape = ins.operands[0].shape if ins.operands else None
-    dt = np.dtype(ins.shape.dtype)
+    dt = device_dtype(ins.shape.element_type)
+    if (src_shape is not None and src_shape.is_array and src_shape.element_type !=
+            ins.shape.element_type and NARROW_TYPES & {src_shape.element_type,
+                                                      ins.shape.element_type}):
+        raise ExecutionError(f"bitcast '{ins.name}': {src_shape.element_type} -> "
+                             f"{ins.shape.element_type} is not supported on cuda (narrow "
+                             "types are held as values; use bitcast-convert)")
     n_in = size_of(x.shape)
     # 1. the operand's elements in its physical order (a flat contiguous buffer)
     src_order = (_physical_order(src_shape) if src_shape is not None and src_shape.is_array

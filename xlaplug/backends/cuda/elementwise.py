@@ -20,11 +20,13 @@ Ops SCALAR_OPS does not express, or expresses differently from the array kernels
 own emitters here: complex exp/expm1/log/log1p/sqrt/rsqrt/sin/cos/tan/tanh/sign/abs/power
 (XLA's formulas, cuda/elementwise_complex.py), f16 expm1 and logistic (XLA evaluates them in
 f16 steps), reduce-precision (on the bit patterns), stochastic-convert.  bitcast-convert is a
-device-to-device copy through a reinterpreting view (any widths, bits exact).
+device-to-device copy through a reinterpreting view (any widths, bits exact); narrow types go
+through their bit patterns (cuda/narrow.py).
 
 Operands are device arrays of the result's dims, except the scalar operands select and
-clamp may broadcast (a rank-0 predicate / bound).  Element types CUDA cannot hold (bf16, f8,
-sub-byte ints) fail with launch.unsupported's ExecutionError.
+clamp may broadcast (a rank-0 predicate / bound).  bf16, f8/f4 and sub-byte integer operands
+arrive as float32 / int8 / uint8 values (launch.device_dtype) -- their SCALAR_OPS compute
+types -- and results are rounded to their type by the templates themselves.
 """
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ from ..cpu.elementwise_scalar import SCALAR_COMPUTE_DTYPES, SCALAR_OPS, ScalarOp
 from ..cpu.elementwise_scalar_base import NARROW_FORMATS
 from ..cpu.structural import ExecutionError
 from ..registry import kernel
-from .launch import (check_types, device_empty, elementwise_launch, flat, jit_source,
+from .launch import (NARROW_TYPES, device_empty, elementwise_launch, flat, jit_source,
                      simulating)
 from .scalar_cuda import cuda_namespace
 
@@ -240,7 +242,6 @@ def _signature(ins):
 
 @kernel(*(UNARY + BINARY + TERNARY + ("stochastic-convert",)), device="cuda")
 def _elementwise(ins, args, ctx):
-    check_types(ins)
     operands, result = _signature(ins)
     out = device_empty(ins.shape)
     n = _size(out.shape)
@@ -262,12 +263,19 @@ def _elementwise(ins, args, ctx):
 def _bitcast_convert(ins, args, ctx):
     """Reinterpret the bytes: a view of the operand in the result's dtype, copied on the
     device (widths may differ: the minor dimension splits or merges, as on the CPU)."""
-    check_types(ins)
+    from . import narrow
+    src_t, dst_t = ins.operands[0].shape.element_type, ins.shape.element_type
+    if _size(args[0].shape) == 0:
+        return device_empty(ins.shape)
+    sub_byte = [t for t in (src_t, dst_t) if D.bit_width(t) < 8]
+    if sub_byte and D.bit_width(src_t) != D.bit_width(dst_t):
+        raise ExecutionError(f"bitcast-convert '{ins.name}': {src_t} -> {dst_t} packs "
+                             "sub-byte elements, which is not supported on cuda")
+    bits = narrow.to_bits(args[0], src_t) if src_t in NARROW_TYPES else flat(args[0])
+    if dst_t in NARROW_TYPES:
+        return narrow.from_bits(bits.view(narrow.bits_dtype(dst_t)), dst_t, ins.shape.dims)
     out = device_empty(ins.shape)
-    if _size(out.shape) == 0:
-        return out
-    src = flat(args[0]).view(np.dtype(ins.shape.dtype))
-    flat(out).copy_to_device(src)
+    flat(out).copy_to_device(bits.view(out.dtype))
     return out
 
 
@@ -284,8 +292,11 @@ def _reduce_precision_source(n: int, e: int, m: int, eb: int, mb: int) -> str:
 @kernel("reduce-precision", device="cuda")
 def _reduce_precision(ins, args, ctx):
     """XLA's ReducePrecision on the operand's bit patterns (unsigned views), NaNs kept."""
-    check_types(ins)
     t = ins.shape.element_type
+    if t in NARROW_TYPES and t in D.FLOAT_TYPES:
+        # Values are float32: reducing their float32 patterns rounds the same real
+        # numbers; the result is then rounded back to t (cuda/narrow.py).
+        t = "f32"
     if t not in _RP:
         raise ExecutionError(f"reduce-precision (instruction '{ins.name}') on {t} is not "
                              "supported on cuda")

@@ -23,7 +23,7 @@ from numba import cuda, types
 
 from ..cpu.structural import ExecutionError
 from ..registry import kernel
-from .launch import check_types, device_zeros, flat, launch_1d
+from .launch import device_dtype, device_zeros, flat, launch_1d
 from .linalg import convert
 
 _TWO_PI = 2.0 * math.pi
@@ -147,7 +147,6 @@ def _c2r(x, axis: int, n: int):
 
 @kernel("fft", device="cuda")
 def _fft(ins, args, ctx):
-    check_types(ins)
     x = args[0]
     kind = str(ins.attrs.get("fft_type", "FFT")).upper()
     lengths = tuple(int(n) for n in ins.attrs.get("fft_length", ()))
@@ -173,4 +172,4 @@ def _fft(ins, args, ctx):
         for ax, n in zip(axes[:-1], lengths[:-1]):
             y = _c2c(y, ax, n, n, True)
         y = _c2r(y, axes[-1], lengths[-1])
-    return convert(y, ins.shape.dtype)
+    return convert(y, device_dtype(ins.shape.element_type))

@@ -26,7 +26,7 @@ from ..cpu.structural import ExecutionError
 from ..registry import kernel as _kernel
 from .data_movement import (copy_contiguous, fill_value, int_list, row_strides, size_of,
                             src_kernel, tup)
-from .launch import check_types, cuda_module, device_empty, flat, jit_source, launch_1d
+from .launch import cuda_module, device_empty, flat, jit_source, launch_1d
 from .reductions import device_function, gen_kernel, load
 from .sorting import sort_permutation
 
@@ -79,7 +79,6 @@ def _int64_ns():
 
 @kernel("gather")
 def _gather(ins, args, ctx):
-    check_types(ins)
     x, idx = args[0], args[1]
     a = ins.attrs
     offset_dims = int_list(a.get("offset_dims"))
@@ -209,7 +208,6 @@ def _less_fn():
 
 @kernel("scatter")
 def _scatter(ins, args, ctx):
-    check_types(ins)
     n = (len(args) - 1) // 2
     operands, idx, updates = args[:n], args[n], args[n + 1:]
     a = ins.attrs

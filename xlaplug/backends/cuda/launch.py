@@ -7,9 +7,9 @@ Stable API (other CUDA kernel modules import these):
                                 NUMBA_ENABLE_CUDASIM=1)
   simulating()                  True under numba's CUDA simulator
   is_device_array(x)            a numba.cuda device array (real or simulated)
-  SUPPORTED_TYPES               element types the CUDA backend handles
-  unsupported(ins, etype)       the ExecutionError for an element type CUDA cannot hold
-  check_types(ins)              raises that error for the first unsupported result/operand type
+  SUPPORTED_TYPES               element types the CUDA backend handles (all)
+  NARROW_TYPES                  the ml_dtypes ones, held as values in a wider device dtype
+  device_dtype(t)               the device dtype of an element type / host dtype
   device_empty(shape)           an uninitialised device array for an array Shape
   device_zeros(shape)           a zero-filled one
   flat(arr)                     a contiguous device array as a 1-d view (rank 0 -> 1 element)
@@ -31,12 +31,37 @@ import os
 
 import numpy as np
 
+from ...hlo import dtypes as D
 from ..cpu.structural import ExecutionError
 
-# Element types numba.cuda arrays can hold.  bf16, the f8/f4 formats and the sub-byte
-# integers (s1/s2/s4, u1/u2/u4) have no numba.cuda dtype.
-SUPPORTED_TYPES = frozenset({"pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64",
-                             "f16", "f32", "f64", "c64", "c128"})
+# Every element type runs on CUDA.  numba.cuda arrays hold the numpy types natively; the
+# ml_dtypes ones (bf16, the f8/f4 formats, the sub-byte integers) have no numba dtype, so a
+# device array holds their *values* in a wider numba type -- narrow floats in float32 (every
+# such value is exactly a float32), sub-byte integers in int8 / uint8 -- the same compute
+# types the CPU scalar kernels use.  Kernels keep those values canonical (rounded to the
+# format, wrapped to the width): elementwise and reducer code rounds after each op as on
+# the CPU, and cuda/narrow.py rounds the results of every other computing kernel.
+SUPPORTED_TYPES = frozenset(D.ELEMENT_DTYPES)
+NARROW_TYPES = frozenset(t for t, dt in D.ELEMENT_DTYPES.items()
+                         if dt.type.__module__.startswith("ml_dtypes"))
+
+
+def device_dtype(etype_or_dtype) -> np.dtype:
+    """The numba.cuda dtype holding an element type (an HLO name or a numpy/ml_dtypes
+    dtype) on the device: itself, or for NARROW_TYPES float32 / int8 / uint8."""
+    if isinstance(etype_or_dtype, str):
+        t = etype_or_dtype
+    else:
+        dt = np.dtype(etype_or_dtype)
+        if not dt.type.__module__.startswith("ml_dtypes"):
+            return dt
+        t = D.from_dtype(dt)
+    if t not in NARROW_TYPES:
+        return np.dtype(D.to_dtype(t))
+    if t in D.FLOAT_TYPES:
+        return np.dtype(np.float32)
+    return np.dtype(np.int8 if D.is_signed(t) else np.uint8)
+
 
 WARP = 32
 MAX_THREADS = 1024
@@ -70,39 +95,9 @@ def is_device_array(x) -> bool:
 
 # ---- element types -----------------------------------------------------------------------
 
-def unsupported(ins, etype: str) -> ExecutionError:
-    """The error for an element type CUDA cannot hold (raise it)."""
-    return ExecutionError(
-        f"element type {etype} is not supported on cuda (instruction '{ins.name}', "
-        f"{ins.opcode}): numba.cuda has no {etype} arrays; supported: "
-        f"{', '.join(sorted(SUPPORTED_TYPES, key=_type_order))} (run on --device cpu)")
-
-
-def _type_order(t: str):
-    return ("pred su fc".index(t[0]) if t[0] in "psufc" else 9, len(t), t)
-
-
-def _shape_types(shape, out: list) -> list:
-    if shape.is_tuple:
-        for s in shape.tuple_shapes:
-            _shape_types(s, out)
-    elif shape.is_array:
-        out.append(shape.element_type)
-    return out
-
-
-def check_types(ins) -> None:
-    """Raise `unsupported` for the first element type of the result or an operand that CUDA
-    cannot hold (tuple shapes are searched; tokens are fine)."""
-    for shape in [ins.shape] + [o.shape for o in ins.operands]:
-        for t in _shape_types(shape, []):
-            if t not in SUPPORTED_TYPES:
-                raise unsupported(ins, t)
-
-
 def dtype_of(etype: str) -> np.dtype:
-    from ...hlo import dtypes as D
-    return np.dtype(D.to_dtype(etype))
+    """The device dtype of an element type (see device_dtype)."""
+    return device_dtype(etype)
 
 
 # ---- buffers -----------------------------------------------------------------------------
@@ -115,9 +110,7 @@ def device_empty(shape):
     """An uninitialised numba.cuda device array of an array Shape (dtype and dims)."""
     if not shape.is_array:
         raise ExecutionError(f"device_empty: {shape} is not an array shape")
-    if shape.element_type not in SUPPORTED_TYPES:
-        raise ExecutionError(f"element type {shape.element_type} is not supported on cuda")
-    return cuda_module().device_array(_dims(shape), np.dtype(shape.dtype))
+    return cuda_module().device_array(_dims(shape), device_dtype(shape.element_type))
 
 
 def device_zeros(shape):
@@ -205,6 +198,6 @@ def _fill_zero(out_flat) -> None:
     launch_1d(_ZERO_KERNEL, out_flat.shape[0], out_flat)
 
 
-__all__ = ["SUPPORTED_TYPES", "check_types", "cuda_module", "device_empty", "device_zeros",
+__all__ = ["NARROW_TYPES", "SUPPORTED_TYPES", "device_dtype", "cuda_module", "device_empty", "device_zeros",
            "dtype_of", "elementwise_launch", "flat", "grid_1d", "is_device_array", "jit_source", "launch_1d",
-           "simulating", "unsupported"]
+           "simulating"]

@@ -18,8 +18,9 @@ in f32, f64 in f64, complex in the complex result type; integer dots and convolu
 accumulate in int64 with wrap-around and are truncated to the result width (bit-exact with
 the CPU kernel: arithmetic mod 2^64 agrees with exact arithmetic mod the result width);
 pred is `sum != 0`.  Floating-point results differ from the CPU kernel (BLAS) only by the
-order of accumulation (and FMA contraction on a GPU).  bf16/f8/sub-byte types have no
-numba.cuda arrays: they raise launch.unsupported.
+order of accumulation (and FMA contraction on a GPU).  bf16/f8 operands arrive as float32
+values and accumulate in f32 (as XLA upcasts them); their results are rounded to the type
+once, after the kernel (cuda/narrow.py), like f16's.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from numba import cuda
 from ..cpu.linalg import _compute_plan
 from ..cpu.structural import ExecutionError
 from ..registry import kernel
-from .launch import check_types, flat, launch_1d
+from .launch import device_dtype, flat, launch_1d
 
 TILE = 16
 _MAX_GRID_YZ = 65535
@@ -226,7 +227,6 @@ def _plan(lhs_dt, rhs_dt, out_dt, k):
 
 @kernel("dot", device="cuda")
 def _dot(ins, args, ctx):
-    check_types(ins)
     lhs, rhs = args[0], args[1]
     a = ins.attrs
     lb = tuple(a.get("lhs_batch_dims", ()))
@@ -242,7 +242,7 @@ def _dot(ins, args, ctx):
     M = _size([ls[d] for d in lf])
     N = _size([rs[d] for d in rf])
     K = _size([ls[d] for d in lc])
-    out_dt = ins.shape.dtype
+    out_dt = device_dtype(ins.shape.element_type)
     cdt, kind = _plan(lhs.dtype, rhs.dtype, out_dt, K)
     L = transpose_convert(lhs, list(lb) + lf + list(lc), cdt).reshape((B, M, K))
     R = transpose_convert(rhs, list(rb) + list(rc) + rf, cdt).reshape((B, K, N))
@@ -306,7 +306,6 @@ def _im2col_kernel(out_dt, in_dt):
 
 @kernel("convolution", device="cuda")
 def _convolution(ins, args, ctx):
-    check_types(ins)
     lhs, rhs = args[0], args[1]
     dn = ins.attrs["dim_labels"]
     window = ins.attrs.get("window")
@@ -317,7 +316,7 @@ def _convolution(ins, args, ctx):
                              f"dimensions, dim_labels {nsp} spatial dimensions")
     G = int(ins.attrs.get("feature_group_count", 1) or 1)
     BG = int(ins.attrs.get("batch_group_count", 1) or 1)
-    out_dt = ins.shape.dtype
+    out_dt = device_dtype(ins.shape.element_type)
     ls, rs = tuple(lhs.shape), tuple(rhs.shape)
     lst, rst = _c_strides(ls), _c_strides(rs)
     out_dims = tuple(ins.shape.dims)
@@ -454,14 +453,13 @@ def _cholesky_kernel(wdt, in_dt):
 
 @kernel("cholesky", device="cuda")
 def _cholesky(ins, args, ctx):
-    check_types(ins)
     a = args[0]
     lower = bool(ins.attrs.get("lower", False))
     dims = tuple(a.shape)
     n = dims[-1]
     nb = _size(dims[:-2])
     wdt = _work_dtype(a.dtype)
-    out_dt = np.dtype(ins.shape.dtype)
+    out_dt = device_dtype(ins.shape.element_type)
     L = _empty((nb, n, n), wdt)
     if nb and n:
         k = _cholesky_kernel(wdt, a.dtype)
@@ -522,7 +520,6 @@ def _trsm_kernel(wdt, a_dt, b_dt):
 
 @kernel("triangular-solve", device="cuda")
 def _triangular_solve(ins, args, ctx):
-    check_types(ins)
     a, b = args[0], args[1]
     at = ins.attrs
     left = bool(at.get("left_side", False))
@@ -551,7 +548,7 @@ def _triangular_solve(ins, args, ctx):
         k = _trsm_kernel(wdt, a.dtype, b.dtype)
         launch_1d(k, nb * nv, X, a.reshape((na, n, n)), b.reshape((nb,) + bdims[-2:]),
                   left, lower, unit, transposed, conj, threads=64)
-    return finish(X, "float", ins.shape.dtype, ins.shape.dims)
+    return finish(X, "float", device_dtype(ins.shape.element_type), ins.shape.dims)
 
 
 __all__ = ["TILE", "convert", "finish", "matmul", "permute_convert", "transpose_convert"]

@@ -37,7 +37,7 @@ import numpy as np
 from ..cpu.structural import ExecutionError
 from ..registry import kernel as _kernel
 from .data_movement import cached_kernel, fill_from_device, row_strides, size_of, tup
-from .launch import check_types, cuda_module, device_empty, flat, jit_source, launch_1d, simulating
+from .launch import cuda_module, device_empty, flat, jit_source, launch_1d, simulating
 
 # Tree-reduction thresholds (module globals so tests can force either path).
 TREE_MIN_K = 2048
@@ -196,7 +196,6 @@ def _compute_dtype(dt) -> np.dtype:
 
 @kernel("reduce")
 def _reduce(ins, args, ctx):
-    check_types(ins)
     n = len(args) // 2
     xs, inits = args[:n], args[n:]
     dims = tuple(sorted(int(d) for d in ins.attrs.get("dimensions", ())))
@@ -284,7 +283,6 @@ def window_geometry(xshape, out_dims, window):
 
 @kernel("reduce-window")
 def _reduce_window(ins, args, ctx):
-    check_types(ins)
     n = len(args) // 2
     xs, inits = args[:n], args[n:]
     window = ins.attrs["window"]
@@ -393,7 +391,6 @@ def apply(N, sdims, sst, wdims, wst, plo, ldil, rdil, xdims, sel, src, init, out
 
 @kernel("select-and-scatter")
 def _select_and_scatter(ins, args, ctx):
-    check_types(ins)
     operand, source, init = args
     window = ins.attrs["window"]
     out = device_empty(ins.shape)
@@ -426,7 +423,6 @@ def _select_and_scatter(ins, args, ctx):
 
 @kernel("map")
 def _map(ins, args, ctx):
-    check_types(ins)
     comp = ins.attrs["to_apply"]
     out = device_empty(ins.shape)
     N = ins.shape.num_elements()

@@ -27,7 +27,7 @@ import numpy as np
 from ..cpu.structural import ExecutionError
 from ..registry import kernel as _kernel
 from .data_movement import row_strides, size_of, src_kernel, tup
-from .launch import check_types, cuda_module, device_empty, flat, jit_source, launch_1d
+from .launch import cuda_module, device_empty, flat, jit_source, launch_1d
 from .reductions import device_function, gen_kernel, load
 
 
@@ -152,7 +152,6 @@ def _rows(shape, dim):
 
 @kernel("sort")
 def _sort(ins, args, ctx):
-    check_types(ins)
     dim = int(ins.attrs["dimensions"][0])
     comp = ins.attrs["to_apply"]
     shapes = ins.shape.tuple_shapes if ins.shape.is_tuple else (ins.shape,)
@@ -247,7 +246,6 @@ def take(vals, idx, x, perm, N, L, k):
 
 @kernel("topk")
 def _topk(ins, args, ctx):
-    check_types(ins)
     x = args[0]
     k = int(ins.attrs["k"])
     largest = bool(ins.attrs.get("largest", True))
