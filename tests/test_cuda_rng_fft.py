@@ -5,7 +5,9 @@ simulator unless NUMBA_ENABLE_CUDASIM=0) and device="cpu" (verified against XLA 
 test_kernels_rng_fft.py / test_kernels_data_movement.py).  rng-bit-generator outputs and
 states must be bit-identical; fft results agree to a few ulps of the largest magnitude (the
 CUDA kernel is a direct DFT accumulated in f64, numpy's pocketfft an FFT in the result's
-precision); rng draws and collectives must be identical.
+precision); rng draws (the same counter-based stream on both) and collectives must be
+identical, except normal draws, which agree to 1e-12 (libdevice's and numpy's log and cos
+may differ in the last bit on a GPU); an rng run copies nothing back but its results.
 """
 from __future__ import annotations
 
@@ -189,7 +191,7 @@ def test_generators_typed_as_on_a_gpu():
     assert add(m, m, u(5), u(0), u(2 ** 64 - 1)) == (m - u(1), m, u(6), u(0))
 
 
-# ---- rng (host draw, same generator as the CPU kernel) -------------------------------------
+# ---- rng (cpu/rng.py's counter-based stream, drawn on the device) ---------------------------
 
 _RNG_HLO = """
 HloModule m
@@ -206,29 +208,208 @@ ENTRY e {
 """
 
 
+def assert_same_draws(got, want, what):
+    """Exact, except normal draws: log, cos and sqrt come from numpy on the CPU and from
+    libdevice on a GPU (the simulator uses Python's math), which may differ in the last bit;
+    the uniforms feeding them are exact, so 1e-12 relative still catches any other change."""
+    assert_same(got[:1] + got[2:], want[:1] + want[2:], what, exact=True)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-12, atol=0, err_msg=what)
+    assert got[1].dtype == want[1].dtype
+
+
 def test_rng_same_draws_as_cpu():
     args = [np.float32(-2.0), np.float32(3.0), np.int32(-3), np.int32(4)]
     module = parse_module(_RNG_HLO)
+    draws = []
     for seed in (0, 5):
         got, want = both(module, args, seed=seed)
-        assert_same(got, want, f"seed {seed}", exact=True)
-    u = got[0]
+        assert_same_draws(got, want, f"seed {seed}")
+        draws.append(got)
+    u = draws[0][0]
     assert u.min() >= -2.0 and u.max() < 3.0
+    assert not np.array_equal(draws[0][0], draws[1][0])
 
 
-def test_rng_optimized_hlo_state():
-    # XLA:CPU's optimized HLO: rng-get-and-update-state plus arithmetic (elementwise CUDA
-    # kernels, written alongside); a fresh run matches XLA's first run.
-    def f(a, b):
-        return lax.rng_uniform(a, b, (6,)), lax.rng_uniform(a, b, (2, 3))
-    args = (np.float32(1.0), np.float32(2.5))
-    jf = jax.jit(f)
-    text = jf.lower(*args).compile().as_text()
-    module = parse_module(text)
-    assert any(i.opcode == "rng-get-and-update-state" for c in module.computations
-               for i in c.instructions), "XLA:CPU no longer expands rng this way"
-    got = run_module(module, list(args), device="cuda")
-    assert_same(got, jf(*args), "rng", exact=True)
+def _rng_text(t, dist, dims="3,7"):
+    return f"""
+HloModule m
+ENTRY e {{
+  a = {t}[] parameter(0)
+  b = {t}[] parameter(1)
+  ROOT r = {t}[{dims}] rng(a, b), distribution={dist}
+}}"""
+
+
+_TYPE_BOUNDS = [
+    ("pred", False, True), ("pred", True, True), ("s8", -100, 120), ("s16", -3, 4),
+    ("s32", -(2 ** 31), 2 ** 31 - 1), ("s64", -(2 ** 63), 2 ** 63 - 1), ("s64", -5, -2),
+    ("u8", 3, 255), ("u16", 0, 7), ("u32", 5, 2 ** 32 - 1), ("u64", 0, 2 ** 64 - 1),
+    ("u64", 2 ** 63, 2 ** 63 + 1000), ("s32", 4, 4), ("s32", 5, -5), ("u8", 9, 2),
+    ("f16", -1.0, 2.5), ("f32", 1.0, 1.5), ("f64", -3.0, 1e-3), ("f32", 2.0, 2.0),
+    ("f32", 3.0, -1.0), ("bf16", -2.0, 5.0), ("f8e4m3fn", 0.5, 3.0), ("s4", -8, 7),
+    ("u4", 1, 15),
+    # the next f16 above 1: every draw rounds to lo or hi, and hi is replaced by lo
+    ("f16", 1.0, 1.0009765625),
+]
+
+
+@pytest.mark.parametrize("t,lo,hi", _TYPE_BOUNDS)
+def test_rng_uniform_types_same_as_cpu(t, lo, hi):
+    from xlaplug.hlo import dtypes as D
+    dt = D.to_dtype(t)
+    args = [np.array(lo).astype(dt), np.array(hi).astype(dt)]
+    module = parse_module(_rng_text(t, "rng_uniform"))
+    got, want = both(module, args, seed=11)
+    assert got.dtype == want.dtype == dt and got.shape == (3, 7)
+    assert got.tobytes() == want.tobytes(), f"{t} [{lo}, {hi}):\n{got}\n!=\n{want}"
+    v = got.astype(np.float64) if t[0] in "fb" else got.astype(object)
+    if hi > lo:
+        assert all(lo <= x < hi for x in v.ravel()), v
+    elif hi == lo or t[0] not in "fb":
+        assert all(x == lo for x in v.ravel()), v
+    else:  # floats keep the formula when hi < lo
+        assert all(hi < x <= lo for x in v.ravel()), v
+    if t == "f16" and hi == 1.0009765625:
+        assert (got == np.float16(1.0)).all()
+
+
+@pytest.mark.parametrize("t", ["f16", "f32", "f64", "bf16", "f8e4m3fn"])
+def test_rng_normal_types_same_as_cpu(t):
+    import ml_dtypes
+    from xlaplug.hlo import dtypes as D
+    dt = D.to_dtype(t)
+    args = [np.array(1.5).astype(dt), np.array(0.75).astype(dt)]
+    got, want = both(parse_module(_rng_text(t, "rng_normal", "40")), args, seed=2)
+    assert got.dtype == want.dtype == dt
+    # Transcendentals may differ in the last bit (see assert_same_draws); narrow types
+    # usually hide that in their rounding, but a value at a rounding boundary may not.
+    tol = 1e-12 if t == "f64" else float(ml_dtypes.finfo(dt).eps)
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol)
+
+
+_RNG_LOOP = """
+HloModule loop
+
+cond {
+  s = (s32[], f32[4,3], s64[4,5], u64[4,2]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(4)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+
+body {
+  s = (s32[], f32[4,3], s64[4,5], u64[4,2]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  f = f32[4,3] get-tuple-element(s), index=1
+  k = s64[4,5] get-tuple-element(s), index=2
+  g = u64[4,2] get-tuple-element(s), index=3
+  lo = f32[] constant(-1)
+  hi = f32[] constant(1)
+  klo = s64[] constant(-9223372036854775808)
+  khi = s64[] constant(9223372036854775807)
+  r = f32[1,3] rng(lo, hi), distribution=rng_uniform
+  q = s64[1,5] rng(klo, khi), distribution=rng_uniform
+  st = u64[2] rng-get-and-update-state(), delta=7
+  st2 = u64[1,2] reshape(st)
+  z = s32[] constant(0)
+  f1 = f32[4,3] dynamic-update-slice(f, r, i, z)
+  k1 = s64[4,5] dynamic-update-slice(k, q, i, z)
+  g1 = u64[4,2] dynamic-update-slice(g, st2, i, z)
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  ROOT t = (s32[], f32[4,3], s64[4,5], u64[4,2]) tuple(i1, f1, k1, g1)
+}
+
+ENTRY main {
+  zero = s32[] constant(0)
+  f = f32[4,3] parameter(0)
+  k = s64[4,5] parameter(1)
+  g = u64[4,2] parameter(2)
+  init = (s32[], f32[4,3], s64[4,5], u64[4,2]) tuple(zero, f, k, g)
+  w = (s32[], f32[4,3], s64[4,5], u64[4,2]) while(init), condition=cond, body=body
+  rf = f32[4,3] get-tuple-element(w), index=1
+  rk = s64[4,5] get-tuple-element(w), index=2
+  rg = u64[4,2] get-tuple-element(w), index=3
+  ROOT out = (f32[4,3], s64[4,5], u64[4,2]) tuple(rf, rk, rg)
+}
+"""
+
+_LOOP_ARGS = [np.zeros((4, 3), np.float32), np.zeros((4, 5), np.int64),
+              np.zeros((4, 2), np.uint64)]
+
+
+def test_rng_in_a_loop_draws_per_iteration():
+    module = parse_module(_RNG_LOOP)
+    got, want = both(module, _LOOP_ARGS, seed=3)
+    assert_same(got, want, "rng in a while body", exact=True)
+    f, k, g = got
+    assert len({row.tobytes() for row in f}) == 4 and len({row.tobytes() for row in k}) == 4
+    assert f.min() >= -1 and f.max() < 1
+    # the state starts at 0x7012395 + seed and advances by delta each iteration
+    assert [int(x) for x in g[:, 0]] == [0x7012395 + 3 + 7 * i for i in range(4)]
+    assert not g[:, 1].any()
+    again = run_module(module, _LOOP_ARGS, device="cuda", seed=3)
+    assert_same(again, got, "a new run repeats the draws", exact=True)
+
+
+def _count_host_copies(monkeypatch):
+    """Device->host copies: DeviceNDArray.copy_to_host (the simulator's too), on a GPU
+    numba's driver-level device_to_host, and the executor's scalar reads (predicates).
+    (The idea of test_cuda_corpus.py's helper of the same name.)"""
+    from numba import cuda
+    from numba.core import config
+    counts = {"copy_to_host": 0, "device_to_host": 0, "scalar": 0}
+    cls = type(cuda.to_device(np.zeros(1)))
+    orig = cls.copy_to_host
+
+    def copy_to_host(self, *a, **k):
+        counts["copy_to_host"] += 1
+        return orig(self, *a, **k)
+    monkeypatch.setattr(cls, "copy_to_host", copy_to_host)
+    if not config.ENABLE_CUDASIM:
+        from numba.cuda.cudadrv import driver
+        d2h = driver.device_to_host
+
+        def device_to_host(*a, **k):
+            counts["device_to_host"] += 1
+            return d2h(*a, **k)
+        monkeypatch.setattr(driver, "device_to_host", device_to_host)
+    from xlaplug.backends.device import CudaMemory
+    scalar = CudaMemory.scalar
+
+    def counted_scalar(self, value):
+        counts["scalar"] += 1
+        return scalar(self, value)
+    monkeypatch.setattr(CudaMemory, "scalar", counted_scalar)
+    return counts
+
+
+def test_rng_makes_no_host_copies(monkeypatch):
+    """The bounds are read on the device and the state stays there: only the results come
+    back (one copy each), plus the loop's predicate reads."""
+    args = [np.float32(-2.0), np.float32(3.0), np.int32(-3), np.int32(4)]
+    module = parse_module(_RNG_HLO)
+    want = run_module(module, args, device="cpu")
+    loop = parse_module(_RNG_LOOP)
+    loop_want = run_module(loop, _LOOP_ARGS, device="cpu")
+    counts = _count_host_copies(monkeypatch)
+    got = run_module(module, args, device="cuda")
+    assert counts == {"copy_to_host": 3, "device_to_host": counts["device_to_host"],
+                      "scalar": 0}, counts
+    assert counts["device_to_host"] in (0, 3), counts
+    assert_same_draws(got, want, "rng")
+    counts.update(copy_to_host=0, device_to_host=0)
+    got = run_module(loop, _LOOP_ARGS, device="cuda")
+    # 4 iterations read the predicate 5 times (each read is a copy_to_host of one value)
+    assert counts["scalar"] == 5 and counts["copy_to_host"] == 5 + 3, counts
+    assert counts["device_to_host"] in (0, 5 + 3), counts
+    assert_same(got, loop_want, "rng loop", exact=True)
+
+
+def test_rng_errors():
+    with pytest.raises(Exception, match="rng_normal of s32 is not supported"):
+        run_module(parse_module(_rng_text("s32", "rng_normal")), [np.int32(0), np.int32(1)],
+                   device="cuda")
 
 
 # ---- collectives (one replica) -------------------------------------------------------------
@@ -294,6 +475,69 @@ def test_fft_rng_kernels_compile_to_ptx():
     p = subprocess.run([sys.executable, str(Path(__file__).with_name("cuda_ptx_check.py")),
                         "fft", "rng"], capture_output=True, text=True, env=env, timeout=300,
                        cwd=str(root))
+    if p.returncode == 3:
+        pytest.fail("NVVM unavailable (the test extra installs nvidia-cuda-nvcc-cu12): "
+                    + p.stdout.strip())
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+_RNG_PTX_SCRIPT = r"""
+import os
+os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
+import numpy as np
+from numba import cuda, types as T
+from numba.np import numpy_support
+import numba.cuda.dispatcher as disp
+try:
+    from numba import float32
+    cuda.compile_ptx(lambda a: None, (float32[::1],), cc=(8, 0))
+except Exception as e:
+    print("NVVM unavailable:", str(e).splitlines()[0])
+    raise SystemExit(3)
+class _Dev:
+    compute_capability = (8, 0)
+disp.get_current_device = lambda: _Dev()   # device functions compile for "this" device
+from xlaplug.backends.cuda import rng as G
+def arr(dt):
+    return T.Array(numpy_support.from_dtype(np.dtype(dt)), 1, "C")
+u64, i64, b, f64 = T.uint64, T.int64, T.boolean, T.float64
+stream = (i64, u64, u64, u64, u64)
+jobs = [(G._uniform_sint_kernel, (arr(d), arr(d), arr(d)) + stream)
+        for d in (np.int8, np.int16, np.int32, np.int64)]
+jobs += [(G._uniform_uint_kernel, (arr(d), arr(d), arr(d)) + stream)
+         for d in (np.uint8, np.uint16, np.uint32, np.uint64)]
+jobs.append((G._uniform_uint_kernel, (arr(np.uint8), arr(np.bool_), arr(np.bool_)) + stream))
+uniform, normal = G._float_kernels()
+jobs += [(k, (arr(d), arr(d), arr(d)) + stream + (b, i64, i64, f64, i64))
+         for d in (np.float16, np.float32, np.float64) for k in (uniform, normal)]
+jobs.append((G._state_init_kernel, (arr(np.uint64), u64, u64)))
+jobs.append((G._state_step_kernel, (arr(np.uint64), arr(np.uint64), u64, u64)))
+bad = 0
+for k, sig in jobs:
+    name = k.py_func.__name__
+    try:
+        ptx, _ = cuda.compile_ptx(k.py_func, sig, cc=(8, 0))
+        if name != "normal" and name != "uniform" and ".f64" in ptx:
+            raise TypeError("integer kernel promoted to float64")
+        if name == "uniform" and "fma." in ptx:
+            raise TypeError("lo + (hi - lo) * u contracted to an FMA")
+    except Exception as e:
+        bad += 1
+        print("FAIL", name, sig, " | ".join(str(e).splitlines()[:6]))
+print(len(jobs), "kernels,", bad, "failed")
+raise SystemExit(1 if bad else 0)
+"""
+
+
+def test_rng_draw_kernels_compile_to_ptx():
+    """The rng / rng-get-and-update-state kernels compile for a GPU (NVVM, no device
+    needed): integer kernels stay integer, and the uniform transform has no FMA (one would
+    round differently from numpy's multiply then add)."""
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0",
+               PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, "-c", _RNG_PTX_SCRIPT], capture_output=True,
+                       text=True, env=env, timeout=300, cwd=str(root))
     if p.returncode == 3:
         pytest.fail("NVVM unavailable (the test extra installs nvidia-cuda-nvcc-cu12): "
                     + p.stdout.strip())

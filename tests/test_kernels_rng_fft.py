@@ -219,3 +219,120 @@ def test_rng_optimized_hlo_matches_first_xla_run():
     text = jf.lower(*args).compile().as_text()
     want = jf(*args)
     _compare(run_module(parse_module(text), list(args)), want, "rng", exact=True)
+
+
+def test_rng_stream_is_philox_blocks():
+    # Element j of call c is the Philox-4x32-10 block at counter (low=j, high=c): the same
+    # generator rng-bit-generator (bit-exact with XLA above) lays out round-robin.
+    from xlaplug.backends.cpu.rng import philox_bits, rng_words
+    key, call, n = 0x0123456789ABCDEF, 2 ** 40 + 3, 7
+    w0, w1 = rng_words(key, call, n)
+    blocks, _, _ = philox_bits(key, 0, call, (4 * n,), 32)
+    blocks = blocks.reshape(n, 4).astype(np.uint64)
+    np.testing.assert_array_equal(w0, blocks[:, 0] | (blocks[:, 1] << np.uint64(32)))
+    np.testing.assert_array_equal(w1, blocks[:, 2] | (blocks[:, 3] << np.uint64(32)))
+
+
+def _rng_module(t, dist="rng_uniform", dims="4000"):
+    return parse_module(f"""
+HloModule m
+ENTRY e {{
+  a = {t}[] parameter(0)
+  b = {t}[] parameter(1)
+  ROOT r = {t}[{dims}] rng(a, b), distribution={dist}
+}}""")
+
+
+def test_rng_draws_do_not_depend_on_bounds():
+    # The bits are counter-based: other bounds only rescale the same uniforms.
+    m = _rng_module("f64")
+    u = run_module(m, [np.float64(0.0), np.float64(1.0)], seed=4)
+    v = run_module(m, [np.float64(2.0), np.float64(6.0)], seed=4)
+    np.testing.assert_allclose((v - 2.0) / 4.0, u, rtol=0, atol=1e-15)
+    i = run_module(_rng_module("s64"), [np.int64(0), np.int64(2 ** 62)], seed=4)
+    j = run_module(_rng_module("s64"), [np.int64(-5), np.int64(2 ** 62 - 5)], seed=4)
+    np.testing.assert_array_equal(j + 5, i)
+
+
+@pytest.mark.parametrize("t,lo,hi", [
+    ("s64", -(2 ** 63), 2 ** 63 - 1), ("u64", 0, 2 ** 64 - 1), ("u64", 2 ** 64 - 9, 2 ** 64 - 1),
+    ("s32", -(2 ** 31), 2 ** 31 - 1), ("s8", -128, 127), ("u8", 250, 255), ("s16", -7, -3),
+])
+def test_rng_integer_bounds(t, lo, hi):
+    from xlaplug.hlo import dtypes as D
+    dt = D.to_dtype(t)
+    out = run_module(_rng_module(t), [np.array(lo, dt), np.array(hi, dt)])
+    assert out.dtype == dt
+    vals = [int(x) for x in out]
+    assert min(vals) >= lo and max(vals) < hi
+    mid = lo + (hi - lo) // 2   # both halves of a full 64-bit range are drawn
+    assert any(v < mid for v in vals) and any(v >= mid for v in vals)
+    # hi <= lo gives lo
+    same = run_module(_rng_module(t), [np.array(hi, dt), np.array(lo, dt)])
+    assert (same == np.array(hi, dt)).all()
+
+
+def test_rng_float_edges():
+    m = _rng_module("f32")
+    assert (run_module(m, [np.float32(2.0), np.float32(2.0)]) == 2.0).all()
+    back = run_module(m, [np.float32(3.0), np.float32(-1.0)])   # hi < lo: the formula
+    assert back.min() > -1.0 and back.max() <= 3.0
+    # f16: every value of [1, next f16) rounds to 1 or to hi; those at hi become lo
+    one = run_module(_rng_module("f16"), [np.float16(1.0), np.float16(1.0009765625)])
+    assert (one == np.float16(1.0)).all()
+    import ml_dtypes
+    b = run_module(_rng_module("bf16"), [np.array(-2.0, ml_dtypes.bfloat16),
+                                        np.array(5.0, ml_dtypes.bfloat16)])
+    assert b.dtype == ml_dtypes.bfloat16
+    assert b.astype(np.float32).min() >= -2.0 and b.astype(np.float32).max() < 5.0
+    p = run_module(_rng_module("pred"), [np.bool_(False), np.bool_(True)])
+    assert p.dtype == np.bool_ and not p.any()   # [false, true) holds only false
+
+
+_RNG_LOOP = """
+HloModule loop
+
+cond {
+  s = (s32[], f32[4,3]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(4)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+
+body {
+  s = (s32[], f32[4,3]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  f = f32[4,3] get-tuple-element(s), index=1
+  lo = f32[] constant(0)
+  hi = f32[] constant(1)
+  r = f32[1,3] rng(lo, hi), distribution=rng_uniform
+  z = s32[] constant(0)
+  f1 = f32[4,3] dynamic-update-slice(f, r, i, z)
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  ROOT t = (s32[], f32[4,3]) tuple(i1, f1)
+}
+
+ENTRY main {
+  zero = s32[] constant(0)
+  f = f32[4,3] parameter(0)
+  lo = f32[] constant(0)
+  hi = f32[] constant(1)
+  r0 = f32[3] rng(lo, hi), distribution=rng_uniform
+  r1 = f32[3] rng(lo, hi), distribution=rng_uniform
+  init = (s32[], f32[4,3]) tuple(zero, f)
+  w = (s32[], f32[4,3]) while(init), condition=cond, body=body
+  rf = f32[4,3] get-tuple-element(w), index=1
+  ROOT out = (f32[4,3], f32[3], f32[3]) tuple(rf, r0, r1)
+}
+"""
+
+
+def test_rng_fresh_per_iteration_and_instruction():
+    module = parse_module(_RNG_LOOP)
+    f, r0, r1 = run_module(module, [np.zeros((4, 3), np.float32)])
+    assert len({row.tobytes() for row in f}) == 4     # each iteration draws anew
+    assert not np.array_equal(r0, r1)                 # each instruction has its own stream
+    again = run_module(module, [np.zeros((4, 3), np.float32)])
+    for a, b in zip(again, (f, r0, r1)):              # a new run starts over
+        np.testing.assert_array_equal(a, b)
