@@ -20,6 +20,11 @@ kernels cannot see the constraints, and nothing JAX emits does that.)
 Results are LAPACK's where LAPACK's are unique, and LAPACK's representation where they
 are not (Householder reflectors and taus, pivots, eigenvector normalisation): see
 _kernels.py, _householder.py, _solvers.py and _geev.py for what is exact and what is not.
+
+CUDA: potrf, getrf, trsm, geqrf, orgqr/ungqr and syevd/heevd also have numba.cuda kernels
+(_cuda.py), one thread per matrix.  They follow the CPU kernels' algorithms and
+representations; syevd/heevd (cyclic Jacobi) gives LAPACK's eigenvalues, but its
+eigenvectors may differ from LAPACK's by a sign (a phase, complex) per column.
 """
 from __future__ import annotations
 
@@ -31,12 +36,14 @@ from xlaplug.hlo.errors import HloError
 from xlaplug.hlo.ir import Shape
 from xlaplug.plugin import Plugin
 
+from . import _cuda
 from . import _kernels as K
 from ._common import char
 from ._geev import geev
 
 plugin = Plugin("jax_lapack", version="1.0",
-                description="JAX's CPU LAPACK custom calls (lapack_*_ffi) in numpy")
+                description="JAX's CPU LAPACK custom calls (lapack_*_ffi): numpy kernels, "
+                             "numba.cuda for the factorizations")
 
 TYPES = {"s": "f32", "d": "f64", "c": "c64", "z": "c128"}
 REAL = {"f32": "f32", "f64": "f64", "c64": "f32", "c128": "f64"}
@@ -243,3 +250,5 @@ for _routine, (_prefixes, _shape, _kernel, _examples) in ROUTINES.items():
         plugin.shape(_target, examples=_ex_list)(_shape(_target, _etype))
         plugin.kernel(_target, device="cpu", examples=_ex_list)(_kernel)
         TARGETS.append(_target)
+
+CUDA_TARGETS: list[str] = _cuda.register(plugin, ROUTINES, TYPES)
