@@ -1,6 +1,7 @@
 """Run the StableHLO conformance suite (../shared/conformance/stablehlo) and print pass rates.
 
-  python scripts/conformance.py [--dir DIR] [--max-ulp N] [--json OUT] [--show N] [PATTERN]
+  python scripts/conformance.py [--dir DIR] [--max-ulp N] [--device cpu|cuda] [--json OUT]
+                                [--show N] [PATTERN]
 
 A case passes when every `check.expect_*` in it holds.  Cases whose constants were elided
 (`constant({...})`) carry no values and cannot run: they are counted separately.
@@ -32,6 +33,8 @@ def main() -> int:
     ap.add_argument("pattern", nargs="?", default="*")
     ap.add_argument("--dir", default=str(DEFAULT_DIR))
     ap.add_argument("--max-ulp", type=int, default=1)
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                    help="cuda needs a GPU or NUMBA_ENABLE_CUDASIM=1 (numba's simulator)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--show", type=int, default=15)
     args = ap.parse_args()
@@ -39,10 +42,18 @@ def main() -> int:
     if not files:
         print(f"no cases in {args.dir}", file=sys.stderr)
         return 2
-    results = [run_case(p, args.max_ulp) for p in files]
+    if args.device == "cuda":
+        from xlaplug.backends.cuda_support import require_cuda
+        from xlaplug.hlo.errors import HloError
+        try:
+            require_cuda()
+        except HloError as e:
+            print(e.message, file=sys.stderr)
+            return 2
+    results = [run_case(p, args.max_ulp, args.device) for p in files]
     counts = collections.Counter(classify(r) for r in results)
     runnable = len(results) - counts["elided"] - counts["noinputs"]
-    print(f"{len(results)} cases, max ULP {args.max_ulp}: {counts['pass']} pass, {counts['fail']} "
+    print(f"{len(results)} cases on {args.device}, max ULP {args.max_ulp}: {counts['pass']} pass, {counts['fail']} "
           f"fail, {counts['error']} error; not runnable: {counts['elided']} with elided constants "
           f"({{...}}), {counts['noinputs']} taking parameters with no inputs or checks")
     if runnable:

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .hlo import dtypes
 from .hlo.errors import HloError
 
 DEFAULT_MAX_ULP = 1
@@ -129,20 +128,21 @@ class CaseResult:
     seconds: float = 0.0
 
 
-_SESSION = None
+_REGISTRY = None
 
 
-def _session():
-    """The bundled plugins (stablehlo_check gives the check.* kernels), loaded once."""
-    global _SESSION
-    if _SESSION is None:
+def _session(device: str, max_ulp: int):
+    """The bundled plugins (stablehlo_check gives the check.* kernels, loaded once); a
+    check without its own max_ulp_difference uses the suite's `max_ulp`."""
+    global _REGISTRY
+    from .plugin_runtime import Session
+    if _REGISTRY is None:
         from .plugin import load_plugins
-        from .plugin_runtime import Session
-        _SESSION = Session(load_plugins(entry_points=False))
-    return _SESSION
+        _REGISTRY = load_plugins(entry_points=False)
+    return Session(_REGISTRY, device=device, attr_defaults={"max_ulp_difference": max_ulp})
 
 
-def run_case(path: Path, max_ulp: int = DEFAULT_MAX_ULP) -> CaseResult:
+def run_case(path: Path, max_ulp: int = DEFAULT_MAX_ULP, device: str = "cpu") -> CaseResult:
     from .driver import compile_module
     from .hlo.parser import parse_file
     from .hlo.verifier import verify_module
@@ -159,14 +159,10 @@ def run_case(path: Path, max_ulp: int = DEFAULT_MAX_ULP) -> CaseResult:
                               time.perf_counter() - t0)
         from . import plugin_runtime
         previous = plugin_runtime.ACTIVE
-        plugin_runtime.activate(_session())
+        plugin_runtime.activate(_session(device, max_ulp))
         try:
             compile_module(module, None)
-            for c in module.computations:  # the suite's --max-ulp, where a check gives none
-                for ins in c.instructions:
-                    if ins.opcode == "custom-call" and "backend_config" not in ins.attrs:
-                        ins.attrs["backend_config"] = f"{{max_ulp_difference = {max_ulp} : i64}}"
-            execute(module, [], max_while_iterations=10_000_000)
+            execute(module, [], device=device, max_while_iterations=10_000_000)
         finally:
             plugin_runtime.activate(previous)
         return CaseResult(name, "pass", seconds=time.perf_counter() - t0)

@@ -19,6 +19,7 @@ from .hlo.ir import Computation, Shape
 from .hlo.shape_parser import parse_shape
 from .plugin import OpEntry, bind_call
 from .backends.device import flatten
+from .plugin_runtime import _parameters
 from .runner import DEFAULT_TOL, leaves, random_value
 
 
@@ -121,6 +122,9 @@ def _one(op, kentry, dentry, sentry, shapes, arrays, attrs, ctx, label, trial) -
     if declared is None:
         declared = _shape_of(expected)
     outs = [np.empty(s.dims, s.dtype) for s in declared.leaves()]
+    if "element_types" in _parameters(kentry.fn):  # as the run-time passes them
+        attrs["element_types"] = tuple(s.element_type for o in shapes for s in o.leaves()) + \
+            tuple(s.element_type for s in declared.leaves())
     if getattr(ctx, "device_under_test", "cpu") == "cuda":  # CUDA kernels get device arrays and may launch their own kernels
         from .backends.device import memory_for
         mem = memory_for("cuda")  # bf16/f8/int4 travel as float32/int8 values (cuda/launch.py)

@@ -28,6 +28,9 @@ class Session:
     device: str = "cpu"
     prefer: str = "kernel"       # or "decomposition"
     strict: bool = False
+    # Attribute values for kernels that name the attribute but whose instruction does not
+    # set it (e.g. the conformance suite's --max-ulp for the check ops' max_ulp_difference).
+    attr_defaults: dict = field(default_factory=dict)
 
     def resolve(self, ins) -> Callable | None:
         name = op_name(ins)
@@ -68,25 +71,33 @@ def _pack(shape: Shape, leaves: list):
     return tuple(_pack(s, leaves) for s in shape.tuple_shapes)
 
 
-def _check_outputs(entry: OpEntry, ins, outs: list[np.ndarray]) -> None:
+def _check_outputs(entry: OpEntry, ins, outs: list[np.ndarray], memory) -> None:
     for k, (arr, want) in enumerate(zip(outs, ins.shape.leaves())):
         if want.is_token:
             continue
         if not (hasattr(arr, "shape") and hasattr(arr, "dtype")):
             arr = np.asarray(arr)
-        if tuple(arr.shape) != tuple(want.dims) or arr.dtype != want.dtype:
+        if tuple(arr.shape) != tuple(want.dims) or (arr.dtype != want.dtype and
+                                                    arr.dtype != memory.dtype_of(want.dtype)):
             raise PluginError(f"plugin '{entry.plugin.name}' kernel for '{op_name(ins) or ins.opcode}'"
                               f" (instruction '{ins.name}') produced output {k} as "
                               f"{arr.dtype}{list(arr.shape)}, but the declared shape is {want}",
                               line=ins.line, column=ins.column)
 
 
-def _run_kernel(entry: OpEntry, ins, args, extra_kwargs: dict, memory=None) -> Any:
+def _run_kernel(entry: OpEntry, ins, args, extra_kwargs: dict, memory=None,
+                defaults: dict | None = None) -> Any:
     from .backends.cpu.structural import ExecutionError
     from .backends.device import HostMemory
     memory = memory or HostMemory()
     outs = _alloc(ins.shape, memory)
-    kwargs = {**call_kwargs(ins), **extra_kwargs} if op_name(ins) else dict(extra_kwargs)
+    params = _parameters(entry.fn)
+    kwargs = {k: v for k, v in (defaults or {}).items() if k in params}
+    kwargs.update({**call_kwargs(ins), **extra_kwargs} if op_name(ins) else extra_kwargs)
+    if "element_types" in params:  # the HLO types, where a device array cannot say (bf16 ...)
+        kwargs["element_types"] = tuple(s.element_type for o in ins.operands
+                                        for s in o.shape.leaves()) + \
+            tuple(s.element_type for s in ins.shape.leaves())
     what = f"plugin '{entry.plugin.name}' kernel for '{op_name(ins) or ins.opcode}'"
     try:
         ret = bind_call(entry.fn, what, [*flatten(tuple(args)), *outs], kwargs)
@@ -106,8 +117,15 @@ def _run_kernel(entry: OpEntry, ins, args, extra_kwargs: dict, memory=None) -> A
             raise PluginError(f"{what} returned {len(outs)} outputs, the declared shape "
                               f"{ins.shape} of instruction '{ins.name}' has "
                               f"{len(list(ins.shape.leaves()))}", line=ins.line, column=ins.column)
-    _check_outputs(entry, ins, outs)
+    _check_outputs(entry, ins, outs, memory)
     return _pack(ins.shape, [memory.adopt(o) for o in outs])
+
+
+def _parameters(fn) -> dict:
+    try:
+        return dict(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return {}
 
 
 class KernelFailure(HloError):
@@ -117,7 +135,7 @@ class KernelFailure(HloError):
 def _custom_kernel(entry: OpEntry, ins, session: Session) -> Callable:
     def kernel(ins, args, ctx):
         try:
-            return _run_kernel(entry, ins, args, {}, ctx.memory)
+            return _run_kernel(entry, ins, args, {}, ctx.memory, session.attr_defaults)
         except KernelFailure as e:
             name = op_name(ins)
             if name in session.registry.decompositions:
@@ -153,7 +171,7 @@ def _override_kernel(entry: OpEntry, ins, session: Session) -> Callable:
             elif core is not None:
                 extra["replaced"] = lambda *a: core(ins, list(a), ctx)
         attrs = {a.replace("-", "_"): v for a, v in ins.attrs.items()}
-        return _run_kernel(e, ins, args, {**attrs, **extra}, ctx.memory)
+        return _run_kernel(e, ins, args, {**attrs, **extra}, ctx.memory, session.attr_defaults)
 
     def kernel(ins, args, ctx):
         return level(0, ins, args, ctx)

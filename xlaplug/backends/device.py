@@ -56,6 +56,10 @@ class HostMemory:
         """The kernel as this memory runs it (host arrays hold every type: unchanged)."""
         return fn
 
+    def dtype_of(self, dtype) -> np.dtype:
+        """The dtype an array of `dtype` values has in this memory."""
+        return np.dtype(dtype)
+
 
 class CudaMemory:
     """numba.cuda device arrays.  Element types numba has no dtype for (bf16, f8/f4,
@@ -105,6 +109,10 @@ class CudaMemory:
 
     def adopt(self, value):
         return self._in(value)
+
+    def dtype_of(self, dtype) -> np.dtype:
+        """The device dtype holding `dtype` values (float32 for bf16, int8 for s4 ...)."""
+        return self._dtype(dtype)
 
     def adapt_kernel(self, ins, fn):
         """fn, plus rounding of narrow results kernels compute wide (cuda/narrow.py)."""
