@@ -131,7 +131,7 @@ class CaseResult:
 _REGISTRY = None
 
 
-def _session(device: str, max_ulp: int):
+def _session(device: str = "cpu", max_ulp: int = DEFAULT_MAX_ULP):
     """The bundled plugins (stablehlo_check gives the check.* kernels, loaded once); a
     check without its own max_ulp_difference uses the suite's `max_ulp`."""
     global _REGISTRY
