@@ -15,6 +15,8 @@ it, runs its pass pipeline and executes it.  Every implementation is timed as th
             then execute(repeat=N); the number is the median of its N run_times.
   XLA:CPU   lowered.compile(), two warm-up calls, then N calls of compiled(*device_args)
             followed by block_until_ready(); inputs are placed on the device beforehand.
+  XLA:GPU   (--device cuda, when jax has a GPU backend) the same, with the inputs on the
+            GPU; otherwise the column says why it is absent.
   numpy     one warm-up call, then N calls.
 
 Compile columns: "xlaplug compile" = parse + pass pipeline + execute()'s setup (building
@@ -40,8 +42,11 @@ import statistics
 import sys
 import time
 
-# The XLA column is XLA:CPU by definition: keep jax off any accelerator it might find.
-os.environ["JAX_PLATFORMS"] = "cpu"
+# The XLA:CPU column is XLA:CPU by definition: keep jax off any accelerator it might find --
+# except for --device cuda, where an XLA:GPU column is added when jax has a GPU (the CPU
+# column then pins jax's default device to the CPU).
+if "cuda" not in sys.argv[1:] and "--device=cuda" not in sys.argv[1:]:
+    os.environ["JAX_PLATFORMS"] = "cpu"
 
 import numpy as np  # noqa: E402
 
@@ -261,25 +266,22 @@ def bench_one(name: str, quick: bool, repeat: int, device: str) -> dict:
     desc, jf, nf, args = make_workload(name, quick, rng)
     rec: dict = {"workload": name, "desc": desc, "repeat": repeat}
 
-    # XLA:CPU through jax.
-    jitted = jax.jit(jf)
-    t0 = time.perf_counter()
-    lowered = jitted.lower(*args)
-    lower_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    compiled = lowered.compile()
-    xla_compile_s = time.perf_counter() - t0
-    hlo_text = lowered.as_text(dialect="hlo")
-    dev_args = [jax.device_put(a) for a in args]
-    jax.block_until_ready(dev_args)
-    t0 = time.perf_counter()
-    compiled(*dev_args).block_until_ready()
-    xla_first_s = time.perf_counter() - t0
-    xla_times, xla_out = time_calls(lambda: compiled(*dev_args).block_until_ready(), repeat, 1)
-    ref = np.asarray(xla_out)
-    rec["xla"] = {"lower_ms": ms(lower_s), "compile_ms": ms(xla_compile_s),
-                  "first_call_ms": ms(xla_first_s), "run_ms": ms(statistics.median(xla_times)),
-                  "run_times_ms": [ms(t) for t in xla_times]}
+    # XLA:CPU through jax (the reference values), then XLA:GPU where asked and present.
+    cpu = jax.devices("cpu")[0]
+    with jax.default_device(cpu):
+        rec["xla"], hlo_text, ref = time_xla(jax, jf, args, cpu, repeat)
+    if device == "cuda":
+        gpu = jax_gpu(jax)
+        if isinstance(gpu, str):
+            rec["xla_gpu"] = {"unavailable": gpu}
+        else:
+            try:
+                rec["xla_gpu"], _, gpu_out = time_xla(jax, jf, args, gpu, repeat)
+            except Exception as e:  # noqa: BLE001 - reported, the xlaplug timing goes on
+                rec["xla_gpu"] = {"unavailable": f"XLA:GPU failed: {type(e).__name__}: {e}"}
+            else:
+                ok, err = close_enough(gpu_out, ref)
+                rec["xla_gpu"].update(matches_xla_cpu=ok, max_abs_err=err)
 
     # xlaplug: parse + pipeline, first run, then the timed runs.
     t0 = time.perf_counter()
@@ -331,7 +333,38 @@ def bench_one(name: str, quick: bool, repeat: int, device: str) -> dict:
     xp = rec["xlaplug"].get("run_ms")
     rec["ratio_xlaplug_xla"] = xp / rec["xla"]["run_ms"] if xp else None
     rec["ratio_xlaplug_numpy"] = xp / rec["numpy"]["run_ms"] if xp else None
+    g = rec.get("xla_gpu", {}).get("run_ms")
+    rec["ratio_xlaplug_xla_gpu"] = xp / g if xp and g else None
     return rec
+
+
+def time_xla(jax, jf, args, dev, repeat: int):
+    """(timing record, lowered HLO text, output) of jf compiled by XLA for device `dev`."""
+    dev_args = [jax.device_put(a, dev) for a in args]
+    jax.block_until_ready(dev_args)
+    t0 = time.perf_counter()
+    lowered = jax.jit(jf).lower(*dev_args)
+    lower_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    compiled = lowered.compile()
+    compile_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    compiled(*dev_args).block_until_ready()
+    first_s = time.perf_counter() - t0
+    times, out = time_calls(lambda: compiled(*dev_args).block_until_ready(), repeat, 1)
+    rec = {"platform": dev.platform, "lower_ms": ms(lower_s), "compile_ms": ms(compile_s),
+           "first_call_ms": ms(first_s), "run_ms": ms(statistics.median(times)),
+           "run_times_ms": [ms(t) for t in times]}
+    return rec, lowered.as_text(dialect="hlo"), np.asarray(out)
+
+
+def jax_gpu(jax):
+    """jax's first GPU device, or why there is none."""
+    try:
+        gpus = jax.devices("gpu")
+    except RuntimeError as e:
+        return f"jax has no GPU backend ({str(e).splitlines()[0][:120]})"
+    return gpus[0] if gpus else "jax found no GPU"
 
 
 # ---- output ------------------------------------------------------------------------------
@@ -351,6 +384,22 @@ def fmt(v, kind="ms") -> str:
 
 def print_table(results: list[dict]) -> None:
     print("  ".join(h.rjust(w) if i else h.ljust(w) for i, (h, w) in enumerate(COLUMNS)))
+    print_rows(results)
+    gpu = [r for r in results if "xla_gpu" in r]
+    if gpu:
+        print()
+        for r in gpu:
+            g = r["xla_gpu"]
+            if "unavailable" in g:
+                print(f"  {r['workload']:<12} XLA:GPU: not measured: {g['unavailable']}")
+            else:
+                check = "ok" if g["matches_xla_cpu"] else "MISMATCH"
+                print(f"  {r['workload']:<12} XLA:GPU {fmt(g['run_ms'])} ms (compile "
+                      f"{fmt(g['compile_ms'])} ms, vs XLA:CPU {check}); xlaplug/XLA:GPU "
+                      f"{fmt(r['ratio_xlaplug_xla_gpu'], 'ratio')}")
+
+
+def print_rows(results: list[dict]) -> None:
     for r in results:
         x = r["xlaplug"]
         cells = [r["workload"], fmt(x.get("run_ms")) if "error" not in x else "ERROR",
@@ -377,7 +426,8 @@ def main(argv=None) -> int:
     ap.add_argument("--only", metavar="NAME[,NAME]",
                     help=f"run only these workloads: {', '.join(WORKLOADS)}")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
-                    help="device for xlaplug (XLA and numpy always run on the CPU)")
+                    help="device for xlaplug; XLA:CPU and numpy run on the CPU, and cuda "
+                         "adds XLA:GPU when jax has a GPU")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead")
     ap.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
     opts = ap.parse_args(argv)
