@@ -45,13 +45,17 @@ def load_module(path: str) -> Module:
 
 
 def compile_module(module: Module, passes: str | None, dump_dir: str | None = None,
-                   verify_each: bool = False, decompose_all: bool = False) -> PassManager:
+                   verify_each: bool = False, decompose_all: bool = False,
+                   options: dict | None = None) -> PassManager:
+    """Run a pass pipeline (None: the default) and verify.  `options`: per-pass attribute
+    settings, e.g. {"loop-fusion": {"min_elements": 1}}."""
     pipeline = resolve_pipeline(passes)
     if decompose_all and "custom-call-lowering" not in pipeline:
         pipeline.insert(0, "custom-call-lowering")
     pm = PassManager(pipeline, verify_each=verify_each,
                      dump_dir=Path(dump_dir) if dump_dir else None,
-                     options={"custom-call-lowering": {"decompose_all": decompose_all}})
+                     options={"custom-call-lowering": {"decompose_all": decompose_all},
+                              **(options or {})})
     pm.run(module)
     verify_module(module)
     return pm

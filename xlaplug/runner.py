@@ -176,7 +176,7 @@ class RunResult:
 
 def execute(module: Module, args: list, *, device: str = "cpu", repeat: int = 1,
             max_memory: int | None = None, max_while_iterations: int | None = None,
-            seed: int = 0, overrides=None) -> RunResult:
+            seed: int = 0, overrides=None, fusion_min_elements: int | None = None) -> RunResult:
     from .backends.cpu.structural import ExecutionError
     from .backends.executor import ExecContext
     t0 = time.perf_counter()
@@ -187,8 +187,10 @@ def execute(module: Module, args: list, *, device: str = "cpu", repeat: int = 1,
             import dataclasses
             session = dataclasses.replace(session, device=device)
         overrides = session.resolve
-    ctx = ExecContext(device, {"max_while_iterations": max_while_iterations, "seed": seed},
-                      overrides=overrides)
+    options = {"max_while_iterations": max_while_iterations, "seed": seed}
+    if fusion_min_elements is not None:  # loop fusions smaller than this are interpreted
+        options["fusion_min_elements"] = fusion_min_elements
+    ctx = ExecContext(device, options, overrides=overrides)
     seq = ctx.sequence(module.entry)
     _check_kernels(ctx, seq)
     peak = seq.total_peak_bytes() + sum(a.nbytes for a in leaves(tuple(args)))

@@ -36,6 +36,9 @@ class Thunk:
     # Positions of values whose last use is this thunk: the executor frees them after it.
     frees: list[int] = field(default_factory=list)
     nested: list["ThunkSequence"] = field(default_factory=list)
+    # False when the kernel runs its nested computation without its buffers (a loop fusion
+    # compiled into one loop): the nested peak does not count.
+    nested_buffers: bool = True
 
     @property
     def kind(self) -> str:
@@ -59,7 +62,8 @@ class ThunkSequence:
 
     def total_peak_bytes(self) -> int:
         """Peak of this sequence plus the largest peak of any nested sequence."""
-        nested = [s.total_peak_bytes() for t in self.thunks for s in t.nested]
+        nested = [s.total_peak_bytes() for t in self.thunks if t.nested_buffers
+                  for s in t.nested]
         return self.peak_bytes + max(nested, default=0)
 
 
@@ -134,6 +138,8 @@ def build_sequence(comp: Computation, resolve: Callable[[Instruction], Callable 
         t = Thunk(k, ins, resolve(ins), [pos[id(o)] for o in ins.operands], slot, nbytes)
         if ins.opcode in NESTED:
             t.nested = [build_sequence(c, resolve, cache) for c in ins.called_computations()]
+            compiled = getattr(t.kernel, "compiled_loop", None)
+            t.nested_buffers = not (compiled is not None and compiled(ins))
         t.frees = dying.get(k, [])
         for d in t.frees:
             dead = t if d == k else thunks[d]

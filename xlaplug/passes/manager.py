@@ -102,7 +102,10 @@ def _load_builtin() -> None:
     if _LOADED:
         return
     _LOADED = True
-    from . import custom_call_lowering, dce, inline_calls, tuple_simplify  # noqa: F401
+    from . import (custom_call_lowering, dce, inline_calls, loop_fusion,  # noqa: F401
+                   tuple_simplify)
     # Lower plugin ops first (their decompositions are core HLO the rest can clean up);
-    # inline calls so the tuple plumbing becomes visible, fold it, then sweep.
-    DEFAULT_PIPELINE[:0] = ["custom-call-lowering", "inline-calls", "tuple-simplify", "dce"]
+    # inline calls so the tuple plumbing becomes visible, fold it, sweep, then fuse
+    # elementwise chains on large arrays into loops.
+    DEFAULT_PIPELINE[:0] = ["custom-call-lowering", "inline-calls", "tuple-simplify", "dce",
+                            "loop-fusion"]

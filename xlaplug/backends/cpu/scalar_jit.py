@@ -49,6 +49,9 @@ _LOCK = threading.Lock()
 _IDENTITY = frozenset({"copy", "bitcast", "reshape", "broadcast", "transpose", "opt-barrier",
                        "slice", "reverse"})
 _FMA_USERS = frozenset({"add", "subtract"})
+# Of those, the ones that keep each element in place in a loop fusion (broadcast: of one
+# element, which loop_fusion.loop_shape checks).
+_ELEMENT_IDENTITY = frozenset({"copy", "reshape", "broadcast"})
 
 
 def _ct_name(t: str) -> str:
@@ -66,6 +69,7 @@ class _Gen:
         self.funcs: list[str] = []      # sources, callees first
         self.names: dict[int, str] = {}  # id(computation) -> function name
         self.fma = True
+        self.elementwise = False  # array parameters stand for their element (loop fusions)
 
     def const(self, ins: Instruction) -> str:
         lit = ins.literal
@@ -93,13 +97,13 @@ class _Gen:
         for ins in order:
             for o in ins.operands:
                 users[id(o)] = users.get(id(o), 0) + 1
-        contract = self._contractions(order, users, comp) if self.fma else {}
-        fused = {id(m) for m, _ in contract.values()}
+        contract = self._contractions(order, users, comp, self.elementwise) if self.fma else {}
+        fused = {id(x) for m, _, via in contract.values() for x in (m, *via)}
         params = comp.parameters
         lines: list[str] = []
         names: dict[int, str] = {}
         for k, p in enumerate(params):
-            if not p.shape.is_array or p.shape.rank != 0:
+            if not p.shape.is_array or (p.shape.rank != 0 and not self.elementwise):
                 raise ScalarCompileError(f"parameter '{p.name}' of '{comp.name}' is not a "
                                          "scalar")
             names[id(p)] = f"v{k}"
@@ -111,7 +115,7 @@ class _Gen:
             name = f"v{n}"
             n += 1
             if id(ins) in contract:
-                expr = self._fma_expr(ins, *contract[id(ins)], names)
+                expr = self._fma_expr(ins, *contract[id(ins)][:2], names)
             else:
                 expr = self.expr(ins, names)
             lines.append(f"    {name} = {expr}")
@@ -124,21 +128,28 @@ class _Gen:
         return fname
 
     @staticmethod
-    def _contractions(order, users, comp):
-        """add/subtract (f32/f64) -> (multiply operand it absorbs, its position), as LLVM's
-        contraction picks it: a multiply with no other user, the first operand preferred."""
+    def _contractions(order, users, comp, elementwise=False):
+        """add/subtract (f32/f64) -> (multiply operand it absorbs, its position, the
+        reshapes/copies between them), as LLVM's contraction picks it: a multiply with no
+        other user, the first operand preferred.  In a loop body, reshapes and copies are
+        index arithmetic, so LLVM sees through them (single-user ones)."""
         out = {}
         taken: set[int] = set()
         for ins in order:
             if ins.opcode not in _FMA_USERS or ins.shape.element_type not in ("f32", "f64"):
                 continue
-            if ins.shape.rank != 0 or len(ins.operands) != 2:
+            if (ins.shape.rank != 0 and not elementwise) or len(ins.operands) != 2:
                 continue
             for k, m in enumerate(ins.operands):
+                via = []
+                while elementwise and m.opcode in ("reshape", "copy") and \
+                        users.get(id(m), 0) == 1 and m is not comp.root:
+                    via.append(m)
+                    m = m.operands[0]
                 if (m.opcode == "multiply" and users.get(id(m), 0) == 1 and m is not comp.root
                         and id(m) not in taken and m.shape.element_type == ins.shape.element_type
                         and ins.operands[0] is not ins.operands[1]):
-                    out[id(ins)] = (m, k)
+                    out[id(ins)] = (m, k, tuple(via))
                     taken.add(id(m))
                     break
         return out
@@ -174,7 +185,10 @@ class _Gen:
             if not isinstance(callee, Computation):
                 raise ScalarCompileError(f"call '{ins.name}' has no callee")
             return f"{self.function(callee)}({', '.join(ops)})"
-        if not ins.shape.is_array or ins.shape.rank != 0 or any(
+        if self.elementwise:  # loop_fusion.loop_shape vetted the shapes: per element
+            if op in _IDENTITY and op not in _ELEMENT_IDENTITY:
+                raise ScalarCompileError(f"'{op}' instruction '{ins.name}' moves elements")
+        elif not ins.shape.is_array or ins.shape.rank != 0 or any(
                 not o.shape.is_array or o.shape.rank != 0 for o in ins.operands):
             raise ScalarCompileError(f"'{op}' instruction '{ins.name}' is not on scalars")
         if op in _IDENTITY and ins.operands and \
@@ -223,17 +237,21 @@ def _result_types(comp: Computation) -> tuple[str, ...]:
     return (s.element_type,)
 
 
-def generate_source(comp: Computation, fma: bool = True) -> tuple[str, list, str]:
-    """(module source, constants, entry function name) for a computation."""
+def generate_source(comp: Computation, fma: bool = True,
+                    elementwise: bool = False) -> tuple[str, list, str]:
+    """(module source, constants, entry function name) for a computation.  `elementwise`:
+    the computation is a loop body whose array parameters stand for one element each."""
     g = _Gen()
     g.fma = fma
+    g.elementwise = elementwise
     entry = g.function(comp)
     return "\n".join(g.funcs), g.consts, entry
 
 
-def compile_scalar_computation(comp: Computation, fma: bool = True):
-    """A numba dispatcher evaluating `comp` on scalars (see the module docstring)."""
-    src, consts, entry = generate_source(comp, fma)
+def compile_scalar_computation(comp: Computation, fma: bool = True, elementwise: bool = False):
+    """A numba dispatcher evaluating `comp` on scalars (see the module docstring);
+    `elementwise`: on one element of each array parameter (a loop fusion's body)."""
+    src, consts, entry = generate_source(comp, fma, elementwise)
     key = src + "\n#" + "|".join(f"{type(c).__name__}:{c.tobytes().hex()}" for c in consts)
     with _LOCK:
         fn = _CACHE.get(key)

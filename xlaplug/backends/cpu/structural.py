@@ -34,12 +34,17 @@ def _barrier(ins, args, ctx):
     return args[0]
 
 
-@kernel("call", "fusion")
+@kernel("call")
 def _call(ins, args, ctx):
     comp = ins.attrs.get("to_apply") or ins.attrs["calls"]
     if isinstance(comp, list):
         comp = comp[0]
     return ctx.run(comp, args)
+
+
+# On the CPU, loop fusions compile into one loop (cpu/fused_loop.py); on CUDA a fusion
+# runs its computation kernel by kernel.
+_kernel("fusion", device="cuda")(_call)
 
 
 @kernel("while")

@@ -1,0 +1,213 @@
+"""Loop fusion (passes/loop_fusion.py) and the CPU fused-loop kernel (cpu/fused_loop.py).
+
+jax is the oracle: programs are lowered by jax, fused by the pass, run as compiled loops and
+compared with XLA's outputs.  Small shapes keep the suite fast, so the tests lower both size
+thresholds to one element (pass option `min_elements`, run option `fusion_min_elements`).
+The pass's own shape (what fuses, what stays) is the golden test tests/golden/loop_fusion.txt.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+from jax import lax
+
+from xlaplug.driver import compile_module
+from xlaplug.hlo import parse_module
+from xlaplug.runner import execute
+
+FUSE = {"loop-fusion": {"min_elements": 1}}
+
+
+def _fused(text: str, **pass_opts):
+    m = parse_module(text)
+    compile_module(m, None, options={"loop-fusion": {"min_elements": 1, **pass_opts}})
+    return m
+
+
+def _fusions(m) -> list:
+    return [i for c in m.computations for i in c.instructions if i.opcode == "fusion"]
+
+
+def _run(m, args, **kw):
+    r = execute(m, list(args), fusion_min_elements=1, **kw)
+    return r.outputs, r
+
+
+def _spy_compiled(monkeypatch) -> list:
+    """Counts fusions that ran as compiled loops (not through the interpreter)."""
+    from xlaplug.backends.cpu import fused_loop
+    calls = []
+    real = fused_loop.loop_driver
+
+    def spy(roles):
+        calls.append(roles)
+        return real(roles)
+    monkeypatch.setattr(fused_loop, "loop_driver", spy)
+    return calls
+
+
+def _jax(f, *args):
+    text = jax.jit(f).lower(*args).as_text(dialect="hlo")
+    want = jax.jit(f)(*args)
+    want = [np.asarray(w) for w in (want if isinstance(want, (tuple, list)) else (want,))]
+    return text, want
+
+
+R = np.random.default_rng(0)
+X = R.standard_normal((16, 24)).astype(np.float32)
+Y = R.standard_normal((16, 24)).astype(np.float32)
+Z = R.standard_normal((16, 24)).astype(np.float32)
+
+
+def test_multiply_add_chain_is_bit_exact_with_xla(monkeypatch):
+    """XLA:CPU fuses x*y+z and contracts it into an FMA (one rounding); the fused loop does
+    too, so the results are XLA's bit for bit -- the per-op interpreter rounds twice."""
+    text, want = _jax(lambda x, y, z: x * y + z - x * z, X, Y, Z)
+    compiled = _spy_compiled(monkeypatch)
+    m = _fused(text)
+    assert len(_fusions(m)) == 1
+    got, _ = _run(m, [X, Y, Z])
+    assert compiled, "the fusion did not run as a compiled loop"
+    np.testing.assert_array_equal(got[0].view(np.uint32), want[0].view(np.uint32))
+
+
+PROGRAMS = {
+    "softmax": (lambda x: jax.nn.softmax(x, axis=-1), (X,), 1e-6),
+    "gelu_tanh": (lambda x: jax.nn.gelu(x, approximate=True), (X,), 2e-6),
+    "scalar_operands": (lambda x, y: jnp.clip(jnp.where(x > 0.5, x * 3.0, y - 1.0), -1.5, 2.0)
+                        + 0.25, (X, Y), 0),
+    "int_ops": (lambda a, b: (a * 3 + b) // 7 - (a ^ b) % 5 + jnp.maximum(a, b),
+                (R.integers(-50, 50, (8, 9)).astype(np.int32),
+                 R.integers(1, 50, (8, 9)).astype(np.int32)), 0),
+    "f16": (lambda x, y: (x * y + x) / (y * y + 1), (X.astype(np.float16), Y.astype(np.float16)),
+            1e-3),
+    "bf16": (lambda x, y: jnp.exp(x) * y - x, (X.astype(ml_dtypes.bfloat16),
+                                               Y.astype(ml_dtypes.bfloat16)), 1e-2),
+    "convert_compare": (lambda x, y: (x > y).astype(jnp.float32) * x + (x.astype(jnp.int32) * 2)
+                        .astype(jnp.float32), (X * 10, Y * 10), 0),
+    "reshape_inside": (lambda x, y: (jnp.reshape(x * y, (24, 16)) + 1.0) * 2.0, (X, Y), 0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_fused_programs_match_jax(name, monkeypatch):
+    f, args, rtol = PROGRAMS[name]
+    text, want = _jax(f, *args)
+    compiled = _spy_compiled(monkeypatch)
+    m = _fused(text)
+    assert _fusions(m), f"{name}: nothing fused"
+    got, _ = _run(m, args)
+    assert compiled, f"{name}: no fusion ran as a compiled loop"
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        if rtol == 0:
+            np.testing.assert_array_equal(g, w)
+        else:
+            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol,
+                                       atol=rtol)
+
+
+def test_xla_kloop_fusions_run_as_compiled_loops(monkeypatch):
+    """XLA's optimized HLO comes with kLoop fusions; they run through the same kernel."""
+    f = lambda x, y: jnp.tanh(x * y) + jnp.exp(-x) * 0.5  # noqa: E731
+    jf = jax.jit(f)
+    text = jf.lower(X, Y).compile().as_text()
+    m = parse_module(text)
+    compile_module(m, None)
+    assert any(i.attrs.get("kind") == "kLoop" for i in _fusions(m))
+    compiled = _spy_compiled(monkeypatch)
+    got, _ = _run(m, [X, Y])
+    assert compiled
+    np.testing.assert_allclose(got[0], np.asarray(jf(X, Y)), rtol=2e-6, atol=2e-6)
+
+
+def test_fusion_shrinks_the_thunk_sequence_and_peak_memory():
+    # At the default thresholds (65,536 elements): fused and compiled.
+    x, y = (R.standard_normal((256, 256)).astype(np.float32) for _ in range(2))
+    text, want = _jax(lambda x, y: jnp.exp(x) * y + jnp.sqrt(jnp.abs(x)) - y * y, x, y)
+    plain = parse_module(text)
+    compile_module(plain, "custom-call-lowering,inline-calls,tuple-simplify,dce")
+    fused = parse_module(text)
+    compile_module(fused, None)
+    r_plain, r_fused = execute(plain, [x, y]), execute(fused, [x, y])
+    np.testing.assert_allclose(r_fused.outputs[0], want[0], rtol=2e-6, atol=2e-6)
+    n_plain = sum(len(c.instructions) for c in plain.computations if c is plain.entry)
+    n_fused = sum(len(c.instructions) for c in fused.computations if c is fused.entry)
+    assert n_fused < n_plain
+    assert r_fused.peak_bytes < r_plain.peak_bytes
+
+
+def test_threshold_keeps_small_arrays_unfused():
+    text, _ = _jax(lambda x, y: x * y + y, X, Y)
+    m = parse_module(text)
+    compile_module(m, None)  # default threshold: 65,536 elements
+    assert not _fusions(m)
+    big = np.zeros((256, 256), np.float32)
+    text, _ = _jax(lambda x, y: x * y + y, big, big)
+    m = parse_module(text)
+    compile_module(m, None)
+    assert len(_fusions(m)) == 1
+
+
+def test_small_fusion_runs_through_the_interpreter(monkeypatch):
+    m = _fused(_jax(lambda x, y: x * y + y, X, Y)[0])
+    compiled = _spy_compiled(monkeypatch)
+    got = execute(m, [X, Y]).outputs  # default fusion_min_elements: too small to compile
+    assert not compiled
+    np.testing.assert_allclose(got[0], X * Y + Y, rtol=1e-6)
+
+
+def test_non_loop_fusion_is_interpreted(monkeypatch):
+    """A fusion whose body moves elements (transpose) is not one loop: it is interpreted."""
+    text = """HloModule m
+fused {
+  p = f32[3,4] parameter(0)
+  t = f32[4,3] transpose(p), dimensions={1,0}
+  ROOT n = f32[4,3] negate(t)
+}
+ENTRY e {
+  x = f32[3,4] parameter(0)
+  ROOT f = f32[4,3] fusion(x), kind=kLoop, calls=fused
+}
+"""
+    compiled = _spy_compiled(monkeypatch)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    got, _ = _run(parse_module(text), [x])
+    assert not compiled
+    np.testing.assert_array_equal(got[0], -x.T)
+
+
+def test_opcodes_a_plugin_overrides_are_not_fused():
+    from xlaplug.plugin import Plugin, Registry
+    from xlaplug.plugin_runtime import Session, activate
+    p = Plugin("fast_add")
+
+    @p.kernel("add", device="cpu")
+    def fast_add(a, b, out):
+        np.add(a, b, out=out)
+    reg = Registry()
+    reg.add(p)
+    text, _ = _jax(lambda x, y: (x * y + y) * x, X, Y)
+    activate(Session(reg))
+    try:
+        m = _fused(text)
+    finally:
+        activate(Session())
+    for f in _fusions(m):
+        assert not any(i.opcode == "add" for i in f.attrs["calls"][0].instructions)
+    assert any(i.opcode == "add" for i in m.entry.instructions)
+
+
+def test_loop_inside_while_body():
+    """Fusion applies inside called computations too (a while body), and the loop state
+    flows through the compiled loop each iteration."""
+    def f(x):
+        return lax.fori_loop(0, 5, lambda i, v: v * 0.5 + jnp.sin(v), x)
+    text, want = _jax(f, X)
+    m = _fused(text)
+    assert _fusions(m)
+    got, _ = _run(m, [X])
+    np.testing.assert_allclose(got[0], want[0], rtol=2e-6, atol=2e-6)

@@ -1,0 +1,98 @@
+"""`fusion` on the CPU: a loop fusion (passes/loop_fusion.py, or XLA's kLoop) as one loop.
+
+A fused computation that `loop_shape` accepts -- elementwise ops, broadcasts of one-element
+values, reshapes -- is compiled by scalar_jit into a numba function of one scalar per
+parameter (the same SCALAR_OPS templates, FMA contraction and flushing as every other
+compiled reducer or map body), and a driver calls it per element:
+
+    def loop(fn, out, a0, s1):                # a0: an array parameter, s1: a scalar one
+        for i in numba.prange(out.shape[0]):
+            out[i] = fn(a0[i], s1)
+
+so the chain makes one pass over memory instead of one per instruction, on the cores numba
+has.  Any other fusion (kInput reductions, transposes, several outputs, ...) and fusions of
+fewer than the run option `fusion_min_elements` elements (default the pass's threshold:
+compiling costs more than a small loop saves) run their computation through the
+interpreter, as before.  A computation scalar_jit cannot compile falls back the same way.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+from numba import njit, prange
+from numba.core.errors import TypingError
+
+from ...passes.loop_fusion import DEFAULT_MIN_ELEMENTS, loop_shape
+from ..registry import kernel
+from .jit_drivers import from_numba, numba_array, numba_dtype, numba_scalar
+from .scalar_jit import ScalarCompileError, compile_scalar_computation
+
+_LOCK = threading.Lock()
+_DRIVERS: dict[tuple, object] = {}
+_NO_PLAN = object()
+
+
+def loop_driver(roles: tuple[str, ...]):
+    """The parallel loop calling fn with each array parameter at i and each scalar once."""
+    with _LOCK:
+        d = _DRIVERS.get(roles)
+        if d is not None:
+            return d
+    names = [f"{'a' if r == 'array' else 's'}{k}" for k, r in enumerate(roles)]
+    call = ", ".join(f"{x}[i]" if x[0] == "a" else x for x in names)
+    src = (f"def loop(fn, out{''.join(', ' + x for x in names)}):\n"
+           f"    for i in prange(out.shape[0]):\n"
+           f"        out[i] = fn({call})\n")
+    ns = {"prange": prange}
+    exec(compile(src, f"<xlaplug fused loop {roles}>", "exec"), ns)
+    d = njit(nogil=True, parallel=True)(ns["loop"])
+    with _LOCK:
+        return _DRIVERS.setdefault(roles, d)
+
+
+def _plan(ctx, comp):
+    """(scalar function, roles) for a loop-fusion body, or None; once per computation."""
+    cache = ctx.__dict__.setdefault("_fused_loop_plans", {})
+    plan = cache.get(id(comp), _NO_PLAN)
+    if plan is _NO_PLAN:
+        roles = loop_shape(comp)
+        plan = None
+        if roles is not None:
+            try:
+                plan = (compile_scalar_computation(comp, elementwise=True), tuple(roles))
+            except ScalarCompileError:
+                plan = None
+        cache[id(comp)] = plan
+    return plan
+
+
+def _compiled_loop(ins) -> bool:
+    """Will this fusion (at the default threshold) run as one loop, with no buffers inside?
+    (The thunk builder's memory estimate asks.)"""
+    return (ins.shape.is_array and ins.shape.num_elements() >= DEFAULT_MIN_ELEMENTS
+            and loop_shape(ins.attrs["calls"][0]) is not None)
+
+
+@kernel("fusion")
+def _fusion(ins, args, ctx):
+    comp = ins.attrs["calls"][0]
+    n = ins.shape.num_elements() if ins.shape.is_array else 0
+    if n < ctx.options.get("fusion_min_elements", DEFAULT_MIN_ELEMENTS):
+        return ctx.run(comp, args)
+    plan = _plan(ctx, comp)
+    if plan is None:
+        return ctx.run(comp, args)
+    fn, roles = plan
+    vals = [np.ascontiguousarray(numba_array(a)).reshape(-1) if r == "array" else
+            numba_scalar(a) for a, r in zip(args, roles)]
+    out = np.empty(n, numba_dtype(ins.shape.dtype))
+    try:
+        loop_driver(roles)(fn, out, *vals)
+    except TypingError:  # numba cannot type it after all: interpret, and remember
+        ctx._fused_loop_plans[id(comp)] = None
+        return ctx.run(comp, args)
+    return from_numba(out, ins.shape.dtype).reshape(ins.shape.dims)
+
+
+_fusion.compiled_loop = _compiled_loop

@@ -1,0 +1,196 @@
+"""Loop fusion: chains of elementwise instructions on large arrays -> one `fusion` (kLoop).
+
+    a = f32[2048,2048] multiply(x, y)        fusion.1 = f32[2048,2048] fusion(x, y, c),
+    b = f32[2048,2048] broadcast(c)     ->       kind=kLoop, calls=fused_computation.1
+    r = f32[2048,2048] add(a, b)
+
+The interpreter runs one kernel per instruction, each a full pass over memory; a loop
+fusion's kernel (backends/cpu/fused_loop.py) evaluates the whole chain per element in one
+compiled loop, from the same scalar templates the per-op kernels follow, so results do not
+change.  XLA's own optimized HLO arrives with kLoop fusions; those run the same way.
+
+What fuses (`loop_shape` decides whether a computation is such a loop):
+  * elementwise ops (opcodes.ELEMENTWISE that scalar code expresses), `convert` included;
+  * `broadcast` of a one-element value, rank-0 `constant`s -- both are duplicated into
+    every fusion that uses them, being free to recompute;
+  * `reshape` and `copy` (row-major order and logical values are unchanged).
+A producer joins its consumer's fusion when every user of it is in that fusion (nothing
+is computed twice), it is not the computation's root, and no loaded plugin overrides its
+opcode (the plugin's kernel must still run).  Only results of at least `min_elements`
+elements start a fusion: below that, the one-time compile of a fused loop costs more than
+it saves.  A fusion needs at least two elementwise ops.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..hlo.attr_types import Word
+from ..hlo.ir import Computation, Instruction, Module, Shape
+from ..hlo.opcodes import ELEMENTWISE
+from ..hlo.rewrite import NameUniquer, clone_instruction
+from .manager import register_pass
+
+# Elementwise opcodes with no scalar form in compiled loops.
+_NOT_SCALAR = frozenset({"stochastic-convert", "rng", "map"})
+LOOP_OPS = frozenset(ELEMENTWISE) - _NOT_SCALAR
+_SHAPE_OPS = frozenset({"reshape", "copy"})
+DEFAULT_MIN_ELEMENTS = 1 << 16
+
+
+def _n(shape: Shape) -> int:
+    return shape.num_elements() if shape.is_array else -1
+
+
+def _cheap(ins: Instruction) -> bool:
+    """Free to recompute in every fusion that reads it."""
+    return (ins.opcode == "constant" and ins.shape.is_array and ins.shape.rank == 0
+            and not ins.literal_elided) or \
+        (ins.opcode == "broadcast" and ins.operands and _n(ins.operands[0].shape) == 1)
+
+
+def _member(ins: Instruction, n: int) -> bool:
+    """May this instruction be inside a loop over n elements?"""
+    if not ins.shape.is_array or _n(ins.shape) not in (1, n):
+        return False
+    if ins.opcode in LOOP_OPS:
+        return all(o.shape.is_array and _n(o.shape) in (1, n) for o in ins.operands)
+    if ins.opcode in _SHAPE_OPS:
+        return _n(ins.operands[0].shape) == _n(ins.shape)
+    return _cheap(ins)
+
+
+def loop_shape(comp: Computation) -> list[str] | None:
+    """For a fused computation that is one elementwise loop: each parameter's role,
+    "array" (read at the loop index) or "scalar" (one element, read once); else None."""
+    root = comp.root
+    if root is None or not root.shape.is_array:
+        return None
+    n = _n(root.shape)
+    roles = []
+    for ins in comp.instructions:
+        if ins.opcode == "parameter":
+            k = _n(ins.shape)
+            if k not in (1, n) or not ins.shape.is_array:
+                return None
+            continue
+        if not _member(ins, n):
+            return None
+        # A one-element value feeding an n-element op other than through broadcast (select
+        # and clamp's scalar operands) is fine; an n-element value must never meet a
+        # one-element op, which would read it at index 0 only.
+        if _n(ins.shape) == 1 and n > 1 and any(_n(o.shape) == n for o in ins.operands):
+            return None
+    for p in comp.parameters:
+        roles.append("array" if _n(p.shape) == n and n > 1 else "scalar")
+    return roles
+
+
+@dataclass
+class LoopFusion:
+    name: str = "loop-fusion"
+    min_elements: int = DEFAULT_MIN_ELEMENTS
+
+    def run(self, module: Module) -> bool:
+        uniq = NameUniquer(module)
+        skip = _overridden_opcodes()
+        changed = False
+        bodies = {id(c) for comp in module.computations for i in comp.instructions
+                  if i.opcode == "fusion" for c in i.attrs.get("calls", [])}
+        for comp in list(module.computations):
+            if id(comp) in bodies:  # already a fusion's body
+                continue
+            for group in _groups(comp, self.min_elements, skip):
+                _outline(module, comp, group, uniq)
+                changed = True
+        return changed
+
+
+def _overridden_opcodes() -> frozenset:
+    """Core opcodes a loaded plugin replaces on some device: they keep their own thunk."""
+    from .. import plugin_runtime
+    reg = plugin_runtime.ACTIVE.registry
+    return frozenset(op for op, _device in reg.kernels if op in LOOP_OPS | _SHAPE_OPS)
+
+
+def _users(comp: Computation) -> dict[int, list[Instruction]]:
+    users: dict[int, list[Instruction]] = {id(i): [] for i in comp.instructions}
+    for ins in comp.instructions:
+        for o in ins.operands:
+            users.setdefault(id(o), []).append(ins)
+    return users
+
+
+def _groups(comp: Computation, min_elements: int, skip: frozenset) -> list[list[Instruction]]:
+    """Disjoint groups of instructions (consumer last) to outline, largest roots first."""
+    users = _users(comp)
+    taken: set[int] = set()
+    groups = []
+    for root in reversed(comp.instructions):
+        n = _n(root.shape)
+        if id(root) in taken or root.opcode not in LOOP_OPS or root.opcode in skip \
+                or n < max(min_elements, 2) or not _member(root, n):
+            continue
+        group, members = [root], {id(root)}
+        work = list(root.operands)
+        while work:
+            p = work.pop()
+            if id(p) in members or id(p) in taken or p.opcode in skip or not _member(p, n):
+                continue
+            if p is comp.root or p.control_predecessors or p.has_side_effect:
+                continue
+            if not _cheap(p) and not all(id(u) in members for u in users.get(id(p), [])):
+                continue
+            if _n(p.shape) == 1 and n > 1 and not _cheap(p):
+                continue  # a one-element op stays outside: computed once, passed in
+            group.append(p)
+            members.add(id(p))
+            work.extend(p.operands)
+        if sum(1 for i in group if i.opcode in LOOP_OPS) < 2:
+            continue
+        taken |= {id(i) for i in group if not _cheap(i)}
+        order = {id(i): k for k, i in enumerate(comp.instructions)}
+        groups.append(sorted(group, key=lambda i: order[id(i)]))
+    return groups
+
+
+def _outline(module: Module, comp: Computation, group: list[Instruction],
+             uniq: NameUniquer) -> None:
+    """Replace `group` (topological order, root last) by a fusion calling a new computation."""
+    root = group[-1]
+    inside = {id(i) for i in group}
+    params: list[Instruction] = []   # outside values, in order of first use
+    mapping: dict[int, Instruction] = {}
+    body: list[Instruction] = []
+    for ins in group:
+        ops = []
+        for o in ins.operands:
+            if id(o) not in inside:
+                if id(o) not in mapping:
+                    p = Instruction(uniq(f"param_{len(params)}"), "parameter", o.shape,
+                                    parameter_number=len(params))
+                    mapping[id(o)] = p
+                    params.append(o)
+                    body.append(p)
+            ops.append(mapping[id(o)])
+        clone = clone_instruction(ins, ops, uniq(ins.name))
+        mapping[id(ins)] = clone
+        body.append(clone)
+    fused = Computation(uniq("fused_computation"), body, mapping[id(root)])
+    fusion = Instruction(uniq("fusion"), "fusion", root.shape, list(params),
+                         {"kind": Word("kLoop"), "calls": [fused]}, line=root.line,
+                         column=root.column)
+    pos = comp.instructions.index(root)
+    comp.instructions[pos] = fusion
+    for ins in comp.instructions:
+        if any(o is root for o in ins.operands):
+            ins.operands = [fusion if o is root else o for o in ins.operands]
+    if comp.root is root:
+        comp.root = fusion
+    # Members are gone, unless a cheap one still has users outside the group.
+    used_outside = {id(o) for i in comp.instructions if id(i) not in inside for o in i.operands}
+    comp.instructions = [i for i in comp.instructions
+                         if id(i) not in inside or id(i) in used_outside]
+    module.computations.insert(module.computations.index(comp), fused)
+
+
+register_pass("loop-fusion", LoopFusion)
