@@ -29,7 +29,7 @@ xlaplug's output is checked against jax's with allclose(rtol=1e-4, atol=1e-5 * m
 prints a WARNING line (to stderr) and the run exits 1.  numpy is checked the same way.
 
 Run:  python benchmarks/run.py [--repeat N] [--only NAME[,NAME]] [--device cpu|cuda]
-                               [--json] [--quick]
+                               [--passes SPEC] [--json] [--quick]
 """
 from __future__ import annotations
 
@@ -255,7 +255,7 @@ class DeviceError(Exception):
     pass
 
 
-def bench_one(name: str, quick: bool, repeat: int, device: str) -> dict:
+def bench_one(name: str, quick: bool, repeat: int, device: str, passes: str | None = None) -> dict:
     import jax
 
     from xlaplug.driver import compile_module
@@ -288,7 +288,7 @@ def bench_one(name: str, quick: bool, repeat: int, device: str) -> dict:
     module = parse_module(hlo_text, f"<{name}>")
     parse_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    compile_module(module, None)
+    compile_module(module, passes)
     pipeline_s = time.perf_counter() - t0
     rec["hlo_instructions"] = module.instruction_count()
     try:
@@ -428,6 +428,9 @@ def main(argv=None) -> int:
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                     help="device for xlaplug; XLA:CPU and numpy run on the CPU, and cuda "
                          "adds XLA:GPU when jax has a GPU")
+    ap.add_argument("--passes", default=None, help="xlaplug pass pipeline (default: the "
+                    "default pipeline; e.g. custom-call-lowering,inline-calls,tuple-simplify,"
+                    "dce runs without loop fusion)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead")
     ap.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
     opts = ap.parse_args(argv)
@@ -462,7 +465,7 @@ def main(argv=None) -> int:
     results, t_start = [], time.perf_counter()
     for name in names:
         try:
-            results.append(bench_one(name, opts.quick, opts.repeat, opts.device))
+            results.append(bench_one(name, opts.quick, opts.repeat, opts.device, opts.passes))
         except DeviceError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2

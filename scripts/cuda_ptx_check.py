@@ -138,6 +138,8 @@ def main(argv=None) -> int:
             print(f"FAIL  reduce-precision u{n}: {str(ex)[:600]}")
     n_ok, n_fail = _check_narrow_kernels(cc)
     ok, fail = ok + n_ok, fail + n_fail
+    n_ok, n_fail = _check_fused_loop(cc)
+    ok, fail = ok + n_ok, fail + n_fail
     n_ok, n_fail = _check_scalar_functions(cc, arr)
     ok, fail = ok + n_ok, fail + n_fail
     print(f"PTX check: {ok} kernels compiled ({n_ok} calling scalar device functions), {fail} "
@@ -246,6 +248,56 @@ def _check_narrow_kernels(cc) -> tuple[int, int]:
             fails += 1
             print(f"FAIL  narrow {name}: {str(e)[:600]}")
     return oks, fails
+
+
+_FUSED = """HloModule m
+fused {
+  x = f32[64] parameter(0)
+  s = f32[] parameter(1)
+  h = f16[64] parameter(2)
+  b = f32[64] broadcast(s), dimensions={}
+  m = f32[64] multiply(x, b)
+  e = f32[64] exponential(x)
+  a = f32[64] add(m, e)
+  hf = f32[64] convert(h)
+  c = pred[64] compare(a, hf), direction=GT
+  ROOT r = f32[64] select(c, a, hf)
+}
+ENTRY e {
+  x = f32[64] parameter(0)
+  s = f32[] parameter(1)
+  h = f16[64] parameter(2)
+  ROOT f = f32[64] fusion(x, s, h), kind=kLoop, calls=fused
+}
+"""
+
+
+def _check_fused_loop(cc) -> tuple[int, int]:
+    """cuda/fused_loop.py's kernel shape: a loop body in elementwise mode, one thread per
+    element, a one-element parameter read at index 0."""
+    import numpy as np
+    from numba import cuda, types
+    from numba.np import numpy_support
+
+    from xlaplug.backends.cuda.launch import jit_source
+    from xlaplug.backends.cuda.scalar_cuda import compile_scalar_device_function
+    from xlaplug.hlo import parse_module
+    comp = [c for c in parse_module(_FUSED).computations if c.name == "fused"][0]
+    fn = compile_scalar_device_function(comp, elementwise=True)
+    src = ("def fk(N, out, a0, a1, a2):\n    i = cuda.grid(1)\n    if i < N:\n"
+           "        out[i] = fn(a0[i], a1[0], float32(a2[i]))\n")
+    from numba import float32
+    k = jit_source(src, "fk", {"fn": fn, "float32": float32})
+
+    def arr(dt):
+        return types.Array(numpy_support.from_dtype(np.dtype(dt)), 1, "C")
+    try:
+        cuda.compile_ptx(k.py_func, (types.int64, arr(np.float32), arr(np.float32),
+                                     arr(np.float32), arr(np.float16)), cc=cc)
+        return 1, 0
+    except Exception as e:  # noqa: BLE001
+        print(f"FAIL  fused loop kernel: {str(e)[:600]}")
+        return 0, 1
 
 
 def _check_scalar_functions(cc, arr) -> tuple[int, int]:

@@ -59,7 +59,7 @@ def test_compile_json(simple):
     assert obj["module"] == "m" and obj["entry"] == "e"
     assert obj["opcode_counts"] == {"parameter": 2, "add": 1}
     assert [p["name"] for p in obj["passes"]] == ["custom-call-lowering", "inline-calls",
-                                                   "tuple-simplify", "dce"]
+                                                   "tuple-simplify", "dce", "loop-fusion"]
 
 
 def test_compile_thunks_table(tmp_path):
@@ -78,7 +78,7 @@ def test_compile_output_file_and_dump_dir(tmp_path, simple):
     assert out.read_text().startswith("HloModule m")
     assert sorted(p.name for p in (tmp_path / "dump").iterdir()) == [
         "00-input.hlo", "01-custom-call-lowering.hlo", "02-inline-calls.hlo",
-        "03-tuple-simplify.hlo", "04-dce.hlo"]
+        "03-tuple-simplify.hlo", "04-dce.hlo", "05-loop-fusion.hlo"]
 
 
 @pytest.mark.parametrize("text,where,what", [

@@ -42,10 +42,6 @@ def _call(ins, args, ctx):
     return ctx.run(comp, args)
 
 
-# On the CPU, loop fusions compile into one loop (cpu/fused_loop.py); on CUDA a fusion
-# runs its computation kernel by kernel.
-_kernel("fusion", device="cuda")(_call)
-
 
 @kernel("while")
 def _while(ins, args, ctx):

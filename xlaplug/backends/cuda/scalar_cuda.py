@@ -231,20 +231,24 @@ class _CudaGen(_Gen):
         return super().expr(ins, names)
 
 
-def generate_source(comp: Computation, fma: bool = True) -> tuple[str, list, str]:
+def generate_source(comp: Computation, fma: bool = True,
+                    elementwise: bool = False) -> tuple[str, list, str]:
     """(module source, constants, entry function name), as scalar_jit.generate_source."""
     g = _CudaGen()
     g.fma = fma
+    g.elementwise = elementwise
     entry = g.function(comp)
     return "\n".join(g.funcs), g.consts, entry
 
 
-def compile_scalar_device_function(comp: Computation, fma: bool = True):
-    """A numba.cuda device function evaluating `comp` on scalars (see the module docstring).
+def compile_scalar_device_function(comp: Computation, fma: bool = True,
+                                   elementwise: bool = False):
+    """A numba.cuda device function evaluating `comp` on scalars (see the module docstring);
+    `elementwise`: on one element of each array parameter (a loop fusion's body).
 
     Raises ScalarCompileError (a ValueError naming the instruction) when the computation has
     an instruction SCALAR_OPS cannot express."""
-    src, consts, entry = generate_source(comp, fma)
+    src, consts, entry = generate_source(comp, fma, elementwise)
     key = src + "\n#" + "|".join(f"{type(c).__name__}:{c.tobytes().hex()}" for c in consts)
     with _LOCK:
         fn = _CACHE.get(key)

@@ -1,0 +1,63 @@
+"""`fusion` on CUDA: a loop fusion (passes/loop_fusion.py, or XLA's kLoop) as one kernel.
+
+The CPU's cpu/fused_loop.py, on the device: the fused computation becomes a numba.cuda
+device function of one scalar per parameter (scalar_cuda, elementwise mode: the same
+SCALAR_OPS code and FMA contraction), and one thread per element calls it:
+
+    def fk(N, out, a0, s1):
+        i = cuda.grid(1)
+        if i < N:
+            out[i] = fn(a0[i], s1[0])      # a0: an array parameter, s1: a one-element one
+
+so a chain of elementwise ops is one launch and one pass over device memory.  Other
+fusions, fusions smaller than the run option `fusion_min_elements`, and bodies scalar code
+cannot express run their computation kernel by kernel, as before.
+"""
+from __future__ import annotations
+
+from ...passes.loop_fusion import DEFAULT_MIN_ELEMENTS, loop_shape
+from ..registry import kernel
+from .launch import device_empty, flat, launch_1d
+from .reductions import _type_key, gen_kernel, load
+
+_NO_PLAN = object()
+
+
+def _plan(ctx, comp):
+    """(device function, roles) for a loop-fusion body, or None; once per computation."""
+    cache = ctx.__dict__.setdefault("_cuda_fused_plans", {})
+    plan = cache.get(id(comp), _NO_PLAN)
+    if plan is _NO_PLAN:
+        from .scalar_cuda import ScalarCompileError, compile_scalar_device_function
+        roles = loop_shape(comp)
+        plan = None
+        if roles is not None:
+            try:
+                plan = (compile_scalar_device_function(comp, elementwise=True), tuple(roles))
+            except ScalarCompileError:
+                plan = None
+        cache[id(comp)] = plan
+    return plan
+
+
+@kernel("fusion", device="cuda")
+def _fusion(ins, args, ctx):
+    comp = ins.attrs["calls"][0]
+    n = ins.shape.num_elements() if ins.shape.is_array else 0
+    plan = None
+    if n >= ctx.options.get("fusion_min_elements", DEFAULT_MIN_ELEMENTS):
+        plan = _plan(ctx, comp)
+    if plan is None:
+        return ctx.run(comp, args)
+    fn, roles = plan
+    out = device_empty(ins.shape)
+    names = [f"a{k}" for k in range(len(roles))]
+    loads = ", ".join(load(x, "i" if r == "array" else "0", a.dtype)
+                      for x, r, a in zip(names, roles, args))
+    src = "\n".join([f"def fk(N, out{''.join(', ' + x for x in names)}):",
+                     "    i = cuda.grid(1)",
+                     "    if i < N:",
+                     f"        out[i] = fn({loads})"]) + "\n"
+    k = gen_kernel(("fusion", roles, _type_key(args)), src, "fk", {"fn": fn})
+    launch_1d(k, n, n, flat(out), *[flat(a) for a in args])
+    return out
