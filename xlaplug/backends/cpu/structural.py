@@ -43,7 +43,7 @@ def _call(ins, args, ctx):
 
 
 
-@kernel("while")
+@_kernel("while", device="cuda")  # the CPU's while (cpu/compiled_while.py) falls back to this
 def _while(ins, args, ctx):
     cond, body = ins.attrs["condition"], ins.attrs["body"]
     state = args[0]
