@@ -497,7 +497,7 @@ except Exception as e:
 class _Dev:
     compute_capability = (8, 0)
 disp.get_current_device = lambda: _Dev()   # device functions compile for "this" device
-from xlaplug.backends.cuda import rng as G
+from xlaplug.backends.cuda import rng_draws as G
 def arr(dt):
     return T.Array(numpy_support.from_dtype(np.dtype(dt)), 1, "C")
 u64, i64, b, f64 = T.uint64, T.int64, T.boolean, T.float64
