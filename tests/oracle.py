@@ -282,3 +282,35 @@ def max_ulp(ours, theirs) -> int:
         return max(max_ulp(ours.real.copy(), theirs.real.copy()),
                    max_ulp(ours.imag.copy(), theirs.imag.copy()))
     return int(ulp_distance(ours.reshape(-1), theirs.reshape(-1)).max(initial=0))
+
+
+def count_host_copies(monkeypatch) -> dict:
+    """Counts device->host copies from now on: DeviceNDArray.copy_to_host (the simulator's
+    too), on a GPU numba's driver-level device_to_host (element reads, __array__ ...), and
+    the executor's scalar reads (predicates, branch indices)."""
+    from numba import cuda
+    from numba.core import config
+    counts = {"copy_to_host": 0, "device_to_host": 0, "scalar": 0}
+    cls = type(cuda.to_device(np.zeros(1)))
+    orig = cls.copy_to_host
+
+    def copy_to_host(self, *a, **k):
+        counts["copy_to_host"] += 1
+        return orig(self, *a, **k)
+    monkeypatch.setattr(cls, "copy_to_host", copy_to_host)
+    if not config.ENABLE_CUDASIM:
+        from numba.cuda.cudadrv import driver
+        d2h = driver.device_to_host
+
+        def device_to_host(*a, **k):
+            counts["device_to_host"] += 1
+            return d2h(*a, **k)
+        monkeypatch.setattr(driver, "device_to_host", device_to_host)
+    from xlaplug.backends.device import CudaMemory
+    scalar = CudaMemory.scalar
+
+    def counted_scalar(self, value):
+        counts["scalar"] += 1
+        return scalar(self, value)
+    monkeypatch.setattr(CudaMemory, "scalar", counted_scalar)
+    return counts

@@ -28,6 +28,7 @@ from test_conformance_jax import ELIDED_CONSTANTS, _check_outputs, plugins  # no
 from xlaplug.driver import compile_module
 from xlaplug.hlo import parse_module
 from xlaplug.runner import execute
+from oracle import count_host_copies
 
 MAX_INPUT_ELEMENTS = 256
 VARIANTS = tuple(v.strip() for v in os.environ.get("XLAPLUG_CUDA_CORPUS_VARIANTS",
@@ -93,7 +94,7 @@ def test_corpus_on_cuda(plugins, name, variant, monkeypatch):  # noqa: F811 - th
               (("not-yet", NOT_YET_ON_CUDA), ("elided", ELIDED_CONSTANTS))]
     listed = [(k, r) for k, r in tables if r is not None]
     assert len(listed) <= 1, f"{name}/{variant} is in more than one table: {listed}"
-    error, problems = _run(entry, variant, _count_host_copies(monkeypatch))
+    error, problems = _run(entry, variant, count_host_copies(monkeypatch))
     passed = error is None and not problems
     outcome = "passed" if passed else (f"{type(error).__name__}: {error}" if error is not None
                                        else "\n".join(problems))
@@ -162,37 +163,6 @@ ENTRY main {
 """
 
 
-def _count_host_copies(monkeypatch):
-    """Counts device->host copies: DeviceNDArray.copy_to_host (the simulator's too) and, on a
-    GPU, numba's driver-level device_to_host (element reads, __array__ ...)."""
-    from numba import cuda
-    from numba.core import config
-    counts = {"copy_to_host": 0, "device_to_host": 0, "scalar": 0}
-    cls = type(cuda.to_device(np.zeros(1)))
-    orig = cls.copy_to_host
-
-    def copy_to_host(self, *a, **k):
-        counts["copy_to_host"] += 1
-        return orig(self, *a, **k)
-    monkeypatch.setattr(cls, "copy_to_host", copy_to_host)
-    if not config.ENABLE_CUDASIM:
-        from numba.cuda.cudadrv import driver
-        d2h = driver.device_to_host
-
-        def device_to_host(*a, **k):
-            counts["device_to_host"] += 1
-            return d2h(*a, **k)
-        monkeypatch.setattr(driver, "device_to_host", device_to_host)
-    from xlaplug.backends.device import CudaMemory
-    scalar = CudaMemory.scalar
-
-    def counted_scalar(self, value):
-        counts["scalar"] += 1
-        return scalar(self, value)
-    monkeypatch.setattr(CudaMemory, "scalar", counted_scalar)
-    return counts
-
-
 def test_no_host_copies_inside_a_run(monkeypatch):
     """A while loop of 5 iterations reads its predicate back 6 times; the two outputs come
     back once each; nothing else leaves the device."""
@@ -200,7 +170,7 @@ def test_no_host_copies_inside_a_run(monkeypatch):
     compile_module(module, None)
     x = np.array([0.5, -1.0, 0.25, 2.0], np.float32)
     want = execute(module, [x, np.array(True)]).outputs
-    counts = _count_host_copies(monkeypatch)
+    counts = count_host_copies(monkeypatch)
     got = execute(module, [x, np.array(True)], device="cuda").outputs
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-6)
@@ -236,7 +206,7 @@ def test_conditional_reads_only_its_selector(monkeypatch):
     module = parse_module(CONDITIONAL)
     compile_module(module, None)
     x, y = np.array([0.5, 1.0, -2.0], np.float32), np.array([1.0, 1.0, 1.0], np.float32)
-    counts = _count_host_copies(monkeypatch)
+    counts = count_host_copies(monkeypatch)
     got = execute(module, [x, y], device="cuda").outputs[0]
     np.testing.assert_allclose(got, np.exp(x + y), rtol=1e-6)
     assert counts["scalar"] == 1 and counts["copy_to_host"] == 2, counts

@@ -25,7 +25,7 @@ from jax import lax  # noqa: E402
 
 from xlaplug.backends.executor import run_module  # noqa: E402
 from xlaplug.hlo import parse_module  # noqa: E402
-from oracle import cuda_and_cpu as both, leaves, lowered_module  # noqa: E402
+from oracle import count_host_copies, cuda_and_cpu as both, leaves, lowered_module  # noqa: E402,E501
 
 RNG = np.random.default_rng(5)
 
@@ -352,38 +352,6 @@ def test_rng_in_a_loop_draws_per_iteration():
     assert_same(again, got, "a new run repeats the draws", exact=True)
 
 
-def _count_host_copies(monkeypatch):
-    """Device->host copies: DeviceNDArray.copy_to_host (the simulator's too), on a GPU
-    numba's driver-level device_to_host, and the executor's scalar reads (predicates).
-    (The idea of test_cuda_corpus.py's helper of the same name.)"""
-    from numba import cuda
-    from numba.core import config
-    counts = {"copy_to_host": 0, "device_to_host": 0, "scalar": 0}
-    cls = type(cuda.to_device(np.zeros(1)))
-    orig = cls.copy_to_host
-
-    def copy_to_host(self, *a, **k):
-        counts["copy_to_host"] += 1
-        return orig(self, *a, **k)
-    monkeypatch.setattr(cls, "copy_to_host", copy_to_host)
-    if not config.ENABLE_CUDASIM:
-        from numba.cuda.cudadrv import driver
-        d2h = driver.device_to_host
-
-        def device_to_host(*a, **k):
-            counts["device_to_host"] += 1
-            return d2h(*a, **k)
-        monkeypatch.setattr(driver, "device_to_host", device_to_host)
-    from xlaplug.backends.device import CudaMemory
-    scalar = CudaMemory.scalar
-
-    def counted_scalar(self, value):
-        counts["scalar"] += 1
-        return scalar(self, value)
-    monkeypatch.setattr(CudaMemory, "scalar", counted_scalar)
-    return counts
-
-
 def test_rng_makes_no_host_copies(monkeypatch):
     """The bounds are read on the device and the state stays there: only the results come
     back (one copy each), plus the loop's predicate reads."""
@@ -392,7 +360,7 @@ def test_rng_makes_no_host_copies(monkeypatch):
     want = run_module(module, args, device="cpu")
     loop = parse_module(_RNG_LOOP)
     loop_want = run_module(loop, _LOOP_ARGS, device="cpu")
-    counts = _count_host_copies(monkeypatch)
+    counts = count_host_copies(monkeypatch)
     got = run_module(module, args, device="cuda")
     assert counts == {"copy_to_host": 3, "device_to_host": counts["device_to_host"],
                       "scalar": 0}, counts
