@@ -51,20 +51,26 @@ def loop_driver(roles: tuple[str, ...]):
         return _DRIVERS.setdefault(roles, d)
 
 
-def _plan(ctx, comp):
-    """(scalar function, roles) for a loop-fusion body, or None; once per computation."""
-    cache = ctx.__dict__.setdefault("_fused_loop_plans", {})
-    plan = cache.get(id(comp), _NO_PLAN)
+def loop_plan(ctx, comp, compile_body, cache: str = "_fused_loop_plans"):
+    """(compiled body, parameter roles) for a loop-fusion body, or None when it is not one
+    loop or scalar code cannot express it; worked out once per computation and run context.
+    `compile_body(comp)` compiles the body in elementwise mode (for this device)."""
+    plans = ctx.__dict__.setdefault(cache, {})
+    plan = plans.get(id(comp), _NO_PLAN)
     if plan is _NO_PLAN:
         roles = loop_shape(comp)
         plan = None
         if roles is not None:
             try:
-                plan = (compile_scalar_computation(comp, elementwise=True), tuple(roles))
+                plan = (compile_body(comp), tuple(roles))
             except ScalarCompileError:
                 plan = None
-        cache[id(comp)] = plan
+        plans[id(comp)] = plan
     return plan
+
+
+def _compile_body(comp):
+    return compile_scalar_computation(comp, elementwise=True)
 
 
 def _compiled_loop(ins) -> bool:
@@ -80,7 +86,7 @@ def _fusion(ins, args, ctx):
     n = ins.shape.num_elements() if ins.shape.is_array else 0
     if n < ctx.options.get("fusion_min_elements", DEFAULT_MIN_ELEMENTS):
         return ctx.run(comp, args)
-    plan = _plan(ctx, comp)
+    plan = loop_plan(ctx, comp, _compile_body)
     if plan is None:
         return ctx.run(comp, args)
     fn, roles = plan

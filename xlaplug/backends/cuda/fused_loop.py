@@ -15,29 +15,16 @@ cannot express run their computation kernel by kernel, as before.
 """
 from __future__ import annotations
 
-from ...passes.loop_fusion import DEFAULT_MIN_ELEMENTS, loop_shape
+from ...passes.loop_fusion import DEFAULT_MIN_ELEMENTS
+from ..cpu.fused_loop import loop_plan
 from ..registry import kernel
 from .launch import device_empty, flat, launch_1d
 from .reductions import _type_key, gen_kernel, load
 
-_NO_PLAN = object()
 
-
-def _plan(ctx, comp):
-    """(device function, roles) for a loop-fusion body, or None; once per computation."""
-    cache = ctx.__dict__.setdefault("_cuda_fused_plans", {})
-    plan = cache.get(id(comp), _NO_PLAN)
-    if plan is _NO_PLAN:
-        from .scalar_cuda import ScalarCompileError, compile_scalar_device_function
-        roles = loop_shape(comp)
-        plan = None
-        if roles is not None:
-            try:
-                plan = (compile_scalar_device_function(comp, elementwise=True), tuple(roles))
-            except ScalarCompileError:
-                plan = None
-        cache[id(comp)] = plan
-    return plan
+def _compile_body(comp):
+    from .scalar_cuda import compile_scalar_device_function
+    return compile_scalar_device_function(comp, elementwise=True)
 
 
 @kernel("fusion", device="cuda")
@@ -46,7 +33,7 @@ def _fusion(ins, args, ctx):
     n = ins.shape.num_elements() if ins.shape.is_array else 0
     plan = None
     if n >= ctx.options.get("fusion_min_elements", DEFAULT_MIN_ELEMENTS):
-        plan = _plan(ctx, comp)
+        plan = loop_plan(ctx, comp, _compile_body, "_cuda_fused_plans")
     if plan is None:
         return ctx.run(comp, args)
     fn, roles = plan
