@@ -54,7 +54,7 @@ def main(argv=None) -> int:
     disp.get_current_device = lambda: pytypes.SimpleNamespace(compute_capability=cc)
 
     import numpy as np
-    from numba import cuda, types
+    from numba import types
     from numba.np import numpy_support
 
     from xlaplug.backends.cpu.elementwise_scalar import ScalarOpError
@@ -102,8 +102,9 @@ def main(argv=None) -> int:
             r = {"f16": "u16", "f32": "u32", "f64": "u64"}[f]
             sigs.append(("stochastic-convert", (f, r), t, {}))
 
-    ok = fail = skipped = 0
+    skipped = 0
     t0 = time.time()
+    jobs = []
     for op, ins, out, attrs in sigs:
         scalar = tuple(False for _ in ins)
         try:
@@ -111,40 +112,39 @@ def main(argv=None) -> int:
         except ScalarOpError:
             skipped += 1  # not defined for these types (the CPU rejects them too)
             continue
-        sig = (arr(out),) + tuple(arr(t) for t in ins)
+        jobs.append((f"{op} {ins} -> {out} {attrs or ''}", k,
+                     (arr(out),) + tuple(arr(t) for t in ins)))
+    # reduce-precision kernels
+    from xlaplug.backends.cuda.launch import jit_source
+    for n, e, m in E._RP.values():
+        k = jit_source(E._reduce_precision_source(n, e, m, 5, 10), "_ew",
+                       dict(E.cuda_namespace()))
+        u = types.Array(numpy_support.from_dtype(np.dtype(f"uint{n}")), 1, "C")
+        jobs.append((f"reduce-precision u{n}", k, (u, u)))
+    jobs += _narrow_jobs() + _fused_loop_jobs()
+    scalar_jobs = _scalar_function_jobs(arr)
+    ok, fail = _compile_jobs(jobs + scalar_jobs, cc, opts.verbose)
+    print(f"PTX check: {ok} kernels compiled ({len(scalar_jobs)} calling scalar device "
+          f"functions), {fail} failed, {skipped} signatures not defined "
+          f"({time.time() - t0:.0f} s)")
+    return 1 if fail else 0
+
+
+def _compile_jobs(jobs, cc, verbose: bool = False) -> tuple[int, int]:
+    """Compile each (label, kernel, signature) to PTX; (compiled, failed), failures printed."""
+    from numba import cuda
+    ok = fail = 0
+    for label, k, sig in jobs:
         try:
             cuda.compile_ptx(k.py_func, sig, cc=cc)
             ok += 1
-            if opts.verbose:
-                print(f"ok    {op} {ins} -> {out} {attrs or ''}", flush=True)
+            if verbose:
+                print(f"ok    {label}", flush=True)
         except Exception as e:  # noqa: BLE001 - reported
             fail += 1
             msg = str(e).strip().splitlines()
-            print(f"FAIL  {op} {ins} -> {out} {attrs or ''}: {type(e).__name__}: "
-                  f"{' | '.join(msg[:6])[:600]}", flush=True)
-
-    # reduce-precision kernels and scalar device functions of HLO computations
-    for n, e, m in E._RP.values():
-        src = E._reduce_precision_source(n, e, m, 5, 10)
-        ns = dict(E.cuda_namespace())
-        from xlaplug.backends.cuda.launch import jit_source
-        k = jit_source(src, "_ew", ns)
-        u = types.Array(numpy_support.from_dtype(np.dtype(f"uint{n}")), 1, "C")
-        try:
-            cuda.compile_ptx(k.py_func, (u, u), cc=cc)
-            ok += 1
-        except Exception as ex:  # noqa: BLE001
-            fail += 1
-            print(f"FAIL  reduce-precision u{n}: {str(ex)[:600]}")
-    n_ok, n_fail = _check_narrow_kernels(cc)
-    ok, fail = ok + n_ok, fail + n_fail
-    n_ok, n_fail = _check_fused_loop(cc)
-    ok, fail = ok + n_ok, fail + n_fail
-    n_ok, n_fail = _check_scalar_functions(cc, arr)
-    ok, fail = ok + n_ok, fail + n_fail
-    print(f"PTX check: {ok} kernels compiled ({n_ok} calling scalar device functions), {fail} "
-          f"failed, {skipped} signatures not defined ({time.time() - t0:.0f} s)")
-    return 1 if fail else 0
+            print(f"FAIL  {label}: {type(e).__name__}: {' | '.join(msg[:6])[:600]}", flush=True)
+    return ok, fail
 
 
 _COMPS = {
@@ -218,10 +218,10 @@ ENTRY e {
 }
 
 
-def _check_narrow_kernels(cc) -> tuple[int, int]:
+def _narrow_jobs() -> list:
     """cuda/narrow.py: rounding after wide kernels, and the bit-pattern conversions."""
     import numpy as np
-    from numba import cuda, types
+    from numba import types
     from numba.np import numpy_support
 
     from xlaplug.backends.cuda import narrow as N
@@ -231,23 +231,15 @@ def _check_narrow_kernels(cc) -> tuple[int, int]:
         return types.Array(numpy_support.from_dtype(np.dtype(dt)), 1, "C")
     jobs = []
     for t in sorted(NARROW_TYPES - {"f8e8m0fnu"}):
-        jobs.append((f"round {t}", N._kernel(("round", t), N._round_source(t), "canon"),
+        jobs.append((f"narrow round {t}", N._kernel(("round", t), N._round_source(t), "canon"),
                      (arr(device_dtype(t)),)))
     for t in ("bf16", "f8e4m3fn", "f8e5m2", "f4e2m1fn", "s4", "u4"):
         for from_bits in (False, True):
-            k = N.conversion_kernel(t, from_bits)
             vals, bits = arr(device_dtype(t)), arr(N.bits_dtype(t))
-            jobs.append((f"{'from' if from_bits else 'to'}_bits {t}", k,
+            jobs.append((f"narrow {'from' if from_bits else 'to'}_bits {t}",
+                         N.conversion_kernel(t, from_bits),
                          (vals, bits) if from_bits else (bits, vals)))
-    oks = fails = 0
-    for name, k, sig in jobs:
-        try:
-            cuda.compile_ptx(k.py_func, sig, cc=cc)
-            oks += 1
-        except Exception as e:  # noqa: BLE001
-            fails += 1
-            print(f"FAIL  narrow {name}: {str(e)[:600]}")
-    return oks, fails
+    return jobs
 
 
 _FUSED = """HloModule m
@@ -272,11 +264,11 @@ ENTRY e {
 """
 
 
-def _check_fused_loop(cc) -> tuple[int, int]:
+def _fused_loop_jobs() -> list:
     """cuda/fused_loop.py's kernel shape: a loop body in elementwise mode, one thread per
     element, a one-element parameter read at index 0."""
     import numpy as np
-    from numba import cuda, types
+    from numba import float32, types
     from numba.np import numpy_support
 
     from xlaplug.backends.cuda.launch import jit_source
@@ -286,28 +278,20 @@ def _check_fused_loop(cc) -> tuple[int, int]:
     fn = compile_scalar_device_function(comp, elementwise=True)
     src = ("def fk(N, out, a0, a1, a2):\n    i = cuda.grid(1)\n    if i < N:\n"
            "        out[i] = fn(a0[i], a1[0], float32(a2[i]))\n")
-    from numba import float32
     k = jit_source(src, "fk", {"fn": fn, "float32": float32})
 
     def arr(dt):
         return types.Array(numpy_support.from_dtype(np.dtype(dt)), 1, "C")
-    try:
-        cuda.compile_ptx(k.py_func, (types.int64, arr(np.float32), arr(np.float32),
-                                     arr(np.float32), arr(np.float16)), cc=cc)
-        return 1, 0
-    except Exception as e:  # noqa: BLE001
-        print(f"FAIL  fused loop kernel: {str(e)[:600]}")
-        return 0, 1
+    return [("fused loop kernel", k, (types.int64, arr(np.float32), arr(np.float32),
+                                      arr(np.float32), arr(np.float16)))]
 
 
-def _check_scalar_functions(cc, arr) -> tuple[int, int]:
+def _scalar_function_jobs(arr) -> list:
     """Each computation as a device function called from a kernel over its parameters."""
-    from numba import cuda
-
     from xlaplug.backends.cuda.launch import jit_source
     from xlaplug.backends.cuda.scalar_cuda import compile_scalar_device_function
     from xlaplug.hlo import parse_module
-    oks = fails = 0
+    jobs = []
     for name, (_, text) in _COMPS.items():
         module = parse_module(text)
         comp = [c for c in module.computations if c is not module.entry][0]
@@ -321,13 +305,9 @@ def _check_scalar_functions(cc, arr) -> tuple[int, int]:
         out_t = comp.root.shape.tuple_shapes[0].element_type if tup else \
             comp.root.shape.element_type
         k = jit_source(src, "_k", {"_f": fn})
-        try:
-            cuda.compile_ptx(k.py_func, (arr(out_t),) + tuple(arr(t) for t in params), cc=cc)
-            oks += 1
-        except Exception as e:  # noqa: BLE001
-            fails += 1
-            print(f"FAIL  scalar device function {name}: {str(e)[:600]}")
-    return oks, fails
+        jobs.append((f"scalar device function {name}", k,
+                     (arr(out_t),) + tuple(arr(t) for t in params)))
+    return jobs
 
 
 if __name__ == "__main__":

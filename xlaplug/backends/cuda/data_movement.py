@@ -119,31 +119,22 @@ def int64_namespace() -> dict:
 
 # ---- generic kernels ----------------------------------------------------------------------
 
-_STRIDED = """
-def strided(out, x, n, odims, sst, base):
+# Thread i walks the row-major coordinates of `dims` to an offset base + c . strides; the
+# gather form reads there, the scatter form writes there.
+_OFFSET_KERNEL = """
+def {name}(out, x, n, dims, strides, base):
     i = cuda.grid(1)
     if i < n:
         rem = i
-        src = base
-        for d in range(len(odims) - 1, -1, -1):
-            c = rem % odims[d]
-            rem //= odims[d]
-            src += c * sst[d]
-        out[i] = x[src]
+        off = base
+        for d in range(len(dims) - 1, -1, -1):
+            c = rem % dims[d]
+            rem //= dims[d]
+            off += c * strides[d]
+        {move}
 """
-
-_PUT = """
-def put(out, x, n, idims, dst_strides, base):
-    i = cuda.grid(1)
-    if i < n:
-        rem = i
-        dst = base
-        for d in range(len(idims) - 1, -1, -1):
-            c = rem % idims[d]
-            rem //= idims[d]
-            dst += c * dst_strides[d]
-        out[dst] = x[i]
-"""
+_STRIDED = _OFFSET_KERNEL.format(name="strided", move="out[i] = x[off]")
+_PUT = _OFFSET_KERNEL.format(name="put", move="out[off] = x[i]")
 
 _COPY = """
 def copy(out, x, n):
