@@ -30,6 +30,7 @@ import threading
 
 import numpy as np
 
+from ..cpu.data_movement import _physical_order
 from ..cpu.structural import ExecutionError
 from ..registry import kernel as _kernel
 from .launch import (NARROW_TYPES, cuda_module, device_dtype, device_empty, device_zeros, flat,
@@ -509,15 +510,6 @@ def _copy_start(ins, args, ctx):
 @kernel("copy-done")
 def _copy_done(ins, args, ctx):
     return args[0][0]
-
-
-def _physical_order(shape) -> tuple[int, ...]:
-    """Dimensions from major to minor, per the shape's layout (default: row-major)."""
-    rank = len(shape.dims)
-    lay = shape.layout
-    if lay is None or len(lay.minor_to_major) != rank:
-        return tuple(range(rank))
-    return tuple(reversed(lay.minor_to_major))
 
 
 @kernel("bitcast")
