@@ -91,7 +91,32 @@ def _log1p(x):
 
 _exp = _via64(np.exp)
 _log = _via64(np.log)
-_tanh = _via64(np.tanh)
+def _tanh(x):
+    """f32: XLA:CPU's own approximation, bit for bit (see elementwise_scalar_float._xtanh32
+    for the formula); f64: libm's."""
+    if x.dtype != F32:
+        return np.tanh(x)
+    out = np.empty(x.size, F32)
+    _tanh32_loop(np.ascontiguousarray(x).reshape(-1), out)
+    return out.reshape(x.shape)
+
+
+_TANH32 = None
+
+
+def _tanh32_loop(x, out):
+    global _TANH32
+    if _TANH32 is None:  # compiled on first use (numba start-up stays off the import path)
+        from numba import njit
+
+        from .elementwise_scalar_float import _xtanh32
+
+        @njit(nogil=True)
+        def loop(x, out):
+            for i in range(x.shape[0]):
+                out[i] = _xtanh32(x[i])
+        _TANH32 = loop
+    _TANH32(x, out)
 _sin = _via64(np.sin)
 _cos = _via64(np.cos)
 

@@ -277,7 +277,8 @@ _UNARY_F = {
     "logistic": "(1.0 / (1.0 + np.exp(-{x})))",
 }
 
-_UNARY_F32 = {"exponential-minus-one": "_xexpm1_32({x})", "log-plus-one": "_xlog1p32({x})"}
+_UNARY_F32 = {"exponential-minus-one": "_xexpm1_32({x})", "log-plus-one": "_xlog1p32({x})",
+              "tanh": "_xtanh32({x})"}
 _UNARY_C = {"exponential": "cmath.exp({x})", "log": "cmath.log({x})",
             "sqrt": "cmath.sqrt({x})", "sine": "cmath.sin({x})", "cosine": "cmath.cos({x})",
             "tan": "cmath.tan({x})", "tanh": "cmath.tanh({x})",

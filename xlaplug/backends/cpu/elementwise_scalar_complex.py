@@ -1,5 +1,6 @@
-"""FMA and complex helpers of the scalar op table (numba register_jitable): XLA:CPU's
-FMA-contracted complex multiply and Smith division, and its |z|."""
+"""Complex helpers of the scalar op table (numba register_jitable): XLA:CPU's FMA-contracted
+complex multiply and Smith division, and its |z| (the exact FMAs are in
+elementwise_scalar_float.py)."""
 from __future__ import annotations
 
 import math
@@ -7,52 +8,7 @@ import math
 import numpy as np
 from numba.extending import register_jitable
 
-from .elementwise_scalar_float import _xbits64, _xftz32, _xftz64
-
-
-@register_jitable
-def _xround_odd(t, e):
-    if e != 0 and t - t == 0 and (_xbits64(t) & 1) == 0:
-        return np.nextafter(t, np.inf if e > 0 else -np.inf)
-    return t
-
-
-@register_jitable
-def _xfma64(a, b, c):
-    """a*b + c rounded once (Dekker two-product, two-sum, tail rounded to odd)."""
-    p = a * b
-    split = 134217729.0
-    t = a * split
-    ah = t - (t - a)
-    al = a - ah
-    t = b * split
-    bh = t - (t - b)
-    bl = b - bh
-    err = ((ah * bh - p) + ah * bl + al * bh) + al * bl
-    s = p + c
-    bb = s - p
-    e2 = (p - (s - bb)) + (c - bb)
-    tail = e2 + err
-    bb = tail - e2
-    e3 = (e2 - (tail - bb)) + (err - bb)
-    r = s + _xround_odd(tail, e3)
-    if r - r != 0.0:  # inf/NaN operands or overflow: the plain sum
-        return s
-    if r == 0.0:
-        return p if (c == 0.0 and a != 0.0 and b != 0.0) else p + c
-    return r
-
-
-@register_jitable
-def _xfma32(a, b, c):
-    p = np.float64(a) * np.float64(b)
-    cv = np.float64(c)
-    s = p + cv
-    if s == 0.0 or s - s != 0.0:
-        return np.float32(s)
-    bb = s - p
-    e = (p - (s - bb)) + (cv - bb)
-    return np.float32(_xround_odd(s, e))
+from .elementwise_scalar_float import _xfma32, _xfma64, _xftz32, _xftz64
 
 
 @register_jitable

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from ..cpu.elementwise_scalar_complex import _xfma32, _xfma64
+from ..cpu.elementwise_scalar_float import _xfma32, _xfma64
 from ..cpu.elementwise_scalar_float import _xfmax, _xfmin
 
 _Y_TINY32 = 1.1754943508222875e-38

@@ -164,13 +164,14 @@ def _helper_sources() -> list[tuple[str, str]]:
 
 
 def _helper_constants() -> dict:
-    """Module-level numbers the helpers read (_TINY32, ...)."""
+    """Module-level numbers (and tuples of them) the helpers read (_TINY32, ...)."""
     from . import elementwise_complex as _YC
     consts = {}
     for mod in (_SI, _SF, _SC, _YC):
         for name, v in vars(mod).items():
-            if name.startswith("_") and isinstance(v, (int, float, np.generic)) \
-                    and not isinstance(v, bool):
+            number = isinstance(v, (int, float, np.generic)) and not isinstance(v, bool)
+            coeffs = isinstance(v, tuple) and v and all(isinstance(e, float) for e in v)
+            if name.startswith("_") and (number or coeffs):  # (coeffs: _TANH_P32 ...)
                 consts[name] = v
     return consts
 
