@@ -240,3 +240,52 @@ def test_fused_programs_on_cuda_match_cpu(name):
         else:
             np.testing.assert_allclose(g.astype(np.float64), c.astype(np.float64), rtol=rtol,
                                        atol=rtol)
+
+
+def test_shared_broadcast_of_a_constant_stays_for_its_other_users():
+    """A broadcast(constant) is duplicated into the fusion; when an instruction outside
+    still reads it, both the broadcast and its constant stay (found running the corpus)."""
+    text = """HloModule m
+ENTRY e {
+  x = f32[4] parameter(0)
+  c = f32[] constant(2)
+  b = f32[4] broadcast(c), dimensions={}
+  m = f32[4] multiply(x, b)
+  a = f32[4] add(m, x)
+  z = f32[] constant(0)
+  r = f32[] reduce(b, z), dimensions={0}, to_apply=add
+  ROOT t = (f32[4], f32[]) tuple(a, r)
+}
+add {
+  p = f32[] parameter(0)
+  q = f32[] parameter(1)
+  ROOT s = f32[] add(p, q)
+}
+"""
+    m = _fused(text)  # verified after the pass: every operand is in its computation
+    assert len(_fusions(m)) == 1
+    x = np.arange(4, dtype=np.float32)
+    got, _ = _run(m, [x])
+    np.testing.assert_array_equal(got[0], x * 2 + x)
+    assert got[1] == 8
+
+
+def test_fused_computation_names_stay_unique():
+    """XLA's optimized HLO already has `fused_computation`s; new ones get fresh names."""
+    text = """HloModule m
+fused_computation {
+  p = f32[4] parameter(0)
+  ROOT n = f32[4] negate(p)
+}
+ENTRY e {
+  x = f32[4] parameter(0)
+  f = f32[4] fusion(x), kind=kLoop, calls=fused_computation
+  m = f32[4] multiply(f, x)
+  ROOT a = f32[4] add(m, x)
+}
+"""
+    m = _fused(text)
+    names = [c.name for c in m.computations]
+    assert len(_fusions(m)) == 2 and len(names) == len(set(names)), names
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(_run(m, [x])[0][0], -x * x + x)

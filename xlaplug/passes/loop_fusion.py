@@ -153,6 +153,17 @@ def _groups(comp: Computation, min_elements: int, skip: frozenset) -> list[list[
     return groups
 
 
+def _computation_name(module: Module, base: str) -> str:
+    """`base`, or `base.N`: a name no computation of the module has."""
+    taken = {c.name for c in module.computations}
+    if base not in taken:
+        return base
+    n = 1
+    while f"{base}.{n}" in taken:
+        n += 1
+    return f"{base}.{n}"
+
+
 def _outline(module: Module, comp: Computation, group: list[Instruction],
              uniq: NameUniquer) -> None:
     """Replace `group` (topological order, root last) by a fusion calling a new computation."""
@@ -175,7 +186,8 @@ def _outline(module: Module, comp: Computation, group: list[Instruction],
         clone = clone_instruction(ins, ops, uniq(ins.name))
         mapping[id(ins)] = clone
         body.append(clone)
-    fused = Computation(uniq("fused_computation"), body, mapping[id(root)])
+    fused = Computation(_computation_name(module, "fused_computation"), body,
+                        mapping[id(root)])
     fusion = Instruction(uniq("fusion"), "fusion", root.shape, list(params),
                          {"kind": Word("kLoop"), "calls": [fused]}, line=root.line,
                          column=root.column)
@@ -186,10 +198,14 @@ def _outline(module: Module, comp: Computation, group: list[Instruction],
             ins.operands = [fusion if o is root else o for o in ins.operands]
     if comp.root is root:
         comp.root = fusion
-    # Members are gone, unless a cheap one still has users outside the group.
-    used_outside = {id(o) for i in comp.instructions if id(i) not in inside for o in i.operands}
-    comp.instructions = [i for i in comp.instructions
-                         if id(i) not in inside or id(i) in used_outside]
+    # Members are gone, unless a cheap one is still read by an instruction that stays (a
+    # kept broadcast keeps its constant too: walk users before operands).
+    kept: set[int] = set()
+    for ins in reversed(comp.instructions):
+        if id(ins) not in inside or id(ins) in kept:
+            kept.add(id(ins))
+            kept.update(id(o) for o in ins.operands)
+    comp.instructions = [i for i in comp.instructions if id(i) in kept]
     module.computations.insert(module.computations.index(comp), fused)
 
 
