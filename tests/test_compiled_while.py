@@ -104,16 +104,43 @@ def test_short_loops_never_compile():
     assert CW._known_plan(loop) is CW._NO_PLAN
 
 
-def test_loop_that_is_not_straight_line_stays_interpreted():
-    # A reduction in the condition: no element-code form; the loop still runs correctly.
-    w = np.eye(16, dtype=np.float32) * 0.9  # ~75 iterations: past the interpreted ones
-    f = lambda x: lax.while_loop(lambda v: jnp.max(jnp.abs(v)) > 1e-3,  # noqa: E731
-                                 lambda v: w @ v, x)
+def test_loop_the_code_cannot_express_stays_interpreted():
+    # A sort in the body has no loop-code form; the loop still runs correctly.
+    f = lambda x: lax.fori_loop(0, 40, lambda i, v: jnp.sort(v * -1.5 + 0.1), x)  # noqa: E731
     m, want = _module(f, X)
     (loop,) = _whiles(m)
     got = execute(m, [X]).outputs[0]
     np.testing.assert_allclose(got, np.asarray(want), rtol=1e-6)
     assert CW._known_plan(loop) is None
+
+
+ARRAY_CASES = {
+    # reduce in the condition, dot in the body
+    "reduce_dot": (lambda x: lax.while_loop(lambda v: jnp.max(jnp.abs(v)) > 1e-3,
+                                            lambda v: (np.eye(16, dtype=np.float32) * 0.9) @ v,
+                                            x), (X,), 1e-6),
+    # scan: dynamic-slice of xs, dynamic-update-slice of ys, a matrix state
+    "scan_rnn": (lambda h, xs, w: lax.scan(lambda c, x: (jnp.tanh(w @ c + x), c.sum()), h, xs),
+                 (X[:4], np.random.default_rng(1).standard_normal((50, 4)).astype(np.float32),
+                  np.random.default_rng(2).standard_normal((4, 4)).astype(np.float32) * 0.3),
+                 2e-6),
+    # slices, transposes, concatenates, iota, broadcasts along a dimension
+    "shuffle": (lambda x: lax.fori_loop(0, 60, lambda i, v: jnp.concatenate(
+        [v[8:], v[:8] * 0.5]).reshape(4, 4).T.reshape(16) + jnp.arange(16.0) * 1e-3
+        + i.astype(jnp.float32), x), (X,), 1e-6),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ARRAY_CASES))
+def test_array_loops_compile_and_match_jax(name):
+    f, args, rtol = ARRAY_CASES[name]
+    m, want = _module(f, *args)
+    got = execute(m, list(args)).outputs
+    assert all(CW._known_plan(w) not in (None, CW._NO_PLAN) for w in _whiles(m)), \
+        "the loop did not compile"
+    want = [np.asarray(w) for w in (want if isinstance(want, (tuple, list)) else (want,))]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol)
 
 
 @pytest.mark.parametrize("limit,ok", [(299, False), (300, True), (20, False)])

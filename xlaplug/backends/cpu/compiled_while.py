@@ -15,13 +15,12 @@ and the rest of the loop runs in one compiled call:
             n += 1
         return True, n, p0, p1, p2
 
-Straight-line element code is: the state (an array or a flat tuple of arrays) read through
-get-tuple-element, constants, elementwise ops whose operands have the result's element
-count or one element, broadcasts of one element, reshapes/copies, and a tuple root.  Each
-instruction becomes one loop over its elements whose body is its SCALAR_OPS template --
-the same code and semantics as the per-op kernels (no FMA contraction across ops, as the
-interpreter).  Anything else (calls, nested loops, dots, reductions, slices, ...) keeps the
-interpreter.  --max-while-iterations holds across both phases.
+What the loop code expresses -- elementwise ops, broadcasts, slices, transposes,
+concatenates, iota, dynamic-slice / dynamic-update-slice, reductions, f32/f64 dots, each
+instruction one loop nest over static shapes -- is loop_codegen.py's; elementwise ops use
+the SCALAR_OPS templates, so their results are the per-op kernels' (no FMA contraction
+across ops, as the interpreter).  Anything else (calls, nested loops, gathers, sorts, ...)
+keeps the interpreter.  --max-while-iterations holds across both phases.
 """
 from __future__ import annotations
 
@@ -32,113 +31,18 @@ import numpy as np
 from numba import njit
 from numba.core.errors import NumbaError
 
-from ...hlo.ir import Computation, Instruction
+from ...hlo.ir import Instruction
 from ..device import flatten
 from ..registry import kernel
 from .elementwise_scalar import SCALAR_NAMESPACE
-from .jit_drivers import from_numba, numba_array, numba_dtype
-from .scalar_jit import ScalarCompileError, _Gen
+from .jit_drivers import from_numba, numba_array
+from .loop_codegen import ArrayCodegen, Unsupported
 from .structural import ExecutionError
 
 INTERPRETED_ITERATIONS = 32
-_LOOP_OPS = None
 _LOCK = threading.Lock()
 _NO_PLAN = object()
 _COMPILED: dict[str, object] = {}
-
-
-def _loop_ops():
-    global _LOOP_OPS
-    if _LOOP_OPS is None:
-        from ...passes.loop_fusion import LOOP_OPS
-        _LOOP_OPS = LOOP_OPS
-    return _LOOP_OPS
-
-
-def _n(ins: Instruction) -> int:
-    return ins.shape.num_elements()
-
-
-class _Unsupported(Exception):
-    pass
-
-
-class _Codegen:
-    """Source of one computation over the state leaves p0..pk (flat numba arrays)."""
-
-    def __init__(self, ns: dict, prefix: str):
-        self.ns, self.prefix = ns, prefix
-        self.g = _Gen()
-        self.g.elementwise, self.g.fma = True, False
-
-    def const(self, ins: Instruction) -> str:
-        if ins.literal_elided or ins.literal is None or not ins.shape.is_array:
-            raise _Unsupported(f"constant '{ins.name}'")
-        name = f"{self.prefix}K{len(self.ns)}"
-        self.ns[name] = np.ascontiguousarray(numba_array(ins.literal)).reshape(-1)
-        return name
-
-    def function(self, comp: Computation, fname: str, leaves: int, returns_leaves: bool) -> str:
-        names: dict[int, str] = {}
-        lines: list[str] = []
-        param = comp.parameters[0] if comp.parameters else None
-        if len(comp.parameters) != 1:
-            raise _Unsupported("a loop computation takes one parameter")
-        if param.shape.is_array:
-            names[id(param)] = "p0"
-        for k, ins in enumerate(comp.instructions):
-            op = ins.opcode
-            if op == "parameter":
-                continue
-            if op == "get-tuple-element":
-                if ins.operands[0] is not param or not ins.shape.is_array:
-                    raise _Unsupported("get-tuple-element of something but the state")
-                names[id(ins)] = f"p{int(ins.attrs['index'])}"
-            elif op == "constant":
-                names[id(ins)] = self.const(ins)
-            elif op == "tuple":
-                if ins is not comp.root:
-                    raise _Unsupported("a tuple that is not the root")
-            elif op in ("reshape", "copy") and _n(ins.operands[0]) == _n(ins):
-                names[id(ins)] = names[id(ins.operands[0])]
-            elif op == "broadcast" and _n(ins.operands[0]) in (1, _n(ins)) and \
-                    (_n(ins.operands[0]) == 1 or ins.operands[0].shape.dims == ins.shape.dims):
-                lines += self._loop(ins, f"v{k}", f"{names[id(ins.operands[0])]}"
-                                    f"[{'0' if _n(ins.operands[0]) == 1 else 'i'}]")
-                names[id(ins)] = f"v{k}"
-            elif op in _loop_ops() and ins.shape.is_array and \
-                    all(o.shape.is_array and _n(o) in (1, _n(ins)) for o in ins.operands):
-                refs = {id(o): f"{names[id(o)]}[{'i' if _n(o) == _n(ins) else '0'}]"
-                        for o in ins.operands}
-                try:
-                    expr = self.g.expr(ins, refs)
-                except ScalarCompileError as e:
-                    raise _Unsupported(str(e)) from None
-                lines += self._loop(ins, f"v{k}", expr)
-                names[id(ins)] = f"v{k}"
-            else:
-                raise _Unsupported(f"'{op}' (instruction '{ins.name}')")
-        root = comp.root
-        if returns_leaves:
-            outs = root.operands if root.opcode == "tuple" else [root]
-            if len(outs) != leaves or any(id(o) not in names for o in outs):
-                raise _Unsupported("the body does not return the state's leaves")
-            # Constants are read-only globals: a state leaf must be a fresh array.
-            rets = [f"{names[id(o)]}.copy()" if o.opcode == "constant" else names[id(o)]
-                    for o in outs]
-            lines.append(f"return ({''.join(r + ', ' for r in rets)})")
-        else:
-            if root.shape.element_type != "pred" or id(root) not in names:
-                raise _Unsupported("the condition is not a computed pred")
-            lines.append(f"return {names[id(root)]}[0]")
-        args = ", ".join(f"p{j}" for j in range(leaves))
-        return f"def {fname}({args}):\n" + "".join(f"    {ln}\n" for ln in lines)
-
-    @staticmethod
-    def _loop(ins: Instruction, name: str, expr: str) -> list[str]:
-        dt = "np." + numba_dtype(ins.shape.dtype).name
-        return [f"{name} = np.empty({_n(ins)}, {dt})", f"for i in range({_n(ins)}):",
-                f"    {name}[i] = {expr}"]
 
 
 def _state_leaves(shape) -> list | None:
@@ -156,9 +60,10 @@ def _compile(ins: Instruction):
         return None
     ns = dict(SCALAR_NAMESPACE)
     try:
-        cond = _Codegen(ns, "c").function(ins.attrs["condition"], "cond", len(leaves), False)
-        body = _Codegen(ns, "b").function(ins.attrs["body"], "body", len(leaves), True)
-    except _Unsupported:
+        cond = ArrayCodegen(ns, "c").function(ins.attrs["condition"], "cond", len(leaves),
+                                              False)
+        body = ArrayCodegen(ns, "b").function(ins.attrs["body"], "body", len(leaves), True)
+    except Unsupported:
         return None
     ps = ", ".join(f"p{j}" for j in range(len(leaves)))
     run = (f"def run(limit, {ps}):\n    n = 0\n    while cond({ps}):\n"
@@ -168,7 +73,7 @@ def _compile(ins: Instruction):
     # Compiled once per process per loop text (constants included): every run of a module
     # gets a fresh context, and numba compiles lazily, on the first call.
     key = src + "#" + "|".join(f"{k}:{v.dtype}:{v.tobytes().hex()}" for k, v in ns.items()
-                               if k[:2] in ("cK", "bK"))
+                               if k[:2] in ("cK", "bK") and isinstance(v, np.ndarray))
     with _LOCK:
         cached = _COMPILED.get(key)
         if cached is not None:

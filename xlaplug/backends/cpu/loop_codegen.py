@@ -1,0 +1,310 @@
+"""Numba source for a loop computation (a while condition or body) over flat arrays.
+
+compiled_while.py compiles a `while` whose condition and body this module can express.
+Every value is a flat numba array of its element type's compute dtype, in row-major order;
+shapes are static, so each instruction becomes a loop nest with constant bounds and strides:
+
+    v7 = np.empty(12, np.float32)          # v7 = f32[3,4] transpose(v3), dimensions={1,0}
+    for j0 in range(3):
+        for j1 in range(4):
+            v7[j0 * 4 + j1] = v3[j1 * 3 + j0]
+
+Expressed: the state (an array or a flat tuple of arrays, read by get-tuple-element),
+constants, elementwise ops (the SCALAR_OPS templates, so the per-op kernels' semantics),
+broadcast, reshape/copy, slice, transpose, concatenate, iota, dynamic-slice and
+dynamic-update-slice (signed indices, clamped as XLA clamps), reduce with a scalar reducer
+(folded in row-major order of the reduced dimensions, as the HloEvaluator does), and dot on
+f32/f64 (accumulated in the result type, in contraction order).  Anything else raises
+Unsupported and the loop stays interpreted.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...hlo.ir import Computation, Instruction
+from .jit_drivers import numba_array, numba_dtype
+from .scalar_jit import ScalarCompileError, _Gen, compile_scalar_computation
+
+
+class Unsupported(Exception):
+    """The computation has an instruction (or shape) the loop code cannot express."""
+
+
+def _loop_ops():
+    from ...passes.loop_fusion import LOOP_OPS
+    return LOOP_OPS
+
+
+def _strides(dims) -> list[int]:
+    out, acc = [], 1
+    for d in reversed(dims):
+        out.append(acc)
+        acc *= d
+    return list(reversed(out))
+
+
+def _lin(idx: list[str], dims) -> str:
+    """Row-major linear index of index expressions `idx` into an array of `dims`."""
+    terms = [f"({i}) * {s}" if s != 1 else f"({i})" for i, s in zip(idx, _strides(dims))]
+    return " + ".join(terms) if terms else "0"
+
+
+def _dims(ins: Instruction) -> tuple:
+    return tuple(int(d) for d in ins.shape.dims)
+
+
+class ArrayCodegen:
+    """Source of one computation taking the state leaves p0..pk (see the module docstring).
+    Constants and compiled reducers go into `ns` under names starting with `prefix`."""
+
+    def __init__(self, ns: dict, prefix: str):
+        self.ns, self.prefix = ns, prefix
+        self.g = _Gen()
+        self.g.elementwise, self.g.fma = True, False
+        self.lines: list[str] = []
+        self.names: dict[int, str] = {}
+
+    # ---- the function ---------------------------------------------------------------------
+
+    def function(self, comp: Computation, fname: str, leaves: int, returns_leaves: bool) -> str:
+        if len(comp.parameters) != 1:
+            raise Unsupported("a loop computation takes one parameter")
+        param = comp.parameters[0]
+        if param.shape.is_array:
+            self.names[id(param)] = "p0"
+        for k, ins in enumerate(comp.instructions):
+            if ins.opcode == "parameter":
+                continue
+            if ins.opcode == "tuple":
+                if ins is not comp.root:
+                    raise Unsupported("a tuple that is not the root")
+                continue
+            if ins.opcode == "get-tuple-element":
+                if ins.operands[0] is not param or not ins.shape.is_array:
+                    raise Unsupported("get-tuple-element of something but the state")
+                self.names[id(ins)] = f"p{int(ins.attrs['index'])}"
+                continue
+            if not ins.shape.is_array:
+                raise Unsupported(f"'{ins.opcode}' with a tuple result")
+            self.names[id(ins)] = self.emit(ins, f"v{k}")
+        return self._finish(comp, fname, leaves, returns_leaves)
+
+    def _finish(self, comp, fname, leaves, returns_leaves) -> str:
+        root = comp.root
+        if returns_leaves:
+            outs = root.operands if root.opcode == "tuple" else [root]
+            if len(outs) != leaves or any(id(o) not in self.names for o in outs):
+                raise Unsupported("the body does not return the state's leaves")
+            # Constants are read-only globals: a state leaf must be a fresh array.
+            rets = [f"{self.names[id(o)]}.copy()" if o.opcode == "constant" else
+                    self.names[id(o)] for o in outs]
+            self.lines.append(f"return ({''.join(r + ', ' for r in rets)})")
+        else:
+            if root.shape.element_type != "pred" or id(root) not in self.names:
+                raise Unsupported("the condition is not a computed pred")
+            self.lines.append(f"return {self.names[id(root)]}[0]")
+        args = ", ".join(f"p{j}" for j in range(leaves))
+        return f"def {fname}({args}):\n" + "".join(f"    {ln}\n" for ln in self.lines)
+
+    # ---- instructions ---------------------------------------------------------------------
+
+    def emit(self, ins: Instruction, name: str) -> str:
+        op = ins.opcode
+        if op == "constant":
+            return self._constant(ins)
+        if op in ("reshape", "copy") and ins.operands[0].shape.num_elements() == \
+                ins.shape.num_elements():
+            return self.names[id(ins.operands[0])]  # row-major order is unchanged
+        emitter = _EMITTERS.get(op)
+        if emitter is not None:
+            emitter(self, ins, name)
+            return name
+        if op in _loop_ops():
+            self._elementwise(ins, name)
+            return name
+        raise Unsupported(f"'{op}' (instruction '{ins.name}')")
+
+    def _alloc(self, ins: Instruction, name: str) -> None:
+        dt = "np." + numba_dtype(ins.shape.dtype).name
+        self.lines.append(f"{name} = np.empty({ins.shape.num_elements()}, {dt})")
+
+    def _nest(self, dims, body: list[str], var: str = "j") -> None:
+        """Loops over `dims` (index variables var0..) around `body` lines."""
+        for d, n in enumerate(dims):
+            self.lines.append("    " * d + f"for {var}{d} in range({n}):")
+        pad = "    " * len(dims)
+        self.lines.extend(pad + ln for ln in body)
+
+    def _constant(self, ins: Instruction) -> str:
+        if ins.literal_elided or ins.literal is None:
+            raise Unsupported(f"constant '{ins.name}' has no literal")
+        name = f"{self.prefix}K{len(self.ns)}"
+        self.ns[name] = np.ascontiguousarray(numba_array(ins.literal)).reshape(-1)
+        return name
+
+    def _elementwise(self, ins: Instruction, name: str) -> None:
+        n = ins.shape.num_elements()
+        refs = {}
+        for o in ins.operands:
+            k = o.shape.num_elements() if o.shape.is_array else -1
+            if k not in (1, n):
+                raise Unsupported(f"'{ins.opcode}' operand of another size")
+            refs[id(o)] = f"{self.names[id(o)]}[{'o' if k == n else '0'}]"
+        try:
+            expr = self.g.expr(ins, refs)
+        except ScalarCompileError as e:
+            raise Unsupported(str(e)) from None
+        self._alloc(ins, name)
+        self.lines += [f"for o in range({n}):", f"    {name}[o] = {expr}"]
+
+    def _mapped(self, ins: Instruction, name: str, source: str) -> None:
+        """out[j...] = `source` (an expression over the index variables j0..)."""
+        dims = _dims(ins)
+        self._alloc(ins, name)
+        idx = [f"j{d}" for d in range(len(dims))]
+        self._nest(dims, [f"{name}[{_lin(idx, dims)}] = {source}"])
+
+    def _operand(self, ins: Instruction, k: int, idx: list[str]) -> str:
+        o = ins.operands[k]
+        return f"{self.names[id(o)]}[{_lin(idx, o.shape.dims)}]"
+
+    def _start_indices(self, ins: Instruction, first: int, limits) -> list[str]:
+        """Clamped start indices (XLA: into [0, dim - size]), from rank-0 index operands."""
+        ops = ins.operands[first:]
+        if len(ops) != len(limits) or any(o.shape.rank != 0 for o in ops):
+            raise Unsupported(f"'{ins.opcode}' with a vector of start indices")
+        if any(o.shape.element_type in ("u64",) for o in ops):
+            raise Unsupported(f"'{ins.opcode}' with u64 start indices")
+        out = []
+        for d, (o, hi) in enumerate(zip(ops, limits)):
+            v = f"st{d}_{len(self.lines)}"
+            self.lines.append(f"{v} = min(max(np.int64({self.names[id(o)]}[0]), 0), {hi})")
+            out.append(v)
+        return out
+
+
+def _broadcast(cg: ArrayCodegen, ins: Instruction, name: str) -> None:
+    bd = list(ins.attrs.get("dimensions", ()))
+    cg._mapped(ins, name, cg._operand(ins, 0, [f"j{d}" for d in bd]))
+
+
+def _slice(cg: ArrayCodegen, ins: Instruction, name: str) -> None:
+    sl = ins.attrs["slice"].dims
+    cg._mapped(ins, name, cg._operand(ins, 0, [f"{s.start} + j{d} * {s.stride}"
+                                              for d, s in enumerate(sl)]))
+
+
+def _transpose(cg: ArrayCodegen, ins: Instruction, name: str) -> None:
+    perm = list(ins.attrs["dimensions"])
+    idx = [""] * len(perm)
+    for j, p in enumerate(perm):  # output dimension j is operand dimension perm[j]
+        idx[p] = f"j{j}"
+    cg._mapped(ins, name, cg._operand(ins, 0, idx))
+
+
+def _iota(cg: ArrayCodegen, ins: Instruction, name: str) -> None:
+    d = int(ins.attrs.get("iota_dimension", 0))
+    cg._mapped(ins, name, f"np.{numba_dtype(ins.shape.dtype).name}(j{d})")
+
+
+def _concatenate(cg: ArrayCodegen, ins: Instruction, name: str) -> None:
+    cd = int(ins.attrs["dimensions"][0])
+    dims = _dims(ins)
+    cg._alloc(ins, name)
+    idx = [f"j{d}" for d in range(len(dims))]
+    body, off = [], 0
+    for k, o in enumerate(ins.operands):
+        size = int(o.shape.dims[cd])
+        src = list(idx)
+        src[cd] = f"j{cd} - {off}"
+        kw = "if" if k == 0 else "elif"
+        body += [f"{kw} j{cd} < {off + size}:",
+                 f"    {name}[{_lin(idx, dims)}] = {cg._operand(ins, k, src)}"]
+        off += size
+    cg._nest(dims, body)
+
+
+def _dynamic_slice(cg: ArrayCodegen, ins: Instruction, name: str) -> None:
+    x = ins.operands[0]
+    sizes = _dims(ins)
+    st = cg._start_indices(ins, 1, [int(e) - s for e, s in zip(x.shape.dims, sizes)])
+    cg._mapped(ins, name, cg._operand(ins, 0, [f"{s} + j{d}" for d, s in enumerate(st)]))
+
+
+def _dynamic_update_slice(cg: ArrayCodegen, ins: Instruction, name: str) -> None:
+    x, u = ins.operands[0], ins.operands[1]
+    st = cg._start_indices(ins, 2, [int(e) - int(s) for e, s in zip(x.shape.dims, u.shape.dims)])
+    cg.lines.append(f"{name} = {cg.names[id(x)]}.copy()")
+    idx = [f"j{d}" for d in range(u.shape.rank)]
+    dst = _lin([f"{s} + j{d}" for d, s in enumerate(st)], x.shape.dims)
+    cg._nest(tuple(u.shape.dims), [f"{name}[{dst}] = {cg.names[id(u)]}[{_lin(idx, u.shape.dims)}]"])
+
+
+def _reduce(cg: ArrayCodegen, ins: Instruction, name: str) -> None:
+    if len(ins.operands) != 2:
+        raise Unsupported("a variadic reduce")
+    x, init = ins.operands
+    try:
+        fn = compile_scalar_computation(ins.attrs["to_apply"])
+    except ScalarCompileError as e:
+        raise Unsupported(str(e)) from None
+    rname = f"{cg.prefix}R{len(cg.ns)}"
+    cg.ns[rname] = fn
+    red = sorted(int(d) for d in ins.attrs.get("dimensions", ()))
+    kept = [d for d in range(x.shape.rank) if d not in red]
+    out_dims = _dims(ins)
+    cg._alloc(ins, name)
+    src = [""] * x.shape.rank
+    for j, d in enumerate(kept):
+        src[d] = f"j{j}"
+    for j, d in enumerate(red):
+        src[d] = f"r{j}"
+    inner = [f"acc = {rname}(acc, {cg._operand(ins, 0, src)})"]
+    loops = [f"acc = {cg.names[id(init)]}[0]"]
+    for j, d in enumerate(red):
+        loops.append("    " * j + f"for r{j} in range({int(x.shape.dims[d])}):")
+    loops += ["    " * len(red) + ln for ln in inner]
+    loops.append(f"{name}[{_lin([f'j{j}' for j in range(len(kept))], out_dims)}] = acc")
+    cg._nest(out_dims, loops)
+
+
+def _dot(cg: ArrayCodegen, ins: Instruction, name: str) -> None:
+    lhs, rhs = ins.operands
+    t = ins.shape.element_type
+    if t not in ("f32", "f64") or {lhs.shape.element_type, rhs.shape.element_type} != {t}:
+        raise Unsupported("dot other than f32/f64")
+    a = ins.attrs
+    lb, rb = list(a.get("lhs_batch_dims", ())), list(a.get("rhs_batch_dims", ()))
+    lc, rc = list(a.get("lhs_contracting_dims", ())), list(a.get("rhs_contracting_dims", ()))
+    lf = [d for d in range(lhs.shape.rank) if d not in lb and d not in lc]
+    rf = [d for d in range(rhs.shape.rank) if d not in rb and d not in rc]
+    out_dims = _dims(ins)
+    li, ri = [""] * lhs.shape.rank, [""] * rhs.shape.rank
+    j = 0
+    for x, y in zip(lb, rb):
+        li[x] = ri[y] = f"j{j}"
+        j += 1
+    for d in lf:
+        li[d] = f"j{j}"
+        j += 1
+    for d in rf:
+        ri[d] = f"j{j}"
+        j += 1
+    for k, (x, y) in enumerate(zip(lc, rc)):
+        li[x] = ri[y] = f"c{k}"
+    ct = "np." + numba_dtype(ins.shape.dtype).name
+    body = [f"acc = {ct}(0)"]
+    for k, x in enumerate(lc):
+        body.append("    " * k + f"for c{k} in range({int(lhs.shape.dims[x])}):")
+    body.append("    " * len(lc) + f"acc = {ct}(acc + {ct}({cg._operand(ins, 0, li)} * "
+                f"{cg._operand(ins, 1, ri)}))")
+    body.append(f"{name}[{_lin([f'j{k}' for k in range(len(out_dims))], out_dims)}] = acc")
+    cg._alloc(ins, name)
+    cg._nest(out_dims, body)
+
+
+_EMITTERS = {"broadcast": _broadcast, "slice": _slice, "transpose": _transpose,
+             "iota": _iota, "concatenate": _concatenate, "dynamic-slice": _dynamic_slice,
+             "dynamic-update-slice": _dynamic_update_slice, "reduce": _reduce, "dot": _dot}
+
+__all__ = ["ArrayCodegen", "Unsupported"]
