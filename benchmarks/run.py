@@ -6,6 +6,7 @@ Workloads (full size / --quick size):
   softmax      softmax over the last axis of f32 [4096,1024] / [256,128]
   conv3x3      3x3 conv, NCHW, SAME padding, 8x64x56x56 -> 64 channels / 2x8x16x16 -> 8
   while_loop   lax.fori_loop, 2,000 iterations of a few elementwise ops on f32[16] / 100 its
+  scan_rnn     lax.scan RNN cell tanh(w @ h + x), 1,000 steps of h[64] / 50 steps of h[16]
 
 For each workload the HLO is `jax.jit(f).lower(*args).as_text(dialect="hlo")`; xlaplug parses
 it, runs its pass pipeline and executes it.  Every implementation is timed as the median of
@@ -50,7 +51,7 @@ if "cuda" not in sys.argv[1:] and "--device=cuda" not in sys.argv[1:]:
 
 import numpy as np  # noqa: E402
 
-WORKLOADS = ["elementwise", "mlp", "softmax", "conv3x3", "while_loop"]
+WORKLOADS = ["elementwise", "mlp", "softmax", "conv3x3", "while_loop", "scan_rnn"]
 RTOL = 1e-4
 ATOL_SCALE = 1e-5
 
@@ -144,6 +145,25 @@ def make_workload(name: str, quick: bool, rng: np.random.Generator):
             return c
 
         return f"fori_loop {iters} its, f32[16]", jf, nf, [normal(16)]
+
+    if name == "scan_rnn":
+        steps, h = (50, 16) if quick else (1000, 64)
+
+        def jf(h0, xs, w):
+            def cell(c, x):
+                c = jnp.tanh(w @ c + x)
+                return c, c.sum()
+            return lax.scan(cell, h0, xs)[1]  # the per-step sums: every step counts
+
+        def nf(h0, xs, w):
+            c, ys = h0, np.empty(len(xs), np.float32)
+            for t in range(len(xs)):
+                c = np.tanh(w @ c + xs[t])
+                ys[t] = c.sum()
+            return ys
+
+        return (f"lax.scan {steps} steps, h[{h}] = tanh(w[{h},{h}] @ h + x)", jf, nf,
+                [normal(h), normal(steps, h), normal(h, h, scale=h ** -0.5)])
 
     raise ValueError(name)
 
