@@ -151,3 +151,16 @@ def test_max_while_iterations_spans_both_phases(limit, ok):
     else:
         with pytest.raises(RunError, match=f"exceeded --max-while-iterations={limit}"):
             execute(m, [X], max_while_iterations=limit)
+
+
+def test_xla_optimized_loops_compile_with_their_fusions():
+    """XLA's optimized HLO wraps the condition's compare (and body ops) in fusions: they are
+    inlined into the compiled loop."""
+    f = CASES["fori_f32"][0]
+    text = jax.jit(f).lower(X).compile().as_text()
+    m = parse_module(text)
+    compile_module(m, None)
+    loops = _whiles(m)
+    got = execute(m, [X]).outputs[0]
+    assert any(CW._known_plan(w) not in (None, CW._NO_PLAN) for w in loops)
+    np.testing.assert_allclose(got, np.asarray(jax.jit(f)(X)), rtol=1e-5, atol=1e-5)

@@ -10,7 +10,7 @@ shapes are static, so each instruction becomes a loop nest with constant bounds 
             v7[j0 * 4 + j1] = v3[j1 * 3 + j0]
 
 Expressed: the state (an array or a flat tuple of arrays, read by get-tuple-element),
-constants, elementwise ops (the SCALAR_OPS templates, so the per-op kernels' semantics),
+constants, fusions and calls (their computations inlined), elementwise ops (the SCALAR_OPS templates, so the per-op kernels' semantics),
 broadcast, reshape/copy, slice, transpose, concatenate, iota, dynamic-slice and
 dynamic-update-slice (signed indices, clamped as XLA clamps), reduce with a scalar reducer
 (folded in row-major order of the reduced dimensions, as the HloEvaluator does), and dot on
@@ -112,6 +112,10 @@ class ArrayCodegen:
         op = ins.opcode
         if op == "constant":
             return self._constant(ins)
+        if op in ("fusion", "call"):
+            callee = ins.attrs.get("calls") or ins.attrs.get("to_apply")
+            callee = callee[0] if isinstance(callee, list) else callee
+            return self._inline(callee, [self.names[id(o)] for o in ins.operands], name)
         if op in ("reshape", "copy") and ins.operands[0].shape.num_elements() == \
                 ins.shape.num_elements():
             return self.names[id(ins.operands[0])]  # row-major order is unchanged
@@ -123,6 +127,18 @@ class ArrayCodegen:
             self._elementwise(ins, name)
             return name
         raise Unsupported(f"'{op}' (instruction '{ins.name}')")
+
+    def _inline(self, comp: Computation, args: list[str], tag: str) -> str:
+        """A fusion's or call's computation, emitted in place (XLA wraps a loop condition's
+        compare in a fusion); returns the name of its root's value."""
+        if any(not p.shape.is_array for p in comp.parameters) or not comp.root.shape.is_array:
+            raise Unsupported(f"computation '{comp.name}' takes or returns a tuple")
+        for p in comp.parameters:
+            self.names[id(p)] = args[p.parameter_number]
+        for k, ins in enumerate(comp.instructions):
+            if ins.opcode != "parameter":
+                self.names[id(ins)] = self.emit(ins, f"{tag}_{k}")
+        return self.names[id(comp.root)]
 
     def _alloc(self, ins: Instruction, name: str) -> None:
         dt = "np." + numba_dtype(ins.shape.dtype).name
