@@ -164,3 +164,25 @@ def test_xla_optimized_loops_compile_with_their_fusions():
     got = execute(m, [X]).outputs[0]
     assert any(CW._known_plan(w) not in (None, CW._NO_PLAN) for w in loops)
     np.testing.assert_allclose(got, np.asarray(jax.jit(f)(X)), rtol=1e-5, atol=1e-5)
+
+
+# Corpus programs run with every elementwise chain fused (whatever its size) and every loop
+# compiled from its first iteration -- the compiled paths against jax's outputs.  (The whole
+# corpus passes this way -- a few minutes; these cover loops, scans, attention, layer norm
+# and narrow-float math.)
+FORCED = ("fori_loop", "scan_rnn", "scan_reverse_unroll", "while_collatz", "nested_control",
+          "stop_gradient_and_while_grad", "attention", "layernorm_gelu",
+          "softmax_logsumexp", "bf16_math", "polynomial_and_where_chain")
+
+
+@pytest.mark.parametrize("variant", ["lowered", "compiled"])
+@pytest.mark.parametrize("name", FORCED)
+def test_corpus_program_fused_and_compiled(name, variant, monkeypatch):
+    import jax_corpus as corpus
+    from test_conformance_jax import _check_outputs
+    monkeypatch.setattr(CW, "INTERPRETED_ITERATIONS", 0)
+    entry = corpus.load_entry(name)
+    m = parse_module(getattr(entry, f"{variant}_hlo"))
+    compile_module(m, None, options={"loop-fusion": {"min_elements": 1}})
+    out = execute(m, list(entry.inputs), fusion_min_elements=1).outputs
+    assert not _check_outputs(name, out, list(entry.outputs))
