@@ -20,6 +20,14 @@ from numba import cuda
 
 
 @cuda.jit(device=True)
+def copy_matrix(a, out, bi):
+    """out[bi] = a[bi]: LAPACK factors in place, these kernels into a fresh output."""
+    for i in range(out.shape[1]):
+        for j in range(out.shape[2]):
+            out[bi, i, j] = a[bi, i, j]
+
+
+@cuda.jit(device=True)
 def _cabs1(z):
     """|re| + |im|: how LAPACK's i?amax measures complex entries (izamax)."""
     return abs(z.real) + abs(z.imag)
@@ -37,9 +45,7 @@ def potrf_kernel(a, out, info, lower, zero, nan):
     if bi >= out.shape[0]:
         return
     n = out.shape[1]
-    for i in range(n):
-        for j in range(n):
-            out[bi, i, j] = a[bi, i, j]
+    copy_matrix(a, out, bi)
     code = 0
     for j in range(n):
         s = a[bi, j, j].real
@@ -82,9 +88,7 @@ def getrf_kernel(a, out, ipiv, info, one, sfmin):
         return
     m = out.shape[1]
     n = out.shape[2]
-    for i in range(m):
-        for j in range(n):
-            out[bi, i, j] = a[bi, i, j]
+    copy_matrix(a, out, bi)
     code = 0
     k = m if m < n else n              # (min() of two ints fails to compile for CUDA)
     for j in range(k):

@@ -16,6 +16,8 @@ import math
 
 from numba import cuda
 
+from ._cuda_factor import copy_matrix
+
 
 @cuda.jit(device=True)
 def _xnorm(out, bi, r0, m, col, rzero):
@@ -81,9 +83,7 @@ def geqrf_kernel(a, out, tau, zero, one):
         return
     m = out.shape[1]
     n = out.shape[2]
-    for i in range(m):
-        for j in range(n):
-            out[bi, i, j] = a[bi, i, j]
+    copy_matrix(a, out, bi)
     k = m if m < n else n              # (min() of two ints fails to compile for CUDA)
     for i in range(k):
         t = _larfg(out, bi, i, i, m, zero, one)
