@@ -126,8 +126,8 @@ ARRAY_CASES = {
                  2e-6),
     # slices, transposes, concatenates, iota, broadcasts along a dimension
     "shuffle": (lambda x: lax.fori_loop(0, 60, lambda i, v: jnp.concatenate(
-        [v[8:], v[:8] * 0.5]).reshape(4, 4).T.reshape(16) + jnp.arange(16.0) * 1e-3
-        + i.astype(jnp.float32), x), (X,), 1e-6),
+        [v[8:], v[:8] * 0.5]).reshape(4, 4).T.reshape(16)
+        + jnp.arange(16, dtype=jnp.float32) * 1e-3 + i.astype(jnp.float32), x), (X,), 1e-6),
 }
 
 
