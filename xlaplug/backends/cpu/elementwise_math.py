@@ -89,34 +89,37 @@ def _log1p(x):
     return np.where(np.abs(x) < x.dtype.type(0.41421356237309504880), small, large)
 
 
-_exp = _via64(np.exp)
+def _exp(x):
+    """f32: XLA:CPU's own exp (elementwise_scalar_float._xexp32); f64: libm's."""
+    return _f32_loop("exp", x) if x.dtype == F32 else np.exp(x)
 _log = _via64(np.log)
 def _tanh(x):
     """f32: XLA:CPU's own approximation, bit for bit (see elementwise_scalar_float._xtanh32
     for the formula); f64: libm's."""
-    if x.dtype != F32:
-        return np.tanh(x)
-    out = np.empty(x.size, F32)
-    _tanh32_loop(np.ascontiguousarray(x).reshape(-1), out)
-    return out.reshape(x.shape)
+    return _f32_loop("tanh", x) if x.dtype == F32 else np.tanh(x)
 
 
-_TANH32 = None
+_F32_LOOPS: dict = {}
 
 
-def _tanh32_loop(x, out):
-    global _TANH32
-    if _TANH32 is None:  # compiled on first use (numba start-up stays off the import path)
+def _f32_loop(name: str, x):
+    """XLA:CPU's f32 `name` (an `_x{name}32` scalar helper) over an f32 array, as a numba
+    loop compiled on first use (numba's start-up stays off the import path)."""
+    loop = _F32_LOOPS.get(name)
+    if loop is None:
         from numba import njit
 
-        from .elementwise_scalar_float import _xtanh32
+        from . import elementwise_scalar_float as SF
+        fn = getattr(SF, f"_x{name}32")
 
         @njit(nogil=True)
         def loop(x, out):
             for i in range(x.shape[0]):
-                out[i] = _xtanh32(x[i])
-        _TANH32 = loop
-    _TANH32(x, out)
+                out[i] = fn(x[i])
+        _F32_LOOPS[name] = loop
+    out = np.empty(x.size, F32)
+    loop(np.ascontiguousarray(x).reshape(-1), out)
+    return out.reshape(x.shape)
 _sin = _via64(np.sin)
 _cos = _via64(np.cos)
 

@@ -278,7 +278,8 @@ _UNARY_F = {
 }
 
 _UNARY_F32 = {"exponential-minus-one": "_xexpm1_32({x})", "log-plus-one": "_xlog1p32({x})",
-              "tanh": "_xtanh32({x})"}
+              "tanh": "_xtanh32({x})", "exponential": "_xexp32({x})",
+              "logistic": "_xlogistic32({x})"}
 _UNARY_C = {"exponential": "cmath.exp({x})", "log": "cmath.log({x})",
             "sqrt": "cmath.sqrt({x})", "sine": "cmath.sin({x})", "cosine": "cmath.cos({x})",
             "tan": "cmath.tan({x})", "tanh": "cmath.tanh({x})",

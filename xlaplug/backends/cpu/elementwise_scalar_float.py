@@ -310,6 +310,47 @@ def _xtanh32(x):
     return np.float32(np.float32(xc * p) / q)
 
 
+# XLA:CPU's f32 exp (Eigen's pexp_float, its multiply-adds as FMAs): m = floor(x log2(e) +
+# 1/2), r = x - m ln2 in two steps (Cephes' split of ln2), a degree-7 polynomial in r, times
+# 2^m; subnormal results flush to zero.  Bit for bit XLA's below x = 88.3763 (0 mismatches
+# in 400k inputs over [-120, 88.37]); in the last 0.35 before overflow XLA rounds
+# differently (1 ULP) and the correctly rounded value is used there.
+_EXP_P32 = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
+            1.6666665459e-1, 5.0000001201e-1)
+
+
+@register_jitable
+def _xexp32(x):
+    x = np.float32(x)
+    if x != x:
+        return x
+    if x > np.float32(88.72283935546875):
+        return np.float32(np.inf)
+    if x > np.float32(88.3762626647950):
+        return np.float32(np.exp(np.float64(x)))
+    if x < np.float32(-104.0):
+        x = np.float32(-104.0)
+    m = np.float32(np.floor(_xfma32(x, np.float32(1.44269504088896341), np.float32(0.5))))
+    r = _xfma32(m, np.float32(-0.693359375), x)
+    r = _xfma32(m, np.float32(2.12194440e-4), r)
+    r2 = np.float32(r * r)
+    y = np.float32(_EXP_P32[0])
+    for k in range(1, 6):
+        y = _xfma32(y, r, np.float32(_EXP_P32[k]))
+    y = np.float32(_xfma32(y, r2, r) + np.float32(1.0))
+    res = np.float32(np.float64(y) * math.ldexp(1.0, int(m)))
+    if res < _TINY32:
+        return np.float32(0.0)
+    return res
+
+
+@register_jitable
+def _xlogistic32(x):
+    """XLA's logistic in f32 steps: 1 / (1 + exp(-x)), each step flushed."""
+    one = np.float32(1.0)
+    return one / _xftz32(one + _xftz32(_xexp32(-np.float32(x))))
+
+
 @register_jitable
 def _xexpm1_32(x):
     """_xexpm1 evaluated in f32 arithmetic, as XLA does for f32."""
@@ -317,7 +358,7 @@ def _xexpm1_32(x):
     half = np.float32(0.5)
     if _xftz32(x * half) == 0:
         return x
-    e = _xftz32(np.float32(np.exp(np.float64(x))))
+    e = _xftz32(_xexp32(x))
     if abs(x) > half:
         return e - np.float32(1.0)
     t = _xftz32(_xtanh32(_xftz32(x * half)))
