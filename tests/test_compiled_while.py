@@ -186,3 +186,25 @@ def test_corpus_program_fused_and_compiled(name, variant, monkeypatch):
     compile_module(m, None, options={"loop-fusion": {"min_elements": 1}})
     out = execute(m, list(entry.inputs), fusion_min_elements=1).outputs
     assert not _check_outputs(name, out, list(entry.outputs))
+
+
+def test_interpret_option_keeps_every_loop_and_fusion_interpreted(tmp_path, monkeypatch):
+    """`xlaplug run --interpret` (execute(interpret=True)): same results, nothing compiled."""
+    big = np.random.default_rng(3).standard_normal((256, 256)).astype(np.float32)
+    f = lambda x: lax.fori_loop(0, 40, lambda i, v: v * 0.5 + 1.0, x * 2.0 + x)  # noqa: E731
+    m, want = _module(f, big)
+    from xlaplug.backends.cpu import fused_loop
+    compiled = []
+    monkeypatch.setattr(fused_loop, "loop_driver", lambda roles: compiled.append(roles))
+    got = execute(m, [big], interpret=True).outputs[0]
+    assert not compiled and all(CW._known_plan(w) is CW._NO_PLAN for w in _whiles(m))
+    np.testing.assert_allclose(got, np.asarray(want), rtol=1e-6)
+    from click.testing import CliRunner
+    from xlaplug.cli import main
+    path = tmp_path / "m.hlo"
+    path.write_text(jax.jit(f).lower(big).as_text(dialect="hlo"))
+    np.savez(tmp_path / "in.npz", in0=big)
+    r = CliRunner().invoke(main, ["run", str(path), "--interpret", "--inputs",
+                                  str(tmp_path / "in.npz"), "--out", str(tmp_path / "o.npz")])
+    assert r.exit_code == 0, r.output
+    np.testing.assert_allclose(np.load(tmp_path / "o.npz")["out0"], np.asarray(want), rtol=1e-6)

@@ -167,13 +167,17 @@ def _load_npz(path: str, what: str) -> dict:
 @click.option("--max-memory", default=None, help="Refuse modules whose buffers exceed this (e.g. 2G).")
 @click.option("--max-while-iterations", type=int, default=None,
               help="Stop any while loop after this many iterations, with an error.")
+@click.option("--interpret", is_flag=True,
+              help="Run every instruction through its own kernel: no compiled loop fusions "
+                   "or while loops (to compare against, or to debug).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--prefer", type=click.Choice(["kernel", "decomposition"]), default="kernel",
               show_default=True, help="Use plugin kernels, or always their decompositions.")
 @plugin_options
 @handle_errors
 def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, repeat, passes,
-            max_memory, max_while_iterations, as_json, prefer, plugins_dirs, no_plugins, strict):
+            max_memory, max_while_iterations, interpret, as_json, prefer, plugins_dirs,
+            no_plugins, strict):
     """Compile FILE and run it; print, save and compare its outputs."""
     import time
 
@@ -199,7 +203,7 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
     args = build_inputs(module, npz, seed)
     res = execute(module, args, device=device, repeat=repeat,
                   max_memory=parse_bytes(max_memory) if max_memory else None,
-                  max_while_iterations=max_while_iterations, seed=seed)
+                  max_while_iterations=max_while_iterations, seed=seed, interpret=interpret)
     if out_path:
         import io
         buf = io.BytesIO()

@@ -176,7 +176,8 @@ class RunResult:
 
 def execute(module: Module, args: list, *, device: str = "cpu", repeat: int = 1,
             max_memory: int | None = None, max_while_iterations: int | None = None,
-            seed: int = 0, overrides=None, fusion_min_elements: int | None = None) -> RunResult:
+            seed: int = 0, overrides=None, fusion_min_elements: int | None = None,
+            interpret: bool = False) -> RunResult:
     from .backends.cpu.structural import ExecutionError
     from .backends.executor import ExecContext
     t0 = time.perf_counter()
@@ -190,6 +191,9 @@ def execute(module: Module, args: list, *, device: str = "cpu", repeat: int = 1,
     options = {"max_while_iterations": max_while_iterations, "seed": seed}
     if fusion_min_elements is not None:  # loop fusions smaller than this are interpreted
         options["fusion_min_elements"] = fusion_min_elements
+    if interpret:  # no compiled fusions or while loops: every instruction its own kernel
+        options["fusion_min_elements"] = 1 << 62
+        options["interpret_loops"] = True
     ctx = ExecContext(device, options, overrides=overrides)
     seq = ctx.sequence(module.entry)
     _check_kernels(ctx, seq)

@@ -127,6 +127,8 @@ def _while(ins, args, ctx):
     known = _known_plan(ins)
     switch_at = 0 if known not in (_NO_PLAN, None) else \
         INTERPRETED_ITERATIONS if known is _NO_PLAN else -1
+    if ctx.options.get("interpret_loops"):
+        switch_at = -1
     while True:
         if n == switch_at:
             run = _plan(ins)
