@@ -5,7 +5,6 @@ import os
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
