@@ -195,7 +195,8 @@ def test_interpret_option_keeps_every_loop_and_fusion_interpreted(tmp_path, monk
     m, want = _module(f, big)
     from xlaplug.backends.cpu import fused_loop
     compiled = []
-    monkeypatch.setattr(fused_loop, "loop_driver", lambda roles: compiled.append(roles))
+    monkeypatch.setattr(fused_loop, "compiled_loop_fn",
+                        lambda comp, roles: compiled.append(roles))
     got = execute(m, [big], interpret=True).outputs[0]
     assert not compiled and all(CW._known_plan(w) is CW._NO_PLAN for w in _whiles(m))
     np.testing.assert_allclose(got, np.asarray(want), rtol=1e-6)

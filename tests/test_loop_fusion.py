@@ -40,12 +40,12 @@ def _spy_compiled(monkeypatch) -> list:
     """Counts fusions that ran as compiled loops (not through the interpreter)."""
     from xlaplug.backends.cpu import fused_loop
     calls = []
-    real = fused_loop.loop_driver
+    real = fused_loop.compiled_loop_fn
 
-    def spy(roles):
+    def spy(comp, roles):
         calls.append(roles)
-        return real(roles)
-    monkeypatch.setattr(fused_loop, "loop_driver", spy)
+        return real(comp, roles)
+    monkeypatch.setattr(fused_loop, "compiled_loop_fn", spy)
     return calls
 
 

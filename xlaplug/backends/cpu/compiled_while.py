@@ -24,17 +24,15 @@ keeps the interpreter.  --max-while-iterations holds across both phases.
 """
 from __future__ import annotations
 
-import linecache
 import threading
 
 import numpy as np
-from numba import njit
 from numba.core.errors import NumbaError
 
 from ...hlo.ir import Instruction
 from ..device import flatten
 from ..registry import kernel
-from .elementwise_scalar import SCALAR_NAMESPACE
+from .jit_cache import cached_function
 from .jit_drivers import from_numba, numba_array
 from .loop_codegen import ArrayCodegen, Unsupported
 from .structural import ExecutionError
@@ -42,7 +40,6 @@ from .structural import ExecutionError
 INTERPRETED_ITERATIONS = 32
 _LOCK = threading.Lock()
 _NO_PLAN = object()
-_COMPILED: dict[str, object] = {}
 
 
 def _state_leaves(shape) -> list | None:
@@ -58,34 +55,22 @@ def _compile(ins: Instruction):
     leaves = _state_leaves(ins.shape)
     if leaves is None:
         return None
-    ns = dict(SCALAR_NAMESPACE)
+    consts: dict = {}
     try:
-        cond = ArrayCodegen(ns, "c").function(ins.attrs["condition"], "cond", len(leaves),
-                                              False)
-        body = ArrayCodegen(ns, "b").function(ins.attrs["body"], "body", len(leaves), True)
+        cg_cond, cg_body = ArrayCodegen(consts, "c"), ArrayCodegen(consts, "b")
+        cond = cg_cond.function(ins.attrs["condition"], "cond", len(leaves), False)
+        body = cg_body.function(ins.attrs["body"], "body", len(leaves), True)
     except Unsupported:
         return None
     ps = ", ".join(f"p{j}" for j in range(len(leaves)))
     run = (f"def run(limit, {ps}):\n    n = 0\n    while cond({ps}):\n"
            f"        if n == limit:\n            return False, n, {ps}\n"
            f"        {ps}, = body({ps})\n        n += 1\n    return True, n, {ps}\n")
-    src = cond + body + run
-    # Compiled once per process per loop text (constants included): every run of a module
-    # gets a fresh context, and numba compiles lazily, on the first call.
-    key = src + "#" + "|".join(f"{k}:{v.dtype}:{v.tobytes().hex()}" for k, v in ns.items()
-                               if k[:2] in ("cK", "bK") and isinstance(v, np.ndarray))
-    with _LOCK:
-        cached = _COMPILED.get(key)
-        if cached is not None:
-            return cached
-    filename = f"<xlaplug compiled while {ins.name} {len(_COMPILED)}>"
-    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-    exec(compile(src, filename, "exec"), ns)
-    ns["cond"] = njit(nogil=True, error_model="numpy")(ns["cond"])
-    ns["body"] = njit(nogil=True, error_model="numpy")(ns["body"])
-    run_fn = njit(nogil=True, error_model="numpy")(ns["run"])
-    with _LOCK:
-        return _COMPILED.setdefault(key, run_fn)
+    src = "\n".join(cg_cond.pieces + cg_body.pieces + [
+        cond, "cond = register_jitable(cond)\n", body, "body = register_jitable(body)\n", run])
+    # Compiled once per loop text (constants included), on its first call; the module is
+    # cached on disk, so later processes load the machine code (jit_cache.py).
+    return cached_function(src, consts, "run", nogil=True, error_model="numpy")
 
 
 # id(instruction) -> (instruction, compiled run or None): a loop compiled (or found not

@@ -3,58 +3,50 @@
 A fused computation that `loop_shape` accepts -- elementwise ops, broadcasts of one-element
 values, reshapes -- is compiled by scalar_jit into a numba function of one scalar per
 parameter (the same SCALAR_OPS templates, FMA contraction and flushing as every other
-compiled reducer or map body), and a driver calls it per element:
+compiled reducer or map body), and a loop calls it per element:
 
-    def loop(fn, out, a0, s1):                # a0: an array parameter, s1: a scalar one
+    def loop(out, a0, s1):                    # a0: an array parameter, s1: a scalar one
         for i in numba.prange(out.shape[0]):
-            out[i] = fn(a0[i], s1)
+            out[i] = F_c0(a0[i], s1)
 
 so the chain makes one pass over memory instead of one per instruction, on the cores numba
-has.  Any other fusion (kInput reductions, transposes, several outputs, ...) and fusions of
+has.  The module is cached on disk (jit_cache.py): later processes load the machine code.  Any other fusion (kInput reductions, transposes, several outputs, ...) and fusions of
 fewer than the run option `fusion_min_elements` elements (default the pass's threshold:
 compiling costs more than a small loop saves) run their computation through the
 interpreter, as before.  A computation scalar_jit cannot compile falls back the same way.
 """
 from __future__ import annotations
 
-import threading
-
 import numpy as np
-from numba import njit, prange
 from numba.core.errors import TypingError
 
 from ...passes.loop_fusion import DEFAULT_MIN_ELEMENTS, loop_shape
 from ..registry import kernel
 from .jit_drivers import from_numba, numba_array, numba_dtype, numba_scalar
-from .scalar_jit import ScalarCompileError, compile_scalar_computation
+from .jit_cache import cached_function, scalar_piece
+from .scalar_jit import ScalarCompileError
 
-_LOCK = threading.Lock()
-_DRIVERS: dict[tuple, object] = {}
 _NO_PLAN = object()
 
 
-def loop_driver(roles: tuple[str, ...]):
-    """The parallel loop calling fn with each array parameter at i and each scalar once."""
-    with _LOCK:
-        d = _DRIVERS.get(roles)
-        if d is not None:
-            return d
+def compiled_loop_fn(comp, roles: tuple[str, ...]):
+    """The fusion as one parallel loop -- its body (scalar_jit's elementwise source) called
+    with each array parameter at i and each scalar once -- in a module numba caches on disk
+    (jit_cache.py), so later processes skip the compile."""
+    body, consts, fname = scalar_piece(comp, "F", elementwise=True)
     names = [f"{'a' if r == 'array' else 's'}{k}" for k, r in enumerate(roles)]
     call = ", ".join(f"{x}[i]" if x[0] == "a" else x for x in names)
-    src = (f"def loop(fn, out{''.join(', ' + x for x in names)}):\n"
-           f"    for i in prange(out.shape[0]):\n"
-           f"        out[i] = fn({call})\n")
-    ns = {"prange": prange}
-    exec(compile(src, f"<xlaplug fused loop {roles}>", "exec"), ns)
-    d = njit(nogil=True, parallel=True)(ns["loop"])
-    with _LOCK:
-        return _DRIVERS.setdefault(roles, d)
+    loop = (f"def loop(out{''.join(', ' + x for x in names)}):\n"
+            f"    for i in prange(out.shape[0]):\n"
+            f"        out[i] = {fname}({call})\n")
+    return cached_function(body + "\n" + loop, consts, "loop", nogil=True, parallel=True,
+                           error_model="numpy")
 
 
 def loop_plan(ctx, comp, compile_body, cache: str = "_fused_loop_plans"):
     """(compiled body, parameter roles) for a loop-fusion body, or None when it is not one
     loop or scalar code cannot express it; worked out once per computation and run context.
-    `compile_body(comp)` compiles the body in elementwise mode (for this device)."""
+    `compile_body(comp, roles)` compiles the body in elementwise mode (for this device)."""
     plans = ctx.__dict__.setdefault(cache, {})
     plan = plans.get(id(comp), _NO_PLAN)
     if plan is _NO_PLAN:
@@ -62,15 +54,13 @@ def loop_plan(ctx, comp, compile_body, cache: str = "_fused_loop_plans"):
         plan = None
         if roles is not None:
             try:
-                plan = (compile_body(comp), tuple(roles))
+                plan = (compile_body(comp, tuple(roles)), tuple(roles))
             except ScalarCompileError:
                 plan = None
         plans[id(comp)] = plan
     return plan
 
 
-def _compile_body(comp):
-    return compile_scalar_computation(comp, elementwise=True)
 
 
 def _compiled_loop(ins) -> bool:
@@ -86,7 +76,7 @@ def _fusion(ins, args, ctx):
     n = ins.shape.num_elements() if ins.shape.is_array else 0
     if n < ctx.options.get("fusion_min_elements", DEFAULT_MIN_ELEMENTS):
         return ctx.run(comp, args)
-    plan = loop_plan(ctx, comp, _compile_body)
+    plan = loop_plan(ctx, comp, compiled_loop_fn)
     if plan is None:
         return ctx.run(comp, args)
     fn, roles = plan
@@ -94,7 +84,7 @@ def _fusion(ins, args, ctx):
             numba_scalar(a) for a, r in zip(args, roles)]
     out = np.empty(n, numba_dtype(ins.shape.dtype))
     try:
-        loop_driver(roles)(fn, out, *vals)
+        fn(out, *vals)
     except TypingError:  # numba cannot type it after all: interpret, and remember
         ctx._fused_loop_plans[id(comp)] = None
         return ctx.run(comp, args)

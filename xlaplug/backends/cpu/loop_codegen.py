@@ -23,7 +23,8 @@ import numpy as np
 
 from ...hlo.ir import Computation, Instruction
 from .jit_drivers import numba_array, numba_dtype
-from .scalar_jit import ScalarCompileError, _Gen, compile_scalar_computation
+from .jit_cache import scalar_piece
+from .scalar_jit import ScalarCompileError, _Gen
 
 
 class Unsupported(Exception):
@@ -55,10 +56,12 @@ def _dims(ins: Instruction) -> tuple:
 
 class ArrayCodegen:
     """Source of one computation taking the state leaves p0..pk (see the module docstring).
-    Constants and compiled reducers go into `ns` under names starting with `prefix`."""
+    Constants go into `consts` and reducers' source into `pieces`, under names starting with
+    `prefix` (jit_cache.py assembles the module)."""
 
-    def __init__(self, ns: dict, prefix: str):
-        self.ns, self.prefix = ns, prefix
+    def __init__(self, consts: dict, prefix: str):
+        self.consts, self.prefix = consts, prefix
+        self.pieces: list[str] = []
         self.g = _Gen()
         self.g.elementwise, self.g.fma = True, False
         self.lines: list[str] = []
@@ -154,8 +157,8 @@ class ArrayCodegen:
     def _constant(self, ins: Instruction) -> str:
         if ins.literal_elided or ins.literal is None:
             raise Unsupported(f"constant '{ins.name}' has no literal")
-        name = f"{self.prefix}K{len(self.ns)}"
-        self.ns[name] = np.ascontiguousarray(numba_array(ins.literal)).reshape(-1)
+        name = f"{self.prefix}K{len(self.consts)}"
+        self.consts[name] = np.ascontiguousarray(numba_array(ins.literal)).reshape(-1)
         return name
 
     def _elementwise(self, ins: Instruction, name: str) -> None:
@@ -261,11 +264,12 @@ def _reduce(cg: ArrayCodegen, ins: Instruction, name: str) -> None:
         raise Unsupported("a variadic reduce")
     x, init = ins.operands
     try:
-        fn = compile_scalar_computation(ins.attrs["to_apply"])
+        src, consts, rname = scalar_piece(ins.attrs["to_apply"],
+                                          f"{cg.prefix}R{len(cg.pieces)}")
     except ScalarCompileError as e:
         raise Unsupported(str(e)) from None
-    rname = f"{cg.prefix}R{len(cg.ns)}"
-    cg.ns[rname] = fn
+    cg.pieces.append(src)
+    cg.consts.update(consts)
     red = sorted(int(d) for d in ins.attrs.get("dimensions", ()))
     kept = [d for d in range(x.shape.rank) if d not in red]
     out_dims = _dims(ins)

@@ -22,7 +22,7 @@ from .launch import device_empty, flat, launch_1d
 from .reductions import _type_key, gen_kernel, load
 
 
-def _compile_body(comp):
+def _compile_body(comp, roles):
     from .scalar_cuda import compile_scalar_device_function
     return compile_scalar_device_function(comp, elementwise=True)
 

@@ -1,0 +1,95 @@
+"""The on-disk cache of generated numba code (backends/cpu/jit_cache.py).
+
+Fused loops and compiled while loops are written as modules under the cache directory and
+compiled with numba's `cache=True`: a second process loads the machine code instead of
+compiling.  Each case runs in fresh processes (XLAPLUG_CACHE_DIR in a temporary directory)
+and reads numba's own cache statistics.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_SCRIPT = r"""
+import json, numpy as np
+from xlaplug.hlo import parse_module
+from xlaplug.driver import compile_module
+from xlaplug.runner import execute
+from xlaplug.backends.cpu import jit_cache
+text = '''HloModule m
+body {
+  s = (s32[], f32[300]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  v = f32[300] get-tuple-element(s), index=1
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  h = f32[] constant(0.5)
+  hb = f32[300] broadcast(h), dimensions={}
+  w = f32[300] multiply(v, hb)
+  ROOT t = (s32[], f32[300]) tuple(j, w)
+}
+cond {
+  s = (s32[], f32[300]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(100)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+ENTRY e {
+  x = f32[300,300] parameter(0)
+  y = f32[300,300] parameter(1)
+  m = f32[300,300] multiply(x, y)
+  a = f32[300,300] add(m, y)
+  sl = f32[1,300] slice(a), slice={[0:1], [0:300]}
+  r = f32[300] reshape(sl)
+  z = s32[] constant(0)
+  init = (s32[], f32[300]) tuple(z, r)
+  l = (s32[], f32[300]) while(init), condition=cond, body=body
+  ROOT o = f32[300] get-tuple-element(l), index=1
+}
+'''
+m = parse_module(text)
+compile_module(m, None)
+x = np.full((300, 300), 2.0, np.float32)
+out = execute(m, [x, x]).outputs[0]
+hits = sum(sum(f.stats.cache_hits.values()) for f in jit_cache._LOADED.values())
+misses = sum(sum(f.stats.cache_misses.values()) for f in jit_cache._LOADED.values())
+print(json.dumps({"hits": hits, "misses": misses, "functions": len(jit_cache._LOADED),
+                  "value": float(out[0])}))
+"""
+
+
+def _run(env_extra: dict) -> dict:
+    env = {**os.environ, **env_extra, "NUMBA_ENABLE_CUDASIM": "0"}
+    r = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True,
+                       env=env, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_second_process_loads_compiled_code(tmp_path):
+    env = {"XLAPLUG_CACHE_DIR": str(tmp_path)}
+    first = _run(env)
+    assert first["functions"] == 2  # the fused loop and the while loop
+    assert first["hits"] == 0 and first["misses"] >= 2
+    assert first["value"] == 6.0 * 0.5 ** 100
+    files = sorted(p.name for p in (tmp_path / "jit").glob("xlaplug_jit_*.py"))
+    assert len(files) == 2
+    second = _run(env)
+    assert second["hits"] >= 2 and second["misses"] == 0, second
+    assert second["value"] == first["value"]
+    assert sorted(p.name for p in (tmp_path / "jit").glob("xlaplug_jit_*.py")) == files
+
+
+def test_cache_off_or_unwritable_compiles_in_memory(tmp_path):
+    off = _run({"XLAPLUG_CACHE_DIR": str(tmp_path), "XLAPLUG_JIT_CACHE": "0"})
+    assert off["functions"] == 2 and off["hits"] == 0
+    assert not (tmp_path / "jit").exists()
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    bad = _run({"XLAPLUG_CACHE_DIR": str(blocker)})
+    assert bad["functions"] == 2 and bad["value"] == off["value"]
