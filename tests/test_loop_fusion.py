@@ -289,3 +289,28 @@ ENTRY e {
     assert len(_fusions(m)) == 2 and len(names) == len(set(names)), names
     x = np.arange(4, dtype=np.float32)
     np.testing.assert_array_equal(_run(m, [x])[0][0], -x * x + x)
+
+
+@pytest.mark.parametrize("case", ["rows", "cols", "middle", "outer_of_3d"])
+def test_broadcast_operands_are_read_in_place(case, monkeypatch):
+    """A broadcast of an array (a bias, a row statistic) joins the loop: the loop reads its
+    operand at the mapped index instead of materializing it (loop_fusion.param_index_map)."""
+    r = np.random.default_rng(4)
+    x = r.standard_normal((6, 5, 4)).astype(np.float32)
+    f, v = {
+        "rows": (lambda x, v: x * v[:, None, None] + x, r.standard_normal(6)),
+        "cols": (lambda x, v: x * v[None, None, :] - 1.5, r.standard_normal(4)),
+        "middle": (lambda x, v: (x - v[None, :, None]) * 2.0, r.standard_normal(5)),
+        "outer_of_3d": (lambda x, v: x * v[:, None, :] + v[:, None, :],
+                        r.standard_normal((6, 4))),
+    }[case]
+    v = v.astype(np.float32)
+    text, want = _jax(f, x, v)
+    compiled = _spy_compiled(monkeypatch)
+    m = _fused(text)
+    (fusion,) = _fusions(m)
+    body = fusion.attrs["calls"][0]
+    assert any(i.opcode == "broadcast" and i.operands[0].shape.rank for i in body.instructions)
+    got, _ = _run(m, [x, v])
+    assert compiled and any(isinstance(role, tuple) for role in compiled[0])
+    np.testing.assert_array_equal(got[0], want[0])

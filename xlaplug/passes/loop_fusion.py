@@ -42,10 +42,16 @@ def _n(shape: Shape) -> int:
 
 
 def _cheap(ins: Instruction) -> bool:
-    """Free to recompute in every fusion that reads it."""
+    """Free to recompute in every fusion that reads it: rank-0 constants, and broadcasts
+    (read in place: a loop reads the broadcast operand at the element's source index)."""
     return (ins.opcode == "constant" and ins.shape.is_array and ins.shape.rank == 0
-            and not ins.literal_elided) or \
-        (ins.opcode == "broadcast" and ins.operands and _n(ins.operands[0].shape) == 1)
+            and not ins.literal_elided) or (ins.opcode == "broadcast" and bool(ins.operands))
+
+
+def _edge_broadcast(ins: Instruction) -> bool:
+    """A broadcast of more than one element: its operand must be a fusion parameter, read
+    through an index map (param_index_map)."""
+    return ins.opcode == "broadcast" and _n(ins.operands[0].shape) != 1
 
 
 def _member(ins: Instruction, n: int) -> bool:
@@ -59,20 +65,55 @@ def _member(ins: Instruction, n: int) -> bool:
     return _cheap(ins)
 
 
-def loop_shape(comp: Computation) -> list[str] | None:
+def param_index_map(b: Instruction) -> str:
+    """For `b = broadcast(p)` in a loop over b's elements: p's flat index, as an expression
+    of the loop index `i` (row-major coordinates of b, those p keeps, p's strides)."""
+    out_dims = [int(d) for d in b.shape.dims]
+    in_dims = [int(d) for d in b.operands[0].shape.dims]
+    out_strides = [1] * len(out_dims)
+    for d in range(len(out_dims) - 2, -1, -1):
+        out_strides[d] = out_strides[d + 1] * out_dims[d + 1]
+    in_stride, terms = 1, []
+    for k in range(len(in_dims) - 1, -1, -1):
+        d = int(b.attrs["dimensions"][k])
+        coord = f"(i // {out_strides[d]})" if out_strides[d] != 1 else "i"
+        if out_strides[d] * out_dims[d] != _n(b.shape):  # not the outermost: wrap
+            coord = f"({coord} % {out_dims[d]})"
+        terms.append(coord if in_stride == 1 else f"{coord} * {in_stride}")
+        in_stride *= in_dims[k]
+    return " + ".join(reversed(terms)) or "0"
+
+
+def loop_shape(comp: Computation) -> list | None:
     """For a fused computation that is one elementwise loop: each parameter's role,
-    "array" (read at the loop index) or "scalar" (one element, read once); else None."""
+    "array" (read at the loop index), "scalar" (one element, read once) or ("index", expr)
+    (read at the flat index `expr` of the loop index `i`: the operand of broadcasts);
+    else None."""
     root = comp.root
     if root is None or not root.shape.is_array:
         return None
     n = _n(root.shape)
-    roles = []
+    users: dict[int, list[Instruction]] = {}
+    for ins in comp.instructions:
+        for o in ins.operands:
+            users.setdefault(id(o), []).append(ins)
+    maps: dict[int, str] = {}
     for ins in comp.instructions:
         if ins.opcode == "parameter":
-            k = _n(ins.shape)
-            if k not in (1, n) or not ins.shape.is_array:
+            if not ins.shape.is_array:
+                return None
+            us = users.get(id(ins), [])
+            edge = [u for u in us if _edge_broadcast(u)]
+            if edge:  # read only through broadcasts, all mapping the same way
+                exprs = {param_index_map(u) for u in edge}
+                if len(edge) != len(us) or len(exprs) != 1 or _n(edge[0].shape) != n:
+                    return None
+                maps[id(ins)] = exprs.pop()
+            elif _n(ins.shape) not in (1, n):
                 return None
             continue
+        if _edge_broadcast(ins) and ins.operands[0].opcode != "parameter":
+            return None
         if not _member(ins, n):
             return None
         # A one-element value feeding an n-element op other than through broadcast (select
@@ -80,8 +121,12 @@ def loop_shape(comp: Computation) -> list[str] | None:
         # one-element op, which would read it at index 0 only.
         if _n(ins.shape) == 1 and n > 1 and any(_n(o.shape) == n for o in ins.operands):
             return None
+    roles: list = []
     for p in comp.parameters:
-        roles.append("array" if _n(p.shape) == n and n > 1 else "scalar")
+        if id(p) in maps:
+            roles.append(("index", maps[id(p)]))
+        else:
+            roles.append("array" if _n(p.shape) == n and n > 1 else "scalar")
     return roles
 
 
@@ -144,8 +189,10 @@ def _groups(comp: Computation, min_elements: int, skip: frozenset) -> list[list[
                 continue  # a one-element op stays outside: computed once, passed in
             group.append(p)
             members.add(id(p))
-            work.extend(p.operands)
-        if sum(1 for i in group if i.opcode in LOOP_OPS) < 2:
+            if not _edge_broadcast(p):  # (an edge broadcast's operand stays a parameter)
+                work.extend(p.operands)
+        work_done = sum(1 for i in group if i.opcode in LOOP_OPS or _edge_broadcast(i))
+        if work_done < 2:
             continue
         taken |= {id(i) for i in group if not _cheap(i)}
         order = {id(i): k for k, i in enumerate(comp.instructions)}

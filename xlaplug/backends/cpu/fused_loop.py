@@ -34,13 +34,20 @@ def compiled_loop_fn(comp, roles: tuple[str, ...]):
     with each array parameter at i and each scalar once -- in a module numba caches on disk
     (jit_cache.py), so later processes skip the compile."""
     body, consts, fname = scalar_piece(comp, "F", elementwise=True)
-    names = [f"{'a' if r == 'array' else 's'}{k}" for k, r in enumerate(roles)]
-    call = ", ".join(f"{x}[i]" if x[0] == "a" else x for x in names)
+    names = [f"p{k}" for k in range(len(roles))]
+    call = ", ".join(x if r == "scalar" else f"{x}[{element_index(r)}]"
+                     for x, r in zip(names, roles))
     loop = (f"def loop(out{''.join(', ' + x for x in names)}):\n"
             f"    for i in prange(out.shape[0]):\n"
             f"        out[i] = {fname}({call})\n")
     return cached_function(body + "\n" + loop, consts, "loop", nogil=True, parallel=True,
                            error_model="numpy")
+
+
+def element_index(role) -> str:
+    """Where a loop over `i` reads an array parameter, by its loop_shape role: at i, or at
+    the broadcast operand index of an ("index", expr) role."""
+    return "i" if role == "array" else role[1]
 
 
 def loop_plan(ctx, comp, compile_body, cache: str = "_fused_loop_plans"):
@@ -80,8 +87,8 @@ def _fusion(ins, args, ctx):
     if plan is None:
         return ctx.run(comp, args)
     fn, roles = plan
-    vals = [np.ascontiguousarray(numba_array(a)).reshape(-1) if r == "array" else
-            numba_scalar(a) for a, r in zip(args, roles)]
+    vals = [numba_scalar(a) if r == "scalar" else
+            np.ascontiguousarray(numba_array(a)).reshape(-1) for a, r in zip(args, roles)]
     out = np.empty(n, numba_dtype(ins.shape.dtype))
     try:
         fn(out, *vals)

@@ -16,7 +16,7 @@ cannot express run their computation kernel by kernel, as before.
 from __future__ import annotations
 
 from ...passes.loop_fusion import DEFAULT_MIN_ELEMENTS
-from ..cpu.fused_loop import loop_plan
+from ..cpu.fused_loop import element_index, loop_plan
 from ..registry import kernel
 from .launch import device_empty, flat, launch_1d
 from .reductions import _type_key, gen_kernel, load
@@ -39,7 +39,7 @@ def _fusion(ins, args, ctx):
     fn, roles = plan
     out = device_empty(ins.shape)
     names = [f"a{k}" for k in range(len(roles))]
-    loads = ", ".join(load(x, "i" if r == "array" else "0", a.dtype)
+    loads = ", ".join(load(x, "0" if r == "scalar" else element_index(r), a.dtype)
                       for x, r, a in zip(names, roles, args))
     src = "\n".join([f"def fk(N, out{''.join(', ' + x for x in names)}):",
                      "    i = cuda.grid(1)",
