@@ -20,3 +20,26 @@ def jax_corpus():
     inputs, outputs, x64); generated once, then read from tests/.corpus_cache/."""
     import jax_corpus as corpus
     return corpus.load_corpus()
+
+
+# ---- the bundled plugins, for the jax_lapack tests (CPU and CUDA) ---------------------------
+
+@pytest.fixture(scope="module")
+def registry():
+    """The bundled plugins, loaded once per module (entry points and XLAPLUG_PLUGIN_PATH off)."""
+    from xlaplug.plugin import load_plugins
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("XLAPLUG_PLUGIN_PATH", raising=False)
+        return load_plugins(entry_points=False)
+
+
+@pytest.fixture
+def lapack(registry):
+    """The bundled plugins active for one test; an empty session afterwards."""
+    from xlaplug.plugin_runtime import Session, activate
+    assert any(p.name == "jax_lapack" for p in registry.plugins), \
+        [r.error for r in registry.records if r.error]
+    activate(Session(registry))
+    yield registry
+    activate(Session())
+

@@ -30,8 +30,7 @@ import pytest
 
 from xlaplug.driver import compile_module
 from xlaplug.hlo import parse_module
-from xlaplug.plugin import load_plugins
-from xlaplug.plugin_runtime import Session, activate
+from xlaplug.plugin_runtime import Session
 from xlaplug.runner import execute
 
 ETYPE = {np.float32: "f32", np.float64: "f64", np.complex64: "c64", np.complex128: "c128"}
@@ -40,20 +39,6 @@ DTYPES = list(ETYPE)
 IDS = [ETYPE[d] for d in DTYPES]
 TOL = {"f32": 2e-5, "c64": 2e-5, "f64": 1e-12, "c128": 1e-12}
 CUDA_ROUTINES = ("potrf", "getrf", "trsm", "geqrf", "orgqr", "ungqr", "syevd", "heevd")
-
-
-@pytest.fixture(scope="module")
-def registry():
-    with pytest.MonkeyPatch.context() as mp:
-        mp.delenv("XLAPLUG_PLUGIN_PATH", raising=False)
-        return load_plugins(entry_points=False)
-
-
-@pytest.fixture
-def lapack(registry):
-    activate(Session(registry))
-    yield registry
-    activate(Session())
 
 
 # ---- helpers ---------------------------------------------------------------------------------

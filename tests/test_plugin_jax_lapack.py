@@ -36,30 +36,12 @@ from jax import lax  # noqa: E402
 from xlaplug.driver import compile_module  # noqa: E402
 from xlaplug.hlo import parse_module  # noqa: E402
 from xlaplug.hlo.errors import HloError  # noqa: E402
-from xlaplug.plugin import load_plugins  # noqa: E402
-from xlaplug.plugin_runtime import Session, activate  # noqa: E402
+from xlaplug.plugin_runtime import Session  # noqa: E402
 from xlaplug.runner import execute  # noqa: E402
 
 F32, F64, C64, C128 = np.float32, np.float64, np.complex64, np.complex128
 TOL = {np.dtype(F32): 1e-5, np.dtype(C64): 1e-5, np.dtype(F64): 1e-12, np.dtype(C128): 1e-12}
 VARIANTS = ("lowered", "compiled")
-
-
-@pytest.fixture(scope="module")
-def registry():
-    with pytest.MonkeyPatch.context() as mp:
-        mp.delenv("XLAPLUG_PLUGIN_PATH", raising=False)
-        return load_plugins(entry_points=False)
-
-
-@pytest.fixture
-def lapack(registry):
-    """The bundled plugins active for one test; an empty session afterwards."""
-    assert any(p.name == "jax_lapack" for p in registry.plugins), \
-        [r.error for r in registry.records if r.error]
-    activate(Session(registry))
-    yield registry
-    activate(Session())
 
 
 # ---- helpers -------------------------------------------------------------------------------
