@@ -6,19 +6,21 @@
 
 The interpreter runs one kernel per instruction, each a full pass over memory; a loop
 fusion's kernel (backends/cpu/fused_loop.py) evaluates the whole chain per element in one
-compiled loop, from the same scalar templates the per-op kernels follow, so results do not
-change.  XLA's own optimized HLO arrives with kLoop fusions; those run the same way.
+compiled loop, from the same scalar templates the per-op kernels follow (plus the FMA
+contraction XLA applies inside its fusions).  XLA's own optimized HLO arrives with kLoop
+fusions; those run the same way.
 
 What fuses (`loop_shape` decides whether a computation is such a loop):
   * elementwise ops (opcodes.ELEMENTWISE that scalar code expresses), `convert` included;
-  * `broadcast` of a one-element value, rank-0 `constant`s -- both are duplicated into
-    every fusion that uses them, being free to recompute;
+  * rank-0 `constant`s and `broadcast`s -- duplicated into every fusion that uses them, being
+    free to recompute; a broadcast of an array (a bias, a row statistic) keeps its operand
+    outside as a parameter, which the loop reads at the mapped index (`param_index_map`);
   * `reshape` and `copy` (row-major order and logical values are unchanged).
 A producer joins its consumer's fusion when every user of it is in that fusion (nothing
 is computed twice), it is not the computation's root, and no loaded plugin overrides its
 opcode (the plugin's kernel must still run).  Only results of at least `min_elements`
 elements start a fusion: below that, the one-time compile of a fused loop costs more than
-it saves.  A fusion needs at least two elementwise ops.
+it saves.  A fusion needs two pieces of work (elementwise ops or array broadcasts).
 """
 from __future__ import annotations
 

@@ -5,9 +5,9 @@ values, reshapes -- is compiled by scalar_jit into a numba function of one scala
 parameter (the same SCALAR_OPS templates, FMA contraction and flushing as every other
 compiled reducer or map body), and a loop calls it per element:
 
-    def loop(out, a0, s1):                    # a0: an array parameter, s1: a scalar one
+    def loop(out, p0, p1, p2):     # p0 an array, p1 a scalar, p2 a broadcast operand
         for i in numba.prange(out.shape[0]):
-            out[i] = F_c0(a0[i], s1)
+            out[i] = F_c0(p0[i], p1, p2[(i // 1024) % 4096])
 
 so the chain makes one pass over memory instead of one per instruction, on the cores numba
 has.  The module is cached on disk (jit_cache.py): later processes load the machine code.  Any other fusion (kInput reductions, transposes, several outputs, ...) and fusions of
