@@ -62,8 +62,13 @@ def cache_dir() -> Path | None:
     """Where generated modules go, or None when the on-disk cache is off."""
     if os.environ.get("XLAPLUG_JIT_CACHE", "1") == "0":
         return None
-    base = os.environ.get("XLAPLUG_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"), "xlaplug")
+    base = os.environ.get("XLAPLUG_CACHE_DIR")
+    if not base:
+        try:
+            base = os.path.join(os.environ.get("XDG_CACHE_HOME") or
+                                os.path.join(Path.home(), ".cache"), "xlaplug")
+        except RuntimeError:  # no home directory: compile in memory
+            return None
     return Path(base) / "jit"
 
 
@@ -104,8 +109,8 @@ def cached_function(src: str, consts: dict, entry: str, **njit_options):
     if d is not None:
         try:
             fn = _from_file(d, key, text, entry, njit_options)
-        except OSError:
-            fn = None  # not writable (or gone): compile in memory
+        except (OSError, ImportError):
+            fn = None  # not writable, or gone: compile in memory
     if fn is None:
         ns: dict = {}
         exec(compile(text, f"<xlaplug jit {key}>", "exec"), ns)
