@@ -32,6 +32,7 @@ import os
 import numpy as np
 
 from ...hlo import dtypes as D
+from ..cpu.jit_drivers import numba_dtype
 from ..cpu.structural import ExecutionError
 
 # Every element type runs on CUDA.  numba.cuda arrays hold the numpy types natively; the
@@ -48,19 +49,11 @@ NARROW_TYPES = frozenset(t for t, dt in D.ELEMENT_DTYPES.items()
 
 def device_dtype(etype_or_dtype) -> np.dtype:
     """The numba.cuda dtype holding an element type (an HLO name or a numpy/ml_dtypes
-    dtype) on the device: itself, or for NARROW_TYPES float32 / int8 / uint8."""
-    if isinstance(etype_or_dtype, str):
-        t = etype_or_dtype
-    else:
-        dt = np.dtype(etype_or_dtype)
-        if not dt.type.__module__.startswith("ml_dtypes"):
-            return dt
-        t = D.from_dtype(dt)
-    if t not in NARROW_TYPES:
-        return np.dtype(D.to_dtype(t))
-    if t in D.FLOAT_TYPES:
-        return np.dtype(np.float32)
-    return np.dtype(np.int8 if D.is_signed(t) else np.uint8)
+    dtype) on the device: the dtype CPU compiled loops carry it in (jit_drivers.numba_dtype:
+    float32 / int8 / uint8 for NARROW_TYPES), except f16, which numba.cuda arrays hold."""
+    dt = np.dtype(D.to_dtype(etype_or_dtype) if isinstance(etype_or_dtype, str)
+                  else etype_or_dtype)
+    return dt if dt == np.float16 else numba_dtype(dt)
 
 
 WARP = 32
@@ -91,13 +84,6 @@ def is_device_array(x) -> bool:
     """A numba.cuda device array (DeviceNDArray, or the simulator's FakeCUDAArray, which
     numba.cuda.is_cuda_array does not exist for)."""
     return callable(getattr(x, "copy_to_host", None)) and hasattr(x, "shape")
-
-
-# ---- element types -----------------------------------------------------------------------
-
-def dtype_of(etype: str) -> np.dtype:
-    """The device dtype of an element type (see device_dtype)."""
-    return device_dtype(etype)
 
 
 # ---- buffers -----------------------------------------------------------------------------
@@ -199,5 +185,5 @@ def _fill_zero(out_flat) -> None:
 
 
 __all__ = ["NARROW_TYPES", "SUPPORTED_TYPES", "device_dtype", "cuda_module", "device_empty", "device_zeros",
-           "dtype_of", "elementwise_launch", "flat", "grid_1d", "is_device_array", "jit_source", "launch_1d",
+           "elementwise_launch", "flat", "grid_1d", "is_device_array", "jit_source", "launch_1d",
            "simulating"]

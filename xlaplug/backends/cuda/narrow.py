@@ -21,13 +21,13 @@ bitcast-convert comes back as that format's canonical NaN; bf16 payloads survive
 """
 from __future__ import annotations
 
-import threading
 
 import numpy as np
 
 from ...hlo import dtypes as D
 from ..cpu.elementwise_scalar_base import NARROW_FORMATS
 from ..cpu.structural import ExecutionError
+from .data_movement import cached_kernel
 from .elementwise import OPCODES as ELEMENTWISE
 from .launch import NARROW_TYPES, cuda_module, elementwise_launch, flat, jit_source
 from .scalar_cuda import cuda_namespace
@@ -40,19 +40,10 @@ EXACT_OPCODES = (frozenset(ELEMENTWISE) - {"reduce-precision"}) | frozenset({
     "broadcast", "slice", "dynamic-slice", "dynamic-update-slice", "concatenate", "pad",
     "reverse", "gather", "bitcast"})
 
-_LOCK = threading.RLock()
-_KERNELS: dict = {}
-
-
 def _kernel(key, src: str, name: str, ns: dict | None = None):
-    with _LOCK:
-        k = _KERNELS.get(key)
-        if k is None:
-            full = dict(cuda_namespace())
-            full.update(ns or {})
-            k = _KERNELS[key] = jit_source(src, name, full,
-                                           filename=f"<xlaplug cuda narrow {key}>")
-        return k
+    """A kernel over the scalar helpers (and `ns`), compiled once per process per key."""
+    return cached_kernel(("narrow",) + key, lambda: jit_source(
+        src, name, {**cuda_namespace(), **(ns or {})}, filename=f"<xlaplug cuda narrow {key}>"))
 
 
 # ---- rounding to the format ------------------------------------------------------------
