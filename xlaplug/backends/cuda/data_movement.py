@@ -267,31 +267,22 @@ def _slice(ins, args, ctx):
     return launch_strided(device_empty(ins.shape), x, ins.shape.dims, sst, base)
 
 
-_DYN_SLICE = """
-def dyn_slice(out, x, n, odims, xst, hi, {starts}):
+# As _OFFSET_KERNEL, with clamped start indices added to each coordinate: dynamic-slice
+# gathers from there, dynamic-update-slice scatters the update there.
+_DYN_OFFSET_KERNEL = """
+def {name}(out, x, n, dims, strides, hi, {{starts}}):
     i = cuda.grid(1)
     if i < n:
-{start_code}        rem = i
-        src = 0
-        for d in range(len(odims) - 1, -1, -1):
-            c = rem % odims[d]
-            rem //= odims[d]
-            src += (c + st[d]) * xst[d]
-        out[i] = x[src]
+{{start_code}}        rem = i
+        off = 0
+        for d in range(len(dims) - 1, -1, -1):
+            c = rem % dims[d]
+            rem //= dims[d]
+            off += (c + st[d]) * strides[d]
+        {move}
 """
-
-_DYN_UPDATE = """
-def dyn_update(out, upd, n, udims, ost, hi, {starts}):
-    i = cuda.grid(1)
-    if i < n:
-{start_code}        rem = i
-        dst = 0
-        for d in range(len(udims) - 1, -1, -1):
-            c = rem % udims[d]
-            rem //= udims[d]
-            dst += (c + st[d]) * ost[d]
-        out[dst] = upd[i]
-"""
+_DYN_SLICE = _DYN_OFFSET_KERNEL.format(name="dyn_slice", move="out[i] = x[off]")
+_DYN_UPDATE = _DYN_OFFSET_KERNEL.format(name="dyn_update", move="out[off] = x[i]")
 
 
 def _dynamic_kernel(template, name, rank, n_ops):
