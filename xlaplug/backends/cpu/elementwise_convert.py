@@ -29,6 +29,21 @@ def float_to_int(x: np.ndarray, t: str) -> np.ndarray:
     return iout(r, t)
 
 
+def int_to_f64_odd(v: np.ndarray) -> np.ndarray:
+    """Integer array (int64 or uint64) -> float64 holding each value exactly, or, past 2^53,
+    rounded to odd at bit 11 (the low bits kept as a sticky bit), so that rounding the result
+    once more to any format of at most 40 significand bits gives the integer's correctly
+    rounded value. XLA emits `sitofp`/`uitofp` straight to the narrow type; how LLVM lowers that
+    depends on the host (through f32 -- rounding twice -- where the CPU converts f32 to bf16
+    natively), so we follow the single, correct rounding."""
+    v = np.asarray(v)
+    neg = v < 0 if v.dtype.kind == "i" else np.zeros(v.shape, bool)
+    mag = np.where(neg, -(v + 1), v).astype(np.uint64) + neg.astype(np.uint64)
+    q = (mag >> np.uint64(11)) | ((mag & np.uint64(2047)) != 0).astype(np.uint64)
+    r = np.where(mag >= np.uint64(1 << 53), q.astype(F64) * 2048.0, mag.astype(F64))
+    return np.where(neg, -r, r)
+
+
 def _float_to_float(x: np.ndarray, f: str, t: str) -> np.ndarray:
     """x holds values of float type f (as its own dtype); returns an array of type t."""
     if f == t:
@@ -40,12 +55,9 @@ def _float_to_float(x: np.ndarray, f: str, t: str) -> np.ndarray:
     if f in NARROW_FLOATS:
         x = x.astype(F32)  # exact
     if t == "bf16":
-        r = x.astype(D.to_dtype("bf16"))
-        if f == "f64":  # rounded once from f64, subnormal results flushed
-            r32 = r.astype(F32)
-            zero = np.copysign(np.float32(0), r32).astype(r.dtype)
-            r = np.where(np.abs(r32) < np.finfo(F32).tiny, zero, r)
-        return r
+        if f == "f64":  # XLA emits fptrunc f64 -> f32 (flushing), then its f32 -> bf16 rounding
+            x = flush(x.astype(F32))
+        return x.astype(D.to_dtype("bf16"))
     if t == "f8e8m0fnu" and f == "f64":  # below 2^-127 there is no e8m0 value: NaN
         x = np.where((x > 0) & (x < 2.0 ** -127), np.nan, x)
     return to_narrow_float(x, t)
@@ -83,7 +95,7 @@ def convert_array(x, f: str, t: str) -> np.ndarray:
             if t in ("f32", "f64", "f16"):
                 return v.astype(D.to_dtype(t))
             if t in NARROW_FLOATS:
-                return to_narrow_float(v, t)
+                return to_narrow_float(int_to_f64_odd(v), t)
         if is_float(f):
             if t == "pred":
                 return fin(x, f, daz=f != "bf16") != 0

@@ -38,11 +38,12 @@ def _convert(sig: ScalarSig) -> str:
             return _from_wide(t, _wide(f, "{0}"))
         if t in ("f32", "f64"):
             return f"{_ct(t)}({_wide(f, '{0}')})"
-        # narrow floats: round the exact integer once (via f64 when exact there)
+        # narrow floats: round the exact integer once (via f64: exact there, or rounded to
+        # odd past 2^53 so the second rounding is the correct one; see int_to_f64_odd)
         if _w(f) <= 53:
             return _fres_norflush(t, "np.float64({0})")
-        return _fres_norflush(t, f"np.float64(np.float32({_wide(f, '{0}')}))") \
-            if t == "bf16" else _fres_norflush(t, f"np.float64({_wide(f, '{0}')})")
+        odd = "_xs64_odd" if D.is_signed(f) else "_xu64_odd"
+        return _fres_norflush(t, f"{odd}({_wide(f, '{0}')})")
     # float source
     if kt == "int":
         w = _w(t)
@@ -58,8 +59,8 @@ def _convert(sig: ScalarSig) -> str:
         return "_xftz32(np.float32({0}))" if f == "f64" else "np.float32({0})"
     if t == "f8e8m0fnu" or f == "f8e8m0fnu":
         raise ScalarOpError("f8e8m0fnu is not supported in compiled scalar code")
-    if t == "bf16" and f == "f64":
-        return f"_xftz32({_fres_norflush(t, '{0}')})"
+    if t == "bf16" and f == "f64":  # XLA: fptrunc to f32 (flushed), then f32 -> bf16
+        return _fres_norflush(t, "_xftz32(np.float32({0}))")
     return _fres_norflush(t, "{0}")
 
 _RP = {"f16": (16, 5, 10), "bf16": (16, 8, 7), "f32": (32, 8, 23), "f64": (64, 11, 52)}

@@ -29,6 +29,25 @@ def _xftz64(x):
 
 
 @register_jitable
+def _xu64_odd(a):
+    """uint64 -> float64, exact below 2^53, else rounded to odd at bit 11 (elementwise_convert's
+    int_to_f64_odd): a later rounding to a narrow float is then the correct one."""
+    if a < np.uint64(9007199254740992):
+        return np.float64(a)
+    q = a >> np.uint64(11)
+    if a & np.uint64(2047):
+        q = q | np.uint64(1)
+    return np.float64(q) * 2048.0
+
+
+@register_jitable
+def _xs64_odd(v):
+    if v < 0:
+        return -_xu64_odd(np.uint64(-(v + np.int64(1))) + np.uint64(1))
+    return _xu64_odd(np.uint64(v))
+
+
+@register_jitable
 def _xround(x, mbits, emin, maxv, kind):
     """f32/f64 value -> nearest (ties to even) value of a narrow format, as float32."""
     v = np.float64(x)
