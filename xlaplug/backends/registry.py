@@ -10,6 +10,7 @@ It returns a numpy array of exactly `ins.shape` (dtype and dims), or a tuple for
 """
 from __future__ import annotations
 
+import threading
 from typing import Callable
 
 KERNELS: dict[tuple[str, str], Callable] = {}
@@ -29,16 +30,23 @@ def lookup(opcode: str, device: str = "cpu") -> Callable | None:
 
 
 _LOADED: set[str] = set()
+_LOADING = threading.RLock()  # device threads may look kernels up for the first time at once
 
 
 def _load_builtin(device: str) -> None:
     if device in _LOADED:
         return
-    _LOADED.add(device)
+    with _LOADING:
+        if device not in _LOADED:
+            _import_builtin(device)
+            _LOADED.add(device)  # only once every kernel module is in
+
+
+def _import_builtin(device: str) -> None:
     import importlib
     import pkgutil
-    from . import cpu
-    packages = [cpu]
+    from . import cpu, spmd
+    packages = [cpu, spmd]  # spmd: the collectives, for every device
     if device == "cuda":
         from . import cuda
         packages.append(cuda)  # cpu/structural.py registers device-neutral kernels too

@@ -81,11 +81,6 @@ def _add_dependency(ins, args, ctx):
     return args[0]
 
 
-@kernel("replica-id", "partition-id")
-def _ids(ins, args, ctx):
-    return ctx.memory.zeros((), np.uint32)  # a single replica / partition
-
-
 def _zeros_like_shape(shape, ctx):
     if shape.is_tuple:
         return tuple(_zeros_like_shape(s, ctx) for s in shape.tuple_shapes)

@@ -1,0 +1,268 @@
+"""Collective kernels on one device or many, for the CPU and CUDA (CUDA stages its values
+through the host; the device-to-device copy is the transport's job there).
+
+A kernel finds where it runs in `ctx.spmd` (a `Place`: grid, device id, transport); a
+context without one is device 0 of a 1 x 1 grid, where every group has one member.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ...hlo.ir import Shape
+from ..cpu.structural import ExecutionError
+from ..registry import kernel
+from . import semantics as S
+from .groups import DeviceGrid, participants, permute_domain
+
+
+@dataclass
+class Place:
+    grid: DeviceGrid
+    device: int
+    transport: Any = None  # Rendezvous (threads) or an MPI transport; None: one device
+    turn: Any = None  # a lock this device holds while it computes, released while it waits
+
+    @property
+    def replica(self) -> int:
+        return self.grid.replica_of(self.device)
+
+    @property
+    def partition(self) -> int:
+        return self.grid.partition_of(self.device)
+
+    def exchange(self, ins, group: tuple[int, ...], value):
+        if len(group) == 1:
+            return [value]
+        if self.transport is None:
+            raise ExecutionError(f"{ins.opcode} '{ins.name}': group {list(group)} has "
+                                 f"{len(group)} members, but this runs on one device")
+        if self.turn is None:
+            return self.transport.exchange(self.device, ins, group, value)
+        self.turn.release()
+        try:
+            return self.transport.exchange(self.device, ins, group, value)
+        finally:
+            self.turn.acquire()
+
+
+SINGLE = Place(DeviceGrid(), 0)
+
+
+
+def place_of(ctx) -> Place:
+    return getattr(ctx, "spmd", None) or SINGLE
+
+
+# ---- host staging ----------------------------------------------------------------------
+
+def _leaf_shapes(shape: Shape, n: int) -> list[Shape]:
+    return [shape] if n == 1 and not shape.is_tuple else list(shape.tuple_shapes)
+
+
+def _host_args(ins, args, ctx) -> list[np.ndarray]:
+    return [np.asarray(ctx.memory.to_host(a, o.shape)) for a, o in zip(args, ins.operands)]
+
+
+def _out(ins, results: list[np.ndarray], shape: Shape, ctx):
+    leaves = _leaf_shapes(shape, len(results))
+    vals = []
+    for r, s in zip(results, leaves):
+        r = np.asarray(r)
+        if tuple(r.shape) != tuple(s.dims):
+            raise ExecutionError(f"{ins.opcode} '{ins.name}': the group's values make "
+                                 f"{list(r.shape)}, the instruction declares {s} (does the "
+                                 "device count fit the module?)")
+        # a copy: in threads the value may be another device's own array
+        vals.append(ctx.memory.to_device(np.array(r, dtype=s.dtype, order="C", copy=True)))
+    return vals[0] if len(results) == 1 and not shape.is_tuple else tuple(vals)
+
+
+def _combiner(ins, ctx):
+    """fn(acc, x) applying the reducer computation elementwise (a numpy ufunc when it is a
+    plain add / multiply / maximum / minimum / and / or, else the compiled scalar form)."""
+    from ..cpu import comp_patterns as P
+    from ..cpu.jit_drivers import (from_numba, map_driver, numba_array, pick,
+                                   scalar_callable)
+    comp = ins.attrs["to_apply"]
+    op = P.binary_op(comp)
+    et = comp.root.shape.element_type
+    uf = P.ufunc_for(op, et) if op is not None else None
+    if uf is not None:
+        if et == "bf16" or et.startswith("f8"):
+            # XLA:CPU reduces these in f32 and rounds once (measured against jax 0.10.2: bf16
+            # and f8e4m3fn sums match f32 accumulation, f16 sums match f16 steps).
+            return _widened(uf)
+        return lambda a, b: uf(a, b).astype(a.dtype, copy=False)
+
+    def apply(a, b):
+        xs = [np.ascontiguousarray(numba_array(v)).reshape(-1) for v in (a, b)]
+        out = np.empty(xs[0].size, xs[0].dtype)
+        if out.size:
+            fn, jit = scalar_callable(ctx, comp)
+            pick(map_driver(2), jit)(fn, out, *xs)
+        return from_numba(out, a.dtype).reshape(a.shape)
+    return apply
+
+
+class _widened:
+    """A combiner that accumulates in f32; `finish` rounds to the element type once."""
+
+    def __init__(self, uf):
+        self.uf = uf
+
+    def __call__(self, a, b):
+        return self.uf(a.astype(np.float32), np.asarray(b).astype(np.float32))
+
+
+def _reduce(values, combine, dtype):
+    acc = S.reduce_in_rank_order(values, combine)
+    return acc.astype(dtype) if isinstance(combine, _widened) else acc
+
+
+# ---- the collectives ---------------------------------------------------------------------
+
+def _all_reduce(ins, args, ctx, shape):
+    place = place_of(ctx)
+    group = participants(ins, place.grid, place.device)
+    vals = _host_args(ins, args, ctx)
+    combine = _combiner(ins, ctx)
+    every = place.exchange(ins, group, vals)
+    res = [_reduce([v[i] for v in every], combine, vals[i].dtype) for i in range(len(vals))]
+    return _out(ins, res, shape, ctx)
+
+
+def _dim(ins) -> int:
+    return int(ins.attrs["dimensions"][0])
+
+
+def _all_gather(ins, args, ctx, shape):
+    place = place_of(ctx)
+    group = participants(ins, place.grid, place.device)
+    every = place.exchange(ins, group, _host_args(ins, args, ctx))
+    res = [S.gather([v[i] for v in every], _dim(ins)) for i in range(len(args))]
+    return _out(ins, res, shape, ctx)
+
+
+@kernel("all-reduce", "all-reduce-start")
+@kernel("all-reduce", "all-reduce-start", device="cuda")
+def _all_reduce_kernel(ins, args, ctx):
+    return _all_reduce(ins, args, ctx, ins.shape)
+
+
+@kernel("all-gather")
+@kernel("all-gather", device="cuda")
+def _all_gather_kernel(ins, args, ctx):
+    return _all_gather(ins, args, ctx, ins.shape)
+
+
+@kernel("all-gather-start")
+@kernel("all-gather-start", device="cuda")
+def _all_gather_start(ins, args, ctx):
+    result = _all_gather(ins, args, ctx, ins.shape.tuple_shapes[1])
+    return (args[0] if len(args) == 1 else tuple(args), result)
+
+
+@kernel("all-reduce-done")
+@kernel("all-reduce-done", device="cuda")
+def _all_reduce_done(ins, args, ctx):
+    return args[0]
+
+
+@kernel("all-gather-done", "collective-permute-done")
+@kernel("all-gather-done", "collective-permute-done", device="cuda")
+def _done_element_1(ins, args, ctx):
+    return args[0][1]
+
+
+@kernel("reduce-scatter")
+@kernel("reduce-scatter", device="cuda")
+def _reduce_scatter(ins, args, ctx):
+    place = place_of(ctx)
+    group = participants(ins, place.grid, place.device)
+    rank = group.index(place.device)
+    combine = _combiner(ins, ctx)
+    every = place.exchange(ins, group, _host_args(ins, args, ctx))
+    res = [S.scatter_part(_reduce([v[i] for v in every], combine, every[0][i].dtype), _dim(ins),
+                          len(group), rank) for i in range(len(args))]
+    return _out(ins, res, ins.shape, ctx)
+
+
+@kernel("all-to-all")
+@kernel("all-to-all", device="cuda")
+def _all_to_all(ins, args, ctx):
+    place = place_of(ctx)
+    group = participants(ins, place.grid, place.device)
+    rank = group.index(place.device)
+    vals = _host_args(ins, args, ctx)
+    every = place.exchange(ins, group, vals)
+    if "dimensions" in ins.attrs:  # array form: split and concatenate along one dimension
+        d = _dim(ins)
+        res = [S.all_to_all_array([v[i] for v in every], d, d, rank) for i in range(len(vals))]
+    else:  # tuple form: operand i goes to rank i; result i comes from rank i
+        if len(vals) != len(group):
+            raise ExecutionError(f"all-to-all '{ins.name}': {len(vals)} operands for a group "
+                                 f"of {len(group)}")
+        res = [v[rank] for v in every]
+    return _out(ins, res, ins.shape, ctx)
+
+
+@kernel("collective-broadcast")
+@kernel("collective-broadcast", device="cuda")
+def _collective_broadcast(ins, args, ctx):
+    place = place_of(ctx)
+    group = participants(ins, place.grid, place.device)
+    every = place.exchange(ins, group, _host_args(ins, args, ctx))
+    return _out(ins, list(every[0]), ins.shape, ctx)  # the root: the group's first id
+
+
+def _permute(ins, args, ctx, shape):
+    if len(args) == 4 and not shape.is_tuple:
+        raise ExecutionError(f"{ins.opcode} '{ins.name}': the in-place form with start "
+                             "indices is not supported")
+    place = place_of(ctx)
+    domain = permute_domain(ins, place.grid, place.device)
+    me = domain.index(place.device)
+    pairs = [tuple(p) for p in ins.attrs.get("source_target_pairs", ())]
+    for s, t in pairs:
+        if not (0 <= s < len(domain) and 0 <= t < len(domain)):
+            raise ExecutionError(f"{ins.opcode} '{ins.name}': pair {{{s},{t}}} names an id "
+                                 f"outside 0..{len(domain) - 1}")
+    leaves = _leaf_shapes(shape, len(args))
+    vals = _host_args(ins, args, ctx)
+    # Everyone in the domain meets (it is one exchange per permute, whichever pairs move).
+    every = place.exchange(ins, domain, vals)
+    src = S.permute_source(pairs, me)
+    res = [every[src][i] if src is not None else np.zeros(s.dims, s.dtype)
+           for i, s in enumerate(leaves)]
+    return _out(ins, res, shape, ctx)
+
+
+@kernel("collective-permute")
+@kernel("collective-permute", device="cuda")
+def _collective_permute(ins, args, ctx):
+    return _permute(ins, args, ctx, ins.shape)
+
+
+@kernel("collective-permute-start")
+@kernel("collective-permute-start", device="cuda")
+def _collective_permute_start(ins, args, ctx):
+    shapes = ins.shape.tuple_shapes
+    result = _permute(ins, args, ctx, shapes[1])
+    contexts = tuple(ctx.memory.zeros(s.dims, s.dtype) if s.is_array
+                     else ctx.memory.zeros((), np.bool_) for s in shapes[2:])
+    return (args[0] if len(args) == 1 else tuple(args), result) + contexts
+
+
+@kernel("replica-id")
+@kernel("replica-id", device="cuda")
+def _replica_id(ins, args, ctx):
+    return ctx.memory.to_device(np.array(place_of(ctx).replica, np.uint32))
+
+
+@kernel("partition-id")
+@kernel("partition-id", device="cuda")
+def _partition_id(ins, args, ctx):
+    return ctx.memory.to_device(np.array(place_of(ctx).partition, np.uint32))

@@ -1,0 +1,113 @@
+"""One thread per device: the module runs on every device of the grid at once, the devices
+meeting at collectives through a `Rendezvous`.  An error on one device stops all of them
+and is reported once, naming the device; a device stuck at a collective ends with the
+rendezvous's timeout error, so a run never hangs."""
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+import numpy as np
+
+from ...hlo.ir import Module
+from ..cpu.structural import ExecutionError
+from .groups import DeviceGrid
+from .kernels import Place
+from .rendezvous import Aborted, Rendezvous
+
+
+# numba's CUDA simulator runs one kernel at a time per process ("concurrent simulated kernel
+# not supported"): under it, device threads take turns for each kernel.  Kernels that run
+# called computations (which may wait at a collective) do not hold the turn, and a collective
+# gives it up while it waits (Place.exchange), or the devices would deadlock.
+_SIMULATOR_TURN = threading.RLock()
+_RUN_NESTED = frozenset({"while", "conditional", "call", "async-start", "async-update",
+                         "async-done"})
+
+
+def _simulator_turns(ctx) -> None:
+    resolve = ctx.resolve
+    ctx.spmd.turn = _SIMULATOR_TURN
+
+    def resolve_in_turn(ins):
+        fn = resolve(ins)
+        if fn is None or ins.opcode in _RUN_NESTED:
+            return fn
+
+        def in_turn(i, args, c):
+            with _SIMULATOR_TURN:
+                return fn(i, args, c)
+        return in_turn
+    ctx.resolve = resolve_in_turn
+
+
+def _cuda_simulated(ctx) -> bool:
+    if getattr(ctx.memory, "name", "cpu") != "cuda":
+        return False
+    from numba import config
+    return bool(config.ENABLE_CUDASIM)
+
+
+class DeviceError(ExecutionError):
+    """An error on one device of a multi-device run."""
+
+    def __init__(self, device: int, error: BaseException):
+        self.device = device
+        self.error = error
+        super().__init__(f"device {device}: {error}")
+
+
+def run_devices(module: Module, device_args: list[list], grid: DeviceGrid,
+                make_context: Callable[[int], Any], timeout: float = 60.0) -> list:
+    """Runs the entry computation on every device of `grid`; `device_args[d]` are device d's
+    arguments (host values), `make_context(d)` makes device d's execution context (an
+    ExecContext).  Returns each device's result, host values, in device order."""
+    n = grid.count
+    if len(device_args) != n:
+        raise ExecutionError(f"{len(device_args)} argument sets for {n} devices")
+    rendezvous = Rendezvous(n, timeout)
+    results: list[Any] = [None] * n
+    errors: dict[int, BaseException] = {}
+
+    def work(d: int) -> None:
+        try:
+            ctx = make_context(d)
+            ctx.spmd = Place(grid, d, rendezvous)
+            if n > 1 and _cuda_simulated(ctx):
+                _simulator_turns(ctx)
+            args = [a if isinstance(a, tuple) else np.asarray(a) for a in device_args[d]]
+            out = ctx.run(module.entry, ctx.memory.to_device(args))
+            results[d] = ctx.memory.to_host(out, module.entry.root.shape)
+            rendezvous.finished(d)
+        except BaseException as e:  # noqa: BLE001 - reported below, with its device
+            errors[d] = e
+            rendezvous.abort(d, e)
+
+    if n == 1:
+        work(0)
+    else:
+        threads = [threading.Thread(target=work, args=(d,), name=f"xlaplug-device-{d}",
+                                    daemon=True) for d in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    if errors:
+        first = rendezvous.failure
+        d, e = first if first is not None else next(iter(errors.items()))
+        if isinstance(e, Aborted):  # pragma: no cover - the first failure is never an abort
+            d, e = next((k, v) for k, v in errors.items() if not isinstance(v, Aborted))
+        if n == 1:
+            raise e
+        raise DeviceError(d, e) from e
+    return results
+
+
+def run_module_devices(module: Module, device_args: list[list], grid: DeviceGrid | None = None,
+                       device: str = "cpu", timeout: float = 60.0, overrides=None,
+                       **options) -> list:
+    """`run_module` on every device of `grid` (default: the module header's counts)."""
+    from ..executor import ExecContext
+    grid = grid or DeviceGrid.of_module(module)
+    return run_devices(module, device_args, grid,
+                       lambda d: ExecContext(device, options, overrides=overrides), timeout)
