@@ -49,6 +49,7 @@ class Place:
 
 
 SINGLE = Place(DeviceGrid(), 0)
+PERMUTES = frozenset({"collective-permute", "collective-permute-start"})
 
 
 
@@ -124,10 +125,27 @@ def _reduce(values, combine, dtype):
 
 # ---- the collectives ---------------------------------------------------------------------
 
+def _native_op(ins, place, group, vals) -> str | None:
+    """The reducer's op when the transport reduces it in one call (MPI: sum, product, min,
+    max of MPI-native types), else None (gather, then reduce in rank order)."""
+    t = place.transport
+    if len(group) == 1 or t is None or not hasattr(t, "allreduce"):
+        return None
+    from ..cpu import comp_patterns as P
+    op = P.binary_op(ins.attrs["to_apply"])
+    if op not in ("add", "multiply", "minimum", "maximum"):
+        return None
+    return op if all(t.can_allreduce(op, v.dtype) for v in vals) else None
+
+
 def _all_reduce(ins, args, ctx, shape):
     place = place_of(ctx)
     group = participants(ins, place.grid, place.device)
     vals = _host_args(ins, args, ctx)
+    op = _native_op(ins, place, group, vals)
+    if op is not None:
+        return _out(ins, place.transport.allreduce(place.device, ins, group, vals, op),
+                    shape, ctx)
     combine = _combiner(ins, ctx)
     every = place.exchange(ins, group, vals)
     res = [_reduce([v[i] for v in every], combine, vals[i].dtype) for i in range(len(vals))]

@@ -111,3 +111,54 @@ def run_module_devices(module: Module, device_args: list[list], grid: DeviceGrid
     grid = grid or DeviceGrid.of_module(module)
     return run_devices(module, device_args, grid,
                        lambda d: ExecContext(device, options, overrides=overrides), timeout)
+
+
+def collective_groups(module: Module, grid: DeviceGrid) -> list[list[tuple[int, ...]]]:
+    """Every group set the module's collectives form on `grid`, in module order (what an
+    MPI transport splits communicators for before the run)."""
+    from .groups import device_groups, permute_domain
+    from .kernels import PERMUTES
+    sets: list[list[tuple[int, ...]]] = []
+    for comp in module.computations:
+        for ins in comp.instructions:
+            if ins.opcode in PERMUTES:
+                found = sorted({permute_domain(ins, grid, d) for d in range(grid.count)})
+            elif ins.opcode in GROUPED:
+                found = device_groups(ins, grid)
+            else:
+                continue
+            if found not in sets:
+                sets.append(found)
+    return sets
+
+
+GROUPED = frozenset({"all-reduce", "all-reduce-start", "all-gather", "all-gather-start",
+                     "reduce-scatter", "all-to-all", "collective-broadcast"})
+
+
+def run_module_mpi(module: Module, args: list, grid: DeviceGrid | None = None,
+                   device: str = "cpu", timeout: float = 60.0, overrides=None, **options):
+    """This process's device of an `mpiexec -n D` run: rank r runs device r with `args` (its
+    own values).  Returns (every rank ok, every device's results on rank 0 else None); an
+    error here tells the other ranks to stop and is raised as a DeviceError."""
+    from ..executor import ExecContext
+    from .mpi import MpiTransport
+    grid = grid or DeviceGrid.of_module(module)
+    transport = MpiTransport(timeout)
+    if transport.size != grid.count:
+        raise ExecutionError(f"the module runs on {grid.count} devices ({grid.replicas} "
+                             f"replicas x {grid.partitions} partitions) but mpiexec started "
+                             f"{transport.size} processes")
+    try:
+        transport.prepare(collective_groups(module, grid))
+        ctx = ExecContext(device, options, overrides=overrides)
+        ctx.spmd = Place(grid, transport.rank, transport)
+        vals = [a if isinstance(a, tuple) else np.asarray(a) for a in args]
+        out = ctx.memory.to_host(ctx.run(module.entry, ctx.memory.to_device(vals)),
+                                 module.entry.root.shape)
+    except Aborted:
+        raise
+    except BaseException as e:  # noqa: BLE001 - every other rank must hear of it
+        transport.abort_others(str(e).splitlines()[0] if str(e) else type(e).__name__)
+        raise DeviceError(transport.rank, e) from e
+    return transport.finish(True, out)

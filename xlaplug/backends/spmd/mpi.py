@@ -1,0 +1,209 @@
+"""Devices across processes over MPI (mpi4py): rank r runs device r.
+
+The transport offers what the collective kernels need -- `exchange` (every member's values,
+for the rank-order reductions and the data movers) and `allreduce` (one MPI call for sum,
+product, min and max of MPI-native types) -- on communicators split once per group set
+(`prepare`, before the run: every rank walks the same module, so the collective splits
+cannot disagree) and cached.
+
+No wait is unbounded: every MPI operation is non-blocking and polled against the deadline.
+While it polls, a rank also answers the control channel: another rank's failure (ABORT:
+this rank stops quietly, the failing rank reports) and status queries (where do you stand?),
+which a rank that timed out sends to name the devices that did not arrive.
+"""
+from __future__ import annotations
+
+import pickle
+import time
+from typing import Any
+
+import numpy as np
+
+from ..cpu.structural import ExecutionError
+from .rendezvous import Aborted, CollectiveTimeout
+
+_ABORT, _STATUS_REQ, _STATUS_REP = 1, 2, 3
+# numpy dtypes MPI reduces natively (mpi4py maps them to MPI datatypes).
+_NATIVE = {np.dtype(t) for t in ("int8", "uint8", "int16", "uint16", "int32", "uint32",
+                                 "int64", "uint64", "float32", "float64", "complex64",
+                                 "complex128")}
+_REAL_ONLY = {"min", "max"}
+
+
+def mpi_module():
+    try:
+        from mpi4py import MPI
+    except ImportError as e:
+        raise ExecutionError("running across processes needs mpi4py and an MPI: "
+                             "pip install 'xlaplug[mpi]'") from e
+    return MPI
+
+
+def launched_by_mpi() -> bool:
+    """True inside `mpiexec -n N` with N > 1 (read from the launcher's environment, so a plain
+    run never imports mpi4py)."""
+    import os
+    for var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMIX_SIZE"):
+        if var in os.environ:
+            try:
+                return int(os.environ[var]) > 1
+            except ValueError:
+                return False
+    return False
+
+
+class MpiTransport:
+    def __init__(self, timeout: float = 60.0):
+        self.MPI = mpi_module()
+        world = self.MPI.COMM_WORLD
+        self.rank, self.size = world.Get_rank(), world.Get_size()
+        self.timeout = timeout
+        self.data = world.Dup()   # collectives and their point-to-point messages
+        self.ctl = world.Dup()    # aborts and status queries, never mixed with data
+        self._comms: dict[tuple, Any] = {}
+        self._calls: dict[str, int] = {}
+        self.where = "running"
+
+    # ---- set-up ------------------------------------------------------------------------
+    def prepare(self, groups_sets: list[list[tuple[int, ...]]]) -> None:
+        """Splits a communicator for every group set the module's collectives use; every
+        rank must call this with the same list (collective over all ranks)."""
+        for groups in groups_sets:
+            key = tuple(sorted(groups))
+            if key in self._comms:
+                continue
+            color = next((i for i, g in enumerate(key) if self.rank in g), self.MPI.UNDEFINED)
+            order = key[color].index(self.rank) if color != self.MPI.UNDEFINED else 0
+            comm = self.data.Split(color, order)
+            self._comms[key] = (comm, {g: comm for g in key if self.rank in g})
+
+    def _comm(self, ins, group):
+        for key, (comm, mine) in self._comms.items():
+            if group in mine:
+                return mine[group]
+        raise ExecutionError(f"{ins.opcode} '{ins.name}': group {list(group)} was not "
+                             "prepared (internal error)")
+
+    # ---- waiting, with the control channel answered -------------------------------------
+    def _poll_control(self) -> None:
+        MPI = self.MPI
+        status = MPI.Status()
+        while self.ctl.Iprobe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=status):
+            src, tag = status.Get_source(), status.Get_tag()
+            msg = self.ctl.recv(source=src, tag=tag)
+            if tag == _ABORT:
+                raise Aborted(f"device {self.rank}: stopped because device {src} failed "
+                              f"({msg})")
+            if tag == _STATUS_REQ:
+                self.ctl.isend(self.where, dest=src, tag=_STATUS_REP)
+
+    def _wait(self, requests, ins, call, group, timeout: float | None = None) -> None:
+        MPI = self.MPI
+        timeout = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        pause = 0.0
+        while not MPI.Request.Testall(requests):
+            self._poll_control()
+            if time.monotonic() > deadline:
+                raise CollectiveTimeout(self._timeout_message(ins, call, group, timeout))
+            time.sleep(pause)
+            pause = min(pause * 2 or 2e-5, 1e-3)
+
+    def _timeout_message(self, ins, call, group, timeout) -> str:
+        """Asks every other member where it stands (2 s for the answers)."""
+        others = [d for d in group if d != self.rank]
+        for d in others:
+            self.ctl.isend(None, dest=d, tag=_STATUS_REQ)
+        stood: dict[int, str] = {}
+        until = time.monotonic() + 2.0
+        status = self.MPI.Status()
+        while len(stood) < len(others) and time.monotonic() < until:
+            if self.ctl.Iprobe(source=self.MPI.ANY_SOURCE, tag=_STATUS_REP, status=status):
+                stood[status.Get_source()] = self.ctl.recv(source=status.Get_source(),
+                                                           tag=_STATUS_REP)
+            else:
+                time.sleep(1e-3)
+        here = f"waiting at {ins.opcode} '{ins.name}' (call {call + 1})"
+        missing = [d for d in others if stood.get(d) != here]
+        parts = [f"device {d} {stood.get(d, 'did not answer (busy in a kernel, or gone)')}"
+                 for d in missing]
+        return (f"{ins.opcode} '{ins.name}' (call {call + 1}): device"
+                f"{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} did not "
+                f"arrive within {timeout:g} s; {'; '.join(parts)}")
+
+    def _enter(self, ins) -> int:
+        call = self._calls.get(ins.name, 0)
+        self._calls[ins.name] = call + 1
+        self.where = f"waiting at {ins.opcode} '{ins.name}' (call {call + 1})"
+        return call
+
+    # ---- the operations ---------------------------------------------------------------
+    def exchange(self, device: int, ins, group: tuple[int, ...], value: list) -> list:
+        """Every member's `value` (a list of host arrays), in group order."""
+        call = self._enter(ins)
+        comm = self._comm(ins, group)
+        blob = np.frombuffer(pickle.dumps(value, protocol=5), np.uint8)
+        sizes = np.zeros(len(group), np.int64)
+        r = comm.Iallgather(np.array([blob.size], np.int64), sizes)
+        self._wait([r], ins, call, group)
+        recv = np.empty(int(sizes.sum()), np.uint8)
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        r = comm.Iallgatherv(blob, [recv, sizes, offsets, self.MPI.BYTE])
+        self._wait([r], ins, call, group)
+        self.where = "running"
+        return [pickle.loads(recv[o:o + s].tobytes()) for o, s in zip(offsets, sizes)]
+
+    def can_allreduce(self, op: str, dtype: np.dtype) -> bool:
+        dtype = np.dtype(dtype)
+        return dtype in _NATIVE and not (op in _REAL_ONLY and dtype.kind == "c")
+
+    def allreduce(self, device: int, ins, group, arrays: list[np.ndarray], op: str) -> list:
+        """One MPI reduction over the group for all `arrays` (fused into one buffer when they
+        share a dtype, as Horovod's tensor fusion does)."""
+        MPI = self.MPI
+        mpi_op = {"add": MPI.SUM, "multiply": MPI.PROD, "minimum": MPI.MIN,
+                  "maximum": MPI.MAX}[op]
+        call = self._enter(ins)
+        comm = self._comm(ins, group)
+        out: list[Any] = [None] * len(arrays)
+        by_dtype: dict[np.dtype, list[int]] = {}
+        for i, a in enumerate(arrays):
+            by_dtype.setdefault(a.dtype, []).append(i)
+        pending = []
+        for dt, idx in by_dtype.items():
+            send = (np.ascontiguousarray(arrays[idx[0]]).reshape(-1) if len(idx) == 1 else
+                    np.concatenate([np.asarray(arrays[i]).reshape(-1) for i in idx]))
+            recv = np.empty_like(send)
+            pending.append((idx, recv, comm.Iallreduce(send, recv, op=mpi_op), send))
+        self._wait([p[2] for p in pending], ins, call, group)
+        for idx, recv, _, _ in pending:
+            at = 0
+            for i in idx:
+                n = arrays[i].size
+                out[i] = recv[at:at + n].reshape(arrays[i].shape)
+                at += n
+        self.where = "running"
+        return out
+
+    # ---- ending ------------------------------------------------------------------------
+    def abort_others(self, message: str) -> None:
+        for d in range(self.size):
+            if d != self.rank:
+                self.ctl.isend(message, dest=d, tag=_ABORT)
+
+    def finish(self, ok: bool, results) -> tuple[bool, list | None]:
+        """(every rank ok?, every device's results on rank 0, else None): a barrier that
+        still answers the control channel, then one gather."""
+        self.where = "finished"
+        flags = np.zeros(self.size, np.int8)
+        r = self.data.Iallgather(np.array([1 if ok else 0], np.int8), flags)
+        # Longer than a collective's timeout: a device stuck at a collective times out
+        # first and reports, and its ABORT ends this wait.
+        self._wait([r], _End(), 0, tuple(range(self.size)), 2 * self.timeout + 5)
+        all_ok = bool(flags.all())
+        gathered = self.data.gather(results if all_ok else None, root=0)
+        return all_ok, gathered if self.rank == 0 else None
+
+
+class _End:
+    opcode, name = "end of run", "(all devices)"
