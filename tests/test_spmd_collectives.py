@@ -82,6 +82,18 @@ CASES = [
   h = f32[4] all-gather(p), channel_id=2, replica_groups=[4,2]<=[2,4]T(1,0), dimensions={0}, use_global_device_ids=true
   rs = f32[2] reduce-scatter(q), channel_id=3, replica_groups={{0},{1}}, dimensions={0}, to_apply=add
   ROOT t = (f32[8], f32[4], f32[2]) tuple(g, h, rs)"""), [("f32", (2,)), ("f32", (8,))]),
+    # Replica groups as mesh axes: the mesh's own device order, sub-axes, axes named out of
+    # mesh order (the group lists devices in naming order).
+    ("mesh_axes_groups", 8, 1, _module(8, 1, """
+  p = f32[4] parameter(0)
+  a = f32[4] all-reduce(p), replica_groups=mesh['x'=2,'y'=4] {'y'}, to_apply=add
+  c = f32[4] all-reduce(p), replica_groups=mesh['x'=2,'y'=4] {'y':(2)2}, to_apply=add
+  h = f32[32] all-gather(p), replica_groups=mesh['x'=2,'y'=4] {'y','x'}, dimensions={0}
+  ROOT t = (f32[4], f32[4], f32[32]) tuple(a, c, h)"""), [("f32", (4,))]),
+    ("mesh_sub_axes", 8, 1, _module(8, 1, """
+  p = f32[4] parameter(0)
+  ROOT g = f32[16] all-gather(p), replica_groups=mesh['a'=8] {'a':(1)2,'a':(4)2}, dimensions={0}"""),
+        [("f32", (4,))]),
     # XLA:CPU sums bf16 in f32 and rounds once, f16 in f16 steps.
     ("narrow_float_sums", 4, 1, _module(4, 1, """
   p = bf16[64] parameter(0)
@@ -160,3 +172,16 @@ def test_against_xla(i, device, xla_results):
             assert leaf.dtype == want.dtype and leaf.shape == want.shape, (name, d, j)
             assert leaf.tobytes() == want.tobytes(), (
                 f"{name}: device {d}, output {j}:\nours {leaf}\nxla  {want}")
+
+
+def test_mesh_device_ids_follow_xlas_rule():
+    """A mesh's own device order (`device_ids=`).  jaxlib's HLO -> StableHLO conversion drops
+    device_ids (its sdy.mesh has none), so XLA cannot be the oracle through jax here; the
+    expectation follows xla/hlo/ir/replica_group.cc: the groups are those of the device array
+    (row-major `device_ids`, or iota reshaped and transposed), not of device numbers."""
+    from xlaplug.hlo.mesh_groups import parse_mesh_groups
+    explicit = parse_mesh_groups("mesh['x'=2,'y'=2,'z'=2], device_ids=(0,2,1,3,4,6,5,7) {'y'}")
+    assert explicit.expanded() == ((0, 1), (2, 3), (4, 5), (6, 7))
+    iota = parse_mesh_groups("mesh['a'=2,'b'=4], device_ids=([4,2]T(1,0)) {'a'}")
+    assert iota.devices().tolist() == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    assert iota.expanded() == ((0, 1), (2, 3), (4, 5), (6, 7))

@@ -28,6 +28,12 @@ def _check_iota(dims: tuple[int, ...], reshape: tuple[int, ...], perm) -> None:
 
 def p_replica_groups(t: str) -> ReplicaGroups:
     t = t.strip()
+    if t.startswith("mesh"):
+        from .mesh_groups import MeshError, parse_mesh_groups
+        try:
+            return ReplicaGroups(mesh=parse_mesh_groups(t))
+        except MeshError as e:
+            raise AttrError(str(e), e.offset) from None
     if t.startswith("["):
         m = _IOTA_GROUPS.fullmatch(t)
         if not m:

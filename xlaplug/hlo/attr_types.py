@@ -1,6 +1,8 @@
 """Typed values of instruction attributes (the structured ones)."""
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass, field
 
 
@@ -103,17 +105,23 @@ class SliceRanges:
 
 @dataclass(frozen=True)
 class ReplicaGroups:
-    """Explicit `{{0,1},{2,3}}` groups, or the iota form `[2,2]<=[4]` (kept as text)."""
+    """Explicit `{{0,1},{2,3}}` groups, the iota form `[2,2]<=[4]` (kept as text), or mesh
+    axes `mesh['x'=2,'y'=2] {'y'}` (mesh_groups.py)."""
     groups: tuple[tuple[int, ...], ...] | None = None
     iota: str | None = None
+    mesh: Any = None  # a MeshGroups
 
     def expanded(self) -> tuple[tuple[int, ...], ...]:
         if self.groups is not None:
             return self.groups
+        if self.mesh is not None:
+            return self.mesh.expanded()
         from .attributes import expand_iota_groups
         return expand_iota_groups(self.iota)
 
     def __str__(self) -> str:
+        if self.mesh is not None:
+            return str(self.mesh)
         if self.iota is not None:
             return self.iota
         return "{" + ",".join("{" + ",".join(map(str, g)) + "}" for g in self.groups) + "}"

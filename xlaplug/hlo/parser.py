@@ -46,17 +46,31 @@ def _shape_of(tok) -> Shape:
         raise _err(str(e), tok.start_pos) from None
 
 
+def _attr_items(tok, base: int) -> list[tuple[str, str, int, int]]:
+    """(name, value text, name position, value position) of each `, name=value`.  A mesh's
+    `device_ids=(...)` after `replica_groups=mesh[...]` continues that value (XLA prints
+    `replica_groups=mesh['x'=2,'y'=2], device_ids=(0,2,1,3) {'x'}`)."""
+    items: list[tuple[str, str, int, int]] = []
+    for m in _ATTR.finditer(tok):
+        name, value = m.group(1), m.group(2)
+        if name == "device_ids" and items and items[-1][0] == "replica_groups" \
+                and items[-1][1].startswith("mesh") and "{" not in items[-1][1]:
+            prev = items.pop()
+            items.append((prev[0], f"{prev[1]}, device_ids={value}", prev[2], prev[3]))
+            continue
+        items.append((name, value, base + m.start(1), base + m.start(2)))
+    return items
+
+
 def _attrs(tok, owner: str) -> dict:
     """The ATTRS token (all `, name=value` of one instruction) -> {name: typed value}."""
     out: dict = {}
     if tok is None:
         return out
     base = tok.start_pos
-    for m in _ATTR.finditer(tok):
-        name, value = m.group(1), m.group(2)
-        vpos = base + m.start(2)
+    for name, value, npos, vpos in _attr_items(tok, base):
         if name in out:
-            raise _err(f"attribute '{name}' given twice on '{owner}'", base + m.start(1))
+            raise _err(f"attribute '{name}' given twice on '{owner}'", npos)
         try:
             v = A.parse_attr(name, value)
         except (A.AttrError, ShapeError) as e:

@@ -19,11 +19,12 @@ def _braced(depth: int) -> str:
 
 
 BRACE_DEPTH = 8
-# One attribute value: brace groups, strings, [..] and (..) groups, plain characters, and
+# One attribute value: brace groups, strings, [..] and (..) groups (one level of parens
+# nests: a mesh's `device_ids=([4,2]T(1,0))`), plain characters, and
 # a space before a group or a number (custom-call's `literal=s32[2]{0} {1, 2}`, and
 # `literal=s32[] 5`).
 _VALUE = (r"(?:" + _braced(BRACE_DEPTH) + "|" + _STR
-          + r"|\[[^\]]*\]|\([^()]*\)|[^\s,{}\"\[\]()]+"
+          + r"|\[[^\]]*\]|\((?:[^()]|\([^()]*\))*\)|[^\s,{}\"\[\]()]+"
           + r"|[ \t]+(?=[{(\d]|-[\d.i]|(?:true|false|inf|nan)\b))+")
 
 
