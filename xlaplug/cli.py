@@ -31,7 +31,11 @@ def handle_errors(fn):
             from .conformance import CheckFailure
             if e.file is None and kwargs.get("file") not in (None, "-"):
                 e.file = kwargs["file"]
-            _fail(str(e), 1 if isinstance(e, CheckFailure) else 2)
+            code = 1 if isinstance(e, CheckFailure) else 2
+            if _other_mpi_rank() and not getattr(e, "rank_local", False):
+                # every rank hit the same error: rank 0 reports it
+                sys.exit(code)
+            _fail(str(e), code)
         except KeyboardInterrupt:
             _fail("interrupted", 130)
         except RecursionError:
@@ -39,6 +43,15 @@ def handle_errors(fn):
         except MemoryError:
             _fail("error: out of memory")
     return wrapper
+
+
+def _other_mpi_rank() -> bool:
+    """Under mpiexec, a rank other than 0 (from the launcher's environment)."""
+    import os
+    for var in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"):
+        if var in os.environ:
+            return os.environ[var] not in ("", "0")
+    return False
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -173,11 +186,18 @@ def _load_npz(path: str, what: str) -> dict:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--prefer", type=click.Choice(["kernel", "decomposition"]), default="kernel",
               show_default=True, help="Use plugin kernels, or always their decompositions.")
+@click.option("--replicas", type=int, default=None,
+              help="Replica count (default: the module header's replica_count, else 1).")
+@click.option("--partitions", type=int, default=None,
+              help="Partition count (default: the header's num_partitions, else 1).")
+@click.option("--collective-timeout", type=float, default=60.0, show_default=True,
+              metavar="SECONDS", help="A collective that not every participant reaches "
+                                      "within this fails, naming who did not come.")
 @plugin_options
 @handle_errors
 def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, repeat, passes,
-            max_memory, max_while_iterations, interpret, as_json, prefer, plugins_dirs,
-            no_plugins, strict):
+            max_memory, max_while_iterations, interpret, as_json, prefer, replicas, partitions,
+            collective_timeout, plugins_dirs, no_plugins, strict):
     """Compile FILE and run it; print, save and compare its outputs."""
     import time
 
@@ -200,6 +220,15 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
     expected = _load_npz(expect_path, "--expect") if expect_path else None
     if npz is None and expected is not None and any(k.startswith("in") for k in expected):
         npz = expected  # one npz may hold both the inK and the outK keys
+    from .backends.spmd.mpi import launched_by_mpi
+    from .multi_run import grid_for
+    grid = grid_for(module, replicas, partitions)
+    if grid.count > 1 or launched_by_mpi():
+        from .multi_run import cli_multi
+        sys.exit(cli_multi(module, grid, npz, expected, seed, device, repeat, max_memory,
+                           max_while_iterations, interpret, collective_timeout, rtol, atol,
+                           out_path, expect_path, as_json, {"parse_s": parse_s,
+                                                            "pipeline_s": pipeline_s}))
     args = build_inputs(module, npz, seed)
     res = execute(module, args, device=device, repeat=repeat,
                   max_memory=parse_bytes(max_memory) if max_memory else None,

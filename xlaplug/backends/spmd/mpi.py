@@ -200,9 +200,8 @@ class MpiTransport:
         # Longer than a collective's timeout: a device stuck at a collective times out
         # first and reports, and its ABORT ends this wait.
         self._wait([r], _End(), 0, tuple(range(self.size)), 2 * self.timeout + 5)
-        all_ok = bool(flags.all())
-        gathered = self.data.gather(results if all_ok else None, root=0)
-        return all_ok, gathered if self.rank == 0 else None
+        gathered = self.data.gather(results, root=0)  # every rank is past the barrier
+        return bool(flags.all()), gathered if self.rank == 0 else None
 
 
 class _End:

@@ -54,7 +54,9 @@ class DeviceError(ExecutionError):
     def __init__(self, device: int, error: BaseException):
         self.device = device
         self.error = error
-        super().__init__(f"device {device}: {error}")
+        text = getattr(error, "message", None) or str(error) or type(error).__name__
+        self.message = f"device {device}: {text.splitlines()[0]}"
+        super().__init__(self.message)
 
 
 def run_devices(module: Module, device_args: list[list], grid: DeviceGrid,
@@ -159,6 +161,7 @@ def run_module_mpi(module: Module, args: list, grid: DeviceGrid | None = None,
     except Aborted:
         raise
     except BaseException as e:  # noqa: BLE001 - every other rank must hear of it
-        transport.abort_others(str(e).splitlines()[0] if str(e) else type(e).__name__)
-        raise DeviceError(transport.rank, e) from e
+        err = DeviceError(transport.rank, e)
+        transport.abort_others(err.message)
+        raise err from e
     return transport.finish(True, out)
