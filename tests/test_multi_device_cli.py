@@ -1,0 +1,171 @@
+"""`xlaplug run` on many devices: threads in one process, and processes under mpiexec
+(`mpiexec -n 2` and `-n 4`, MPICH from PyPI), with the npz layout of README's multi-device
+section; the expected values come from the same module run in one process, whose
+collectives are checked against XLA in test_spmd_collectives.py."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ALLREDUCE = """HloModule allreduce, replica_count={n}
+
+add {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}}
+
+ENTRY e {{
+  x = f32[8] parameter(0)
+  w = f32[8] parameter(1)
+  s = f32[8] all-reduce(x), replica_groups={{}}, to_apply=add
+  g = f32[{g}] all-gather(x), replica_groups={{}}, dimensions={{0}}
+  id = u32[] replica-id()
+  ROOT t = (f32[8], f32[{g}], u32[], f32[8]) tuple(s, g, id, w)
+}}
+"""
+DISAGREE = """HloModule disagree, num_partitions={n}
+
+add {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}}
+
+yes {{
+  p = f32[4] parameter(0)
+  ROOT r = f32[4] all-reduce(p), channel_id=1, replica_groups=[1,{n}]<=[{n}], use_global_device_ids=true, to_apply=add
+}}
+
+no {{
+  p = f32[4] parameter(0)
+  ROOT r = f32[4] negate(p)
+}}
+
+ENTRY e {{
+  x = f32[4] parameter(0)
+  id = u32[] partition-id()
+  z = u32[] constant(0)
+  c = pred[] compare(id, z), direction=EQ
+  ROOT r = f32[4] conditional(c, x, x), true_computation=yes, false_computation=no
+}}
+"""
+
+
+def _env():
+    return dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def xlaplug(*args, mpi: int = 0, timeout: float = 120):
+    cmd = [sys.executable, "-m", "xlaplug.cli", *map(str, args)]
+    if mpi:
+        cmd = [_mpiexec(), "-n", str(mpi), *cmd]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env(),
+                          stdin=subprocess.DEVNULL)
+
+
+def _mpiexec() -> str:
+    exe = shutil.which("mpiexec", path=str(Path(sys.executable).parent) + os.pathsep +
+                       os.environ.get("PATH", ""))
+    if exe is None:
+        pytest.skip("no mpiexec: pip install 'xlaplug[mpi]'")
+    return exe
+
+
+@pytest.fixture
+def allreduce_case(tmp_path):
+    def make(n):
+        hlo = tmp_path / f"ar{n}.hlo"
+        hlo.write_text(ALLREDUCE.format(n=n, g=8 * n))
+        x = np.arange(8 * n, dtype=np.float32).reshape(n, 8)  # one row per device
+        w = np.full(8, 3.0, np.float32)                        # the same for every device
+        np.savez(tmp_path / f"in{n}.npz", in0=x, in1=w)
+        return hlo, x, w
+    return make
+
+
+def _expected(x, w, n):
+    return {"out0": np.tile(x.sum(0), (n, 1)), "out1": np.tile(x.reshape(-1), (n, 1)),
+            "out2": np.arange(n, dtype=np.uint32), "out3": np.tile(w, (n, 1))}
+
+
+@pytest.mark.parametrize("mpi", [0, 2, 4], ids=["threads", "mpi2", "mpi4"])
+def test_allreduce_module(allreduce_case, tmp_path, mpi):
+    n = mpi or 4
+    hlo, x, w = allreduce_case(n)
+    np.savez(tmp_path / "want.npz", **_expected(x, w, n))
+    out = tmp_path / "out.npz"
+    p = xlaplug("run", hlo, "--inputs", tmp_path / f"in{n}.npz", "--expect",
+                tmp_path / "want.npz", "--out", out, mpi=mpi)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.count(f"all 4 outputs of {n} devices match") == 1, p.stdout
+    got = np.load(out)
+    for k, v in _expected(x, w, n).items():
+        assert np.array_equal(got[k], v), k
+
+
+@pytest.mark.parametrize("mpi", [0, 2], ids=["threads", "mpi2"])
+def test_mismatch_names_the_device(allreduce_case, tmp_path, mpi):
+    n = mpi or 4
+    hlo, x, w = allreduce_case(n)
+    want = _expected(x, w, n)
+    want["out3"][1, 0] += 1  # device 1's copy of w is "wrong"
+    np.savez(tmp_path / "want.npz", **want)
+    p = xlaplug("run", hlo, "--inputs", tmp_path / f"in{n}.npz", "--expect",
+                tmp_path / "want.npz", mpi=mpi)
+    assert p.returncode == 1, p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("MISMATCH")]
+    assert len(lines) == 1 and lines[0].startswith("MISMATCH out3 device 1:"), p.stderr
+
+
+@pytest.mark.parametrize("mpi", [0, 4], ids=["threads", "mpi4"])
+def test_devices_that_disagree_end_within_the_timeout(tmp_path, mpi):
+    hlo = tmp_path / "disagree.hlo"
+    hlo.write_text(DISAGREE.format(n=4))
+    t0 = time.monotonic()
+    p = xlaplug("run", hlo, "--collective-timeout", 3, mpi=mpi, timeout=60)
+    took = time.monotonic() - t0
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    errors = [ln for ln in p.stderr.splitlines() if "error:" in ln]
+    assert len(errors) == 1, p.stderr  # reported once, by the device that waited
+    assert "device 0: all-reduce 'r' (call 1): devices 1, 2, 3" in errors[0], errors[0]
+    assert "device 1 finished" in errors[0]
+    assert took < 45, took  # not a timing test: a hang would run into the 60 s limit
+
+
+def test_rank_count_that_does_not_fit(allreduce_case):
+    hlo, _, _ = allreduce_case(4)
+    p = xlaplug("run", hlo, mpi=2)
+    assert p.returncode == 2
+    assert p.stderr.strip().endswith("the module runs on 4 devices (4 replicas x 1 "
+                                     "partitions) but mpiexec started 2 processes: use "
+                                     "mpiexec -n 4"), p.stderr
+    assert p.stderr.count("error:") == 1
+
+
+def test_input_of_the_wrong_stacked_shape(allreduce_case, tmp_path):
+    hlo, x, w = allreduce_case(4)
+    np.savez(tmp_path / "bad.npz", in0=x[:3], in1=w)
+    p = xlaplug("run", hlo, "--inputs", tmp_path / "bad.npz")
+    assert p.returncode == 2
+    assert "input in0 for parameter 'x' has shape (3, 8): expected (8,) (the same for " \
+           "every device) or (4, 8) (one per device, 4 devices)" in p.stderr, p.stderr
+
+
+def test_replicas_flag_overrides_the_header(allreduce_case):
+    hlo, _, _ = allreduce_case(2)  # written for 2 replicas: all-gather makes f32[16]
+    p = xlaplug("run", hlo, "--replicas", 4)
+    assert p.returncode == 2
+    assert re.search(r"error: device \d: all-gather 'g': the group's values make \[32\], the "
+                     r"instruction declares f32\[16\] \(does the device count fit the "
+                     r"module\?\)$", p.stderr.strip()), p.stderr
+    assert xlaplug("run", hlo, "--replicas", 2).returncode == 0
