@@ -23,6 +23,7 @@ from ..cpu.structural import ExecutionError
 from .rendezvous import Aborted, CollectiveTimeout
 
 _ABORT, _STATUS_REQ, _STATUS_REP = 1, 2, 3
+_SPIN_SECONDS = 0.02  # busy-poll this long before sleeping between polls
 # numpy dtypes MPI reduces natively (mpi4py maps them to MPI datatypes).
 _NATIVE = {np.dtype(t) for t in ("int8", "uint8", "int16", "uint16", "int32", "uint32",
                                  "int64", "uint64", "float32", "float64", "complex64",
@@ -100,14 +101,23 @@ class MpiTransport:
     def _wait(self, requests, ins, call, group, timeout: float | None = None) -> None:
         MPI = self.MPI
         timeout = self.timeout if timeout is None else timeout
-        deadline = time.monotonic() + timeout
-        pause = 0.0
+        start = time.monotonic()
+        deadline = start + timeout
+        # MPI progresses a non-blocking collective only inside MPI calls: spin on Testall
+        # first (as a blocking MPI call would), then back off to sleeps so a long wait
+        # leaves the core to others; the control channel is read every so often.
+        spins, pause = 0, 0.0
         while not MPI.Request.Testall(requests):
+            spins += 1
+            if spins % 256:
+                if time.monotonic() - start < _SPIN_SECONDS:
+                    continue
+                time.sleep(pause)
+                pause = min(pause * 2 or 2e-5, 1e-3)
+                continue
             self._poll_control()
             if time.monotonic() > deadline:
                 raise CollectiveTimeout(self._timeout_message(ins, call, group, timeout))
-            time.sleep(pause)
-            pause = min(pause * 2 or 2e-5, 1e-3)
 
     def _timeout_message(self, ins, call, group, timeout) -> str:
         """Asks every other member where it stands (2 s for the answers)."""
