@@ -36,7 +36,7 @@ def registry():
 @pytest.fixture
 def lapack(registry):
     """The bundled plugins active for one test; an empty session afterwards."""
-    from xlaplug.plugin_runtime import Session, activate
+    from xlaplug.plugin.session import Session, activate
     assert any(p.name == "jax_lapack" for p in registry.plugins), \
         [r.error for r in registry.records if r.error]
     activate(Session(registry))

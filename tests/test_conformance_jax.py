@@ -137,7 +137,7 @@ def plugins():
     """Run like `xlaplug run` does by default: with the bundled plugins loaded (only those:
     no XLAPLUG_PLUGIN_PATH, no entry points), so NEEDS_PLUGIN entries flip when a bundled
     plugin starts providing their targets."""
-    from xlaplug import plugin_runtime
+    from xlaplug.plugin import session as plugin_runtime
     from xlaplug.plugin import load_plugins
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("XLAPLUG_PLUGIN_PATH", raising=False)

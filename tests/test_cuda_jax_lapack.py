@@ -30,7 +30,7 @@ import pytest
 
 from xlaplug.driver import compile_module
 from xlaplug.hlo import parse_module
-from xlaplug.plugin_runtime import Session
+from xlaplug.plugin.session import Session
 from xlaplug.runner import execute
 
 ETYPE = {np.float32: "f32", np.float64: "f64", np.complex64: "c64", np.complex128: "c128"}
@@ -343,7 +343,7 @@ def test_jax_program_on_cuda_matches_jax(lapack, name, variant):
 # ---- the plugin: list-plugins, check-plugins, real-GPU compilation -----------------------------
 
 def test_list_plugins_shows_cuda_kernels(lapack):
-    from xlaplug.plugin_report import plugins_json
+    from xlaplug.plugin.report import plugins_json
     rows = {r["plugin"]: r for r in plugins_json(lapack)["plugins"]}
     cuda_ops = set(rows["jax_lapack"]["kernels"]["cuda"])
     want = {f"lapack_{p}{r}_ffi" for r in ("potrf", "getrf", "trsm", "geqrf") for p in "sdcz"}
@@ -355,7 +355,7 @@ def test_list_plugins_shows_cuda_kernels(lapack):
 
 
 def test_check_plugins_device_cuda(lapack):
-    from xlaplug.plugin_check import check_plugins
+    from xlaplug.plugin.check import check_plugins
     ops = sorted(op for op, dev in lapack.kernels if dev == "cuda" and op.startswith("lapack_"))
     results = check_plugins(Session(lapack, device="cuda"), ops, trials=1)
     assert len(results) == len(ops) == 24
@@ -386,7 +386,7 @@ import numba.cuda.dispatcher as disp
 class _Dev:                    # device functions compile for "the current device"
     compute_capability = (8, 0)
 disp.get_current_device = lambda: _Dev()
-from xlaplug.plugins.jax_lapack import _cuda_eigh as E, _cuda_factor as F, _cuda_qr as Q
+from xlaplug.bundled_plugins.jax_lapack import _cuda_eigh as E, _cuda_factor as F, _cuda_qr as Q
 def arr(dt, nd):
     return T.Array(from_dtype(np.dtype(dt)), nd, "C")
 bad = 0

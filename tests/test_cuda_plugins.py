@@ -6,7 +6,7 @@ from numba import cuda  # module level: the simulator swaps module globals only
 
 from xlaplug.driver import compile_module, load_module
 from xlaplug.plugin import load_plugins
-from xlaplug.plugin_runtime import Session, activate
+from xlaplug.plugin.session import Session, activate
 from xlaplug.runner import execute
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "rms_norm.hlo"

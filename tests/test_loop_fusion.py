@@ -182,7 +182,7 @@ ENTRY e {
 
 def test_opcodes_a_plugin_overrides_are_not_fused():
     from xlaplug.plugin import Plugin, Registry
-    from xlaplug.plugin_runtime import Session, activate
+    from xlaplug.plugin.session import Session, activate
     p = Plugin("fast_add")
 
     @p.kernel("add", device="cpu")

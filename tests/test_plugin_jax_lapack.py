@@ -36,7 +36,7 @@ from jax import lax  # noqa: E402
 from xlaplug.driver import compile_module  # noqa: E402
 from xlaplug.hlo import parse_module  # noqa: E402
 from xlaplug.hlo.errors import HloError  # noqa: E402
-from xlaplug.plugin_runtime import Session  # noqa: E402
+from xlaplug.plugin.session import Session  # noqa: E402
 from xlaplug.runner import execute  # noqa: E402
 
 F32, F64, C64, C128 = np.float32, np.float64, np.complex64, np.complex128
@@ -353,7 +353,7 @@ def test_every_target_has_a_shape_rule_kernel_and_example(lapack):
 
 
 def test_check_plugins_runs_every_example(lapack):
-    from xlaplug.plugin_check import check_plugins
+    from xlaplug.plugin.check import check_plugins
     plugin = next(p for p in lapack.plugins if p.name == "jax_lapack")
     ops = sorted({op for op, _ in plugin.kernels})
     results = check_plugins(Session(lapack), ops, trials=1)

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from xlaplug.cli import main
 from xlaplug.plugin import BUNDLED_DIR, load_plugins
-from xlaplug.plugin_runtime import Session, activate
+from xlaplug.plugin.session import Session, activate
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFORMANCE = ROOT.parent / "shared" / "conformance" / "stablehlo"

@@ -77,7 +77,7 @@ def test_side_effecting_instruction_after_root_runs():
         pytest.skip(f"{path} not present")
     # Alter the expected value: the check after ROOT must run and fail.
     from xlaplug.conformance import CheckFailure, _session
-    from xlaplug import plugin_runtime
+    from xlaplug.plugin import session as plugin_runtime
     from xlaplug.driver import compile_module
     from xlaplug.runner import execute
     import re

@@ -60,7 +60,7 @@ def plugin_options(fn):
 
 def setup_plugins(plugins_dirs, no_plugins, strict, device="cpu", prefer="kernel", quiet=False):
     from .plugin import load_plugins
-    from .plugin_runtime import Session, activate
+    from .plugin.session import Session, activate
     reg = load_plugins(plugins_dirs, no_plugins=no_plugins, strict=strict)
     if not quiet:
         for rec in reg.records:
@@ -136,7 +136,7 @@ def compile_cmd(file, passes, emit, output, dump_dir, verify_each, device, prefe
 def _thunks(module, device):
     """The entry's thunk sequence, with plugin kernels resolved as a run would."""
     from .backends.executor import ExecContext
-    from .plugin_runtime import ACTIVE
+    from .plugin.session import ACTIVE
     return ExecContext(device, overrides=ACTIVE.resolve).sequence(module.entry)
 
 
@@ -258,7 +258,7 @@ def _print_outputs(outputs, timings) -> None:
 @handle_errors
 def list_plugins_cmd(as_json, plugins_dirs, no_plugins, strict):
     """List loaded plugins: ops, decompositions, kernels per device, overrides, passes."""
-    from .plugin_report import plugins_json, plugins_table
+    from .plugin.report import plugins_json, plugins_table
     session = setup_plugins(plugins_dirs, no_plugins, strict, quiet=True)
     if as_json:
         click.echo(json.dumps(plugins_json(session.registry), indent=2))
@@ -277,7 +277,7 @@ def list_plugins_cmd(as_json, plugins_dirs, no_plugins, strict):
 @handle_errors
 def check_plugins_cmd(ops, device, trials, seed, as_json, plugins_dirs, no_plugins, strict):
     """Run each plugin kernel against its decomposition on random inputs."""
-    from .plugin_check import check_plugins, results_table
+    from .plugin.check import check_plugins, results_table
     if device == "cuda":
         from .backends.cuda_support import require_cuda
         require_cuda()

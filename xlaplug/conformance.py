@@ -135,7 +135,7 @@ def _session(device: str = "cpu", max_ulp: int = DEFAULT_MAX_ULP):
     """The bundled plugins (stablehlo_check gives the check.* kernels, loaded once); a
     check without its own max_ulp_difference uses the suite's `max_ulp`."""
     global _REGISTRY
-    from .plugin_runtime import Session
+    from .plugin.session import Session
     if _REGISTRY is None:
         from .plugin import load_plugins
         _REGISTRY = load_plugins(entry_points=False)
@@ -157,7 +157,7 @@ def run_case(path: Path, max_ulp: int = DEFAULT_MAX_ULP, device: str = "cpu") ->
             # checks (the converter emits these for shape-polymorphic tests).
             return CaseResult(name, "noinputs", "entry takes parameters; no built-in inputs",
                               time.perf_counter() - t0)
-        from . import plugin_runtime
+        from .plugin import session as plugin_runtime
         previous = plugin_runtime.ACTIVE
         plugin_runtime.activate(_session(device, max_ulp))
         try:

@@ -181,7 +181,7 @@ def execute(module: Module, args: list, *, device: str = "cpu", repeat: int = 1,
     from .backends.executor import ExecContext
     t0 = time.perf_counter()
     if overrides is None:
-        from .plugin_runtime import ACTIVE
+        from .plugin.session import ACTIVE
         session = ACTIVE
         if session.device != device:  # plugin kernels for the device this run is on
             import dataclasses

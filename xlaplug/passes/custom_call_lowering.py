@@ -16,8 +16,8 @@ from ..hlo.builder import Builder
 from ..hlo.errors import HloError
 from ..hlo.ir import Computation, Instruction, Module, Shape
 from ..hlo.rewrite import NameUniquer, replace_all_uses
-from ..plugin import PluginError, Registry, bind_call
-from ..plugin_attrs import call_kwargs, op_name
+from ..plugin.loader import PluginError, Registry, bind_call
+from ..plugin.attrs import call_kwargs, op_name
 from .manager import register_pass
 
 
@@ -100,7 +100,7 @@ class CustomCallLowering:
     decompose_all: bool = False
 
     def run(self, module: Module) -> bool:
-        from ..plugin_runtime import ACTIVE
+        from ..plugin.session import ACTIVE
         s = self.session or ACTIVE
         uniq = NameUniquer(module)
         changed = False

@@ -154,7 +154,7 @@ class LoopFusion:
 
 def _overridden_opcodes() -> frozenset:
     """Core opcodes a loaded plugin replaces on some device: they keep their own thunk."""
-    from .. import plugin_runtime
+    from ..plugin import session as plugin_runtime
     reg = plugin_runtime.ACTIVE.registry
     return frozenset(op for op, _device in reg.kernels if op in LOOP_OPS | _SHAPE_OPS)
 

@@ -15,11 +15,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .backends.device import flatten
-from .hlo.errors import HloError
-from .hlo.ir import Shape
-from .plugin import OpEntry, PluginError, Registry, bind_call
-from .plugin_attrs import call_kwargs, op_name
+from ..backends.device import flatten
+from ..hlo.errors import HloError
+from ..hlo.ir import Shape
+from .loader import OpEntry, PluginError, Registry, bind_call
+from .attrs import call_kwargs, op_name
 
 
 @dataclass
@@ -87,8 +87,8 @@ def _check_outputs(entry: OpEntry, ins, outs: list[np.ndarray], memory) -> None:
 
 def _run_kernel(entry: OpEntry, ins, args, extra_kwargs: dict, memory=None,
                 defaults: dict | None = None) -> Any:
-    from .backends.cpu.structural import ExecutionError
-    from .backends.device import HostMemory
+    from ..backends.cpu.structural import ExecutionError
+    from ..backends.device import HostMemory
     memory = memory or HostMemory()
     outs = _alloc(ins.shape, memory)
     params = _parameters(entry.fn)
@@ -155,7 +155,7 @@ def _custom_kernel(entry: OpEntry, ins, session: Session) -> Callable:
 
 
 def _override_kernel(entry: OpEntry, ins, session: Session) -> Callable:
-    from .backends.registry import lookup
+    from ..backends.registry import lookup
     # The winner, then the kernels it displaced, highest priority first, then the core one:
     # each override's `replaced` calls the next in this chain.
     below = session.registry.replaced.get((ins.opcode, session.device), [])
@@ -181,7 +181,7 @@ def _override_kernel(entry: OpEntry, ins, session: Session) -> Callable:
 
 def _run_decomposition(ins, args, ctx, session: Session):
     """Run a custom call through its decomposition, built on the fly (kernel fallback)."""
-    from .hlo.ir import Computation
-    from .passes.custom_call_lowering import build_decomposition
+    from ..hlo.ir import Computation
+    from ..passes.custom_call_lowering import build_decomposition
     comp: Computation = build_decomposition(ins, session.registry)
     return ctx.run(comp, list(args))

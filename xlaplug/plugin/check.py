@@ -13,14 +13,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .hlo.builder import Builder
-from .hlo.errors import HloError
-from .hlo.ir import Computation, Shape
-from .hlo.shape_parser import parse_shape
-from .plugin import OpEntry, bind_call
-from .backends.device import flatten
-from .plugin_runtime import _parameters
-from .runner import DEFAULT_TOL, leaves, random_value
+from ..hlo.builder import Builder
+from ..hlo.errors import HloError
+from ..hlo.ir import Computation, Shape
+from ..hlo.shape_parser import parse_shape
+from .loader import OpEntry, bind_call
+from ..backends.device import flatten
+from .session import _parameters
+from ..runner import DEFAULT_TOL, leaves, random_value
 
 
 @dataclass
@@ -45,7 +45,7 @@ def _close(a: np.ndarray, b: np.ndarray) -> str | None:
     if a.dtype.kind in "biu":
         bad = a != b
         return f"{int(bad.sum())} elements differ" if bad.any() else None
-    from .hlo.dtypes import from_dtype
+    from ..hlo.dtypes import from_dtype
     r, t = DEFAULT_TOL.get(from_dtype(a.dtype), (1e-2, 1e-2))
     a64, b64 = a.astype(np.complex128 if a.dtype.kind == "c" else np.float64), b.astype(
         np.complex128 if a.dtype.kind == "c" else np.float64)
@@ -69,7 +69,7 @@ def _run_decomposition(entry: OpEntry, op: str, shapes, arrays, attrs, ctx):
 
 
 def check_plugins(session, ops=(), trials: int = 3, seed: int = 0) -> list[CheckResult]:
-    from .backends.executor import ExecContext
+    from ..backends.executor import ExecContext
     reg = session.registry
     results: list[CheckResult] = []
     wanted = set(ops)
@@ -126,7 +126,7 @@ def _one(op, kentry, dentry, sentry, shapes, arrays, attrs, ctx, label, trial) -
         attrs["element_types"] = tuple(s.element_type for o in shapes for s in o.leaves()) + \
             tuple(s.element_type for s in declared.leaves())
     if getattr(ctx, "device_under_test", "cpu") == "cuda":  # CUDA kernels get device arrays and may launch their own kernels
-        from .backends.device import memory_for
+        from ..backends.device import memory_for
         mem = memory_for("cuda")  # bf16/f8/int4 travel as float32/int8 values (cuda/launch.py)
         d_args = [mem.to_device(a) for a in arrays]
         d_outs = [mem.empty(o.shape, o.dtype) for o in outs]
@@ -153,7 +153,7 @@ def _one(op, kentry, dentry, sentry, shapes, arrays, attrs, ctx, label, trial) -
 
 
 def _shape_of(value) -> Shape:
-    from .hlo.dtypes import from_dtype
+    from ..hlo.dtypes import from_dtype
     if isinstance(value, tuple):
         return Shape.tuple_of(_shape_of(v) for v in value)
     a = np.asarray(value)

@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .hlo.errors import HloError
-from .hlo.opcodes import ALL_OPCODES
+from ..hlo.errors import HloError
+from ..hlo.opcodes import ALL_OPCODES
 
 DEVICES = ("cpu", "cuda")
 ENTRY_POINT_GROUP = "xlaplug.plugins"
-BUNDLED_DIR = Path(__file__).with_name("plugins")
+BUNDLED_DIR = Path(__file__).resolve().parent.parent / "bundled_plugins"
 
 
 class PluginError(HloError):
@@ -127,7 +127,7 @@ class Registry:
 
     def _restore(self, snap) -> None:
         """Undo a plugin file's partial registration (a conflict part-way through)."""
-        from .passes.manager import unregister_pass
+        from ..passes.manager import unregister_pass
         self.shapes, self.decompositions, self.kernels, self.replaced, n = snap
         for name in self.pass_names[n:]:
             unregister_pass(name)
@@ -157,7 +157,7 @@ class Registry:
                     continue
                 self.replaced.setdefault(key, []).append(old)
             self.kernels[key] = entry
-        from .passes.manager import PASSES, register_pass, unregister_pass
+        from ..passes.manager import PASSES, register_pass, unregister_pass
         for name, (fn, after) in plugin.passes.items():
             if name in PASSES:
                 if _PASS_OWNERS.get(name) != (plugin.name, plugin.source):
@@ -259,7 +259,7 @@ def _error_line(exc: BaseException, path: Path) -> str:
     tb = traceback.extract_tb(exc.__traceback__)
     frames = [f for f in tb if Path(f.filename).resolve().is_relative_to(path.resolve())]
     if not frames:  # e.g. an entry point's module: its last frame outside the import machinery
-        frames = [f for f in tb if not f.filename.startswith("<frozen") and f.filename != __file__
+        frames = [f for f in tb if not f.filename.startswith("<frozen") and Path(f.filename).parent != Path(__file__).parent
                   and "importlib" not in Path(f.filename).parts]
     if not frames:
         return f"{type(exc).__name__}: {exc}"

@@ -1,7 +1,7 @@
 """`list-plugins`: a table (rich) or JSON of what each plugin file provides."""
 from __future__ import annotations
 
-from .plugin import Registry
+from .loader import Registry
 
 
 def _rows(reg: Registry) -> list[dict]:
@@ -31,7 +31,7 @@ def plugins_json(reg: Registry) -> dict:
 
 
 def _core_ops():
-    from .hlo.opcodes import ALL_OPCODES
+    from ..hlo.opcodes import ALL_OPCODES
     return ALL_OPCODES
 
 
