@@ -59,14 +59,15 @@ def plugin_options(fn):
 
 
 def setup_plugins(plugins_dirs, no_plugins, strict, device="cpu", prefer="kernel", quiet=False):
+    """This invocation's session: the plugins it loads and its device/prefer/strict."""
     from .plugin import load_plugins
-    from .plugin.session import Session, activate
+    from .plugin.session import Session
     reg = load_plugins(plugins_dirs, no_plugins=no_plugins, strict=strict)
     if not quiet:
         for rec in reg.records:
             if rec.error:
                 click.echo(f"warning: plugin {rec.source} not loaded: {rec.error}", err=True)
-    return activate(Session(reg, device=device, prefer=prefer, strict=strict))
+    return Session(reg, device=device, prefer=prefer, strict=strict)
 
 
 def _highlight(text: str) -> None:
@@ -104,10 +105,11 @@ def compile_cmd(file, passes, emit, output, dump_dir, verify_each, device, prefe
     if device == "cuda":
         from .backends.cuda_support import require_cuda
         require_cuda()
-    setup_plugins(plugins_dirs, no_plugins, strict, device,
-                  "decomposition" if decompose_all else prefer)
+    session = setup_plugins(plugins_dirs, no_plugins, strict, device,
+                            "decomposition" if decompose_all else prefer)
     module = load_module(file)
-    pm = compile_module(module, passes, dump_dir, verify_each, decompose_all=decompose_all)
+    pm = compile_module(module, session, passes, dump_dir=dump_dir, verify_each=verify_each,
+                        decompose_all=decompose_all)
     if emit == "hlo":
         from .hlo.printer import module_to_text
         out = module_to_text(module)
@@ -117,11 +119,11 @@ def compile_cmd(file, passes, emit, output, dump_dir, verify_each, device, prefe
     elif emit == "json":
         from .backends.thunks import thunks_json
         obj = module_json(module, pm)
-        obj["thunks"] = thunks_json(_thunks(module, device))
+        obj["thunks"] = thunks_json(_thunks(module, session))
         out = json.dumps(obj, indent=2) + "\n"
     else:
         from .backends.thunks import thunks_table
-        seq = _thunks(module, device)
+        seq = _thunks(module, session)
         if output is None:
             from rich.console import Console
             Console().print(thunks_table(seq))
@@ -133,11 +135,11 @@ def compile_cmd(file, passes, emit, output, dump_dir, verify_each, device, prefe
         click.echo(out, nl=False)
 
 
-def _thunks(module, device):
-    """The entry's thunk sequence, with plugin kernels resolved as a run would."""
+def _thunks(module, session):
+    """The entry's thunk sequence, with the session's plugin kernels resolved as a run
+    would."""
     from .backends.executor import ExecContext
-    from .plugin.session import ACTIVE
-    return ExecContext(device, overrides=ACTIVE.resolve).sequence(module.entry)
+    return ExecContext(session.device, overrides=session.resolve).sequence(module.entry)
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
@@ -189,19 +191,19 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
     if device == "cuda":
         from .backends.cuda_support import require_cuda
         require_cuda()
-    setup_plugins(plugins_dirs, no_plugins, strict, device, prefer)
+    session = setup_plugins(plugins_dirs, no_plugins, strict, device, prefer)
     t0 = time.perf_counter()
     module = load_module(file)
     parse_s = time.perf_counter() - t0
     t1 = time.perf_counter()
-    compile_module(module, passes)
+    compile_module(module, session, passes)
     pipeline_s = time.perf_counter() - t1
     npz = _load_npz(inputs_path, "--inputs") if inputs_path else None
     expected = _load_npz(expect_path, "--expect") if expect_path else None
     if npz is None and expected is not None and any(k.startswith("in") for k in expected):
         npz = expected  # one npz may hold both the inK and the outK keys
     args = build_inputs(module, npz, seed)
-    res = execute(module, args, device=device, repeat=repeat,
+    res = execute(module, args, session, repeat=repeat,
                   max_memory=parse_bytes(max_memory) if max_memory else None,
                   max_while_iterations=max_while_iterations, seed=seed, interpret=interpret)
     if out_path:

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..backends.device import flatten
 from ..hlo.builder import Builder
 from ..hlo.errors import HloError
 from ..hlo.ir import Computation, Shape
 from ..hlo.shape_parser import parse_shape
-from .loader import OpEntry, bind_call
-from ..backends.device import flatten
-from .session import _parameters
 from ..runner import DEFAULT_TOL, leaves, random_value
+from .api import OpEntry, bind_call
+from .session import _parameters
 
 
 @dataclass
@@ -91,11 +91,10 @@ def check_plugins(session, ops=(), trials: int = 3, seed: int = 0) -> list[Check
             for trial in range(trials):
                 # The decomposition is the reference: it runs on the CPU backend.
                 ctx = ExecContext("cpu", {"seed": seed}, overrides=None)
-                ctx.device_under_test = device
                 try:
                     arrays = [random_value(s, rng, f"operand {k}") for k, s in enumerate(shapes)]
                     results.append(_one(op, kentry, dentry, sentry, shapes, arrays, dict(attrs),
-                                        ctx, label, trial))
+                                        ctx, label, trial, device))
                 except HloError as e:
                     results.append(CheckResult(op, kentry.plugin.name, label, trial, False,
                                                e.message))
@@ -109,7 +108,10 @@ def check_plugins(session, ops=(), trials: int = 3, seed: int = 0) -> list[Check
     return results
 
 
-def _one(op, kentry, dentry, sentry, shapes, arrays, attrs, ctx, label, trial) -> CheckResult:
+def _one(op, kentry, dentry, sentry, shapes, arrays, attrs, ctx, label, trial,
+         device: str) -> CheckResult:
+    """One trial: `ctx` runs the decomposition (the reference, on the CPU backend); the
+    kernel runs on `device`."""
     name = kentry.plugin.name
     if sentry is not None:
         declared = _as_tuple(bind_call(sentry.fn, f"plugin '{name}' shape rule for '{op}'",
@@ -125,7 +127,7 @@ def _one(op, kentry, dentry, sentry, shapes, arrays, attrs, ctx, label, trial) -
     if "element_types" in _parameters(kentry.fn):  # as the run-time passes them
         attrs["element_types"] = tuple(s.element_type for o in shapes for s in o.leaves()) + \
             tuple(s.element_type for s in declared.leaves())
-    if getattr(ctx, "device_under_test", "cpu") == "cuda":  # CUDA kernels get device arrays and may launch their own kernels
+    if device == "cuda":  # CUDA kernels get device arrays and may launch their own kernels
         from ..backends.device import memory_for
         mem = memory_for("cuda")  # bf16/f8/int4 travel as float32/int8 values (cuda/launch.py)
         d_args = [mem.to_device(a) for a in arrays]

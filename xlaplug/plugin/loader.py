@@ -1,207 +1,31 @@
-"""The public plugin API and the plugin loader.
+"""The plugin loader: find plugin files and entry points, import them, and register what
+their Plugins provide in a new Registry.
 
-    from xlaplug.plugin import Plugin
-    plugin = Plugin("acme", version="1.0", description="Acme ops")
-
-    @plugin.shape("acme.swish")                 # result Shape(s) from operand Shapes + attrs
-    @plugin.decomposition("acme.swish")         # (builder, *values, **attrs) -> value
-    @plugin.kernel("acme.swish", device="cpu")  # (*arrays, *outputs, **attrs); writes outputs
-    @plugin.kernel("all-reduce", device="cpu")  # replaces a core opcode's kernel
-    @plugin.hlo_pass("acme-fold", after="dce")  # module -> bool (changed)
-
-Every Plugin constructed while a plugin file is imported is collected by the loader;
-the REGISTRY then answers "who provides op X on device D".
+Search order: the bundled plugins (`xlaplug/bundled_plugins/`), `--plugins-dir` directories,
+`XLAPLUG_PLUGIN_PATH`, then the entry-point group `xlaplug.plugins`.  A file that fails to
+import or conflicts is recorded with its error and skipped (fatal with strict=True).
 """
 from __future__ import annotations
 
 import hashlib
 import importlib.util
-import inspect
 import os
 import stat
 import sys
+import threading
 import traceback
 import types
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
 
-from ..hlo.errors import HloError
-from ..hlo.opcodes import ALL_OPCODES
+from .api import Plugin, PluginError, collecting
+from .registry import LoadRecord, Registry
 
-DEVICES = ("cpu", "cuda")
 ENTRY_POINT_GROUP = "xlaplug.plugins"
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "bundled_plugins"
 
-
-class PluginError(HloError):
-    def headline(self) -> str:
-        # A plugin failure with no instruction position is not about the HLO file.
-        return super().headline() if self.line else f"error: {self.message}"
-
-
-@dataclass
-class OpEntry:
-    plugin: "Plugin"
-    fn: Callable
-    examples: list = field(default_factory=list)
-    priority: int = 0
-
-
-class Plugin:
-    def __init__(self, name: str, version: str = "0", description: str = ""):
-        self.name, self.version, self.description = name, version, description
-        self.shapes: dict[str, OpEntry] = {}
-        self.decompositions: dict[str, OpEntry] = {}
-        self.kernels: dict[tuple[str, str], OpEntry] = {}
-        self.passes: dict[str, tuple[Callable, str | None]] = {}
-        self.source: str = "<python>"
-        _COLLECTING.append(self)
-
-    def shape(self, op: str, *, examples=None):
-        return self._reg(self.shapes, op, examples)
-
-    def decomposition(self, op: str, *, examples=None):
-        return self._reg(self.decompositions, op, examples)
-
-    def kernel(self, op: str, *, device: str = "cpu", examples=None, priority: int = 0):
-        if device not in DEVICES:
-            raise PluginError(f"plugin '{self.name}': kernel for '{op}' names unknown device "
-                              f"'{device}' (expected one of {', '.join(DEVICES)})")
-
-        def deco(fn):
-            self.kernels[(op, device)] = OpEntry(self, fn, list(examples or []), priority)
-            return fn
-        return deco
-
-    def hlo_pass(self, name: str, *, after: str | None = None):
-        def deco(fn):
-            self.passes[name] = (fn, after)
-            return fn
-        return deco
-
-    def _reg(self, table, op, examples):
-        def deco(fn):
-            table[op] = OpEntry(self, fn, list(examples or []))
-            return fn
-        return deco
-
-    @property
-    def ops(self) -> list[str]:
-        names = set(self.shapes) | set(self.decompositions)
-        names |= {op for op, _ in self.kernels if op not in ALL_OPCODES}
-        return sorted(names)
-
-    @property
-    def overrides(self) -> list[tuple[str, str]]:
-        return sorted(k for k in self.kernels if k[0] in ALL_OPCODES)
-
-    def __repr__(self) -> str:
-        return f"<Plugin {self.name} {self.version} from {self.source}>"
-
-
-_COLLECTING: list[Plugin] = []
-
-
-@dataclass
-class LoadRecord:
-    source: str
-    plugins: list[Plugin]
-    error: str | None = None
-
-
-class Registry:
-    """Everything the loaded plugins provide, keyed by op name (and device)."""
-
-    def __init__(self):
-        self.records: list[LoadRecord] = []
-        self.shapes: dict[str, OpEntry] = {}
-        self.decompositions: dict[str, OpEntry] = {}
-        self.kernels: dict[tuple[str, str], OpEntry] = {}
-        self.replaced: dict[tuple[str, str], list[OpEntry]] = {}
-        self.pass_names: list[str] = []
-
-    def _snapshot(self):
-        return (dict(self.shapes), dict(self.decompositions), dict(self.kernels),
-                {k: list(v) for k, v in self.replaced.items()}, len(self.pass_names))
-
-    def _restore(self, snap) -> None:
-        """Undo a plugin file's partial registration (a conflict part-way through)."""
-        from ..passes.manager import unregister_pass
-        self.shapes, self.decompositions, self.kernels, self.replaced, n = snap
-        for name in self.pass_names[n:]:
-            unregister_pass(name)
-        del self.pass_names[n:]
-
-    @property
-    def plugins(self) -> list[Plugin]:
-        return [p for r in self.records for p in r.plugins]
-
-    def add(self, plugin: Plugin) -> None:
-        for table, mine in ((self.shapes, plugin.shapes),
-                            (self.decompositions, plugin.decompositions)):
-            for op, entry in mine.items():
-                if op in table and table[op].plugin is not plugin:
-                    raise PluginError(f"op '{op}' is provided by both plugin "
-                                      f"'{table[op].plugin.name}' and plugin '{plugin.name}'")
-                table[op] = entry
-        for key, entry in plugin.kernels.items():
-            old = self.kernels.get(key)
-            if old is not None:
-                if old.priority == entry.priority:
-                    raise PluginError(f"kernel for '{key[0]}' on {key[1]} is provided by both "
-                                      f"plugin '{old.plugin.name}' and plugin '{plugin.name}'; "
-                                      f"give one a higher priority=")
-                if old.priority > entry.priority:
-                    self.replaced.setdefault(key, []).append(entry)
-                    continue
-                self.replaced.setdefault(key, []).append(old)
-            self.kernels[key] = entry
-        from ..passes.manager import PASSES, register_pass, unregister_pass
-        for name, (fn, after) in plugin.passes.items():
-            if name in PASSES:
-                if _PASS_OWNERS.get(name) != (plugin.name, plugin.source):
-                    raise PluginError(f"plugin '{plugin.name}': pass '{name}' is already "
-                                      f"registered")
-                unregister_pass(name)  # the same plugin file loaded again in this process
-            register_pass(name, _FunctionPass.factory(name, fn), after=after)
-            _PASS_OWNERS[name] = (plugin.name, plugin.source)
-            self.pass_names.append(name)
-
-    def kernel_for(self, op: str, device: str) -> OpEntry | None:
-        return self.kernels.get((op, device))
-
-    def describe(self, op: str) -> str:
-        """What the loaded plugins provide for an op, for error messages."""
-        have = []
-        if op in self.decompositions:
-            have.append("a decomposition")
-        devs = [d for (o, d) in self.kernels if o == op]
-        if devs:
-            have.append("kernels for " + ", ".join(sorted(devs)))
-        if have:
-            return "loaded plugins provide " + " and ".join(have)
-        ops = sorted(set(self.shapes) | set(self.decompositions) |
-                     {o for o, _ in self.kernels if o not in ALL_OPCODES})
-        return ("no loaded plugin provides it; loaded plugins provide: " + ", ".join(ops)
-                if ops else "no plugins are loaded")
-
-
-# Pass name -> (plugin, source) that registered it: passes are process-wide.
-_PASS_OWNERS: dict[str, tuple[str, str]] = {}
-
-
-class _FunctionPass:
-    @staticmethod
-    def factory(name: str, fn: Callable):
-        def make():
-            p = _FunctionPass()
-            p.name, p.fn = name, fn
-            return p
-        return make
-
-    def run(self, module) -> bool:
-        return bool(self.fn(module))
+# sys.modules is process-wide: two sessions importing the same plugin file at once must not
+# interleave its forget / insert / exec steps.
+_IMPORT_LOCK = threading.RLock()
 
 
 # ---- discovery ----------------------------------------------------------------------------
@@ -232,17 +56,14 @@ def _import_path(path: Path) -> list[Plugin]:
     spec = importlib.util.spec_from_file_location(
         modname, init, submodule_search_locations=[str(path)] if path.is_dir() else None)
     module = importlib.util.module_from_spec(spec)
-    start = len(_COLLECTING)
-    _forget(modname)  # a package loaded before re-runs its submodules too
-    sys.modules[modname] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        _forget(modname)
-        del _COLLECTING[start:]
-        raise
-    found = _COLLECTING[start:]
-    del _COLLECTING[start:]
+    with _IMPORT_LOCK, collecting() as found:
+        _forget(modname)  # a package loaded before re-runs its submodules too
+        sys.modules[modname] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            _forget(modname)
+            raise
     for p in found:
         p.source = str(path)
     return found
@@ -295,12 +116,9 @@ def load_plugins(extra_dirs=(), *, no_plugins: bool = False, strict: bool = Fals
 
 
 def _entry_point_plugins(ep) -> list[Plugin]:
-    start = len(_COLLECTING)
-    try:
+    with _IMPORT_LOCK, collecting() as found:
         obj = ep.load()
-    finally:
-        found = _COLLECTING[start:]
-        del _COLLECTING[start:]
+    found = list(found)
     if isinstance(obj, Plugin):  # `module:attr` names one Plugin
         found = [obj]
     elif isinstance(obj, types.ModuleType):  # a module: all its Plugins, even if imported before
@@ -317,12 +135,12 @@ def _load_one(reg: Registry, path: Path, importer, strict: bool, label: str | No
         known = reg.plugins
         plugins = [p for p in importer() if p not in known]  # one Plugin reached twice: once
         rec = LoadRecord(label or str(path), plugins)
-        snap = reg._snapshot()
+        snap = reg.snapshot()
         try:
             for p in plugins:
                 reg.add(p)
         except BaseException:
-            reg._restore(snap)  # all of a file's plugins register, or none
+            reg.restore(snap)  # all of a file's plugins register, or none
             raise
     except PluginError as e:
         rec = LoadRecord(label or str(path), [], e.message)
@@ -331,19 +149,3 @@ def _load_one(reg: Registry, path: Path, importer, strict: bool, label: str | No
     reg.records.append(rec)
     if rec.error and strict:
         raise PluginError(f"plugin {rec.source} failed to load: {rec.error}")
-
-
-# ---- calling rules with the call's attributes ----------------------------------------------
-
-def bind_call(fn: Callable, what: str, args: list, kwargs: dict[str, Any]):
-    """Bind positional operands and typed attributes; a clear error when they do not fit."""
-    try:
-        sig = inspect.signature(fn)
-        sig.bind(*args, **kwargs)
-    except TypeError as e:
-        raise PluginError(f"{what} does not accept this call: {e} (call passes "
-                          f"{len(args)} positional arguments and attributes "
-                          f"{sorted(kwargs) or 'none'})") from None
-    except ValueError:
-        pass
-    return fn(*args, **kwargs)

@@ -1,10 +1,12 @@
-"""How plugin rules meet the compiler and the executor.
+"""The session of one compile and run: the loaded plugins and the choices of one invocation.
 
-`Session` holds the loaded registry and the choices of one invocation (device, prefer,
-strict).  The custom-call lowering pass reads it to decide kernel vs decomposition; the
-executor asks `session.resolve(ins)` for plugin kernels (custom ops and core overrides),
-wrapped so they receive arrays, preallocated outputs and typed attributes, and so their
-failures and wrong output shapes are caught.
+`Session` holds a loaded registry and the choices of one invocation (device, prefer,
+strict).  It is passed explicitly -- to `driver.compile_module(module, session)`, whose
+custom-call lowering reads it to decide kernel vs decomposition, and to
+`runner.execute(module, args, session)`, whose executor asks `session.resolve(ins)` for
+plugin kernels (custom ops and core overrides), wrapped so they receive arrays,
+preallocated outputs and typed attributes, and so their failures and wrong output shapes
+are caught.  Nothing keeps a current session: two sessions may run in one process at once.
 """
 from __future__ import annotations
 
@@ -18,8 +20,10 @@ import numpy as np
 from ..backends.device import flatten
 from ..hlo.errors import HloError
 from ..hlo.ir import Shape
-from .loader import OpEntry, PluginError, Registry, bind_call
+from .api import OpEntry, PluginError, bind_call
 from .attrs import call_kwargs, op_name
+from .registry import Registry
+from .rules import build_decomposition
 
 
 @dataclass
@@ -48,15 +52,6 @@ class Session:
         if entry is not None:
             return _override_kernel(entry, ins, self)
         return None
-
-
-ACTIVE = Session()
-
-
-def activate(session: Session) -> Session:
-    global ACTIVE
-    ACTIVE = session
-    return session
 
 
 def _alloc(shape: Shape, memory) -> list:
@@ -181,7 +176,4 @@ def _override_kernel(entry: OpEntry, ins, session: Session) -> Callable:
 
 def _run_decomposition(ins, args, ctx, session: Session):
     """Run a custom call through its decomposition, built on the fly (kernel fallback)."""
-    from ..hlo.ir import Computation
-    from ..passes.custom_call_lowering import build_decomposition
-    comp: Computation = build_decomposition(ins, session.registry)
-    return ctx.run(comp, list(args))
+    return ctx.run(build_decomposition(ins, session.registry), list(args))
