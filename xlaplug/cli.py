@@ -80,7 +80,8 @@ def _highlight(text: str) -> None:
 @main.command("compile")
 @click.argument("file")
 @click.option("--passes", default=None, metavar="P1,P2|none",
-              help="Run exactly these passes (comma-separated); 'none' runs none. "
+              help="Run exactly these passes (comma-separated, options in braces: "
+                   "loop-fusion{min_elements=1}); 'none' runs none. "
                    "Default: the standard pipeline.")
 @click.option("--emit", type=click.Choice(["hlo", "json", "thunks"]), default="hlo",
               show_default=True, help="What to print.")

@@ -1,7 +1,7 @@
 """The session of one compile and run: the loaded plugins and the choices of one invocation.
 
-`Session` holds a loaded registry and the choices of one invocation (device, prefer,
-strict).  It is passed explicitly -- to `driver.compile_module(module, session)`, whose
+`Session` holds a loaded registry and the device, prefer and strict choices.  It is
+passed explicitly -- to `driver.compile_module(module, session)`, whose
 custom-call lowering reads it to decide kernel vs decomposition, and to
 `runner.execute(module, args, session)`, whose executor asks `session.resolve(ins)` for
 plugin kernels (custom ops and core overrides), wrapped so they receive arrays,
