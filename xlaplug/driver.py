@@ -54,6 +54,9 @@ def compile_module(module: Module, session=None, passes: str | None = None, *,
     from dataclasses import replace
 
     from .plugin.session import Session
+    if isinstance(session, str):  # the pipeline spec was compile_module's second argument
+        raise TypeError("compile_module(module, session, passes): give the pipeline spec "
+                        f"as passes={session!r}")
     session = session if session is not None else Session()
     pipeline = resolve_pipeline(passes, session.registry)
     if decompose_all and not any(p.name == "custom-call-lowering" for p in pipeline):
