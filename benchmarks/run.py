@@ -308,7 +308,7 @@ def bench_one(name: str, quick: bool, repeat: int, device: str, passes: str | No
     module = parse_module(hlo_text, f"<{name}>")
     parse_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    compile_module(module, passes)
+    compile_module(module, None, passes)
     pipeline_s = time.perf_counter() - t0
     rec["hlo_instructions"] = module.instruction_count()
     try:

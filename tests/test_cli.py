@@ -112,6 +112,31 @@ def test_unknown_pass_is_exit_2(simple):
     assert r.returncode == 2 and "unknown pass 'bogus'" in r.stderr
 
 
+def test_pass_options(simple):
+    """`--passes name{option=value}`: the option is the pass's dataclass field, typed."""
+    r = cli("compile", simple, "--passes", "dce{remove_dead_computations=false},"
+            "loop-fusion{min_elements=1}", "--emit", "json")
+    assert r.exit_code == 0, r.output
+    assert [p["name"] for p in json.loads(r.output)["passes"]] == ["dce", "loop-fusion"]
+    chain = SIMPLE.replace("ROOT a = f32[3]{0} add(p0, p1)",
+                           "a = f32[3]{0} add(p0, p1)\n  ROOT m = f32[3]{0} multiply(a, p1)")
+    fused = cli("compile", "-", "--passes", "loop-fusion{min_elements=1}", input=chain)
+    assert fused.exit_code == 0 and "kind=kLoop" in fused.output, fused.output
+    assert "kind=kLoop" not in cli("compile", "-", "--passes", "loop-fusion", input=chain).output
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("loop-fusion{min_elements=lots}",
+     "error: pass 'loop-fusion': option 'min_elements' takes an integer, not 'lots'"),
+    ("loop-fusion{threshold=1}",
+     "error: pass 'loop-fusion' has no option 'threshold' (its options: min_elements)"),
+])
+def test_bad_pass_option_is_one_line_exit_2(simple, spec, message):
+    r = xlaplug_proc("compile", simple, "--passes", spec)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == message + "\n"
+
+
 # ---- run --------------------------------------------------------------------------------
 
 def test_run_example_prints_table():

@@ -43,6 +43,7 @@ import jax_corpus as corpus
 from xlaplug.driver import compile_module
 from xlaplug.hlo import parse_module
 from xlaplug.hlo.ir import Module
+from xlaplug.plugin import Session
 from xlaplug.runner import compare, execute
 
 VARIANTS = ("lowered", "compiled")
@@ -136,19 +137,15 @@ class Outcome:
 def plugins():
     """Run like `xlaplug run` does by default: with the bundled plugins loaded (only those:
     no XLAPLUG_PLUGIN_PATH, no entry points), so NEEDS_PLUGIN entries flip when a bundled
-    plugin starts providing their targets."""
-    from xlaplug import plugin_runtime
+    plugin starts providing their targets.  The registry: tests make sessions of it."""
     from xlaplug.plugin import load_plugins
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("XLAPLUG_PLUGIN_PATH", raising=False)
-        registry = load_plugins(entry_points=False)
-    previous = plugin_runtime.ACTIVE
-    yield plugin_runtime.activate(plugin_runtime.Session(registry))
-    plugin_runtime.activate(previous)
+        return load_plugins(entry_points=False)
 
 
 @pytest.fixture(scope="module")
-def entries(jax_corpus, plugins) -> dict:
+def entries(jax_corpus) -> dict:
     """The session corpus (conftest's `jax_corpus` fixture) by program name."""
     return {e.name: e for e in jax_corpus}
 
@@ -195,27 +192,29 @@ def _check_outputs(name: str, outputs: list[np.ndarray], expected: list[np.ndarr
 _OUTCOMES: dict[tuple[str, str], Outcome] = {}
 
 
-def run_program(entry, variant: str) -> Outcome:
-    """Parse, compile, execute and compare one form of one program (memoized)."""
+def run_program(entry, variant: str, registry) -> Outcome:
+    """Parse, compile, execute and compare one form of one program (memoized), with the
+    plugins of `registry` on the CPU."""
     key = (entry.name, variant)
     if key not in _OUTCOMES:
-        _OUTCOMES[key] = _run(entry, variant)
+        _OUTCOMES[key] = _run(entry, variant, registry)
     return _OUTCOMES[key]
 
 
-def _run(entry, variant: str) -> Outcome:
+def _run(entry, variant: str, registry) -> Outcome:
     name = entry.name
     out = Outcome()
     try:
         module = parse_module(getattr(entry, f"{variant}_hlo"), f"{name}.{variant}.hlo")
-        compile_module(module, None)
+        session = Session(registry)
+        compile_module(module, session)
         out.module = module
         nparams = len(module.entry.parameters)
         if nparams != len(entry.inputs):
             out.problems.append(f"entry takes {nparams} parameters, the corpus has "
                                 f"{len(entry.inputs)} inputs")
             return out
-        result = execute(module, list(entry.inputs))
+        result = execute(module, list(entry.inputs), session)
     except Exception as e:  # noqa: BLE001 - recorded and judged by the caller
         out.error = e
         return out
@@ -229,9 +228,9 @@ CASES = [(n, v) for n in corpus.names() for v in VARIANTS]
 
 
 @pytest.mark.parametrize("name,variant", CASES, ids=[f"{n}-{v}" for n, v in CASES])
-def test_conformance(entries, name, variant):
+def test_conformance(entries, plugins, name, variant):
     kind = _expectation(name, variant)
-    outcome = run_program(entries[name], variant)
+    outcome = run_program(entries[name], variant, plugins)
     if kind == "pass":
         assert outcome.passed, f"{name} ({variant}) differs from jax:\n{outcome.describe()}"
     elif kind == "plugin":
@@ -279,13 +278,13 @@ def test_tables_name_corpus_programs():
     assert EXACT_FLOAT <= known, EXACT_FLOAT - known
 
 
-def test_coverage(entries):
+def test_coverage(entries, plugins):
     passing: set[str] = set()
     ops: set[str] = set()
     for name, variant in CASES:
         if _expectation(name, variant) != "pass":
             continue
-        outcome = run_program(entries[name], variant)
+        outcome = run_program(entries[name], variant, plugins)
         if outcome.passed:
             passing.add(name)
             ops |= _reachable_opcodes(outcome.module)

@@ -1,8 +1,9 @@
 """The jax corpus on `--device cuda`, and the CUDA backend's no-host-copy contract.
 
 Every program of tests/jax_corpus.py whose inputs are small (at most MAX_INPUT_ELEMENTS
-elements in all) is parsed, compiled (`compile_module(module, None)`), executed with
-`runner.execute(..., device="cuda")` and compared with jax's outputs by
+elements in all) is parsed, compiled and executed for a cuda session with the bundled
+plugins (`compile_module(module, session)`, `runner.execute(module, args, session)`) and
+compared with jax's outputs by
 test_conformance_jax's own checks (same tolerances, same EXACT_FLOAT programs).  By default
 the lowered form runs (the simulator is slow); XLAPLUG_CUDA_CORPUS_VARIANTS=lowered,compiled
 adds the XLA-compiled form (scripts/gpu_check.sh does, on a GPU).
@@ -27,6 +28,7 @@ import jax_corpus as corpus
 from test_conformance_jax import ELIDED_CONSTANTS, _check_outputs, plugins  # noqa: F401
 from xlaplug.driver import compile_module
 from xlaplug.hlo import parse_module
+from xlaplug.plugin import Session
 from xlaplug.runner import execute
 from oracle import count_host_copies
 
@@ -66,14 +68,16 @@ CASES = [(n, v) for n in corpus.names() if _ALL or _small(corpus.load_entry(n))
          for v in VARIANTS]
 
 
-def _run(entry, variant: str, counts: dict):
-    """(error, problems) of one form of one program on cuda."""
+def _run(entry, variant: str, counts: dict, registry):
+    """(error, problems) of one form of one program on cuda, with the plugins of
+    `registry` (as `xlaplug run --device cuda`: compiled and run for cuda)."""
+    session = Session(registry, device="cuda")
     try:
         module = parse_module(getattr(entry, f"{variant}_hlo"), f"{entry.name}.{variant}.hlo")
-        compile_module(module, None)
+        compile_module(module, session)
         for k in counts:
             counts[k] = 0
-        result = execute(module, list(entry.inputs), device="cuda")
+        result = execute(module, list(entry.inputs), session)
     except Exception as e:  # noqa: BLE001 - judged by the test
         return e, []
     problems = _check_outputs(entry.name, result.outputs, entry.outputs)
@@ -94,7 +98,7 @@ def test_corpus_on_cuda(plugins, name, variant, monkeypatch):  # noqa: F811 - th
               (("not-yet", NOT_YET_ON_CUDA), ("elided", ELIDED_CONSTANTS))]
     listed = [(k, r) for k, r in tables if r is not None]
     assert len(listed) <= 1, f"{name}/{variant} is in more than one table: {listed}"
-    error, problems = _run(entry, variant, count_host_copies(monkeypatch))
+    error, problems = _run(entry, variant, count_host_copies(monkeypatch), plugins)
     passed = error is None and not problems
     outcome = "passed" if passed else (f"{type(error).__name__}: {error}" if error is not None
                                        else "\n".join(problems))

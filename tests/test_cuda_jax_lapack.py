@@ -30,7 +30,7 @@ import pytest
 
 from xlaplug.driver import compile_module
 from xlaplug.hlo import parse_module
-from xlaplug.plugin_runtime import Session
+from xlaplug.plugin import Session
 from xlaplug.runner import execute
 
 ETYPE = {np.float32: "f32", np.float64: "f64", np.complex64: "c64", np.complex128: "c128"}
@@ -69,14 +69,16 @@ def _module(params, calls) -> str:
     return "HloModule lapack\n\nENTRY main {\n" + "\n".join(lines) + "\n}\n"
 
 
-def _run(text: str, args, device: str):
+def _run(registry, text: str, args, device: str):
+    """Compile and run `text` on `device` with the plugins of `registry`."""
+    session = Session(registry, device=device)
     module = parse_module(text)
-    compile_module(module, None)
-    return [np.asarray(x) for x in execute(module, list(args), device=device).outputs]
+    compile_module(module, session)
+    return [np.asarray(x) for x in execute(module, list(args), session).outputs]
 
 
-def _both(text, args):
-    return _run(text, args, "cpu"), _run(text, args, "cuda")
+def _both(registry, text, args):
+    return _run(registry, text, args, "cpu"), _run(registry, text, args, "cuda")
 
 
 def _close(got, want, what=""):
@@ -92,8 +94,8 @@ def _close(got, want, what=""):
                                err_msg=what)
 
 
-def _same(text, args):
-    cpu, gpu = _both(text, args)
+def _same(registry, text, args):
+    cpu, gpu = _both(registry, text, args)
     assert len(cpu) == len(gpu)
     for k, (g, c) in enumerate(zip(gpu, cpu)):
         _close(g, c, f"output {k}")
@@ -133,7 +135,7 @@ def test_potrf_matches_cpu(lapack, dtype):
     calls.append((f"({_shape(e, (4, 4))}, s32[])", t, ["b"], "uplo = 85 : ui8"))
     params = [("lo", _shape(e, (3, 5, 5))), ("up", _shape(e, (3, 5, 5))),
               ("b", _shape(e, (4, 4)))]
-    cpu, gpu = _same(_module(params, calls), [lo, up, a1])
+    cpu, gpu = _same(lapack, _module(params, calls), [lo, up, a1])
     assert (gpu[0][:, 0, 4] == 70).all() and (gpu[2][:, 4, 0] == 70).all()
     assert not gpu[1].any() and not gpu[3].any() and not gpu[5].any()
 
@@ -147,7 +149,7 @@ def test_potrf_info_not_positive_definite(lapack, dtype):
     a[2] = np.array([[1, 2, 0, 0], [2, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]])
     calls = [(f"({_shape(e, (3, 4, 4))}, s32[3])", t, ["a"], f"uplo = {u} : ui8")
              for u in (76, 85)]
-    cpu, gpu = _same(_module([("a", _shape(e, (3, 4, 4)))], calls), [a])
+    cpu, gpu = _same(lapack, _module([("a", _shape(e, (3, 4, 4)))], calls), [a])
     for info in (gpu[1], gpu[3]):
         assert info.tolist() == [0, 3, 2]
     assert np.isnan(gpu[0][1]).any() and not np.isnan(gpu[0][0]).any()
@@ -168,7 +170,7 @@ def test_getrf_matches_cpu(lapack, dtype):
         calls.append((f"({_shape(e, s)}, {_shape('s32', batch + (kk,))}, "
                       f"{_shape('s32', batch)})", t, [f"a{k}"], ""))
         args.append(_rand(rng, dtype, *s))
-    cpu, gpu = _same(_module(params, calls), args)
+    cpu, gpu = _same(lapack, _module(params, calls), args)
     assert gpu[1].min() >= 1 and gpu[1].max() <= 4 and not gpu[2].any()
 
 
@@ -180,7 +182,7 @@ def test_getrf_singular_info(lapack, dtype):
                   [[0, 0, 1], [0, 0, 2], [0, 0, 3]]], dtype)
     text = _module([("a", _shape(e, (3, 3, 3)))],
                    [(f"({_shape(e, (3, 3, 3))}, s32[3,3], s32[3])", t, ["a"], "")])
-    cpu, gpu = _same(text, [a])
+    cpu, gpu = _same(lapack, text, [a])
     assert gpu[2].tolist() == [3, 0, 1]
     assert gpu[1][0].tolist() == [2, 3, 3]
 
@@ -210,7 +212,7 @@ def test_trsm_every_flag(lapack, dtype):
     params = [("a", _shape(e, (2, 4, 4))), ("bl", _shape(e, (2, 4, 3))),
               ("br", _shape(e, (2, 3, 4))), ("alpha", f"{e}[]")]
     alpha = np.asarray(-1.5 + (0.5j if np.dtype(dtype).kind == "c" else 0), dtype)
-    cpu, gpu = _same(_module(params, calls), [a, bl, br, alpha])
+    cpu, gpu = _same(lapack, _module(params, calls), [a, bl, br, alpha])
     assert len(gpu) == 25
 
 
@@ -233,7 +235,7 @@ def test_geqrf_and_householder_product_match_cpu(lapack, dtype):
                     (f"({_shape(e, (3, 5))}, {_shape(e, (3,))})", g, ["w"], ""),
                     (f"({_shape(e, (4, 4))}, {_shape(e, (4,))})", g, ["s"], ""),
                     (f"({_shape(e, (2, 3))}, {_shape(e, (2,))})", g, ["n"], "")])
-    cpu, gpu = _same(text, [a, w, s, nan])
+    cpu, gpu = _same(lapack, text, [a, w, s, nan])
     assert np.isnan(gpu[6]).sum() == 1
     h, tau = cpu[0], cpu[1]
     hw, tw = cpu[2], cpu[3]
@@ -243,7 +245,7 @@ def test_geqrf_and_householder_product_match_cpu(lapack, dtype):
                     ("q", _shape(e, (3, 3))), ("u", _shape(e, (2,)))],
                    [(_shape(e, (3, 5, 3)), o, ["h", "t"], ""),
                     (_shape(e, (3, 3)), o, ["q", "u"], "")])
-    cpu, gpu = _same(text, [h, tau, square, tw[:2]])
+    cpu, gpu = _same(lapack, text, [h, tau, square, tw[:2]])
     q = gpu[0]
     np.testing.assert_allclose(np.swapaxes(q, -1, -2).conj() @ q, np.broadcast_to(np.eye(3),
                                (3, 3, 3)), atol=1e-5)
@@ -265,7 +267,7 @@ def test_eigh_values_and_vectors(lapack, dtype):
     res = f"({_shape(e, (3, 5, 5))}, {_shape(r, (3, 5))}, s32[3])"
     calls = [(res, t, ["a"], f"uplo = {u} : ui8, mode = {m} : ui8")
              for u, m in ((76, 86), (85, 86), (76, 78))]
-    cpu, gpu = _both(_module([("a", _shape(e, (3, 5, 5)))], calls), [a])
+    cpu, gpu = _both(lapack, _module([("a", _shape(e, (3, 5, 5)))], calls), [a])
     for k, lower in ((0, True), (1, False)):
         v, w, info = gpu[3 * k: 3 * k + 3]
         _close(w, cpu[3 * k + 1], "eigenvalues")
@@ -309,7 +311,7 @@ def test_kernels_get_device_arrays_and_copy_nothing_back(lapack, monkeypatch):
         ("(c64[3,5,3], c64[3,3])", "lapack_cgeqrf_ffi", ["c"], ""),
         ("(f64[2,4,4], f64[2,4], s32[2])", "lapack_dsyevd_ffi", ["a"],
          "uplo = 76 : ui8, mode = 86 : ui8")])
-    outs = _run(text, [_spd(rng, np.float64, (2,), 4), _rand(rng, np.float64, 2, 4, 2),
+    outs = _run(lapack, text, [_spd(rng, np.float64, (2,), 4), _rand(rng, np.float64, 2, 4, 2),
                        _rand(rng, np.complex64, 3, 5, 3)], "cuda")
     assert sorted(op for op, _ in seen) == sorted(
         ["lapack_dpotrf_ffi", "lapack_dgetrf_ffi", "lapack_dtrsm_ffi", "lapack_cgeqrf_ffi",
@@ -335,7 +337,7 @@ def test_jax_program_on_cuda_matches_jax(lapack, name, variant):
     entry = corpus.load_entry(name)
     text = getattr(entry, f"{variant}_hlo")
     assert "lapack_" in text
-    outs = _run(text, entry.inputs, "cuda")
+    outs = _run(lapack, text, entry.inputs, "cuda")
     problems = _check_outputs(name, outs, list(entry.outputs))
     assert not problems, problems
 
@@ -343,7 +345,7 @@ def test_jax_program_on_cuda_matches_jax(lapack, name, variant):
 # ---- the plugin: list-plugins, check-plugins, real-GPU compilation -----------------------------
 
 def test_list_plugins_shows_cuda_kernels(lapack):
-    from xlaplug.plugin_report import plugins_json
+    from xlaplug.plugin.report import plugins_json
     rows = {r["plugin"]: r for r in plugins_json(lapack)["plugins"]}
     cuda_ops = set(rows["jax_lapack"]["kernels"]["cuda"])
     want = {f"lapack_{p}{r}_ffi" for r in ("potrf", "getrf", "trsm", "geqrf") for p in "sdcz"}
@@ -355,7 +357,7 @@ def test_list_plugins_shows_cuda_kernels(lapack):
 
 
 def test_check_plugins_device_cuda(lapack):
-    from xlaplug.plugin_check import check_plugins
+    from xlaplug.plugin.check import check_plugins
     ops = sorted(op for op, dev in lapack.kernels if dev == "cuda" and op.startswith("lapack_"))
     results = check_plugins(Session(lapack, device="cuda"), ops, trials=1)
     assert len(results) == len(ops) == 24
@@ -386,7 +388,7 @@ import numba.cuda.dispatcher as disp
 class _Dev:                    # device functions compile for "the current device"
     compute_capability = (8, 0)
 disp.get_current_device = lambda: _Dev()
-from xlaplug.plugins.jax_lapack import _cuda_eigh as E, _cuda_factor as F, _cuda_qr as Q
+from xlaplug.bundled_plugins.jax_lapack import _cuda_eigh as E, _cuda_factor as F, _cuda_qr as Q
 def arr(dt, nd):
     return T.Array(from_dtype(np.dtype(dt)), nd, "C")
 bad = 0
@@ -421,5 +423,5 @@ def test_empty_shapes(lapack):
         ("(f32[2,0,0], f32[2,0], s32[2])", "lapack_ssyevd_ffi", ["a"], "mode = 86 : ui8")])
     args = [np.zeros((2, 0, 0), np.float32), np.zeros((0, 3, 3), np.complex64),
             np.zeros((0, 4)), np.zeros((2, 0, 3)), np.zeros((2, 0, 0))]
-    cpu, gpu = _same(text, args)
+    cpu, gpu = _same(lapack, text, args)
     assert gpu[1].tolist() == [0, 0] and gpu[7].tolist() == 0 and gpu[13].tolist() == [0, 0]

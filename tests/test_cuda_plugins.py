@@ -5,8 +5,7 @@ import numpy as np
 from numba import cuda  # module level: the simulator swaps module globals only
 
 from xlaplug.driver import compile_module, load_module
-from xlaplug.plugin import load_plugins
-from xlaplug.plugin_runtime import Session, activate
+from xlaplug.plugin import Session, load_plugins
 from xlaplug.runner import execute
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "rms_norm.hlo"
@@ -30,13 +29,12 @@ def test_rms_norm_cuda_kernel_in_a_run_matches_cpu():
     try:
         outs = {}
         for device in ("cpu", "cuda"):
-            activate(Session(reg, device=device))
+            session = Session(reg, device=device)
             m = load_module(str(EXAMPLE))
-            compile_module(m, None)
-            outs[device] = execute(m, [x, s], device=device).outputs[0]
+            compile_module(m, session)
+            outs[device] = execute(m, [x, s], session).outputs[0]
     finally:
         entry.fn = original
-        activate(Session())
     np.testing.assert_allclose(outs["cuda"], outs["cpu"], rtol=2e-6, atol=1e-6)
     assert len(seen) == 1 and len(seen[0]) == 3  # x, scale, and the preallocated output
     # Device arrays: DeviceNDArray on a GPU, FakeCUDAArray under the simulator.
@@ -85,14 +83,11 @@ def test_cuda_plugin_kernel_with_narrow_types():
     reg.add(_third_plugin(seen))
     x = np.array([1.0, 2.0, -7.5, 100.0, 0.3], ml_dtypes.bfloat16)
     outs = {}
-    try:
-        for device in ("cpu", "cuda"):
-            activate(Session(reg, device=device, attr_defaults={"divisor": 7.0}))
-            m = parse_module(_BF16_CALL)
-            compile_module(m, None)
-            outs[device] = execute(m, [x], device=device).outputs[0]
-    finally:
-        activate(Session())
+    for device in ("cpu", "cuda"):
+        session = Session(reg, device=device, attr_defaults={"divisor": 7.0})
+        m = parse_module(_BF16_CALL)
+        compile_module(m, session)
+        outs[device] = execute(m, [x], session).outputs[0]
     assert seen == [(("bf16", "bf16"), np.dtype(np.float32), 7.0)]
     assert outs["cuda"].dtype == ml_dtypes.bfloat16
     want = (x.astype(np.float32) / np.float32(7.0)).astype(ml_dtypes.bfloat16)

@@ -41,7 +41,7 @@ def xlaplug(command: str, cwd: Path):
 
 def test_tutorial_end_to_end(tmp_path, monkeypatch, capsys):
     blocks = code_blocks()
-    assert {"swish_jax.py", "plugins/acme_swish.py", "compare.py"} <= set(blocks)
+    assert {"swish_jax.py", "plugins/acme_swish.py", "compare.py", "embed.py"} <= set(blocks)
     text = DOC.read_text()
 
     # 1. The JAX program: lowers to HLO text with the custom call and its typed attribute.
@@ -84,6 +84,11 @@ def test_tutorial_end_to_end(tmp_path, monkeypatch, capsys):
     assert got.dtype == np.float32 and got.shape == (4, 6)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
     exec(compile(blocks["compare.py"], "compare.py", "exec"), {"__name__": "compare"})
+    # ... and from Python, with an explicit session (the document's last code block).
+    monkeypatch.delenv("XLAPLUG_PLUGIN_PATH", raising=False)
+    embed: dict = {"__name__": "embed"}
+    exec(compile(blocks["embed.py"], "embed.py", "exec"), embed)
+    np.testing.assert_array_equal(embed["out"], got)
 
     # list-plugins shows the entry the document shows.
     r = xlaplug("xlaplug list-plugins --plugins-dir plugins --json", tmp_path)

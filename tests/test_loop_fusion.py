@@ -21,9 +21,9 @@ from xlaplug.runner import execute
 FUSE = {"loop-fusion": {"min_elements": 1}}
 
 
-def _fused(text: str, **pass_opts):
+def _fused(text: str, session=None, **pass_opts):
     m = parse_module(text)
-    compile_module(m, None, options={"loop-fusion": {"min_elements": 1, **pass_opts}})
+    compile_module(m, session, options={"loop-fusion": {"min_elements": 1, **pass_opts}})
     return m
 
 
@@ -129,7 +129,7 @@ def test_fusion_shrinks_the_thunk_sequence_and_peak_memory():
     x, y = (R.standard_normal((256, 256)).astype(np.float32) for _ in range(2))
     text, want = _jax(lambda x, y: jnp.exp(x) * y + jnp.sqrt(jnp.abs(x)) - y * y, x, y)
     plain = parse_module(text)
-    compile_module(plain, "custom-call-lowering,inline-calls,tuple-simplify,dce")
+    compile_module(plain, None, "custom-call-lowering,inline-calls,tuple-simplify,dce")
     fused = parse_module(text)
     compile_module(fused, None)
     r_plain, r_fused = execute(plain, [x, y]), execute(fused, [x, y])
@@ -181,8 +181,7 @@ ENTRY e {
 
 
 def test_opcodes_a_plugin_overrides_are_not_fused():
-    from xlaplug.plugin import Plugin, Registry
-    from xlaplug.plugin_runtime import Session, activate
+    from xlaplug.plugin import Plugin, Registry, Session
     p = Plugin("fast_add")
 
     @p.kernel("add", device="cpu")
@@ -191,11 +190,7 @@ def test_opcodes_a_plugin_overrides_are_not_fused():
     reg = Registry()
     reg.add(p)
     text, _ = _jax(lambda x, y: (x * y + y) * x, X, Y)
-    activate(Session(reg))
-    try:
-        m = _fused(text)
-    finally:
-        activate(Session())
+    m = _fused(text, Session(reg))
     for f in _fusions(m):
         assert not any(i.opcode == "add" for i in f.attrs["calls"][0].instructions)
     assert any(i.opcode == "add" for i in m.entry.instructions)

@@ -36,7 +36,7 @@ from jax import lax  # noqa: E402
 from xlaplug.driver import compile_module  # noqa: E402
 from xlaplug.hlo import parse_module  # noqa: E402
 from xlaplug.hlo.errors import HloError  # noqa: E402
-from xlaplug.plugin_runtime import Session  # noqa: E402
+from xlaplug.plugin import Session  # noqa: E402
 from xlaplug.runner import execute  # noqa: E402
 
 F32, F64, C64, C128 = np.float32, np.float64, np.complex64, np.complex128
@@ -50,8 +50,9 @@ def _x64(dtype) -> bool:
     return np.dtype(dtype) in (np.dtype(F64), np.dtype(C128))
 
 
-def _run_both(f, args, dtype):
-    """XLA's outputs, and ours for the lowered and the compiled HLO text."""
+def _run_both(registry, f, args, dtype):
+    """XLA's outputs, and ours (with the plugins of `registry`) for the lowered and the
+    compiled HLO text."""
     args = [np.asarray(a) for a in args]
     with jax.enable_x64(_x64(dtype)):
         lowered = jax.jit(f).lower(*args)
@@ -62,8 +63,8 @@ def _run_both(f, args, dtype):
     for variant, text in texts.items():
         assert "lapack_" in text, f"{variant} HLO has no LAPACK custom call"
         module = parse_module(text)
-        compile_module(module, None)
-        got[variant] = [np.asarray(x) for x in execute(module, args).outputs]
+        compile_module(module, Session(registry))
+        got[variant] = [np.asarray(x) for x in execute(module, args, Session(registry)).outputs]
         assert len(got[variant]) == len(want)
     return want, got
 
@@ -82,10 +83,10 @@ def _close(got, want, what: str):
                                err_msg=what)
 
 
-def check(f, args, dtype, eig_leaves=()):
+def check(registry, f, args, dtype, eig_leaves=()):
     """Every output leaf close to XLA's.  `eig_leaves`: (values, vectors or None) index
     pairs of c64 geev results, compared up to eigenvalue order (see _match_eig)."""
-    want, got = _run_both(f, args, dtype)
+    want, got = _run_both(registry, f, args, dtype)
     for variant in VARIANTS:
         outs = list(got[variant])
         if np.dtype(dtype) == np.dtype(C64):
@@ -186,7 +187,7 @@ DTYPES = [(F32, ()), (F64, (2,)), (C64, (2, 2)), (C128, ())]
 def test_linalg_function_matches_xla(lapack, name, dtype, batch):
     f, inputs, vmap = FUNCTIONS[name]
     g = Inputs(dtype, batch, seed=len(name))
-    check(_maybe_vmap(f, batch) if vmap else f, inputs(g), dtype,
+    check(lapack, _maybe_vmap(f, batch) if vmap else f, inputs(g), dtype,
           eig_leaves=[(0, 1)] if name == "eig" else ())
 
 
@@ -204,7 +205,7 @@ def test_triangular_solve_every_flag(lapack, dtype):
             a, b if s else jnp.swapaxes(b, -1, -2), left_side=s, lower=lo, transpose_a=t,
             conjugate_a=c, unit_diagonal=u) for s, lo, t, c, u in flags)
     g = Inputs(dtype, (2,), seed=1)
-    check(f, (g.general(4), g.rand(4, 3)), dtype)
+    check(lapack, f, (g.general(4), g.rand(4, 3)), dtype)
 
 
 @pytest.mark.parametrize("dtype", [F64, C64], ids=["f64", "c64"])
@@ -221,7 +222,7 @@ def test_qr_family_other_targets(lapack, dtype):
         out += [*jsl.qr_multiply(a, c[:, 0]), *jsl.hessenberg(a, calc_q=True)]
         return tuple(out)
     g = Inputs(dtype, seed=2)
-    check(f, (g.rand(5, 5), g.rand(5, 2)), dtype)
+    check(lapack, f, (g.rand(5, 5), g.rand(5, 2)), dtype)
 
 
 @pytest.mark.parametrize("dtype", [F32, C128], ids=["f32", "c128"])
@@ -231,8 +232,8 @@ def test_geqp3_with_fixed_columns(lapack, dtype):
     from jax._src.lax.linalg import geqp3  # the primitive; no public wrapper takes jpvt
     g = Inputs(dtype, (3,), seed=8)
     jpvt = np.array([[0, 0, 0, 0], [0, 1, 0, 1], [1, 1, 1, 1]], np.int32)
-    check(geqp3, (g.rand(5, 4), jpvt), dtype)
-    check(geqp3, (g.rand(2, 4), jpvt), dtype)
+    check(lapack, geqp3, (g.rand(5, 4), jpvt), dtype)
+    check(lapack, geqp3, (g.rand(2, 4), jpvt), dtype)
 
 
 @pytest.mark.parametrize("dtype", [F32, C128], ids=["f32", "c128"])
@@ -245,7 +246,7 @@ def test_tridiagonal_reduction_and_solve(lapack, dtype):
     dl, du = g.rand(6), g.rand(6)
     dl[..., 0] = 0
     du[..., -1] = 0
-    check(f, (g.hermitian(5), dl, g.rand(6), du, g.rand(6, 2)), dtype)
+    check(lapack, f, (g.hermitian(5), dl, g.rand(6), du, g.rand(6, 2)), dtype)
 
 
 @pytest.mark.parametrize("dtype", [F32, C64], ids=["f32", "c64"])
@@ -254,7 +255,7 @@ def test_svd_values_only_both_declared_shapes(lapack, dtype):
     def f(x):
         return (jnp.linalg.svd(x, compute_uv=False), jnp.linalg.matrix_rank(x),
                 jnp.linalg.norm(x, 2), jnp.linalg.cond(x[:3]), jnp.linalg.eigvals(x[:3, :3]))
-    check(f, (Inputs(dtype, seed=4).rand(5, 3),), dtype, eig_leaves=[(4, None)])
+    check(lapack, f, (Inputs(dtype, seed=4).rand(5, 3),), dtype, eig_leaves=[(4, None)])
 
 
 @pytest.mark.parametrize("dtype", [F64, C64], ids=["f64", "c64"])
@@ -264,7 +265,7 @@ def test_lu_rectangular_and_eigh_upper(lapack, dtype):
         return (*lax.linalg.lu(w), *lax.linalg.lu(t),
                 *jnp.linalg.eigh(a, UPLO="U", symmetrize_input=False))
     g = Inputs(dtype, (2,), seed=5)
-    check(f, (g.rand(3, 5), g.rand(5, 3), g.rand(4, 4)), dtype)
+    check(lapack, f, (g.rand(3, 5), g.rand(5, 3), g.rand(4, 4)), dtype)
 
 
 @pytest.mark.parametrize("dtype", [F64, C64], ids=["f64", "c64"])
@@ -276,7 +277,7 @@ def test_gesvd_up_to_phase(lapack, dtype):
         return (*lax.linalg.svd(x, full_matrices=False, algorithm=qr),
                 *lax.linalg.svd(x, full_matrices=True, algorithm=qr))
     x = Inputs(dtype, seed=6).rand(5, 3)
-    want, got = _run_both(f, (x,), dtype)
+    want, got = _run_both(lapack, f, (x,), dtype)
     for variant in VARIANTS:
         u, s, vh, _, s_full, _ = got[variant]
         _close(s, want[1], f"{variant} s")
@@ -304,7 +305,7 @@ def test_eig_left_eigenvectors(lapack, dtype):
 
     def f(a):
         return lax.linalg.eig(a, compute_left_eigenvectors=True)
-    want, got = _run_both(f, (x,), dtype)
+    want, got = _run_both(lapack, f, (x,), dtype)
     for variant in VARIANTS:
         w, vl, vr = got[variant]
         _close(w, want[0], f"{variant} w")
@@ -332,7 +333,7 @@ def test_failures_give_xla_nans_and_info(lapack, dtype):
     sing = np.array([[1, 2, 3], [2, 4, 6], [1, 0, 1]], dtype)
     bad = np.array([[1, np.nan, 0], [0, 1, 0], [0, 0, np.inf]], dtype)
     inf = np.array([[1, 2, 0], [0, 1, 0], [0, 0, np.inf]], dtype)
-    check(f, (notpd, sing, bad, inf), dtype)
+    check(lapack, f, (notpd, sing, bad, inf), dtype)
 
 
 # ---- the plugin itself ---------------------------------------------------------------------
@@ -353,7 +354,7 @@ def test_every_target_has_a_shape_rule_kernel_and_example(lapack):
 
 
 def test_check_plugins_runs_every_example(lapack):
-    from xlaplug.plugin_check import check_plugins
+    from xlaplug.plugin.check import check_plugins
     plugin = next(p for p in lapack.plugins if p.name == "jax_lapack")
     ops = sorted({op for op, _ in plugin.kernels})
     results = check_plugins(Session(lapack), ops, trials=1)
@@ -366,4 +367,4 @@ def test_shape_rule_rejects_a_mistyped_call(lapack):
         text = jax.jit(jnp.linalg.cholesky).lower(np.eye(3, dtype=F32)).as_text(dialect="hlo")
     module = parse_module(text.replace("lapack_spotrf_ffi", "lapack_dpotrf_ffi"))
     with pytest.raises(HloError, match=r"lapack_dpotrf_ffi: operand must be a f64"):
-        compile_module(module, None)
+        compile_module(module, Session(lapack))

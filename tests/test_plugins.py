@@ -16,8 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from xlaplug.cli import main
-from xlaplug.plugin import BUNDLED_DIR, load_plugins
-from xlaplug.plugin_runtime import Session, activate
+from xlaplug.plugin import BUNDLED_DIR, Session, load_plugins
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFORMANCE = ROOT.parent / "shared" / "conformance" / "stablehlo"
@@ -27,17 +26,9 @@ CONFORMANCE = ROOT.parent / "shared" / "conformance" / "stablehlo"
 
 @pytest.fixture(autouse=True)
 def _isolated(monkeypatch):
-    """No plugin path from the environment; the active session and the pass registry (plugin
-    passes register globally) restored after each test."""
-    from xlaplug.passes import manager
+    """No plugin path from the environment.  (Sessions are explicit and loading plugins
+    changes no process-wide table, so there is nothing else to restore.)"""
     monkeypatch.delenv("XLAPLUG_PLUGIN_PATH", raising=False)
-    manager.resolve_pipeline(None)
-    passes, pipeline = dict(manager.PASSES), list(manager.DEFAULT_PIPELINE)
-    yield
-    activate(Session())
-    manager.PASSES.clear()
-    manager.PASSES.update(passes)
-    manager.DEFAULT_PIPELINE[:] = pipeline
 
 
 def _jnp():
@@ -504,15 +495,15 @@ ECHO = '''
 
 
 def _session(dirs, **kw):
-    return activate(Session(load_plugins(dirs, entry_points=False), **kw))
+    return Session(load_plugins(dirs, entry_points=False), **kw)
 
 
-def _compile_and_run(path, args, passes=None):
+def _compile_and_run(path, args, session, passes=None):
     from xlaplug.driver import compile_module, load_module
     from xlaplug.runner import execute
     module = load_module(str(path))
-    compile_module(module, passes)
-    return module, execute(module, args).outputs
+    compile_module(module, session, passes)
+    return module, execute(module, args, session).outputs
 
 
 def test_attributes_become_typed_kwargs(tmp_path):
@@ -530,7 +521,7 @@ def test_attributes_become_typed_kwargs(tmp_path):
     ''')
     session = _session([d])
     x = np.arange(3, dtype=np.float32)
-    _, (out,) = _compile_and_run(f, [x])
+    _, (out,) = _compile_and_run(f, [x], session)
     np.testing.assert_array_equal(out, x)
     seen = session.registry.kernel_for("acme.echo", "cpu").fn.__globals__["SEEN"]
     assert len(seen) == 5
@@ -561,7 +552,7 @@ def test_attributes_from_jax_ffi_call(tmp_path):
     path = tmp_path / "ffi.hlo"
     path.write_text(jax.jit(f).lower(jnp.ones(3, jnp.float32)).as_text(dialect="hlo"))
     session = _session([plugin_dir(tmp_path / "e", {"echo.py": ECHO})])
-    _compile_and_run(path, [np.ones(3, np.float32)])
+    _compile_and_run(path, [np.ones(3, np.float32)], session)
     (kw,) = session.registry.kernel_for("acme.echo", "cpu").fn.__globals__["SEEN"]
     assert set(kw) == {"beta", "n", "m", "flag", "mode", "dims", "big"}
     assert type(kw["beta"]) is np.float32 and kw["beta"] == 0.25
@@ -610,7 +601,7 @@ def test_kernel_present_runs_as_plugin_thunk(tmp_path, acme):
     assert r.exit_code == 0 and 'custom_call_target="acme.swish"' in r.output
     session = _session([acme])
     module = load_module(str(f))
-    compile_module(module, None)
+    compile_module(module, session)
     seq = build_thunks(module, resolve=ExecContext("cpu", overrides=session.resolve).resolve)
     kinds = {t.ins.name: t.kind for t in seq.thunks}
     assert kinds["y"] == "plugin"
@@ -632,7 +623,7 @@ def test_prefer_decomposition(tmp_path, acme):
     assert r.exit_code == 0
     assert "custom-call" not in r.output and "logistic(" in r.output
     session = _session([acme], prefer="decomposition")
-    _, (out,) = _compile_and_run(f, [X23])
+    _, (out,) = _compile_and_run(f, [X23], session)
     assert session.registry.kernel_for("acme.swish", "cpu").fn.__globals__["CALLS"] == []
     np.testing.assert_allclose(out, jax_swish(X23, 1.5), rtol=1e-6, atol=1e-7)
     _, (out2,) = run_out(tmp_path, f, "--plugins-dir", acme, "--prefer", "decomposition",
@@ -739,7 +730,7 @@ def test_composites(tmp_path):
     with pytest.warns(UserWarning, match=r"plugin 'acme_composite' kernel for 'acme.fragile' "
                       r"raised FloatingPointError: fragile kernel \(instruction '[^']+'\); "
                       r"falling back to the composite's body"):
-        module, (out,) = _compile_and_run(path, [x, y])
+        module, (out,) = _compile_and_run(path, [x, y], session)
     calls = session.registry.kernel_for("acme.swish", "cpu").fn.__globals__["CALLS"]
     assert calls == [0.75] and type(calls[0]) is np.float32
     assert sum(i.opcode == "call" for c in module.computations for i in c.instructions) == 2

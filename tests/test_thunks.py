@@ -76,23 +76,18 @@ def test_side_effecting_instruction_after_root_runs():
         import pytest
         pytest.skip(f"{path} not present")
     # Alter the expected value: the check after ROOT must run and fail.
-    from xlaplug.conformance import CheckFailure, _session
-    from xlaplug import plugin_runtime
+    from xlaplug.conformance import CheckFailure, suite_session
     from xlaplug.driver import compile_module
     from xlaplug.runner import execute
     import re
     bad, n = re.subn(r"(ROOT constant\.5 = f32\[2\]\{0\} constant\()\{[^}]*\}", r"\1{1e9, 0}", text)
     assert n == 1
-    prev = plugin_runtime.ACTIVE
-    plugin_runtime.activate(_session())
-    try:
-        m = parse_module(text)
-        compile_module(m, None)
-        execute(m, [])
-        m2 = parse_module(bad)
-        compile_module(m2, None)
-        import pytest
-        with pytest.raises(CheckFailure):
-            execute(m2, [])
-    finally:
-        plugin_runtime.activate(prev)
+    session = suite_session()
+    m = parse_module(text)
+    compile_module(m, session)
+    execute(m, [], session)
+    m2 = parse_module(bad)
+    compile_module(m2, session)
+    import pytest
+    with pytest.raises(CheckFailure):
+        execute(m2, [], session)

@@ -72,14 +72,15 @@ def plugin_options(fn):
 
 
 def setup_plugins(plugins_dirs, no_plugins, strict, device="cpu", prefer="kernel", quiet=False):
+    """This invocation's session: the plugins it loads and its device/prefer/strict."""
     from .plugin import load_plugins
-    from .plugin_runtime import Session, activate
+    from .plugin.session import Session
     reg = load_plugins(plugins_dirs, no_plugins=no_plugins, strict=strict)
     if not quiet:
         for rec in reg.records:
             if rec.error:
                 click.echo(f"warning: plugin {rec.source} not loaded: {rec.error}", err=True)
-    return activate(Session(reg, device=device, prefer=prefer, strict=strict))
+    return Session(reg, device=device, prefer=prefer, strict=strict)
 
 
 def _highlight(text: str) -> None:
@@ -92,7 +93,8 @@ def _highlight(text: str) -> None:
 @main.command("compile")
 @click.argument("file")
 @click.option("--passes", default=None, metavar="P1,P2|none",
-              help="Run exactly these passes (comma-separated); 'none' runs none. "
+              help="Run exactly these passes (comma-separated, options in braces: "
+                   "loop-fusion{min_elements=1}); 'none' runs none. "
                    "Default: the standard pipeline.")
 @click.option("--emit", type=click.Choice(["hlo", "json", "thunks"]), default="hlo",
               show_default=True, help="What to print.")
@@ -117,10 +119,11 @@ def compile_cmd(file, passes, emit, output, dump_dir, verify_each, device, prefe
     if device == "cuda":
         from .backends.cuda_support import require_cuda
         require_cuda()
-    setup_plugins(plugins_dirs, no_plugins, strict, device,
-                  "decomposition" if decompose_all else prefer)
+    session = setup_plugins(plugins_dirs, no_plugins, strict, device,
+                            "decomposition" if decompose_all else prefer)
     module = load_module(file)
-    pm = compile_module(module, passes, dump_dir, verify_each, decompose_all=decompose_all)
+    pm = compile_module(module, session, passes, dump_dir=dump_dir, verify_each=verify_each,
+                        decompose_all=decompose_all)
     if emit == "hlo":
         from .hlo.printer import module_to_text
         out = module_to_text(module)
@@ -130,11 +133,11 @@ def compile_cmd(file, passes, emit, output, dump_dir, verify_each, device, prefe
     elif emit == "json":
         from .backends.thunks import thunks_json
         obj = module_json(module, pm)
-        obj["thunks"] = thunks_json(_thunks(module, device))
+        obj["thunks"] = thunks_json(_thunks(module, session))
         out = json.dumps(obj, indent=2) + "\n"
     else:
         from .backends.thunks import thunks_table
-        seq = _thunks(module, device)
+        seq = _thunks(module, session)
         if output is None:
             from rich.console import Console
             Console().print(thunks_table(seq))
@@ -146,11 +149,11 @@ def compile_cmd(file, passes, emit, output, dump_dir, verify_each, device, prefe
         click.echo(out, nl=False)
 
 
-def _thunks(module, device):
-    """The entry's thunk sequence, with plugin kernels resolved as a run would."""
+def _thunks(module, session):
+    """The entry's thunk sequence, with the session's plugin kernels resolved as a run
+    would."""
     from .backends.executor import ExecContext
-    from .plugin_runtime import ACTIVE
-    return ExecContext(device, overrides=ACTIVE.resolve).sequence(module.entry)
+    return ExecContext(session.device, overrides=session.resolve).sequence(module.entry)
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
@@ -209,12 +212,12 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
     if device == "cuda":
         from .backends.cuda_support import require_cuda
         require_cuda()
-    setup_plugins(plugins_dirs, no_plugins, strict, device, prefer)
+    session = setup_plugins(plugins_dirs, no_plugins, strict, device, prefer)
     t0 = time.perf_counter()
     module = load_module(file)
     parse_s = time.perf_counter() - t0
     t1 = time.perf_counter()
-    compile_module(module, passes)
+    compile_module(module, session, passes)
     pipeline_s = time.perf_counter() - t1
     npz = _load_npz(inputs_path, "--inputs") if inputs_path else None
     expected = _load_npz(expect_path, "--expect") if expect_path else None
@@ -230,7 +233,7 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
                            out_path, expect_path, as_json, {"parse_s": parse_s,
                                                             "pipeline_s": pipeline_s}))
     args = build_inputs(module, npz, seed)
-    res = execute(module, args, device=device, repeat=repeat,
+    res = execute(module, args, session, repeat=repeat,
                   max_memory=parse_bytes(max_memory) if max_memory else None,
                   max_while_iterations=max_while_iterations, seed=seed, interpret=interpret)
     if out_path:
@@ -287,7 +290,7 @@ def _print_outputs(outputs, timings) -> None:
 @handle_errors
 def list_plugins_cmd(as_json, plugins_dirs, no_plugins, strict):
     """List loaded plugins: ops, decompositions, kernels per device, overrides, passes."""
-    from .plugin_report import plugins_json, plugins_table
+    from .plugin.report import plugins_json, plugins_table
     session = setup_plugins(plugins_dirs, no_plugins, strict, quiet=True)
     if as_json:
         click.echo(json.dumps(plugins_json(session.registry), indent=2))
@@ -306,7 +309,7 @@ def list_plugins_cmd(as_json, plugins_dirs, no_plugins, strict):
 @handle_errors
 def check_plugins_cmd(ops, device, trials, seed, as_json, plugins_dirs, no_plugins, strict):
     """Run each plugin kernel against its decomposition on random inputs."""
-    from .plugin_check import check_plugins, results_table
+    from .plugin.check import check_plugins, results_table
     if device == "cuda":
         from .backends.cuda_support import require_cuda
         require_cuda()

@@ -8,6 +8,7 @@ Semantics from ../shared/conformance/README.md (stablehlo/tests/CheckOps.td, Che
 """
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,18 +129,20 @@ class CaseResult:
     seconds: float = 0.0
 
 
-_REGISTRY = None
+@functools.lru_cache(maxsize=None)
+def _bundled_registry():
+    """The bundled plugins (stablehlo_check gives the check.* kernels), loaded once and
+    shared read-only by every case's session."""
+    from .plugin import load_plugins
+    return load_plugins(entry_points=False)
 
 
-def _session(device: str = "cpu", max_ulp: int = DEFAULT_MAX_ULP):
-    """The bundled plugins (stablehlo_check gives the check.* kernels, loaded once); a
-    check without its own max_ulp_difference uses the suite's `max_ulp`."""
-    global _REGISTRY
-    from .plugin_runtime import Session
-    if _REGISTRY is None:
-        from .plugin import load_plugins
-        _REGISTRY = load_plugins(entry_points=False)
-    return Session(_REGISTRY, device=device, attr_defaults={"max_ulp_difference": max_ulp})
+def suite_session(device: str = "cpu", max_ulp: int = DEFAULT_MAX_ULP):
+    """The session the suite runs a case in: the bundled plugins on `device`; a check
+    without its own max_ulp_difference uses the suite's `max_ulp`."""
+    from .plugin.session import Session
+    return Session(_bundled_registry(), device=device,
+                   attr_defaults={"max_ulp_difference": max_ulp})
 
 
 def run_case(path: Path, max_ulp: int = DEFAULT_MAX_ULP, device: str = "cpu") -> CaseResult:
@@ -157,14 +160,9 @@ def run_case(path: Path, max_ulp: int = DEFAULT_MAX_ULP, device: str = "cpu") ->
             # checks (the converter emits these for shape-polymorphic tests).
             return CaseResult(name, "noinputs", "entry takes parameters; no built-in inputs",
                               time.perf_counter() - t0)
-        from . import plugin_runtime
-        previous = plugin_runtime.ACTIVE
-        plugin_runtime.activate(_session(device, max_ulp))
-        try:
-            compile_module(module, None)
-            execute(module, [], device=device, max_while_iterations=10_000_000)
-        finally:
-            plugin_runtime.activate(previous)
+        session = suite_session(device, max_ulp)
+        compile_module(module, session)
+        execute(module, [], session, max_while_iterations=10_000_000)
         return CaseResult(name, "pass", seconds=time.perf_counter() - t0)
     except CheckFailure as e:
         return CaseResult(name, "fail", e.message, time.perf_counter() - t0)

@@ -10,7 +10,7 @@ from .hlo.errors import HloError, HloSyntaxError
 from .hlo.ir import Module
 from .hlo.parser import parse_module
 from .hlo.verifier import verify_module
-from .passes import PassManager, resolve_pipeline
+from .passes import PassContext, PassManager, make_pass, resolve_pipeline
 
 
 def read_text(path: str) -> tuple[str, str]:
@@ -44,19 +44,31 @@ def load_module(path: str) -> Module:
     return module
 
 
-def compile_module(module: Module, passes: str | None, dump_dir: str | None = None,
-                   verify_each: bool = False, decompose_all: bool = False,
-                   options: dict | None = None) -> PassManager:
-    """Run a pass pipeline (None: the default) and verify.  `options`: per-pass attribute
-    settings, e.g. {"loop-fusion": {"min_elements": 1}}."""
-    pipeline = resolve_pipeline(passes)
-    if decompose_all and "custom-call-lowering" not in pipeline:
-        pipeline.insert(0, "custom-call-lowering")
+def compile_module(module: Module, session=None, passes: str | None = None, *,
+                   dump_dir: str | None = None, verify_each: bool = False,
+                   decompose_all: bool = False, options: dict | None = None) -> PassManager:
+    """Run a pass pipeline on `module` for `session` (a plugin.Session: its plugins, device
+    and preference; None: no plugins, on the CPU), then verify.  `passes` is a pipeline
+    spec (None: the default pipeline and the session's plugin passes); `options`: per-pass
+    field settings, e.g. {"loop-fusion": {"min_elements": 1}}."""
+    from dataclasses import replace
+
+    from .plugin.session import Session
+    if isinstance(session, str):  # the pipeline spec was compile_module's second argument
+        raise TypeError("compile_module(module, session, passes): give the pipeline spec "
+                        f"as passes={session!r}")
+    session = session if session is not None else Session()
+    pipeline = resolve_pipeline(passes, session.registry)
+    if decompose_all and not any(p.name == "custom-call-lowering" for p in pipeline):
+        pipeline.insert(0, make_pass("custom-call-lowering", {}))
+    settings = dict(options or {})
+    if decompose_all:
+        settings["custom-call-lowering"] = {**settings.get("custom-call-lowering", {}),
+                                            "decompose_all": True}
+    pipeline = [replace(p, **settings[p.name]) if p.name in settings else p for p in pipeline]
     pm = PassManager(pipeline, verify_each=verify_each,
-                     dump_dir=Path(dump_dir) if dump_dir else None,
-                     options={"custom-call-lowering": {"decompose_all": decompose_all},
-                              **(options or {})})
-    pm.run(module)
+                     dump_dir=Path(dump_dir) if dump_dir else None)
+    pm.run(module, PassContext.of(session))
     verify_module(module)
     return pm
 

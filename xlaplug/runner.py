@@ -173,27 +173,34 @@ class RunResult:
     run_times: list[float] = field(default_factory=list)
 
 
-def execute(module: Module, args: list, *, device: str = "cpu", repeat: int = 1,
-            max_memory: int | None = None, max_while_iterations: int | None = None,
-            seed: int = 0, overrides=None, fusion_min_elements: int | None = None,
-            interpret: bool = False) -> RunResult:
+def session_for(session=None, device: str | None = None):
+    """`session` (a plugin.Session), or a session with no plugins on `device` when None.
+    A `device` that is not the session's is refused: the session compiled for its own."""
+    from .plugin.session import Session
+    if session is None:
+        return Session(device=device or "cpu")
+    if device is not None and device != session.device:
+        raise ValueError(f"device '{device}' is not the session's device '{session.device}'")
+    return session
+
+
+def execute(module: Module, args: list, session=None, *, device: str | None = None,
+            repeat: int = 1, max_memory: int | None = None,
+            max_while_iterations: int | None = None, seed: int = 0,
+            fusion_min_elements: int | None = None, interpret: bool = False) -> RunResult:
+    """Run the module's entry on `args` for `session` (its device and plugin kernels; None:
+    no plugins, on `device`, default the CPU), `repeat` times after one setup."""
     from .backends.cpu.structural import ExecutionError
     from .backends.executor import ExecContext
     t0 = time.perf_counter()
-    if overrides is None:
-        from .plugin_runtime import ACTIVE
-        session = ACTIVE
-        if session.device != device:  # plugin kernels for the device this run is on
-            import dataclasses
-            session = dataclasses.replace(session, device=device)
-        overrides = session.resolve
+    session = session_for(session, device)
     options = {"max_while_iterations": max_while_iterations, "seed": seed}
     if fusion_min_elements is not None:  # loop fusions smaller than this are interpreted
         options["fusion_min_elements"] = fusion_min_elements
     if interpret:  # no compiled fusions or while loops: every instruction its own kernel
         options["fusion_min_elements"] = 1 << 62
         options["interpret_loops"] = True
-    ctx = ExecContext(device, options, overrides=overrides)
+    ctx = ExecContext(session.device, options, overrides=session.resolve)
     seq = ctx.sequence(module.entry)
     _check_kernels(ctx, seq)
     peak = seq.total_peak_bytes() + sum(a.nbytes for a in leaves(tuple(args)))

@@ -1,6 +1,6 @@
 """The executor: runs thunk sequences with numpy values.
 
-`run_module(module, args)` builds the entry's thunk sequence (see thunks.py) and runs it.
+`run_module(module, args, session)` builds the entry's thunk sequence (see thunks.py) and runs it.
 Each thunk's kernel gets its operand values; a value is dropped after its last use, so the
 memory a run holds follows the buffer assignment.  Side-effecting instructions the ROOT
 does not reach are in the sequence and run like the rest.
@@ -13,6 +13,7 @@ import numpy as np
 
 from ..hlo.ir import Computation, Instruction, Module
 from .cpu.structural import ExecutionError
+from .kernel_cache import KernelCache
 from .registry import lookup
 from .thunks import ThunkSequence, build_sequence
 
@@ -38,6 +39,8 @@ class ExecContext:
         self._sequences: dict[int, ThunkSequence] = {}
         self._scalar_fns: dict[int, Any] = {}
         self._constants: dict[int, Any] = {}
+        # Kernels' per-run caches (compiled loop plans, ...), by name: see kernel_cache.py.
+        self.kernel_cache = KernelCache()
         from .device import memory_for
         self.memory = memory_for(device)
 
@@ -91,9 +94,15 @@ class ExecContext:
         return fn
 
 
-def run_module(module: Module, args: list, device: str = "cpu", **options) -> Any:
-    """Run the entry computation; inputs are copied to the device once, results back once."""
-    ctx = ExecContext(device, options)
+def run_module(module: Module, args: list, session=None, *, device: str | None = None,
+               **options) -> Any:
+    """Run the entry computation for `session` (a plugin.Session: its device and plugin
+    kernels; None: no plugins, on `device`, default the CPU); inputs are copied to the
+    device once, results back once.  `options` are run options (seed, ...)."""
+    if session is not None and device is not None and device != session.device:
+        raise ValueError(f"device '{device}' is not the session's device '{session.device}'")
+    ctx = ExecContext(session.device if session is not None else device or "cpu", options,
+                      overrides=session.resolve if session is not None else None)
     args = [a if isinstance(a, tuple) else np.asarray(a) for a in args]
     result = ctx.run(module.entry, ctx.memory.to_device(args))
     return ctx.memory.to_host(result, module.entry.root.shape)

@@ -22,7 +22,7 @@ from .errors import HloSyntaxError, position_of
 from .ir import Computation, Instruction, Module, Shape
 from .literals import LiteralError, parse_literal
 from .opcodes import ALL_OPCODES
-from .parser_diagnostics import _Ctx, _describe, _err, _syntax_error  # noqa: F401
+from .parser_diagnostics import _describe, _err, _syntax_error, at_offset  # noqa: F401
 from .parser_grammar import _ATTR, _NAME_RX, BRACE_DEPTH, grammar_text  # noqa: F401
 from .parser_resolve import _resolve_computation, _resolve_module
 from .shape_parser import ShapeError, parse_array_shape
@@ -273,7 +273,6 @@ def parse_module(text: str, filename: str = "<string>") -> Module:
     """Parse HLO text.  Raises HloSyntaxError with a position on malformed input."""
     try:
         _check_text(text)
-        _Ctx.text = text
         try:
             items = _lark().parse(text)
         except UnexpectedInput as e:
@@ -290,9 +289,7 @@ def parse_module(text: str, filename: str = "<string>") -> Module:
         _resolve_module(module, comps)
         return module
     except HloSyntaxError as e:
-        raise e.located(filename, text) from None
-    finally:
-        _Ctx.text = ""
+        raise at_offset(e, text).located(filename, text) from None
 
 
 _CONTROL_BYTES = re.compile(rb"[\x00-\x08\x0e-\x1f\x7f]")

@@ -13,14 +13,21 @@ from .errors import HloSyntaxError, position_of
 from .parser_grammar import _NAME_RX, _STR, BRACE_DEPTH, _braced
 
 
-class _Ctx:
-    """Per-parse state the callbacks need (the text, for error positions)."""
-    text = ""
-
-
 def _err(msg: str, pos: int) -> HloSyntaxError:
-    line, col = position_of(_Ctx.text, pos)
-    return HloSyntaxError(msg, line=line, column=col)
+    """An error at character offset `pos` of the text being parsed.  The callbacks do not
+    hold the text: `at_offset` turns the offset into a line and column where the parse that
+    owns the text catches the error (so no per-parse state lives outside the parse)."""
+    e = HloSyntaxError(msg)
+    e.offset = pos
+    return e
+
+
+def at_offset(e: HloSyntaxError, text: str) -> HloSyntaxError:
+    """Give an error raised by `_err` its line and column in `text`."""
+    offset = getattr(e, "offset", None)
+    if offset is not None and not e.line:
+        e.line, e.column = position_of(text, offset)
+    return e
 
 
 # What a terminal is, as a noun phrase for "expected ..." lists.

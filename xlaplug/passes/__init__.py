@@ -1,4 +1,8 @@
-"""HLO passes: one per file, registered by name in manager.PASSES."""
-from .manager import DEFAULT_PIPELINE, PASSES, PassManager, register_pass, resolve_pipeline
+"""HLO passes: one per file, a dataclass whose fields are its options; the table of
+built-in passes, pipeline specs and the pass manager in manager.py."""
+from .context import HloPass, PassContext
+from .manager import (BUILTIN_PASSES, DEFAULT_PIPELINE, PassManager, default_pipeline,
+                      make_pass, parse_pipeline, resolve_pipeline)
 
-__all__ = ["DEFAULT_PIPELINE", "PASSES", "PassManager", "register_pass", "resolve_pipeline"]
+__all__ = ["BUILTIN_PASSES", "DEFAULT_PIPELINE", "HloPass", "PassContext", "PassManager",
+           "default_pipeline", "make_pass", "parse_pipeline", "resolve_pipeline"]

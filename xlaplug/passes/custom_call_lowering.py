@@ -2,8 +2,8 @@
 
 For every custom-call (and composite call) naming a plugin op:
   - check the plugin's shape rule against the declared shape;
-  - a kernel for the session's device (and --prefer kernel): keep it, the executor runs
-    the kernel as a plugin thunk;
+  - a kernel for the session's device (the pass context's), with --prefer kernel: keep
+    it, the executor runs the kernel as a plugin thunk;
   - else a decomposition: inline it in place as core HLO;
   - else (custom-call only): an error naming the target, the device and what the loaded
     plugins do provide.  A composite with no plugin keeps its body, like a call.
@@ -11,16 +11,16 @@ For every custom-call (and composite call) naming a plugin op:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ..hlo.builder import Builder
 from ..hlo.errors import HloError
-from ..hlo.ir import Computation, Instruction, Module, Shape
+from ..hlo.ir import Instruction, Module
 from ..hlo.rewrite import NameUniquer, replace_all_uses
-from ..plugin import PluginError, Registry, bind_call
-from ..plugin_attrs import call_kwargs, op_name
-from .manager import register_pass
-
-
+from ..plugin.attrs import op_name
+from ..plugin.registry import Registry
+from ..plugin.rules import check_shape_rule, decompose_into
+from .context import PassContext
 
 # Custom-call targets XLA itself implements (not plugin ops), rewritten to core HLO:
 #   Sharding / SPMDFullToShardShape / SPMDShardToFullShape (x)  -> x     (one device)
@@ -39,69 +39,13 @@ _BUILTIN_TARGETS = {"Sharding": _lower_sharding, "SPMDFullToShardShape": _lower_
                     "SPMDShardToFullShape": _lower_sharding, "TopK": _lower_topk}
 
 
-def _call_rule(fn, what: str, ins: Instruction, args: list, kwargs: dict):
-    """A plugin's shape rule or decomposition: its errors name it and point at `ins`."""
-    try:
-        return bind_call(fn, what, args, kwargs)
-    except HloError as e:
-        if not e.line:
-            e.message = f"instruction '{ins.name}': {e.message}"
-            e.args = (e.message,)
-            e.line, e.column = ins.line, ins.column
-        raise
-    except Exception as e:  # the plugin's own bug or refusal: no traceback at the CLI
-        raise PluginError(f"{what} raised {type(e).__name__}: {e} (instruction '{ins.name}')",
-                          line=ins.line, column=ins.column) from e
-
-
-def check_shape_rule(ins: Instruction, registry: Registry) -> None:
-    name = op_name(ins)
-    entry = registry.shapes.get(name)
-    if entry is None:
-        return
-    shapes = [o.shape for o in ins.operands]
-    got = _call_rule(entry.fn, f"plugin '{entry.plugin.name}' shape rule for '{name}'", ins,
-                     shapes, call_kwargs(ins))
-    if isinstance(got, tuple) and not isinstance(got, Shape):
-        got = Shape.tuple_of(got)
-    if not isinstance(got, Shape) or not got.compatible(ins.shape):
-        raise PluginError(f"plugin '{entry.plugin.name}' shape rule for '{name}' gives {got} but "
-                          f"instruction '{ins.name}' declares {ins.shape}", line=ins.line,
-                          column=ins.column)
-
-
-def _decompose_into(b: Builder, ins: Instruction, operands: list, registry: Registry):
-    name = op_name(ins)
-    entry = registry.decompositions[name]
-    out = _call_rule(entry.fn, f"plugin '{entry.plugin.name}' decomposition of '{name}'", ins,
-                     [b, *operands], call_kwargs(ins))
-    if isinstance(out, (tuple, list)):
-        out = b.tuple(*out)
-    if not isinstance(out, Instruction) or not out.shape.compatible(ins.shape):
-        got = out.shape if isinstance(out, Instruction) else type(out).__name__
-        raise PluginError(f"plugin '{entry.plugin.name}' decomposition of '{name}' gives {got} but "
-                          f"instruction '{ins.name}' declares {ins.shape}", line=ins.line,
-                          column=ins.column)
-    return out
-
-
-def build_decomposition(ins: Instruction, registry: Registry) -> Computation:
-    """The decomposition as a stand-alone computation over the instruction's operands."""
-    b = Builder(name_hint=ins.name)
-    params = [b.parameter(k, o.shape) for k, o in enumerate(ins.operands)]
-    root = _decompose_into(b, ins, params, registry)
-    return Computation(f"{ins.name}.decomposition", b.instructions, root)
-
-
 @dataclass
 class CustomCallLowering:
-    name: str = "custom-call-lowering"
-    session: object = None
+    name: ClassVar[str] = "custom-call-lowering"
+    # Lower every plugin op to core HLO, kernels or not: the portable artifact.
     decompose_all: bool = False
 
-    def run(self, module: Module) -> bool:
-        from ..plugin_runtime import ACTIVE
-        s = self.session or ACTIVE
+    def run(self, module: Module, ctx: PassContext) -> bool:
         uniq = NameUniquer(module)
         changed = False
         for comp in module.computations:
@@ -109,9 +53,9 @@ class CustomCallLowering:
                 name = op_name(ins)
                 if name is None:
                     continue
-                reg: Registry = s.registry
+                reg: Registry = ctx.registry
                 if ins.opcode == "custom-call" and name in _BUILTIN_TARGETS and \
-                        reg.kernel_for(name, s.device) is None and name not in reg.decompositions:
+                        reg.kernel_for(name, ctx.device) is None and name not in reg.decompositions:
                     b = Builder(name_hint=ins.name, uniquer=uniq)
                     new = _BUILTIN_TARGETS[name](b, ins)
                     pos = comp.instructions.index(ins)
@@ -121,11 +65,11 @@ class CustomCallLowering:
                     changed = True
                     continue
                 check_shape_rule(ins, reg)
-                if not self.decompose_all and s.prefer == "kernel" and reg.kernel_for(name, s.device):
+                if not self.decompose_all and ctx.prefer == "kernel" and reg.kernel_for(name, ctx.device):
                     continue
                 if name in reg.decompositions:
                     b = Builder(name_hint=ins.name, uniquer=uniq)
-                    root = _decompose_into(b, ins, list(ins.operands), reg)
+                    root = decompose_into(b, ins, list(ins.operands), reg)
                     pos = comp.instructions.index(ins)
                     comp.instructions[pos:pos] = b.instructions
                     at = module.computations.index(comp)
@@ -138,12 +82,9 @@ class CustomCallLowering:
                         ins.attrs.pop("is_composite", None)
                         changed = True
                 elif self.decompose_all or ins.opcode == "custom-call":
-                    if reg.kernel_for(name, s.device) is None or self.decompose_all:
+                    if reg.kernel_for(name, ctx.device) is None or self.decompose_all:
                         raise HloError(f"custom-call '{ins.name}': no plugin provides target "
-                                       f"'{name}' on {s.device} (no kernel for {s.device}, no "
+                                       f"'{name}' on {ctx.device} (no kernel for {ctx.device}, no "
                                        f"decomposition); {reg.describe(name)}",
                                        line=ins.line, column=ins.column)
         return changed
-
-
-register_pass("custom-call-lowering", CustomCallLowering)

@@ -7,10 +7,11 @@ after ROOT and that nothing uses.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ..hlo.ir import Computation, Module
 from ..hlo.rewrite import reachable_computations
-from .manager import register_pass
+from .context import PassContext
 
 
 def _dce_computation(comp: Computation) -> bool:
@@ -32,10 +33,10 @@ def _dce_computation(comp: Computation) -> bool:
 
 @dataclass
 class DeadCodeElimination:
-    name: str = "dce"
+    name: ClassVar[str] = "dce"
     remove_dead_computations: bool = True
 
-    def run(self, module: Module) -> bool:
+    def run(self, module: Module, ctx: PassContext) -> bool:
         changed = False
         for comp in module.computations:
             changed |= _dce_computation(comp)
@@ -46,6 +47,3 @@ class DeadCodeElimination:
                 module.computations = [c for c in module.computations if id(c) in keep]
                 changed = True
         return changed
-
-
-register_pass("dce", DeadCodeElimination)

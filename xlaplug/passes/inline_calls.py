@@ -6,10 +6,11 @@ whether a plugin kernel replaces them or their body is used.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ..hlo.ir import Computation, Instruction, Module
 from ..hlo.rewrite import NameUniquer, clone_instruction, replace_all_uses
-from .manager import register_pass
+from .context import PassContext
 
 
 def _inline_one(comp: Computation, call: Instruction, uniq: NameUniquer) -> None:
@@ -36,9 +37,9 @@ def _inline_one(comp: Computation, call: Instruction, uniq: NameUniquer) -> None
 
 @dataclass
 class CallInlining:
-    name: str = "inline-calls"
+    name: ClassVar[str] = "inline-calls"
 
-    def run(self, module: Module) -> bool:
+    def run(self, module: Module, ctx: PassContext) -> bool:
         uniq = NameUniquer(module)
         changed = False
         for comp in module.computations:
@@ -52,6 +53,3 @@ class CallInlining:
                     _inline_one(comp, c, uniq)
                 changed = True
         return changed
-
-
-register_pass("inline-calls", CallInlining)

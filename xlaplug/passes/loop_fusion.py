@@ -25,12 +25,13 @@ it saves.  A fusion needs two pieces of work (elementwise ops or array broadcast
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ..hlo.attr_types import Word
 from ..hlo.ir import Computation, Instruction, Module, Shape
 from ..hlo.opcodes import ELEMENTWISE
 from ..hlo.rewrite import NameUniquer, clone_instruction
-from .manager import register_pass
+from .context import PassContext
 
 # Elementwise opcodes with no scalar form in compiled loops.
 _NOT_SCALAR = frozenset({"stochastic-convert", "rng", "map"})
@@ -134,12 +135,12 @@ def loop_shape(comp: Computation) -> list | None:
 
 @dataclass
 class LoopFusion:
-    name: str = "loop-fusion"
+    name: ClassVar[str] = "loop-fusion"
     min_elements: int = DEFAULT_MIN_ELEMENTS
 
-    def run(self, module: Module) -> bool:
+    def run(self, module: Module, ctx: PassContext) -> bool:
         uniq = NameUniquer(module)
-        skip = _overridden_opcodes()
+        skip = _overridden_opcodes(ctx.registry)
         changed = False
         bodies = {id(c) for comp in module.computations for i in comp.instructions
                   if i.opcode == "fusion" for c in i.attrs.get("calls", [])}
@@ -152,11 +153,10 @@ class LoopFusion:
         return changed
 
 
-def _overridden_opcodes() -> frozenset:
-    """Core opcodes a loaded plugin replaces on some device: they keep their own thunk."""
-    from .. import plugin_runtime
-    reg = plugin_runtime.ACTIVE.registry
-    return frozenset(op for op, _device in reg.kernels if op in LOOP_OPS | _SHAPE_OPS)
+def _overridden_opcodes(registry) -> frozenset:
+    """Core opcodes a plugin of the session replaces on some device: they keep their own
+    thunk."""
+    return registry.overridden_opcodes() & (LOOP_OPS | _SHAPE_OPS)
 
 
 def _users(comp: Computation) -> dict[int, list[Instruction]]:
@@ -256,6 +256,3 @@ def _outline(module: Module, comp: Computation, group: list[Instruction],
             kept.update(id(o) for o in ins.operands)
     comp.instructions = [i for i in comp.instructions if id(i) in kept]
     module.computations.insert(module.computations.index(comp), fused)
-
-
-register_pass("loop-fusion", LoopFusion)

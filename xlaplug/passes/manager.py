@@ -1,111 +1,200 @@
-"""The pass registry and pass manager.
+"""The pass table, pipeline specs and the pass manager.
 
-A pass is a small named object with `run(module) -> bool` (True when it changed the module).
-Passes register by name; a pipeline is a list of names.  Plugins add passes with
-`register_pass(..., after="dce")`, which also places them in the default pipeline.
+The built-in passes are a fixed table (`BUILTIN_PASSES`, name -> pass class); a session's
+plugins add theirs through its registry (`@plugin.hlo_pass(name, after="dce")` places the
+pass in the default pipeline), so loading plugins changes no table here.
+
+A pipeline spec is `None` (the default pipeline), "none" (no passes) or a comma-separated
+list of names, each optionally with options in braces, as MLIR and xDSL write them:
+`dce,loop-fusion{min_elements=1}`.  An option is a field of the pass's dataclass; its value
+is read as that field's type (int, float, bool as true/false, str).
 """
 from __future__ import annotations
 
+import dataclasses
+import re
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Protocol
+from types import MappingProxyType
 
 from ..hlo.errors import HloError
 from ..hlo.ir import Module
+from ..plugin.api import PluginError
+from ..plugin.registry import PluginPass, Registry
+from .context import HloPass, PassContext
+from .custom_call_lowering import CustomCallLowering
+from .dce import DeadCodeElimination
+from .inline_calls import CallInlining
+from .loop_fusion import LoopFusion
+from .tuple_simplify import TupleSimplification
+
+BUILTIN_PASSES = MappingProxyType({p.name: p for p in (
+    CustomCallLowering, CallInlining, TupleSimplification, DeadCodeElimination, LoopFusion)})
+# Lower plugin ops first (their decompositions are core HLO the rest can clean up); inline
+# calls so the tuple plumbing becomes visible, fold it, sweep, then fuse elementwise chains
+# on large arrays into loops.
+DEFAULT_PIPELINE = ("custom-call-lowering", "inline-calls", "tuple-simplify", "dce",
+                    "loop-fusion")
 
 
-class HloPass(Protocol):
-    name: str
+class PassSpecError(HloError):
+    """A bad pipeline spec (unknown pass, option or value): a usage error, not about the
+    module's text, so it names no file."""
 
-    def run(self, module: Module) -> bool: ...
-
-
-PASSES: dict[str, Callable[[], HloPass]] = {}
-DEFAULT_PIPELINE: list[str] = []
+    def headline(self) -> str:
+        return f"error: {self.message}"
 
 
-def register_pass(name: str, factory: Callable[[], HloPass], *, default: bool = False,
-                  after: str | None = None) -> None:
-    if after is not None:
-        _load_builtin()
-    if name in PASSES:
-        raise ValueError(f"pass '{name}' is already registered")
-    PASSES[name] = factory
-    if after is not None:
-        if after not in DEFAULT_PIPELINE:
-            raise ValueError(f"pass '{name}' wants to run after '{after}', which is not in the "
-                             f"default pipeline ({', '.join(DEFAULT_PIPELINE)})")
-        DEFAULT_PIPELINE.insert(DEFAULT_PIPELINE.index(after) + 1, name)
-    elif default:
-        DEFAULT_PIPELINE.append(name)
+@dataclass
+class PluginFunctionPass:
+    """A plugin's pass function, run as a pass (it takes no options)."""
+    plugin_pass: PluginPass
+
+    @property
+    def name(self) -> str:
+        return self.plugin_pass.name
+
+    def run(self, module: Module, ctx: PassContext) -> bool:
+        return bool(self.plugin_pass.fn(module))
 
 
-def unregister_pass(name: str) -> None:
-    PASSES.pop(name, None)
-    if name in DEFAULT_PIPELINE:
-        DEFAULT_PIPELINE.remove(name)
+def _plugin_passes(registry: Registry | None) -> dict[str, PluginPass]:
+    found = dict(registry.passes) if registry is not None else {}
+    for name, p in found.items():
+        if name in BUILTIN_PASSES:
+            raise PluginError(f"plugin '{p.plugin.name}': pass '{name}' is already registered "
+                              f"(a built-in pass)")
+    return found
 
 
-def resolve_pipeline(spec: str | None) -> list[str]:
-    """`None` -> the default pipeline; "none" -> no passes; "a,b" -> exactly those."""
-    _load_builtin()
+def default_pipeline(registry: Registry | None = None) -> list[str]:
+    """The default pipeline's pass names, with the registry's plugin passes placed after
+    the passes they name."""
+    names = list(DEFAULT_PIPELINE)
+    for name, p in _plugin_passes(registry).items():
+        if p.after is None:
+            continue
+        if p.after not in names:
+            raise PluginError(f"plugin '{p.plugin.name}': pass '{name}' wants to run after "
+                              f"'{p.after}', which is not in the default pipeline "
+                              f"({', '.join(names)})")
+        names.insert(names.index(p.after) + 1, name)
+    return names
+
+
+_ITEM = re.compile(r"\s*([A-Za-z0-9_.-]+)\s*(?:\{(.*)\})?\s*", re.S)
+
+
+def parse_pipeline(spec: str) -> list[tuple[str, dict[str, str]]]:
+    """`a,b{x=1 y=2}` -> [("a", {}), ("b", {"x": "1", "y": "2"})] (option text, untyped)."""
+    items, depth, start = [], 0, 0
+    for i, c in enumerate(spec + ","):
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth < 0:
+                raise PassSpecError(f"--passes '{spec}': '}}' without its '{{'")
+        elif c == "," and depth == 0:
+            items.append(spec[start:i])
+            start = i + 1
+    if depth:
+        raise PassSpecError(f"--passes '{spec}': '{{' without its closing '}}'")
+    out = []
+    for item in items:
+        if not item.strip():
+            continue
+        m = _ITEM.fullmatch(item)
+        if m is None:
+            raise PassSpecError(f"--passes: cannot read '{item.strip()}': expected NAME or "
+                           f"NAME{{option=value ...}}")
+        opts: dict[str, str] = {}
+        for word in re.split(r"[\s,]+", (m.group(2) or "").strip()):
+            if not word:
+                continue
+            key, eq, value = word.partition("=")
+            if not eq or not key:
+                raise PassSpecError(f"pass '{m.group(1)}': cannot read option '{word}': expected "
+                               f"name=value")
+            opts[key.replace("-", "_")] = value
+        out.append((m.group(1), opts))
+    return out
+
+
+def _typed(pass_name: str, option: str, kind, text: str):
+    try:
+        if kind is bool:
+            if text.lower() in ("true", "1"):
+                return True
+            if text.lower() in ("false", "0"):
+                return False
+            raise ValueError
+        if kind in (int, float, str):
+            return kind(text)
+    except ValueError:
+        pass
+    noun = {bool: "true or false", int: "an integer", float: "a number"}.get(kind, kind)
+    raise PassSpecError(f"pass '{pass_name}': option '{option}' takes {noun}, not '{text}'")
+
+
+def make_pass(name: str, options: dict[str, str], registry: Registry | None = None) -> HloPass:
+    """The pass named `name`, its options (text) read as its dataclass fields' types."""
+    plugin = _plugin_passes(registry)
+    if name in plugin:
+        if options:
+            raise PassSpecError(f"pass '{name}' takes no options (a plugin pass), got "
+                           f"'{next(iter(options))}'")
+        return PluginFunctionPass(plugin[name])
+    cls = BUILTIN_PASSES.get(name)
+    if cls is None:
+        known = sorted({*BUILTIN_PASSES, *plugin})
+        raise PassSpecError(f"unknown pass '{name}' (known passes: {', '.join(known)})")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+    values = {}
+    for key, text in options.items():
+        if key not in fields:
+            have = f"its options: {', '.join(fields)}" if fields else "it takes no options"
+            raise PassSpecError(f"pass '{name}' has no option '{key}' ({have})")
+        values[key] = _typed(name, key, fields[key], text)
+    return cls(**values)
+
+
+def resolve_pipeline(spec: str | None, registry: Registry | None = None) -> list[HloPass]:
+    """`None` -> the default pipeline; "none" -> no passes; "a,b{opt=v}" -> exactly those.
+    `registry`: the session's plugins, whose passes may be named and join the default."""
     if spec is None:
-        return list(DEFAULT_PIPELINE)
+        return [make_pass(n, {}, registry) for n in default_pipeline(registry)]
     if spec.strip() == "none":
         return []
-    names = [s.strip() for s in spec.split(",") if s.strip()]
-    unknown = [n for n in names if n not in PASSES]
-    if unknown:
-        raise HloError(f"unknown pass '{unknown[0]}' (known passes: {', '.join(sorted(PASSES))})")
-    return names
+    return [make_pass(n, opts, registry) for n, opts in parse_pipeline(spec)]
 
 
 @dataclass
 class PassManager:
-    pipeline: list[str]
+    pipeline: list[HloPass]
     verify_each: bool = False
     dump_dir: Path | None = None
-    # Per-pass options: {"custom-call-lowering": {"decompose_all": True}}.
-    options: dict = field(default_factory=dict)
     log: list[tuple[str, bool]] = field(default_factory=list)
 
-    def run(self, module: Module) -> bool:
+    def run(self, module: Module, ctx: PassContext) -> bool:
         from ..hlo.printer import module_to_text
         from ..hlo.verifier import verify_module
         changed_any = False
         if self.dump_dir is not None:
             self.dump_dir.mkdir(parents=True, exist_ok=True)
             (self.dump_dir / "00-input.hlo").write_text(module_to_text(module))
-        for n, name in enumerate(self.pipeline, start=1):
-            p = PASSES[name]()
-            for k, v in self.options.get(name, {}).items():
-                setattr(p, k, v)
-            changed = bool(p.run(module))
-            self.log.append((name, changed))
+        for n, p in enumerate(self.pipeline, start=1):
+            changed = bool(p.run(module, ctx))
+            self.log.append((p.name, changed))
             changed_any |= changed
             if self.verify_each:
                 try:
                     verify_module(module)
                 except HloError as e:
-                    raise HloError(f"module fails verification after pass '{name}': "
+                    raise HloError(f"module fails verification after pass '{p.name}': "
                                    f"{e.message}") from None
             if self.dump_dir is not None:
-                (self.dump_dir / f"{n:02d}-{name}.hlo").write_text(module_to_text(module))
+                (self.dump_dir / f"{n:02d}-{p.name}.hlo").write_text(module_to_text(module))
         return changed_any
-
-
-_LOADED = False
-
-
-def _load_builtin() -> None:
-    global _LOADED
-    if _LOADED:
-        return
-    _LOADED = True
-    from . import (custom_call_lowering, dce, inline_calls, loop_fusion,  # noqa: F401
-                   tuple_simplify)
-    # Lower plugin ops first (their decompositions are core HLO the rest can clean up);
-    # inline calls so the tuple plumbing becomes visible, fold it, sweep, then fuse
-    # elementwise chains on large arrays into loops.
-    DEFAULT_PIPELINE[:0] = ["custom-call-lowering", "inline-calls", "tuple-simplify", "dce",
-                            "loop-fusion"]

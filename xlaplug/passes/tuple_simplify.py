@@ -6,10 +6,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ..hlo.ir import Computation, Module
 from ..hlo.rewrite import replace_all_uses
-from .manager import register_pass
+from .context import PassContext
 
 
 def _simplify(comp: Computation) -> bool:
@@ -37,13 +38,10 @@ def _simplify(comp: Computation) -> bool:
 
 @dataclass
 class TupleSimplification:
-    name: str = "tuple-simplify"
+    name: ClassVar[str] = "tuple-simplify"
 
-    def run(self, module: Module) -> bool:
+    def run(self, module: Module, ctx: PassContext) -> bool:
         changed = False
         for comp in module.computations:
             changed |= _simplify(comp)
         return changed
-
-
-register_pass("tuple-simplify", TupleSimplification)

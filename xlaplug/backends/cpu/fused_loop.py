@@ -54,7 +54,7 @@ def loop_plan(ctx, comp, compile_body, cache: str = "_fused_loop_plans"):
     """(compiled body, parameter roles) for a loop-fusion body, or None when it is not one
     loop or scalar code cannot express it; worked out once per computation and run context.
     `compile_body(comp, roles)` compiles the body in elementwise mode (for this device)."""
-    plans = ctx.__dict__.setdefault(cache, {})
+    plans = ctx.kernel_cache.table(cache)
     plan = plans.get(id(comp), _NO_PLAN)
     if plan is _NO_PLAN:
         roles = loop_shape(comp)
@@ -93,7 +93,7 @@ def _fusion(ins, args, ctx):
     try:
         fn(out, *vals)
     except TypingError:  # numba cannot type it after all: interpret, and remember
-        ctx._fused_loop_plans[id(comp)] = None
+        ctx.kernel_cache.table("_fused_loop_plans")[id(comp)] = None
         return ctx.run(comp, args)
     return from_numba(out, ins.shape.dtype).reshape(ins.shape.dims)
 

@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from .hlo.attr_types import Raw
-from .hlo.attributes import unquote
+from ..hlo.attr_types import Raw
+from ..hlo.attributes import unquote
+from .api import PluginError
 
 _MLIR_TYPES = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i1": np.bool_,
                "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
@@ -165,7 +166,6 @@ def call_kwargs(ins) -> dict[str, Any]:
     try:
         return _call_kwargs(ins)
     except AttrSyntaxError as e:
-        from .plugin import PluginError
         raise PluginError(f"instruction '{ins.name}': cannot read its attributes: {e}",
                           line=ins.line, column=ins.column) from None
 

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .hlo.builder import Builder
-from .hlo.errors import HloError
-from .hlo.ir import Computation, Shape
-from .hlo.shape_parser import parse_shape
-from .plugin import OpEntry, bind_call
-from .backends.device import flatten
-from .plugin_runtime import _parameters
-from .runner import DEFAULT_TOL, leaves, random_value
+from ..backends.device import flatten
+from ..hlo.builder import Builder
+from ..hlo.errors import HloError
+from ..hlo.ir import Computation, Shape
+from ..hlo.shape_parser import parse_shape
+from ..runner import DEFAULT_TOL, leaves, random_value
+from .api import OpEntry, bind_call
+from .session import _parameters
 
 
 @dataclass
@@ -45,7 +45,7 @@ def _close(a: np.ndarray, b: np.ndarray) -> str | None:
     if a.dtype.kind in "biu":
         bad = a != b
         return f"{int(bad.sum())} elements differ" if bad.any() else None
-    from .hlo.dtypes import from_dtype
+    from ..hlo.dtypes import from_dtype
     r, t = DEFAULT_TOL.get(from_dtype(a.dtype), (1e-2, 1e-2))
     a64, b64 = a.astype(np.complex128 if a.dtype.kind == "c" else np.float64), b.astype(
         np.complex128 if a.dtype.kind == "c" else np.float64)
@@ -69,7 +69,7 @@ def _run_decomposition(entry: OpEntry, op: str, shapes, arrays, attrs, ctx):
 
 
 def check_plugins(session, ops=(), trials: int = 3, seed: int = 0) -> list[CheckResult]:
-    from .backends.executor import ExecContext
+    from ..backends.executor import ExecContext
     reg = session.registry
     results: list[CheckResult] = []
     wanted = set(ops)
@@ -91,11 +91,10 @@ def check_plugins(session, ops=(), trials: int = 3, seed: int = 0) -> list[Check
             for trial in range(trials):
                 # The decomposition is the reference: it runs on the CPU backend.
                 ctx = ExecContext("cpu", {"seed": seed}, overrides=None)
-                ctx.device_under_test = device
                 try:
                     arrays = [random_value(s, rng, f"operand {k}") for k, s in enumerate(shapes)]
                     results.append(_one(op, kentry, dentry, sentry, shapes, arrays, dict(attrs),
-                                        ctx, label, trial))
+                                        ctx, label, trial, device))
                 except HloError as e:
                     results.append(CheckResult(op, kentry.plugin.name, label, trial, False,
                                                e.message))
@@ -109,7 +108,10 @@ def check_plugins(session, ops=(), trials: int = 3, seed: int = 0) -> list[Check
     return results
 
 
-def _one(op, kentry, dentry, sentry, shapes, arrays, attrs, ctx, label, trial) -> CheckResult:
+def _one(op, kentry, dentry, sentry, shapes, arrays, attrs, ctx, label, trial,
+         device: str) -> CheckResult:
+    """One trial: `ctx` runs the decomposition (the reference, on the CPU backend); the
+    kernel runs on `device`."""
     name = kentry.plugin.name
     if sentry is not None:
         declared = _as_tuple(bind_call(sentry.fn, f"plugin '{name}' shape rule for '{op}'",
@@ -125,8 +127,8 @@ def _one(op, kentry, dentry, sentry, shapes, arrays, attrs, ctx, label, trial) -
     if "element_types" in _parameters(kentry.fn):  # as the run-time passes them
         attrs["element_types"] = tuple(s.element_type for o in shapes for s in o.leaves()) + \
             tuple(s.element_type for s in declared.leaves())
-    if getattr(ctx, "device_under_test", "cpu") == "cuda":  # CUDA kernels get device arrays and may launch their own kernels
-        from .backends.device import memory_for
+    if device == "cuda":  # CUDA kernels get device arrays and may launch their own kernels
+        from ..backends.device import memory_for
         mem = memory_for("cuda")  # bf16/f8/int4 travel as float32/int8 values (cuda/launch.py)
         d_args = [mem.to_device(a) for a in arrays]
         d_outs = [mem.empty(o.shape, o.dtype) for o in outs]
@@ -153,7 +155,7 @@ def _one(op, kentry, dentry, sentry, shapes, arrays, attrs, ctx, label, trial) -
 
 
 def _shape_of(value) -> Shape:
-    from .hlo.dtypes import from_dtype
+    from ..hlo.dtypes import from_dtype
     if isinstance(value, tuple):
         return Shape.tuple_of(_shape_of(v) for v in value)
     a = np.asarray(value)

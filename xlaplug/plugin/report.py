@@ -1,7 +1,8 @@
 """`list-plugins`: a table (rich) or JSON of what each plugin file provides."""
 from __future__ import annotations
 
-from .plugin import Registry
+from ..hlo.opcodes import ALL_OPCODES
+from .registry import Registry
 
 
 def _rows(reg: Registry) -> list[dict]:
@@ -27,12 +28,7 @@ def _rows(reg: Registry) -> list[dict]:
 def plugins_json(reg: Registry) -> dict:
     return {"plugins": _rows(reg),
             "overrides": {f"{op}:{dev}": e.plugin.name for (op, dev), e in reg.kernels.items()
-                          if (op, dev) in reg.replaced or op in _core_ops()}}
-
-
-def _core_ops():
-    from .hlo.opcodes import ALL_OPCODES
-    return ALL_OPCODES
+                          if (op, dev) in reg.replaced or op in ALL_OPCODES}}
 
 
 def plugins_table(reg: Registry):

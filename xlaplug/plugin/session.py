@@ -1,10 +1,12 @@
-"""How plugin rules meet the compiler and the executor.
+"""The session of one compile and run: the loaded plugins and the choices of one invocation.
 
-`Session` holds the loaded registry and the choices of one invocation (device, prefer,
-strict).  The custom-call lowering pass reads it to decide kernel vs decomposition; the
-executor asks `session.resolve(ins)` for plugin kernels (custom ops and core overrides),
-wrapped so they receive arrays, preallocated outputs and typed attributes, and so their
-failures and wrong output shapes are caught.
+`Session` holds a loaded registry and the device, prefer and strict choices.  It is
+passed explicitly -- to `driver.compile_module(module, session)`, whose
+custom-call lowering reads it to decide kernel vs decomposition, and to
+`runner.execute(module, args, session)`, whose executor asks `session.resolve(ins)` for
+plugin kernels (custom ops and core overrides), wrapped so they receive arrays,
+preallocated outputs and typed attributes, and so their failures and wrong output shapes
+are caught.  Nothing keeps a current session: two sessions may run in one process at once.
 """
 from __future__ import annotations
 
@@ -15,11 +17,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .backends.device import flatten
-from .hlo.errors import HloError
-from .hlo.ir import Shape
-from .plugin import OpEntry, PluginError, Registry, bind_call
-from .plugin_attrs import call_kwargs, op_name
+from ..backends.device import flatten
+from ..hlo.errors import HloError
+from ..hlo.ir import Shape
+from .api import OpEntry, PluginError, bind_call
+from .attrs import call_kwargs, op_name
+from .registry import Registry
+from .rules import build_decomposition
 
 
 @dataclass
@@ -50,15 +54,6 @@ class Session:
         return None
 
 
-ACTIVE = Session()
-
-
-def activate(session: Session) -> Session:
-    global ACTIVE
-    ACTIVE = session
-    return session
-
-
 def _alloc(shape: Shape, memory) -> list:
     """Preallocated outputs, where the run's buffers live (device arrays on CUDA)."""
     return [memory.empty(s.dims, s.dtype) if not s.is_token else memory.zeros((), np.bool_)
@@ -87,8 +82,8 @@ def _check_outputs(entry: OpEntry, ins, outs: list[np.ndarray], memory) -> None:
 
 def _run_kernel(entry: OpEntry, ins, args, extra_kwargs: dict, memory=None,
                 defaults: dict | None = None) -> Any:
-    from .backends.cpu.structural import ExecutionError
-    from .backends.device import HostMemory
+    from ..backends.cpu.structural import ExecutionError
+    from ..backends.device import HostMemory
     memory = memory or HostMemory()
     outs = _alloc(ins.shape, memory)
     params = _parameters(entry.fn)
@@ -155,7 +150,7 @@ def _custom_kernel(entry: OpEntry, ins, session: Session) -> Callable:
 
 
 def _override_kernel(entry: OpEntry, ins, session: Session) -> Callable:
-    from .backends.registry import lookup
+    from ..backends.registry import lookup
     # The winner, then the kernels it displaced, highest priority first, then the core one:
     # each override's `replaced` calls the next in this chain.
     below = session.registry.replaced.get((ins.opcode, session.device), [])
@@ -181,7 +176,4 @@ def _override_kernel(entry: OpEntry, ins, session: Session) -> Callable:
 
 def _run_decomposition(ins, args, ctx, session: Session):
     """Run a custom call through its decomposition, built on the fly (kernel fallback)."""
-    from .hlo.ir import Computation
-    from .passes.custom_call_lowering import build_decomposition
-    comp: Computation = build_decomposition(ins, session.registry)
-    return ctx.run(comp, list(args))
+    return ctx.run(build_decomposition(ins, session.registry), list(args))

@@ -1,0 +1,52 @@
+"""The plugin package and the passes import one way: passes use the plugin API, registry,
+attribute typing and rules; nothing in xlaplug/plugin/ imports a pass.  (Read from the
+source, function-level imports included, so a lazy import cannot hide a circle.)"""
+import ast
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parents[1] / "xlaplug"
+
+
+def _imports(path: Path) -> set[str]:
+    """Absolute names of the xlaplug modules a file imports, anywhere in it."""
+    module = ".".join(path.relative_to(PKG.parent).with_suffix("").parts)
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")
+            if node.level:
+                base = base[:len(base) - node.level + 1]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module
+            found.add(name)
+            found |= {f"{name}.{a.name}" for a in node.names}
+    return {n for n in found if n.startswith("xlaplug")}
+
+
+def _layer(folder: str) -> dict[str, set[str]]:
+    return {p.name: _imports(p) for p in sorted((PKG / folder).glob("*.py"))}
+
+
+def test_plugin_package_imports_no_pass():
+    for name, imports in _layer("plugin").items():
+        assert not any(i.startswith("xlaplug.passes") for i in imports), (name, imports)
+
+
+def test_passes_use_only_the_plugin_api_registry_attrs_and_rules():
+    allowed = {"xlaplug.plugin.api", "xlaplug.plugin.registry", "xlaplug.plugin.attrs",
+               "xlaplug.plugin.rules"}
+    for name, imports in _layer("passes").items():
+        plugin = {i for i in imports if i.startswith("xlaplug.plugin")}
+        modules = {i if i in allowed else i.rsplit(".", 1)[0] for i in plugin}
+        assert modules <= allowed, (name, plugin)
+
+
+def test_the_check_sees_imports():
+    """The reader finds relative, absolute and function-level imports."""
+    imports = _imports(PKG / "plugin" / "session.py")
+    assert {"xlaplug.plugin.rules", "xlaplug.backends.registry"} <= imports
+    assert "xlaplug.plugin.registry" in _imports(PKG / "passes" / "custom_call_lowering.py")
