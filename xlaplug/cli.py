@@ -228,7 +228,7 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
     grid = grid_for(module, replicas, partitions)
     if grid.count > 1 or launched_by_mpi():
         from .multi_run import cli_multi
-        sys.exit(cli_multi(module, grid, npz, expected, seed, device, repeat, max_memory,
+        sys.exit(cli_multi(module, session, grid, npz, expected, seed, repeat, max_memory,
                            max_while_iterations, interpret, collective_timeout, rtol, atol,
                            out_path, expect_path, as_json, {"parse_s": parse_s,
                                                             "pipeline_s": pipeline_s}))

@@ -215,7 +215,7 @@ def run_command(module: Module, *, grid: DeviceGrid, npz, expected, seed: int, d
     return res
 
 
-def cli_multi(module: Module, grid: DeviceGrid, npz, expected, seed, device, repeat,
+def cli_multi(module: Module, session, grid: DeviceGrid, npz, expected, seed, repeat,
               max_memory, max_while_iterations, interpret, timeout, rtol, atol, out_path,
               expect_path, as_json, timings) -> int:
     """`xlaplug run` on several devices; returns the exit code (under MPI only rank 0
@@ -228,11 +228,7 @@ def cli_multi(module: Module, grid: DeviceGrid, npz, expected, seed, device, rep
     from .backends.spmd.mpi import launched_by_mpi
     from .driver import write_atomic
     from .runner import parse_bytes, summarize
-    from .plugin_runtime import ACTIVE
-    session = ACTIVE
-    if session.device != device:
-        import dataclasses
-        session = dataclasses.replace(session, device=device)
+    device = session.device
     options = {"max_while_iterations": max_while_iterations, "seed": seed}
     if interpret:
         options.update(fusion_min_elements=1 << 62, interpret_loops=True)

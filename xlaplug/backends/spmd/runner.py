@@ -120,13 +120,18 @@ def run_devices(module: Module, device_args: list[list], grid: DeviceGrid,
 
 
 def run_module_devices(module: Module, device_args: list[list], grid: DeviceGrid | None = None,
-                       device: str = "cpu", timeout: float = 60.0, overrides=None,
+                       session=None, *, device: str | None = None, timeout: float = 60.0,
                        **options) -> list:
-    """`run_module` on every device of `grid` (default: the module header's counts)."""
+    """`run_module` on every device of `grid` (default: the module header's counts) for
+    `session` (its device and plugin kernels; None: no plugins, on `device`)."""
     from ..executor import ExecContext
+    if session is not None and device is not None and device != session.device:
+        raise ValueError(f"device '{device}' is not the session's device '{session.device}'")
+    dev = session.device if session is not None else device or "cpu"
+    overrides = session.resolve if session is not None else None
     grid = grid or DeviceGrid.of_module(module)
     return run_devices(module, device_args, grid,
-                       lambda d: ExecContext(device, options, overrides=overrides), timeout)
+                       lambda d: ExecContext(dev, options, overrides=overrides), timeout)
 
 
 def collective_groups(module: Module, grid: DeviceGrid) -> list[list[tuple[int, ...]]]:
@@ -150,32 +155,3 @@ def collective_groups(module: Module, grid: DeviceGrid) -> list[list[tuple[int, 
 
 GROUPED = frozenset({"all-reduce", "all-reduce-start", "all-gather", "all-gather-start",
                      "reduce-scatter", "all-to-all", "collective-broadcast"})
-
-
-def run_module_mpi(module: Module, args: list, grid: DeviceGrid | None = None,
-                   device: str = "cpu", timeout: float = 60.0, overrides=None, **options):
-    """This process's device of an `mpiexec -n D` run: rank r runs device r with `args` (its
-    own values).  Returns (every rank ok, every device's results on rank 0 else None); an
-    error here tells the other ranks to stop and is raised as a DeviceError."""
-    from ..executor import ExecContext
-    from .mpi import MpiTransport
-    grid = grid or DeviceGrid.of_module(module)
-    transport = MpiTransport(timeout)
-    if transport.size != grid.count:
-        raise ExecutionError(f"the module runs on {grid.count} devices ({grid.replicas} "
-                             f"replicas x {grid.partitions} partitions) but mpiexec started "
-                             f"{transport.size} processes")
-    try:
-        transport.prepare(collective_groups(module, grid))
-        ctx = ExecContext(device, options, overrides=overrides)
-        ctx.spmd = Place(grid, transport.rank, transport)
-        vals = [a if isinstance(a, tuple) else np.asarray(a) for a in args]
-        out = ctx.memory.to_host(ctx.run(module.entry, ctx.memory.to_device(vals)),
-                                 module.entry.root.shape)
-    except Aborted:
-        raise
-    except BaseException as e:  # noqa: BLE001 - every other rank must hear of it
-        err = DeviceError(transport.rank, e)
-        transport.abort_others(err.message)
-        raise err from e
-    return transport.finish(True, out)
