@@ -173,8 +173,10 @@ def test_bundled_plugins_discovered():
     assert rms["version"] == "1.0" and rms["ops"] == ["example.rms_norm"]
     assert rms["decompositions"] == ["example.rms_norm"]
     assert rms["kernels"] == {"cpu": ["example.rms_norm"], "cuda": ["example.rms_norm"]}
-    assert plugins["horovod"]["decompositions"] == ["HorovodAllreduce"]
-    assert plugins["horovod"]["kernels"] == {}
+    horovod_ops = ["HorovodAllgather", "HorovodAllreduce", "HorovodAlltoall",
+                   "HorovodBroadcast", "HorovodReducescatter"]
+    assert plugins["horovod"]["decompositions"] == horovod_ops
+    assert plugins["horovod"]["kernels"] == {"cpu": horovod_ops}
     assert plugins["stablehlo_check"]["kernels"]["cpu"] == [
         "check.expect_almost_eq", "check.expect_close", "check.expect_eq"]
 
@@ -903,6 +905,9 @@ def test_check_plugins_passes_on_bundled_plugins():
     rms = [x for x in obj["results"] if x["op"] == "example.rms_norm"]
     assert len(rms) == 9  # 3 examples x 3 trials
     assert all(x["ok"] and x["detail"] == "kernel matches decomposition" for x in rms)
+    horovod = [x for x in obj["results"] if x["op"].startswith("Horovod")]
+    assert len(horovod) == 30  # 10 examples x 3 trials, on one device
+    assert all(x["ok"] and x["detail"] == "kernel matches decomposition" for x in horovod)
 
 
 def test_check_plugins_on_a_test_plugin(tmp_path, acme):

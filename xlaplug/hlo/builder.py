@@ -8,6 +8,7 @@ Like XLA's client builder, scalar operands of elementwise ops are broadcast impl
 """
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -25,8 +26,14 @@ def _etype(dtype) -> str:
 
 
 class Builder:
-    def __init__(self, name_hint: str = "b", uniquer=None):
+    def __init__(self, name_hint: str = "b", uniquer=None, replicas: int = 1,
+                 partitions: int = 1, channel_ids=None):
         self.instructions: list[Instruction] = []
+        # Fresh channel ids: XLA takes collectives that share one for parts of one exchange.
+        self._channels = channel_ids or itertools.count(1)
+        # The devices the module runs on (its header's replica_count / num_partitions), for
+        # decompositions whose collectives must span all of them.
+        self.replicas, self.partitions = replicas, partitions
         # Computations the builder made (reducers); a pass adds them to the module.
         self.computations: list[Computation] = []
         self._hint = name_hint
@@ -127,6 +134,14 @@ class Builder:
 
     def reduce(self, x, init, dimensions, reducer: Computation) -> Instruction:
         return self._add("reduce", [x, init], dimensions=tuple(dimensions), to_apply=reducer)
+
+    def channel_id(self) -> int:
+        """A channel_id no other collective of the module uses."""
+        return next(self._channels)
+
+    @property
+    def num_devices(self) -> int:
+        return self.replicas * self.partitions
 
     def scalar_computation(self, name: str, opcode: str, etype: str) -> Computation:
         """A two-parameter scalar reducer like `add(p0, p1)`, for reduce and friends."""

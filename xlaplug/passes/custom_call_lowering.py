@@ -10,6 +10,8 @@ For every custom-call (and composite call) naming a plugin op:
 """
 from __future__ import annotations
 
+import itertools
+
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -47,6 +49,11 @@ class CustomCallLowering:
 
     def run(self, module: Module, ctx: PassContext) -> bool:
         uniq = NameUniquer(module)
+        used = [int(i.attrs["channel_id"]) for c in module.computations
+                for i in c.instructions if i.attrs.get("channel_id") is not None]
+        devices = {"replicas": int(module.attrs.get("replica_count", 1) or 1),
+                   "partitions": int(module.attrs.get("num_partitions", 1) or 1),
+                   "channel_ids": itertools.count(max(used, default=0) + 1)}
         changed = False
         for comp in module.computations:
             for ins in list(comp.instructions):
@@ -64,11 +71,11 @@ class CustomCallLowering:
                     comp.instructions.remove(ins)
                     changed = True
                     continue
-                check_shape_rule(ins, reg)
+                check_shape_rule(ins, reg, devices["replicas"] * devices["partitions"])
                 if not self.decompose_all and ctx.prefer == "kernel" and reg.kernel_for(name, ctx.device):
                     continue
                 if name in reg.decompositions:
-                    b = Builder(name_hint=ins.name, uniquer=uniq)
+                    b = Builder(name_hint=ins.name, uniquer=uniq, **devices)
                     root = decompose_into(b, ins, list(ins.operands), reg)
                     pos = comp.instructions.index(ins)
                     comp.instructions[pos:pos] = b.instructions

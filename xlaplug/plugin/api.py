@@ -38,6 +38,7 @@ class OpEntry:
     fn: Callable
     examples: list = field(default_factory=list)
     priority: int = 0
+    communicator: bool = False  # the kernel gets `comm`: backends/spmd/communicator.py
 
 
 # The list the Plugins constructed by the import under way go to: one per load, per thread
@@ -75,13 +76,20 @@ class Plugin:
     def decomposition(self, op: str, *, examples=None):
         return self._reg(self.decompositions, op, examples)
 
-    def kernel(self, op: str, *, device: str = "cpu", examples=None, priority: int = 0):
+    def kernel(self, op: str, *, device: str = "cpu", examples=None, priority: int = 0,
+               communicator: bool = False):
+        """A kernel for `op` on `device`.  With `communicator=True` it also gets `comm`: this
+        device's place in the run and collectives over every device (threads or MPI)."""
         if device not in DEVICES:
             raise PluginError(f"plugin '{self.name}': kernel for '{op}' names unknown device "
                               f"'{device}' (expected one of {', '.join(DEVICES)})")
 
         def deco(fn):
-            self.kernels[(op, device)] = OpEntry(self, fn, list(examples or []), priority)
+            if communicator and "comm" not in _signature_names(fn):
+                raise PluginError(f"plugin '{self.name}': kernel for '{op}' asks for a "
+                                  "communicator but takes no 'comm' argument")
+            self.kernels[(op, device)] = OpEntry(self, fn, list(examples or []), priority,
+                                                 communicator)
             return fn
         return deco
 
@@ -109,6 +117,14 @@ class Plugin:
 
     def __repr__(self) -> str:
         return f"<Plugin {self.name} {self.version} from {self.source}>"
+
+
+def _signature_names(fn: Callable) -> set[str]:
+    import inspect
+    try:
+        return set(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return set()
 
 
 def bind_call(fn: Callable, what: str, args: list, kwargs: dict[str, Any]):

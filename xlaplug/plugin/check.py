@@ -20,6 +20,7 @@ from ..hlo.ir import Computation, Shape
 from ..hlo.shape_parser import parse_shape
 from ..runner import DEFAULT_TOL, leaves, random_value
 from .api import OpEntry, bind_call
+from .rules import shape_rule_kwargs
 from .session import _parameters
 
 
@@ -65,6 +66,8 @@ def _run_decomposition(entry: OpEntry, op: str, shapes, arrays, attrs, ctx):
     if isinstance(out, (list, tuple)):
         out = b.tuple(*out)
     comp = Computation(f"{op}.decomposition", b.instructions, out)
+    for c in b.computations:  # reducers the decomposition made
+        ctx.sequence(c)
     return ctx.run(comp, list(arrays))
 
 
@@ -115,7 +118,7 @@ def _one(op, kentry, dentry, sentry, shapes, arrays, attrs, ctx, label, trial,
     name = kentry.plugin.name
     if sentry is not None:
         declared = _as_tuple(bind_call(sentry.fn, f"plugin '{name}' shape rule for '{op}'",
-                                       shapes, attrs))
+                                       shapes, shape_rule_kwargs(sentry.fn, attrs, 1)))
     elif dentry is not None:
         declared = None
     else:
@@ -124,6 +127,9 @@ def _one(op, kentry, dentry, sentry, shapes, arrays, attrs, ctx, label, trial,
     if declared is None:
         declared = _shape_of(expected)
     outs = [np.empty(s.dims, s.dtype) for s in declared.leaves()]
+    if kentry.communicator:  # one device: its collectives are over itself
+        from ..backends.spmd.communicator import communicator_for
+        attrs["comm"] = communicator_for(None, op)
     if "element_types" in _parameters(kentry.fn):  # as the run-time passes them
         attrs["element_types"] = tuple(s.element_type for o in shapes for s in o.leaves()) + \
             tuple(s.element_type for s in declared.leaves())

@@ -29,14 +29,22 @@ def call_rule(fn, what: str, ins: Instruction, args: list, kwargs: dict):
                           line=ins.line, column=ins.column) from e
 
 
-def check_shape_rule(ins: Instruction, registry: Registry) -> None:
+def shape_rule_kwargs(fn, attrs: dict, num_devices: int) -> dict:
+    """A shape rule's keyword arguments: the op's attributes, and `num_devices` (the run's
+    device count) when the rule names it -- e.g. an all-gather's result depends on it."""
+    from .api import _signature_names
+    return {**attrs, "num_devices": num_devices} if "num_devices" in _signature_names(fn) \
+        else attrs
+
+
+def check_shape_rule(ins: Instruction, registry: Registry, num_devices: int = 1) -> None:
     name = op_name(ins)
     entry = registry.shapes.get(name)
     if entry is None:
         return
     shapes = [o.shape for o in ins.operands]
     got = call_rule(entry.fn, f"plugin '{entry.plugin.name}' shape rule for '{name}'", ins,
-                    shapes, call_kwargs(ins))
+                    shapes, shape_rule_kwargs(entry.fn, call_kwargs(ins), num_devices))
     if isinstance(got, tuple) and not isinstance(got, Shape):
         got = Shape.tuple_of(got)
     if not isinstance(got, Shape) or not got.compatible(ins.shape):
@@ -61,9 +69,11 @@ def decompose_into(b: Builder, ins: Instruction, operands: list, registry: Regis
     return out
 
 
-def build_decomposition(ins: Instruction, registry: Registry) -> Computation:
-    """The decomposition as a stand-alone computation over the instruction's operands."""
-    b = Builder(name_hint=ins.name)
+def build_decomposition(ins: Instruction, registry: Registry, replicas: int = 1,
+                        partitions: int = 1) -> Computation:
+    """The decomposition as a stand-alone computation over the instruction's operands, for a
+    run on replicas x partitions devices."""
+    b = Builder(name_hint=ins.name, replicas=replicas, partitions=partitions)
     params = [b.parameter(k, o.shape) for k, o in enumerate(ins.operands)]
     root = decompose_into(b, ins, params, registry)
     return Computation(f"{ins.name}.decomposition", b.instructions, root)

@@ -80,6 +80,14 @@ def _check_outputs(entry: OpEntry, ins, outs: list[np.ndarray], memory) -> None:
                               line=ins.line, column=ins.column)
 
 
+def _with_comm(entry: OpEntry, ins, ctx, extra: dict) -> dict:
+    """The kernel's `comm` when it asked for one (its device's place in the run)."""
+    if not entry.communicator:
+        return extra
+    from ..backends.spmd.communicator import communicator_for
+    return {**extra, "comm": communicator_for(ctx, ins.name)}
+
+
 def _run_kernel(entry: OpEntry, ins, args, extra_kwargs: dict, memory=None,
                 defaults: dict | None = None) -> Any:
     from ..backends.cpu.structural import ExecutionError
@@ -130,7 +138,8 @@ class KernelFailure(HloError):
 def _custom_kernel(entry: OpEntry, ins, session: Session) -> Callable:
     def kernel(ins, args, ctx):
         try:
-            return _run_kernel(entry, ins, args, {}, ctx.memory, session.attr_defaults)
+            return _run_kernel(entry, ins, args, _with_comm(entry, ins, ctx, {}), ctx.memory,
+                               session.attr_defaults)
         except KernelFailure as e:
             name = op_name(ins)
             if name in session.registry.decompositions:
@@ -166,7 +175,8 @@ def _override_kernel(entry: OpEntry, ins, session: Session) -> Callable:
             elif core is not None:
                 extra["replaced"] = lambda *a: core(ins, list(a), ctx)
         attrs = {a.replace("-", "_"): v for a, v in ins.attrs.items()}
-        return _run_kernel(e, ins, args, {**attrs, **extra}, ctx.memory, session.attr_defaults)
+        return _run_kernel(e, ins, args, _with_comm(e, ins, ctx, {**attrs, **extra}),
+                           ctx.memory, session.attr_defaults)
 
     def kernel(ins, args, ctx):
         return level(0, ins, args, ctx)
@@ -176,4 +186,7 @@ def _override_kernel(entry: OpEntry, ins, session: Session) -> Callable:
 
 def _run_decomposition(ins, args, ctx, session: Session):
     """Run a custom call through its decomposition, built on the fly (kernel fallback)."""
-    return ctx.run(build_decomposition(ins, session.registry), list(args))
+    from ..backends.spmd.kernels import place_of
+    grid = place_of(ctx).grid
+    return ctx.run(build_decomposition(ins, session.registry, grid.replicas, grid.partitions),
+                   list(args))

@@ -195,6 +195,23 @@ class MpiTransport:
         self.where = "running"
         return out
 
+    def sendrecv(self, device: int, ins, x: np.ndarray, dest: int, source: int) -> np.ndarray:
+        """Send x to `dest` and receive what `source` sends (a plugin communicator's
+        point-to-point step): a size header, then the pickled array."""
+        call = self._enter(ins)
+        tag = 100 + call % 30000
+        blob = np.frombuffer(pickle.dumps(np.ascontiguousarray(x), protocol=5), np.uint8)
+        size_in = np.zeros(1, np.int64)
+        reqs = [self.data.Isend(np.array([blob.size], np.int64), dest=dest, tag=tag),
+                self.data.Irecv(size_in, source=source, tag=tag)]
+        self._wait(reqs, ins, call, (device, dest, source))
+        recv = np.empty(int(size_in[0]), np.uint8)
+        reqs = [self.data.Isend(blob, dest=dest, tag=tag + 1),
+                self.data.Irecv(recv, source=source, tag=tag + 1)]
+        self._wait(reqs, ins, call, (device, dest, source))
+        self.where = "running"
+        return pickle.loads(recv.tobytes())
+
     # ---- ending ------------------------------------------------------------------------
     def abort_others(self, message: str) -> None:
         for d in range(self.size):

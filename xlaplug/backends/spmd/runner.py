@@ -139,7 +139,7 @@ def collective_groups(module: Module, grid: DeviceGrid) -> list[list[tuple[int, 
     MPI transport splits communicators for before the run)."""
     from .groups import device_groups, permute_domain
     from .kernels import PERMUTES
-    sets: list[list[tuple[int, ...]]] = []
+    sets: list[list[tuple[int, ...]]] = [[tuple(range(grid.count))]]  # plugin communicators
     for comp in module.computations:
         for ins in comp.instructions:
             if ins.opcode in PERMUTES:
