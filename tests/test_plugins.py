@@ -967,11 +967,14 @@ def test_horovod_allreduce(tmp_path):
     jax, jnp = _jnp()
     f = hlo_file(tmp_path, "h.hlo", _custom("HorovodAllreduce", ', backend_config={reduce_op = '
                                             '"sum"}', shape="f32[4]", operand="f32[4]"))
-    r = cli("compile", f)
+    r = cli("compile", f)  # it has a CPU kernel: the custom call stays
+    assert r.exit_code == 0 and 'custom_call_target="HorovodAllreduce"' in r.output, r.output
+    r = cli("compile", f, "--prefer", "decomposition")
     assert r.exit_code == 0, r.output
     assert "custom-call" not in r.output
-    assert "all-reduce(x), to_apply=horovod_sum" in r.output
-    assert "ROOT horovod_sum.r = f32[] add(" in r.output
+    assert ("all-reduce(x), to_apply=horovod_add, channel_id=1, use_global_device_ids=true, "
+            "replica_groups={{0}}") in r.output
+    assert "ROOT horovod_add.r = f32[] add(" in r.output
     x = np.array([1.5, -2, 3, 0.25], np.float32)
     _, (out,) = run_out(tmp_path, f, inputs=[x])
     # One replica: jax's psum over an axis of size one.
@@ -980,7 +983,9 @@ def test_horovod_allreduce(tmp_path):
     bad = hlo_file(tmp_path, "b.hlo", f.read_text().replace('"sum"', '"avg"'))
     r = cli("compile", bad)
     assert r.exit_code == 2 and "Traceback" not in r.output
-    assert "plugin 'horovod' decomposition of 'HorovodAllreduce' raised ValueError" in r.output
+    assert r.output.strip().endswith(
+        "error: plugin 'horovod' shape rule for 'HorovodAllreduce' raised ValueError: reduce_op "
+        "must be one of average, max, min, prod, product, sum, got 'avg' (instruction 'y')")
 
 
 def test_stablehlo_check_on_conformance_file(tmp_path):
