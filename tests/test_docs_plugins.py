@@ -107,3 +107,34 @@ def test_tutorial_end_to_end(tmp_path, monkeypatch, capsys):
                 "outputs.npz", tmp_path)
     assert r.returncode == 0, r.stderr
     assert "all 1 outputs match outputs.npz" in r.stdout
+
+
+def test_ring_allreduce_section(tmp_path):
+    """The worked example of a core-opcode override on many devices: check-plugins --devices
+    holds the ring against the core kernel, and the same plugin runs under mpiexec."""
+    blocks = code_blocks()
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "ring_allreduce.py").write_text(blocks["plugins/ring_allreduce.py"])
+    p = xlaplug("xlaplug check-plugins all-reduce --devices 4 --plugins-dir plugins --json",
+                tmp_path)
+    assert p.returncode == 0, p.stderr
+    obj = json.loads(p.stdout)
+    assert obj["ok"] and obj["devices"] == 4
+    assert [r["detail"] for r in obj["results"]] == ["kernel matches core kernel on 4 devices"] * 3
+    ns: dict = {}
+    exec(compile(blocks["plugins/ring_allreduce.py"], "ring_allreduce.py", "exec"), ns)
+    (tmp_path / "ring.hlo").write_text(ns["EXAMPLE"])
+    env = {k: v for k, v in os.environ.items() if k != "XLAPLUG_PLUGIN_PATH"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    core = subprocess.run([sys.executable, "-m", "xlaplug.cli", "run", "ring.hlo", "--out",
+                           "core.npz"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert core.returncode == 0, core.stderr
+    mpiexec = Path(sys.executable).with_name("mpiexec")
+    if not mpiexec.exists():
+        pytest.skip("no mpiexec next to python: pip install 'xlaplug[mpi]'")
+    ring = subprocess.run([str(mpiexec), "-n", "4", sys.executable, "-m", "xlaplug.cli", "run",
+                           "ring.hlo", "--plugins-dir", "plugins", "--expect", "core.npz"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert ring.returncode == 0, ring.stderr
+    assert "all 1 outputs of 4 devices match core.npz" in ring.stdout

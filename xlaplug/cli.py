@@ -305,18 +305,28 @@ def list_plugins_cmd(as_json, plugins_dirs, no_plugins, strict):
 @click.option("--trials", default=3, show_default=True, help="Random inputs per example.")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--devices", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Check on this many devices at once (threads): multi-device kernels "
+                   "against their decompositions, core-opcode overrides against the core "
+                   "kernel.")
 @plugin_options
 @handle_errors
-def check_plugins_cmd(ops, device, trials, seed, as_json, plugins_dirs, no_plugins, strict):
+def check_plugins_cmd(ops, device, trials, seed, as_json, devices, plugins_dirs, no_plugins,
+                      strict):
     """Run each plugin kernel against its decomposition on random inputs."""
     from .plugin.check import check_plugins, results_table
     if device == "cuda":
         from .backends.cuda_support import require_cuda
         require_cuda()
     session = setup_plugins(plugins_dirs, no_plugins, strict, device)
-    results = check_plugins(session, ops, trials=trials, seed=seed)
+    if devices > 1:
+        from .plugin.check_devices import check_on_devices
+        results = check_on_devices(session, ops, n=devices, trials=trials, seed=seed)
+    else:
+        results = check_plugins(session, ops, trials=trials, seed=seed)
     if as_json:
-        click.echo(json.dumps({"device": device, "results": [r.__dict__ for r in results],
+        click.echo(json.dumps({"device": device, "devices": devices,
+                               "results": [r.__dict__ for r in results],
                                "ok": all(r.ok for r in results)}, indent=2))
     else:
         from rich.console import Console
