@@ -6,7 +6,8 @@ before jax starts):
 
 For program i: `name_i`, `compiled_i` (compiled, partitioned HLO text), `lowered_i` (the
 global program jax lowers), `parts_i` (partition count), and per partition p the shards of
-each argument k and output j on the device running partition p (`arg_i_k_p`, `out_i_j_p`).
+each argument k and output j on the device running partition p (`arg_i_k_p`, `out_i_j_p`);
+the global values are `garg_i_k` and `gout_i_j`.
 """
 from __future__ import annotations
 
@@ -96,6 +97,11 @@ def main(out_path: str) -> None:
         out[f"compiled_{i}"] = np.array(compiled.as_text())
         out[f"lowered_{i}"] = np.array(lowered.as_text(dialect="hlo"))
         out[f"parts_{i}"] = np.array(len(devices))
+        out[f"nargs_{i}"] = np.array(len(args))
+        for k, a in enumerate(args):  # the global program's inputs and outputs
+            out[f"garg_{i}_{k}"] = np.asarray(a)
+        for j, r in enumerate(results):
+            out[f"gout_{i}_{j}"] = np.asarray(r)
         for p, dev in enumerate(devices):
             for k, a in enumerate(shards):
                 out[f"arg_{i}_{k}_{p}"] = next(np.asarray(s.data) for s in a.addressable_shards

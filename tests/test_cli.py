@@ -58,8 +58,9 @@ def test_compile_json(simple):
     obj = json.loads(r.output)
     assert obj["module"] == "m" and obj["entry"] == "e"
     assert obj["opcode_counts"] == {"parameter": 2, "add": 1}
-    assert [p["name"] for p in obj["passes"]] == ["custom-call-lowering", "inline-calls",
-                                                   "tuple-simplify", "dce", "loop-fusion"]
+    assert [p["name"] for p in obj["passes"]] == ["sdy-shard-map", "custom-call-lowering",
+                                                   "inline-calls", "tuple-simplify", "dce",
+                                                   "loop-fusion"]
 
 
 def test_compile_thunks_table(tmp_path):
@@ -77,8 +78,8 @@ def test_compile_output_file_and_dump_dir(tmp_path, simple):
     assert r.exit_code == 0
     assert out.read_text().startswith("HloModule m")
     assert sorted(p.name for p in (tmp_path / "dump").iterdir()) == [
-        "00-input.hlo", "01-custom-call-lowering.hlo", "02-inline-calls.hlo",
-        "03-tuple-simplify.hlo", "04-dce.hlo", "05-loop-fusion.hlo"]
+        "00-input.hlo", "01-sdy-shard-map.hlo", "02-custom-call-lowering.hlo",
+        "03-inline-calls.hlo", "04-tuple-simplify.hlo", "05-dce.hlo", "06-loop-fusion.hlo"]
 
 
 @pytest.mark.parametrize("text,where,what", [

@@ -12,6 +12,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..hlo.ir import Computation, Instruction, Module
+from ..hlo.opcodes import RUNTIME_CUSTOM_CALLS
 from .cpu.structural import ExecutionError
 from .kernel_cache import KernelCache
 from .registry import lookup
@@ -49,6 +50,12 @@ class ExecContext:
         if ins.opcode == "constant":
             return _constant_kernel
         fn = self._overrides(ins) if self._overrides is not None else None
+        if fn is None and ins.opcode == "custom-call":
+            # Custom calls the executor runs itself (a shard_map region), else a plugin's.
+            if ins.attrs.get("custom_call_target") in RUNTIME_CUSTOM_CALLS:
+                from .spmd.shard_map import run_shard_map
+                return run_shard_map
+            return None
         if fn is None:
             fn = lookup(ins.opcode, self.device)
         return None if fn is None else self.memory.adapt_kernel(ins, fn)

@@ -92,3 +92,8 @@ def has_side_effect(instr) -> bool:
 
 def is_known(opcode: str) -> bool:
     return opcode in ALL_OPCODES
+
+# A shard_map region of a program before partitioning (passes/sdy_shard_map.py makes it):
+# a custom call the executor itself runs, on every device of the region's mesh.
+SHARD_MAP_TARGET = "xlaplug.shard_map"
+RUNTIME_CUSTOM_CALLS = frozenset({SHARD_MAP_TARGET})

@@ -21,6 +21,7 @@ from ..hlo.ir import Instruction, Module
 from ..hlo.rewrite import NameUniquer, replace_all_uses
 from ..plugin.attrs import op_name
 from ..plugin.registry import Registry
+from ..hlo.opcodes import RUNTIME_CUSTOM_CALLS
 from ..plugin.rules import check_shape_rule, decompose_into
 from .context import PassContext
 
@@ -58,7 +59,7 @@ class CustomCallLowering:
         for comp in module.computations:
             for ins in list(comp.instructions):
                 name = op_name(ins)
-                if name is None:
+                if name is None or name in RUNTIME_CUSTOM_CALLS:  # the executor runs these
                     continue
                 reg: Registry = ctx.registry
                 if ins.opcode == "custom-call" and name in _BUILTIN_TARGETS and \
