@@ -4,6 +4,7 @@ and is reported once, naming the device; a device stuck at a collective ends wit
 rendezvous's timeout error, so a run never hangs."""
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any, Callable
 
@@ -52,13 +53,16 @@ def _blas_threads_per_device(n: int):
     """BLAS threads divided among the device threads while they run: n threads that each
     call a multithreaded OpenBLAS at once make its spinning workers fight over the cores
     (measured: a 64x512x64 sgemm 0.1 ms alone, 40 ms from two device threads on 2 cores)."""
-    import contextlib
     import os
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=max(1, (os.cpu_count() or 1) // n), user_api="blas")
+    return _blas_controller().limit(limits=max(1, (os.cpu_count() or 1) // n), user_api="blas")
+
+
+@functools.lru_cache(maxsize=1)
+def _blas_controller():
+    """threadpoolctl's view of the loaded BLAS libraries, found once: looking them up takes
+    ~0.7 ms, setting their thread counts ~20 us."""
+    from threadpoolctl import ThreadpoolController
+    return ThreadpoolController()
 
 
 class DeviceError(ExecutionError):
