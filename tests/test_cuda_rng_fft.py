@@ -1,4 +1,4 @@
-"""CUDA fft, random numbers and single-replica collectives against the CPU backend.
+"""CUDA fft and random numbers against the CPU backend.
 
 Programs are lowered by jax (or written by hand) and run with device="cuda" (numba's
 simulator unless NUMBA_ENABLE_CUDASIM=0) and device="cpu" (verified against XLA by
@@ -378,59 +378,6 @@ def test_rng_errors():
     with pytest.raises(Exception, match="rng_normal of s32 is not supported"):
         run_module(parse_module(_rng_text("s32", "rng_normal")), [np.int32(0), np.int32(1)],
                    device="cuda")
-
-
-# ---- collectives (one replica) -------------------------------------------------------------
-
-_COLLECTIVES_HLO = """
-HloModule m
-
-add {
-  x = f32[] parameter(0)
-  y = f32[] parameter(1)
-  ROOT s = f32[] add(x, y)
-}
-
-ENTRY e {
-  a = f32[4,2]{1,0} parameter(0)
-  b = s32[2,3]{1,0} parameter(1)
-  ar = f32[4,2]{1,0} all-reduce(a), replica_groups={{0}}, to_apply=add
-  ars = f32[4,2]{1,0} all-reduce-start(a), replica_groups={{0}}, to_apply=add
-  ard = f32[4,2]{1,0} all-reduce-done(ars)
-  ag = f32[4,2]{1,0} all-gather(a), replica_groups={{0}}, dimensions={0}
-  ags = (f32[4,2]{1,0}, f32[4,2]{1,0}) all-gather-start(a), replica_groups={{0}}, dimensions={0}
-  agd = f32[4,2]{1,0} all-gather-done(ags)
-  rs = f32[4,2]{1,0} reduce-scatter(a), replica_groups={{0}}, dimensions={0}, to_apply=add
-  cp = s32[2,3]{1,0} collective-permute(b), source_target_pairs={{0,0}}
-  cp0 = s32[2,3]{1,0} collective-permute(b), source_target_pairs={}
-  cps = (s32[2,3]{1,0}, s32[2,3]{1,0}, u32[], u32[]) collective-permute-start(b), source_target_pairs={{0,0}}
-  cpd = s32[2,3]{1,0} collective-permute-done(cps)
-  cps2 = (s32[2,3]{1,0}, s32[2,3]{1,0}, u32[], u32[]) collective-permute-start(b), source_target_pairs={}
-  cpd2 = s32[2,3]{1,0} collective-permute-done(cps2)
-  ata = (f32[4,2]{1,0}, s32[2,3]{1,0}) all-to-all(a, b), replica_groups={{0}}
-  cb = s32[2,3]{1,0} collective-broadcast(b), replica_groups={{0}}
-  ar2 = (f32[4,2]{1,0}, f32[4,2]{1,0}) all-reduce(a, ard), replica_groups={}, to_apply=add
-  ROOT t = (f32[4,2]{1,0}, f32[4,2]{1,0}, f32[4,2]{1,0}, f32[4,2]{1,0}, f32[4,2]{1,0}, s32[2,3]{1,0}, s32[2,3]{1,0}, s32[2,3]{1,0}, s32[2,3]{1,0}, (f32[4,2]{1,0}, s32[2,3]{1,0}), s32[2,3]{1,0}, (f32[4,2]{1,0}, f32[4,2]{1,0})) tuple(ar, ard, ag, agd, rs, cp, cp0, cpd, cpd2, ata, cb, ar2)
-}
-"""
-
-
-def test_single_replica_collectives():
-    a = rrnd(4, 2)
-    b = np.arange(6, dtype=np.int32).reshape(2, 3)
-    got = check_text(_COLLECTIVES_HLO, a, b, exact=True)
-    assert np.array_equal(got[0], a) and not got[6].any()
-
-
-def test_collective_group_too_large():
-    text = """
-HloModule m
-ENTRY e {
-  a = f32[2]{0} parameter(0)
-  ROOT g = f32[4]{0} all-gather(a), replica_groups={{0,1}}, dimensions={0}
-}"""
-    with pytest.raises(Exception, match="one device"):
-        run_module(parse_module(text), [rrnd(2)], device="cuda")
 
 
 # ---- the kernels compile for a real GPU ----------------------------------------------------
