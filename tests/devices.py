@@ -69,3 +69,21 @@ def check_on(device, f, args, compare, x64=False, modes=("lowered", "compiled"),
             if expect_op is not None and mode == "lowered":
                 assert f" {expect_op}(" in text, f"no {expect_op} in the lowered HLO"
             cuda_against_cpu(text, args, cuda_compare, mode)
+
+
+def device_cases(values, cuda_gaps=None):
+    """`device` x `values` params (a value may be a tuple of several arguments).  The
+    values in `cuda_gaps` ({value: reason}) are cases the CUDA backend refuses today: on
+    cuda they run as strict xfails with that reason, so the case stays in the table and a
+    fix shows up as an unexpected pass."""
+    cuda_gaps = cuda_gaps or {}
+    out = []
+    for v in values:
+        args = v if isinstance(v, tuple) else (v,)
+        vid = "-".join(str(a) for a in args)
+        out.append(pytest.param("cpu", *args, id=f"cpu-{vid}"))
+        marks = [pytest.mark.cuda]
+        if v in cuda_gaps:
+            marks.append(pytest.mark.xfail(strict=True, reason=cuda_gaps[v]))
+        out.append(pytest.param("cuda", *args, id=f"cuda-{vid}", marks=marks))
+    return out
