@@ -43,3 +43,25 @@ def lapack(registry):
     yield registry
     activate(Session())
 
+
+
+# ---- markers (registered in setup.cfg) -----------------------------------------------------
+# Whole files are marked here by what they need; single tests carry their own marks (`slow`,
+# and `cuda` on CUDA-only tests and on tests/devices.py's cuda parameter).
+
+# The StableHLO conformance suite and the runs over the whole jax corpus.
+SUITE_MODULES = {"test_conformance_stablehlo", "test_conformance_jax", "test_corpus_roundtrip",
+                 "test_cuda_corpus"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        module = item.module.__name__.rpartition(".")[2]
+        params = getattr(item, "callspec", None)
+        if module.startswith("test_cuda_") or (params and params.params.get("device") == "cuda"):
+            item.add_marker(pytest.mark.cuda)
+        uses_corpus = "jax_corpus" in getattr(item, "fixturenames", ())
+        if "jax" in vars(item.module) or uses_corpus:  # jax (or its corpus) is the oracle
+            item.add_marker(pytest.mark.jax)
+        if module in SUITE_MODULES or uses_corpus:
+            item.add_marker(pytest.mark.suite)
