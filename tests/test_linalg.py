@@ -395,7 +395,6 @@ def test_conv_window_reversal(device):
                                                      [(0, 0), (1, 0)]))
 
 
-@pytest.mark.slow
 def test_conv_large_is_fast():
     x, w = rnd(8, 64, 56, 56), rnd(64, 64, 3, 3)
     text = """
