@@ -152,7 +152,7 @@ def test_dynamic_update_slice_u64_index_x64(device):
     check(device, lambda x, u, i: lax.dynamic_update_slice(x, u, (i,)), x, u, np.uint64(2 ** 63),
           x64=True)
     check(device, lambda x, i: (lax.dynamic_slice(x, (i,), (3,)),
-                        lax.dynamic_update_slice(x, x[:2], (i,))), x, np.uint64(2 ** 63),
+                                lax.dynamic_update_slice(x, x[:2], (i,))), x, np.uint64(2 ** 63),
           x64=True)
 
 

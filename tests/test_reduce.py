@@ -76,7 +76,7 @@ def test_reduce_float(device, fn, axis):
 def test_reduce_int_wraps(device, dt):
     x = ints(4, 6, dt=dt, lo=0, hi=100)
     check(device, lambda x: (jnp.sum(x, axis=1, dtype=dt), jnp.prod(x, axis=0, dtype=dt),
-                     jnp.max(x, axis=1), jnp.min(x)), x)
+                             jnp.max(x, axis=1), jnp.min(x)), x)
 
 
 @on_each_device
@@ -341,7 +341,7 @@ def test_jnp_sort_and_argsort_nans(device, axis):
 def test_sort_descending_and_stable_ties(device):
     x = ints(4, 20, lo=0, hi=5)
     check(device, lambda x: (jnp.argsort(x, axis=1, descending=True, stable=True),
-                     jnp.sort(x, axis=0, descending=True)), x)
+                             jnp.sort(x, axis=0, descending=True)), x)
 
 
 @on_each_device
