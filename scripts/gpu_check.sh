@@ -92,11 +92,12 @@ if [ $STATUS -ne 0 ]; then
 fi
 
 section "CUDA tests (NUMBA_ENABLE_CUDASIM=0)"
-TESTS=$(ls tests/test_cuda_*.py 2>/dev/null | sort)
-echo "test files:" $TESTS
+# every test marked `cuda` (the cuda half of the device-parametrized kernel tests and the
+# CUDA-only files), wherever it lives
+echo "tests: -m cuda"
 # leave ~150 s for the benchmark after this step
 run_step "pytest cuda" "$(left 150)" "$PY" -m pytest -q -rfEx --durations=10 \
-    -p no:cacheprovider $TESTS
+    -p no:cacheprovider -m cuda tests
 
 section "benchmark --device cuda --quick"
 run_step "benchmark quick" "$(left 20)" "$PY" benchmarks/run.py --device cuda --quick --repeat 3

@@ -41,3 +41,107 @@ def lapack(registry):
         [r.error for r in registry.records if r.error]
     return registry
 
+
+
+# ---- markers (registered in setup.cfg) -----------------------------------------------------
+# Whole files are marked here by what they need (cuda, jax, suite), and `slow` tests by name
+# in SLOW below; CUDA-only tests and tests/devices.py's cuda parameter carry `cuda` too.
+
+# The StableHLO conformance suite and the runs over the whole jax corpus.
+SUITE_MODULES = {"test_conformance_stablehlo", "test_conformance_jax", "test_corpus_roundtrip",
+                 "test_cuda_corpus"}
+
+
+# Test functions (every parameter of them) that take more than a few seconds on two loaded
+# cores: each case's mean >= 0.4 s or one case >= 2 s in `pytest --durations=0` of the
+# whole suite (the CUDA ones under the simulator).  Re-measure and edit when tests move;
+# `-m "not slow and not suite"` is the fast loop.
+SLOW = {
+    "test_cli": {"test_bad_input_exit_2_one_line_no_traceback", "test_cuda_without_gpu_is_exit_2",
+        "test_cuda_without_gpu_message_is_exactly_one_error",
+        "test_missing_file_is_a_clear_error", "test_run_custom_call_without_plugin_names_target",
+        "test_run_example_prints_table", "test_run_input_dtype_converted_and_shape_checked",
+        "test_run_inputs_out_expect_roundtrip", "test_run_memory_guard",
+        "test_run_while_iteration_guard", "test_unknown_pass_is_exit_2"},
+    "test_compiled_while": {"test_corpus_program_fused_and_compiled",
+        "test_interpret_option_keeps_every_loop_and_fusion_interpreted",
+        "test_loop_the_code_cannot_express_stays_interpreted"},
+    "test_cuda_jax_lapack": {"test_kernels_compile_for_a_real_gpu"},
+    "test_cuda_narrow": {"test_bf16_program_matches_jax", "test_float_formats_match_cpu",
+        "test_sub_byte_integers_match_cpu"},
+    "test_cuda_plugins": {"test_rms_norm_cuda_kernel_in_a_run_matches_cpu"},
+    "test_data_movement": {"test_iota_types", "test_iota_x64_types",
+        "test_transpose_then_reshape_bitcasts"},
+    "test_docs_plugins": {"test_tutorial_end_to_end"},
+    "test_elementwise": {"test_compare_totalorder", "test_complex", "test_convert",
+        "test_integer_ops", "test_ptx_compiles", "test_unary_float", "test_unary_narrow_float"},
+    "test_gather_scatter": {"test_fancy_indexing", "test_gather_clamped_and_unsigned_indices",
+        "test_scatter_add_repeated_int_and_bool", "test_scatter_combiners",
+        "test_scatter_general_combiner", "test_scatter_index_types_x64",
+        "test_scatter_non_commutative_and_variadic_order", "test_variadic_scatter",
+        "test_vmapped_gather", "test_vmapped_scatter_batching_dims"},
+    "test_grammar": {"test_grammar_builds_in_strict_mode",
+        "test_instructions_are_few_coarse_tokens", "test_large_module_builds_no_parse_tree"},
+    "test_jit_cache": {"test_cache_off_or_unwritable_compiles_in_memory",
+        "test_second_process_loads_compiled_code"},
+    "test_linalg": {"test_conv_1d_3d_and_no_spatial", "test_conv_batch_groups",
+        "test_conv_feature_groups", "test_conv_integer_narrow_and_complex_types",
+        "test_conv_large_is_fast", "test_conv_nchw", "test_conv_nhwc_and_odd_orders",
+        "test_conv_transpose_gradient", "test_dot_general_batch_and_contracting_orders",
+        "test_dot_int8_to_int32", "test_dot_matmul_and_vector_forms", "test_dot_multiple_tiles",
+        "test_dot_narrow_floats", "test_dot_pred_and_mixed_operand_types_on_cuda",
+        "test_linalg_kernels_compile_to_ptx"},
+    "test_loop_fusion": {"test_fused_programs_on_cuda_match_cpu"},
+    "test_passes": {"test_default_pipeline_on_jax_corpus"},
+    "test_plugin_jax_lapack": {"test_failures_give_xla_nans_and_info",
+        "test_linalg_function_matches_xla",
+        "test_lu_rectangular_and_eigh_upper", "test_qr_family_other_targets",
+        "test_svd_values_only_both_declared_shapes", "test_triangular_solve_every_flag"},
+    "test_plugins": {"test_check_plugins_cuda_under_simulator",
+        "test_check_plugins_on_a_test_plugin",
+        "test_plugin_path_environment_variable"},
+    "test_reduce": {"test_lax_sort_multiple_operands", "test_max_and_avg_pool",
+        "test_maxpool_grad", "test_minpool_grad_overlapping", "test_reduce_complex",
+        "test_reduce_general_reducer", "test_reduce_tree_path_on_cuda",
+        "test_reduce_window_dilations", "test_reduce_window_init_not_identity",
+        "test_reduce_window_variadic", "test_select_and_scatter_3d",
+        "test_sort_descending_and_stable_ties", "test_sort_f64_x64",
+        "test_sort_general_comparator", "test_sort_mixed_cases", "test_top_k",
+        "test_variadic_argmax", "test_variadic_lax_reduce", "test_variadic_reduce_three_operands"},
+    "test_rng_fft": {"test_fft_1d", "test_fft_2d_3d", "test_fft_double_precision_x64",
+        "test_fft_rng_kernels_compile_to_ptx", "test_fft_small_and_odd_lengths",
+        "test_jax_random_rbg", "test_jax_random_threefry", "test_rng_bit_generator_chained_state",
+        "test_rng_bit_generator_optimized_hlo", "test_rng_draw_kernels_compile_to_ptx",
+        "test_rng_makes_no_host_copies", "test_rng_optimized_hlo_matches_first_xla_run"},
+    "test_scalar_jit": {"test_bitcast_and_reduce_precision", "test_complex", "test_convert",
+        "test_float_binary", "test_float_unary", "test_fma_contraction_matches_xla",
+        "test_integer", "test_total_order_comparator", "test_variadic_reducer_and_nested_call"},
+    "test_verifier": {"test_jax_corruptions_are_caught", "test_jax_program_verifies",
+        "test_jax_programs_cover_the_ops"},
+}
+
+
+def _check_slow_names(modules) -> None:
+    """A name in SLOW that its module no longer defines is a stale entry: fail loudly."""
+    for module in modules:
+        name = module.__name__.rpartition(".")[2]
+        missing = [f for f in SLOW.get(name, ()) if not hasattr(module, f)]
+        if missing:
+            raise pytest.UsageError(f"conftest.SLOW names tests {name} does not have: "
+                                    f"{sorted(missing)}")
+
+
+def pytest_collection_modifyitems(config, items):
+    _check_slow_names({item.module for item in items})
+    for item in items:
+        module = item.module.__name__.rpartition(".")[2]
+        params = getattr(item, "callspec", None)
+        if module.startswith("test_cuda_") or (params and params.params.get("device") == "cuda"):
+            item.add_marker(pytest.mark.cuda)
+        uses_corpus = "jax_corpus" in getattr(item, "fixturenames", ())
+        if "jax" in vars(item.module) or uses_corpus:  # jax (or its corpus) is the oracle
+            item.add_marker(pytest.mark.jax)
+        if module in SUITE_MODULES or uses_corpus:
+            item.add_marker(pytest.mark.suite)
+        if item.originalname in SLOW.get(module, ()):
+            item.add_marker(pytest.mark.slow)

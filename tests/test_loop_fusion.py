@@ -208,6 +208,7 @@ def test_loop_inside_while_body():
     np.testing.assert_allclose(got[0], want[0], rtol=2e-6, atol=2e-6)
 
 
+@pytest.mark.cuda
 @pytest.mark.parametrize("name", ["softmax", "scalar_operands", "int_ops", "f16", "bf16"])
 def test_fused_programs_on_cuda_match_cpu(name):
     """The same fused modules on CUDA (numba's simulator in CI): one kernel per fusion."""

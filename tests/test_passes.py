@@ -2,6 +2,7 @@
 from pathlib import Path
 
 import pytest
+from golden import all_cases, format_cases, parse_cases, run_case, update_requested
 
 from xlaplug.hlo import parse_module
 from xlaplug.hlo.errors import HloError
@@ -12,23 +13,29 @@ from xlaplug.passes.loop_fusion import DEFAULT_MIN_ELEMENTS, LoopFusion
 from xlaplug.passes.manager import PassSpecError
 from xlaplug.plugin import Plugin, Registry
 
-GOLDEN = sorted((Path(__file__).parent / "golden").glob("*.txt"))
+CASES = all_cases()
 
 
-def _split(path: Path):
-    text = path.read_text()
-    head, rest = text.split("\n", 1)
-    assert head.startswith("# pass: ")
-    src, expect = rest.split("# expect\n")
-    return head[len("# pass: "):], src, expect
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_golden(case, tmp_path):
+    """One case of tests/golden/: the whole output of its RUN line, exactly (see golden.py)."""
+    code, out, err = run_case(case, tmp_path)
+    assert code == 0, f"{case.where}: exit {code}: {err}"
+    if update_requested():
+        cases = parse_cases(case.path)
+        cases[case.index].expect = out
+        case.path.write_text(format_cases(cases))
+        return
+    assert out == case.expect, f"{case.where}: output differs from EXPECT"
 
 
-@pytest.mark.parametrize("path", GOLDEN, ids=[p.stem for p in GOLDEN])
-def test_golden(path):
-    passes, src, expect = _split(path)
-    module = parse_module(src, str(path))
-    PassManager(resolve_pipeline(passes), verify_each=True).run(module, PassContext())
-    assert module_to_text(module) == module_to_text(parse_module(expect))
+def test_golden_files_hold_many_cases_and_every_kind():
+    """Each kind of golden case is present: passes, the canonical printer, the thunk table."""
+    assert all(len(parse_cases(p)) >= 2 for p in {c.path for c in CASES})
+    runs = [" ".join(c.args) for c in CASES]
+    assert any("--passes none" in r and "--emit" not in r for r in runs)  # parse -> print
+    assert any("--emit thunks" in r for r in runs)
+    assert any("custom-call-lowering" in r for r in runs)
 
 
 def _names(pipeline):

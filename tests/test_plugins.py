@@ -929,6 +929,7 @@ def test_check_plugins_on_a_test_plugin(tmp_path, acme):
     assert r.exit_code == 1 and "FAIL" in r.output
 
 
+@pytest.mark.cuda
 def test_check_plugins_cuda_under_simulator():
     r = proc("check-plugins", "--device", "cuda", "--trials", "1", "--json", "example.rms_norm",
              env={"NUMBA_ENABLE_CUDASIM": "1"})
