@@ -8,6 +8,8 @@ instruction).  What is checked, as XLA's HloVerifier does with its default optio
 * the module has an entry computation, and its root/parameters agree with the header's
   `entry_computation_layout` when there is one (layouts ignored);
 * every computation has a ROOT, and its parameter numbers are exactly 0..n-1;
+* no instruction depends on itself through operands or control predecessors, and the call
+  graph has no cycle (verifier_graph.py; XLA rejects both);
 * every instruction's operands live in its own computation and its called computations in
   the module; its operand count fits its opcode;
 * every instruction's declared shape equals the shape its opcode's rule infers
@@ -18,6 +20,8 @@ instruction).  What is checked, as XLA's HloVerifier does with its default optio
   conditional, call, map, reduce, sort, scatter, fusion, async...), inside the rules;
 * floating-point operands of one instruction share one precision, except for the opcodes
   XLA allow-lists (dot, convolution, tuple, call, ...), unless `allow_mixed_precision`;
+* a `?` dimension is declared only where an operand is unbounded: `pred[?] compare(x, x)` of
+  a static `x` is an error, as in XLA's shape inference;
 * with `allow_unbounded_dynamism=False` (XLA's default), no `?` dimension at all.  Ours
   defaults to True: jax's shape-polymorphic exports (and the conformance suite) use `?`; a
   `?` size then matches any size in every check, as in XLA's unbounded-dynamism rules.
@@ -28,6 +32,8 @@ from typing import Iterator
 
 from .errors import HloVerifyError
 from .ir import UNBOUNDED, Computation, Instruction, Module
+from .verifier_graph import (call_graph_cycle_problem, instruction_cycle_problem,
+                             put_definitions_first)
 from .shape_inference import ShapeInferenceError, compatible, infer_shape, is_floating, s
 
 # Opcodes XLA exempts from the mixed-precision operand check (CheckMixedPrecisionOperands).
@@ -43,9 +49,12 @@ MIXED_PRECISION_OK = frozenset({
 
 def verify_module(module: Module, *, allow_mixed_precision: bool = False,
                   allow_unbounded_dynamism: bool = True) -> None:
-    """Raise HloVerifyError on the first problem in `module`."""
+    """Raise HloVerifyError on the first problem in `module`.  A module that verifies has its
+    computations put in definition order (each operand before its users: the text may define
+    an operand on a later line), so no pass or kernel sees a use before its definition."""
     for err in _problems(module, allow_mixed_precision, allow_unbounded_dynamism):
         raise err
+    put_definitions_first(module)
 
 
 def verify_module_all(module: Module, *, allow_mixed_precision: bool = False,
@@ -77,6 +86,26 @@ def verify_instruction(ins: Instruction, *, allow_mixed_precision: bool = False)
     if not compatible(inferred, ins.shape):
         return (f"instruction '{ins.name}' ({ins.opcode}): inferred shape {s(inferred)} but "
                 f"declared {s(ins.shape)}")
+    if not any(d == UNBOUNDED for o in ins.operands for leaf in o.shape.leaves()
+               for d in leaf.dims):
+        k = _unbounded_where_static(inferred, ins.shape)
+        if k is not None:
+            return (f"instruction '{ins.name}' ({ins.opcode}): dimension {k} is declared "
+                    f"unbounded ('?') but every operand is bounded, so it is "
+                    f"{s(inferred)}; declared {s(ins.shape)}")
+    return None
+
+
+def _unbounded_where_static(inferred, declared) -> int | None:
+    """The first dimension declared `?` where the inferred shape has a size, or None.  `?`
+    matching any size is for operands that are themselves unbounded: from bounded operands
+    XLA's shape inference gives a bounded shape, and kernels size their results by it."""
+    for a, b in zip(inferred.leaves(), declared.leaves()):
+        if not a.is_array or not b.is_array:
+            continue
+        for k, (da, db) in enumerate(zip(a.dims, b.dims)):
+            if db == UNBOUNDED and da != UNBOUNDED:
+                return k
     return None
 
 
@@ -99,6 +128,9 @@ def _problems(module: Module, allow_mixed: bool, allow_unbounded: bool) -> Itera
         if c.name in names:
             yield _error(module, f"duplicate computation name '{c.name}'", c)
         names[c.name] = c
+    cycle = call_graph_cycle_problem(module)
+    if cycle is not None:
+        yield cycle
     for comp in comps:
         yield from _computation_problems(module, comp, comp_ids, allow_mixed, allow_unbounded)
     if module.entry is not None and id(module.entry) in comp_ids:
@@ -126,6 +158,9 @@ def _computation_problems(module: Module, comp: Computation, comp_ids: set[int],
                                  f"'{numbers[n].name}' in computation '{comp.name}'", p)
         else:
             numbers[n] = p
+    cycle = instruction_cycle_problem(module, comp)
+    if cycle is not None:
+        yield cycle
     seen_names: set[str] = set()
     for ins in comp.instructions:
         if ins.name in seen_names:
