@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .hlo.errors import HloError
+from .hlo.errors import HloError, one_line
 from .hlo.opcodes import ALL_OPCODES
 
 DEVICES = ("cpu", "cuda")
@@ -37,7 +37,7 @@ BUNDLED_DIR = Path(__file__).with_name("plugins")
 class PluginError(HloError):
     def headline(self) -> str:
         # A plugin failure with no instruction position is not about the HLO file.
-        return super().headline() if self.line else f"error: {self.message}"
+        return super().headline() if self.line else f"error: {one_line(self.message)}"
 
 
 @dataclass
