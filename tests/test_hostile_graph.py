@@ -192,3 +192,16 @@ def test_deep_call_chain_verifies_without_recursion():
     parts.append(f"ENTRY main {{\n  x = f32[] parameter(0)\n"
                  f"  ROOT r = f32[] call(x), to_apply=c{n - 1}\n}}")
     verify_module(parse_module("\n".join(parts) + "\n"))
+
+
+def test_huge_constant_shape_with_a_short_literal_is_a_clean_error():
+    # Found by scripts/fuzz.py: the expected brace skeleton of s8[2^40,1] was built in
+    # memory before the literal was compared with it.
+    from xlaplug.hlo.errors import HloSyntaxError
+    text = """HloModule m
+ENTRY main {
+  ROOT c = s8[1099511627776,1]{1,0} constant({ {0} })
+}
+"""
+    with pytest.raises(HloSyntaxError, match="expected 1099511627776 elements"):
+        parse_module(text)
