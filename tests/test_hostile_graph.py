@@ -205,3 +205,15 @@ ENTRY main {
 """
     with pytest.raises(HloSyntaxError, match="expected 1099511627776 elements"):
         parse_module(text)
+
+
+def test_unbounded_broadcast_of_a_bounded_operand_is_rejected():
+    # Found by scripts/fuzz.py: the broadcast kernel raised numpy's ValueError on `?`.
+    e = _error("""HloModule m
+ENTRY main {
+  x = s32[6] parameter(0)
+  ROOT b = s32[?,6]{1,0} broadcast(x), dimensions={1}
+}
+""")
+    assert (e.line, e.column) == (4, 8)
+    assert "nothing gives its size" in e.message

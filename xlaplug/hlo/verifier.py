@@ -20,8 +20,9 @@ instruction).  What is checked, as XLA's HloVerifier does with its default optio
   conditional, call, map, reduce, sort, scatter, fusion, async...), inside the rules;
 * floating-point operands of one instruction share one precision, except for the opcodes
   XLA allow-lists (dot, convolution, tuple, call, ...), unless `allow_mixed_precision`;
-* a `?` dimension is declared only where an operand is unbounded: `pred[?] compare(x, x)` of
-  a static `x` is an error, as in XLA's shape inference;
+* a `?` dimension is declared only where an operand is unbounded (or the opcode's size is
+  known only at run time: parameter, custom-call, call, ...): `pred[?] compare(x, x)` of a
+  static `x`, or `s32[?,6] broadcast(s32[6])`, is an error, as in XLA's shape inference;
 * with `allow_unbounded_dynamism=False` (XLA's default), no `?` dimension at all.  Ours
   defaults to True: jax's shape-polymorphic exports (and the conformance suite) use `?`; a
   `?` size then matches any size in every check, as in XLA's unbounded-dynamism rules.
@@ -44,6 +45,14 @@ MIXED_PRECISION_OK = frozenset({
     "get-tuple-element", "opt-barrier", "infeed", "outfeed", "parameter", "recv", "recv-done",
     "reduce-precision", "reduce-window", "send", "send-done", "sort", "tuple", "while",
     "ragged-dot", "scan",
+})
+
+
+# Opcodes whose result may be unbounded with bounded operands: its size comes from the
+# inputs (parameter), a computation, or code the verifier does not see.
+SIZED_AT_RUN_TIME = frozenset({
+    "parameter", "custom-call", "fusion", "call", "conditional", "while", "dynamic-reshape",
+    "infeed", "recv", "recv-done", "async-start", "async-update", "async-done",
 })
 
 
@@ -86,26 +95,27 @@ def verify_instruction(ins: Instruction, *, allow_mixed_precision: bool = False)
     if not compatible(inferred, ins.shape):
         return (f"instruction '{ins.name}' ({ins.opcode}): inferred shape {s(inferred)} but "
                 f"declared {s(ins.shape)}")
-    if not any(d == UNBOUNDED for o in ins.operands for leaf in o.shape.leaves()
-               for d in leaf.dims):
-        k = _unbounded_where_static(inferred, ins.shape)
+    if (ins.opcode not in SIZED_AT_RUN_TIME
+            and not any(d == UNBOUNDED for o in ins.operands for leaf in o.shape.leaves()
+                        for d in leaf.dims)):
+        k = _first_unbounded(ins.shape)
         if k is not None:
             return (f"instruction '{ins.name}' ({ins.opcode}): dimension {k} is declared "
-                    f"unbounded ('?') but every operand is bounded, so it is "
-                    f"{s(inferred)}; declared {s(ins.shape)}")
+                    f"unbounded ('?') but no operand is unbounded, so nothing gives its "
+                    f"size (inferred {s(inferred)}, declared {s(ins.shape)})")
     return None
 
 
-def _unbounded_where_static(inferred, declared) -> int | None:
-    """The first dimension declared `?` where the inferred shape has a size, or None.  `?`
-    matching any size is for operands that are themselves unbounded: from bounded operands
-    XLA's shape inference gives a bounded shape, and kernels size their results by it."""
-    for a, b in zip(inferred.leaves(), declared.leaves()):
-        if not a.is_array or not b.is_array:
-            continue
-        for k, (da, db) in enumerate(zip(a.dims, b.dims)):
-            if db == UNBOUNDED and da != UNBOUNDED:
-                return k
+def _first_unbounded(shape) -> int | None:
+    """The first `?` dimension of any array leaf of `shape`, or None.  From operands that are
+    all bounded, XLA's shape inference gives a bounded shape (and so the kernels size their
+    results by it): a `?` can only come from an unbounded operand or, for the opcodes in
+    SIZED_AT_RUN_TIME, from what runs."""
+    for leaf in shape.leaves():
+        if leaf.is_array:
+            for k, d in enumerate(leaf.dims):
+                if d == UNBOUNDED:
+                    return k
     return None
 
 
