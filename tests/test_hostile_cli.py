@@ -116,7 +116,8 @@ def test_inputs_npz_with_object_arrays(tmp_path):
 @pytest.mark.parametrize("text", [
     # A token spanning lines, quoted in the message.
     "HloModule m\nENTRY e {\n  p = f32[] parameter(0)\n  ROOT r = f32[] add(p, p) add(p,\np)\n}\n",
-    "HloModule m\nENTRY e {\n  p = f32[] parameter(0)\n  ROOT r = f32[] add(p, p), to_apply={\n}\n}\n",
+    "HloModule m\nENTRY e {\n  p = f32[] parameter(0)\n"
+    "  ROOT r = f32[] add(p, p), to_apply={\n}\n}\n",
 ])
 def test_headlines_hold_no_raw_newline(text):
     with pytest.raises(HloError) as e:

@@ -1,6 +1,6 @@
 """Hostile graphs: call-graph cycles, instruction cycles, uses before definition and
-unbounded dimensions the operands do not have are verifier errors with a position, so no
-pass or kernel sees them."""
+unbounded dimensions nothing gives a size are verifier errors with a position, so no pass
+or kernel sees them."""
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -139,11 +139,28 @@ def test_verify_module_all_reports_the_cycle_once():
     assert [e.line for e in errors if "depends on itself" in e.message] == [6]
 
 
-def test_use_before_definition_is_put_in_order_and_inlines():
+def test_use_before_definition_is_rejected_at_the_user():
+    e = _error(FORWARD_IN_CALLEE)
+    assert (e.line, e.column) == (4, 8)
+    assert "uses operand 'q', which is defined after it (line 5)" in e.message
+
+
+def test_control_predecessor_defined_later_is_rejected():
+    e = _error("""HloModule m
+ENTRY main {
+  x = f32[] parameter(0)
+  a = f32[] negate(x), control-predecessors={b}
+  b = f32[] negate(x)
+  ROOT t = (f32[], f32[]) tuple(a, b)
+}
+""")
+    assert e.line == 4 and "uses control predecessor 'b'" in e.message
+
+
+def test_passes_walk_definition_order_in_an_unverified_module():
+    # Through the API a module need not be verified: inline-calls (once a bare KeyError)
+    # clones a callee in definition order whatever its text order.
     module = parse_module(FORWARD_IN_CALLEE)
-    verify_module(module)
-    f = module.computation("f")
-    assert [i.name for i in f.instructions] == ["p", "q", "r"]
     PassManager(resolve_pipeline("inline-calls,tuple-simplify,dce")).run(module)
     verify_module(module)
     x = np.array([1, 2, 3], np.float32)
@@ -151,7 +168,8 @@ def test_use_before_definition_is_put_in_order_and_inlines():
     np.testing.assert_array_equal(out, np.zeros(3, np.float32))
 
 
-@pytest.mark.parametrize("text", [SELF_CALL, THROUGH_ENTRY, MUTUAL_WHILE, CYCLE_IN_COMPARATOR])
+@pytest.mark.parametrize("text", [SELF_CALL, THROUGH_ENTRY, MUTUAL_WHILE, CYCLE_IN_COMPARATOR,
+                                  FORWARD_IN_CALLEE])
 def test_cli_gives_one_located_line_and_exit_2(tmp_path, text):
     f = tmp_path / "bad.hlo"
     f.write_text(text)

@@ -8,8 +8,9 @@ instruction).  What is checked, as XLA's HloVerifier does with its default optio
 * the module has an entry computation, and its root/parameters agree with the header's
   `entry_computation_layout` when there is one (layouts ignored);
 * every computation has a ROOT, and its parameter numbers are exactly 0..n-1;
-* no instruction depends on itself through operands or control predecessors, and the call
-  graph has no cycle (verifier_graph.py; XLA rejects both);
+* no instruction depends on itself or uses an instruction defined after it (through operands
+  or control predecessors), and the call graph has no cycle (verifier_graph.py; XLA's parser
+  and verifier reject all three);
 * every instruction's operands live in its own computation and its called computations in
   the module; its operand count fits its opcode;
 * every instruction's declared shape equals the shape its opcode's rule infers
@@ -34,7 +35,7 @@ from typing import Iterator
 from .errors import HloVerifyError
 from .ir import UNBOUNDED, Computation, Instruction, Module
 from .verifier_graph import (call_graph_cycle_problem, instruction_cycle_problem,
-                             put_definitions_first)
+                             use_before_definition_problem)
 from .shape_inference import ShapeInferenceError, compatible, infer_shape, is_floating, s
 
 # Opcodes XLA exempts from the mixed-precision operand check (CheckMixedPrecisionOperands).
@@ -58,12 +59,9 @@ SIZED_AT_RUN_TIME = frozenset({
 
 def verify_module(module: Module, *, allow_mixed_precision: bool = False,
                   allow_unbounded_dynamism: bool = True) -> None:
-    """Raise HloVerifyError on the first problem in `module`.  A module that verifies has its
-    computations put in definition order (each operand before its users: the text may define
-    an operand on a later line), so no pass or kernel sees a use before its definition."""
+    """Raise HloVerifyError on the first problem in `module`."""
     for err in _problems(module, allow_mixed_precision, allow_unbounded_dynamism):
         raise err
-    put_definitions_first(module)
 
 
 def verify_module_all(module: Module, *, allow_mixed_precision: bool = False,
@@ -168,9 +166,10 @@ def _computation_problems(module: Module, comp: Computation, comp_ids: set[int],
                                  f"'{numbers[n].name}' in computation '{comp.name}'", p)
         else:
             numbers[n] = p
-    cycle = instruction_cycle_problem(module, comp)
-    if cycle is not None:
-        yield cycle
+    # A cycle first (the more telling error: it also uses something defined later).
+    order = instruction_cycle_problem(module, comp) or use_before_definition_problem(module, comp)
+    if order is not None:
+        yield order
     seen_names: set[str] = set()
     for ins in comp.instructions:
         if ins.name in seen_names:

@@ -1,15 +1,16 @@
-"""Graph checks of the verifier: cycles among instructions and in the call graph, and the
-definition order every pass and kernel relies on.
+"""Graph checks of the verifier: cycles among instructions and in the call graph, and uses
+before definition.
 
-The parser accepts an operand defined on a later line of its computation (the text order of
-instructions carries no meaning), so a computation may list a use before its definition, or
-hold a cycle (`s1 = select(p, a, s2)`, `s2 = select(p, b, s1)`).  XLA's computations are
-acyclic by construction and its verifier rejects a cycle in the call graph (a computation
-calling itself directly, through the entry, or mutually, through any called-computation
-attribute: to_apply, calls, body, condition, branch_computations, ...).  Here both kinds of
-cycle are rejected with the position of an instruction on them, and `definition_order` gives
-the acyclic order (operands and control predecessors first, text order otherwise) that
-`put_definitions_first` makes the computations' own order once the module verifies.
+Our parser resolves names once a computation is read, so it accepts an operand defined on a
+later line, and with it a cycle (`s1 = select(p, a, s2)`, `s2 = select(p, b, s1)`).  XLA's
+parser does not: it looks each operand (and control predecessor) up among the instructions
+already parsed ("instruction does not exist"), so its computations are in definition order
+and acyclic; and its verifier rejects a cycle in the call graph (a computation calling
+itself directly, through the entry, or mutually, through any called-computation attribute:
+to_apply, calls, body, condition, branch_computations, ...).  Here all three are verifier
+errors at an instruction involved, so no pass or kernel ever sees them.  `definition_order`
+(operands first, text order otherwise) is what passes walk, so that a module built or
+edited through the API without verifying still rewrites correctly.
 
 Every walk is iterative: a 10^5-deep chain of calls or operands must not exhaust Python's
 stack.
@@ -78,6 +79,24 @@ def instruction_cycle_problem(module: Module, comp: Computation) -> HloVerifyErr
                           file=module.source, line=first.line, column=first.column)
 
 
+def use_before_definition_problem(module: Module, comp: Computation
+                                  ) -> HloVerifyError | None:
+    """An error at the first instruction of `comp` that uses an operand or control
+    predecessor defined after it, or None."""
+    position = {id(i): k for k, i in enumerate(comp.instructions)}
+    for k, ins in enumerate(comp.instructions):
+        for dep in ins.operands + ins.control_predecessors:
+            if position.get(id(dep), -1) > k:
+                what = "operand" if any(o is dep for o in ins.operands) else \
+                    "control predecessor"
+                return HloVerifyError(
+                    f"instruction '{ins.name}' ({ins.opcode}) uses {what} '{dep.name}', which "
+                    f"is defined after it (line {dep.line}): an instruction must come after "
+                    f"everything it uses, as XLA's parser requires",
+                    file=module.source, line=ins.line, column=ins.column)
+    return None
+
+
 def call_graph_cycle_problem(module: Module) -> HloVerifyError | None:
     """An error at the calling instruction of a cycle in the call graph, or None."""
     comps = list(module.computations)
@@ -130,13 +149,3 @@ def definition_order(comp: Computation) -> list[Instruction]:
                 if s is None and id(dep) in members:
                     stack.append((dep, False))
     return order
-
-
-def put_definitions_first(module: Module) -> None:
-    """Reorder every computation so each operand is defined before its first use (a verified
-    module has no cycle, so this always succeeds); a computation already in that order is
-    left as it is."""
-    for comp in module.computations:
-        order = definition_order(comp)
-        if any(a is not b for a, b in zip(order, comp.instructions)):
-            comp.instructions = order
