@@ -68,8 +68,11 @@ def compile_module(module: Module, passes: str | None, dump_dir: str | None = No
                               **(options or {})})
     try:
         pm.run(module)
-    except OSError as e:  # only the dump files are written while passes run
-        raise HloError(f"--dump-dir: cannot write '{e.filename}': {e.strerror or e}") from None
+    except OSError as e:
+        if dump_dir is None or e.filename is None:
+            raise
+        # A dump file (the folder was checked, but it may fill up or change under us).
+        raise OptionError(f"--dump-dir: cannot write '{e.filename}': {e.strerror or e}") from None
     verify_module(module)
     return pm
 
