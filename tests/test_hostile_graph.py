@@ -235,3 +235,13 @@ ENTRY main {
 """)
     assert (e.line, e.column) == (4, 8)
     assert "nothing gives its size" in e.message
+
+
+def test_inlining_an_unverified_call_cycle_is_an_error_not_an_endless_expansion():
+    from xlaplug.hlo.errors import HloError
+    module = parse_module(THROUGH_ENTRY)  # not verified: the API allows it
+    with pytest.raises(HloError, match="cyclic call graph"):
+        PassManager(resolve_pipeline("inline-calls")).run(module)
+    module = parse_module(SELF_CALL)
+    with pytest.raises(HloError, match="cyclic call graph"):
+        PassManager(resolve_pipeline("inline-calls")).run(module)

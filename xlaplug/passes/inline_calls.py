@@ -48,9 +48,11 @@ class _Frame:
 
 
 def _expanded_sizes(comps: list[Computation]) -> dict[int, int]:
-    """Instructions each computation has once every call in it is inlined (callees first:
-    the call graph is acyclic in a verified module)."""
+    """Instructions each computation has once every call in it is inlined (callees first).
+    The verifier rejects a cyclic call graph; a module that skipped it gets an error here
+    rather than an endless expansion."""
     size: dict[int, int] = {}
+    waiting: set[int] = set()  # computations whose callees are being sized
     pending = list(reversed(comps))
     while pending:
         c = pending[-1]
@@ -60,8 +62,16 @@ def _expanded_sizes(comps: list[Computation]) -> dict[int, int]:
         missing = [i.attrs["to_apply"] for i in c.instructions
                    if _inlinable(i) and id(i.attrs["to_apply"]) not in size]
         if missing:
+            # Everything above a waiting computation on the stack is reached from it, so
+            # calling one back is a cycle.
+            back = next((k for k in missing if id(k) in waiting), None)
+            if back is not None:
+                raise HloError(f"computation '{c.name}' calls '{back.name}', which calls it "
+                               f"back: calls cannot be inlined in a cyclic call graph")
+            waiting.add(id(c))
             pending.extend(missing)
             continue
+        waiting.discard(id(c))
         pending.pop()
         n = 0
         for i in c.instructions:
