@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 
 import click
@@ -113,8 +114,11 @@ def _highlight(text: str) -> None:
 def compile_cmd(file, passes, emit, output, dump_dir, verify_each, device, prefer, decompose_all,
                 plugins_dirs, no_plugins, strict):
     """Parse FILE (or - for stdin), verify it, run passes, print the result."""
-    from .driver import compile_module, load_module, write_atomic
+    from .driver import check_output_path, compile_module, load_module, write_atomic
     from .report import module_json
+
+    if output:
+        check_output_path(output, "-o")
 
     if device == "cuda":
         from .backends.cuda_support import require_cuda
@@ -144,7 +148,7 @@ def compile_cmd(file, passes, emit, output, dump_dir, verify_each, device, prefe
             return
         out = thunks_table(seq, plain=True)
     if output:
-        write_atomic(output, out)
+        write_atomic(output, out, "-o")
     else:
         click.echo(out, nl=False)
 
@@ -161,12 +165,23 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 
 
 def _load_npz(path: str, what: str) -> dict:
+    import zipfile
+
+    from .driver import OptionError
+
     import numpy as np
+    if not zipfile.is_zipfile(path):
+        # np.load would read a lone .npy or a pickle; an .npz is a zip archive of .npy files.
+        reason = ("no such file" if not os.path.exists(path) else
+                  "it is a directory" if os.path.isdir(path) else "it is not an .npz file")
+        raise OptionError(f"{what}: cannot read '{path}': {reason}")
     try:
         with np.load(path, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
-    except (OSError, ValueError) as e:
-        raise HloError(f"{what}: cannot read '{path}' as an .npz file: {e}") from None
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
+        why = ("it holds pickled (object) arrays, which are not read"
+               if "allow_pickle" in str(e) else str(e).splitlines()[0])
+        raise OptionError(f"{what}: cannot read '{path}' as an .npz file: {why}") from None
 
 
 @main.command("run")
@@ -206,8 +221,19 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
 
     import numpy as np
 
-    from .driver import compile_module, load_module, write_atomic
+    from .driver import (OptionError, check_output_path, compile_module, load_module,
+                         write_atomic)
     from .runner import build_inputs, compare, execute, parse_bytes, summarize
+
+    # Options first: a bad one is reported before any work is done.
+    limit = parse_bytes(max_memory) if max_memory is not None else None
+    if out_path:
+        check_output_path(out_path, "--out")
+    if max_while_iterations is not None and max_while_iterations < 0:
+        raise OptionError(f"--max-while-iterations: must be 0 or more, got "
+                          f"{max_while_iterations}")
+    if repeat < 1:
+        raise OptionError(f"--repeat: must be 1 or more, got {repeat}")
 
     if device == "cuda":
         from .backends.cuda_support import require_cuda
@@ -234,13 +260,13 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
                                                             "pipeline_s": pipeline_s}))
     args = build_inputs(module, npz, seed)
     res = execute(module, args, session, repeat=repeat,
-                  max_memory=parse_bytes(max_memory) if max_memory else None,
+                  max_memory=limit,
                   max_while_iterations=max_while_iterations, seed=seed, interpret=interpret)
     if out_path:
         import io
         buf = io.BytesIO()
         np.savez(buf, **{f"out{k}": v for k, v in enumerate(res.outputs)})
-        write_atomic(out_path, buf.getvalue())
+        write_atomic(out_path, buf.getvalue(), "--out")
     mismatches = compare(res.outputs, expected, rtol, atol) if expected is not None else None
     timings = {"parse_s": parse_s, "compile_s": pipeline_s + res.timings["compile_s"],
                "run_s": res.timings["run_s"]}

@@ -59,8 +59,9 @@ def _components(a: np.ndarray) -> list[np.ndarray]:
 
 def _first_bad(bad: np.ndarray, actual, expected, extra: str = "") -> str:
     idx = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.ndim else ()
+    # str, not repr: `64`, not `np.uint8(64)`.
     return (f"{int(bad.sum())} of {bad.size} elements differ; first at {list(idx)}: "
-            f"got {actual[idx]!r}, expected {expected[idx]!r}{extra}")
+            f"got {actual[idx]}, expected {expected[idx]}{extra}")
 
 
 def expect_eq(actual: np.ndarray, expected: np.ndarray) -> str | None:
@@ -79,6 +80,7 @@ def expect_close(actual: np.ndarray, expected: np.ndarray, max_ulp: int = DEFAUL
                  ) -> str | None:
     bad = np.zeros(actual.shape, bool)
     worst = 0
+    nonfinite_bad = 0
     for a, e in zip(_components(actual), _components(expected)):
         a64, e64 = a.astype(np.float64), e.astype(np.float64)
         nan = np.isnan(a64) & np.isnan(e64)
@@ -86,9 +88,19 @@ def expect_close(actual: np.ndarray, expected: np.ndarray, max_ulp: int = DEFAUL
         ulps = np.where(finite, ulp_distance(a, e), 0)
         worst = max(worst, int(ulps.max()) if ulps.size else 0)
         ok = nan | (finite & (ulps <= max_ulp)) | (~finite & _bits_equal(a, e))
+        nonfinite_bad += int((~ok & ~finite).sum())
         bad |= ~ok
-    return _first_bad(bad, actual, expected, f" (max {worst} ULP, allowed {max_ulp})") \
-        if bad.any() else None
+    if not bad.any():
+        return None
+    # A NaN or infinity against another value has no ULP distance: say so, rather than
+    # "max 0 ULP, allowed 1".
+    parts = []
+    if worst > max_ulp:
+        parts.append(f"max {worst} ULP, allowed {max_ulp}")
+    if nonfinite_bad:
+        parts.append(f"{nonfinite_bad} NaN or infinite value{'s' if nonfinite_bad != 1 else ''}"
+                     f" where the other side differs")
+    return _first_bad(bad, actual, expected, f" ({'; '.join(parts)})")
 
 
 def expect_almost_eq(actual: np.ndarray, expected: np.ndarray,

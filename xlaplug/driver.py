@@ -6,11 +6,21 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .hlo.errors import HloError, HloSyntaxError
+from .hlo.errors import HloError, HloSyntaxError, one_line
 from .hlo.ir import Module
 from .hlo.parser import parse_module
 from .hlo.verifier import verify_module
 from .passes import PassContext, PassManager, make_pass, resolve_pipeline
+
+
+class OptionError(HloError):
+    """A bad command-line option or path: one `error: ...` line with no file position."""
+
+    def headline(self) -> str:
+        return f"error: {one_line(self.message)}"
+
+    def __str__(self) -> str:
+        return self.headline()
 
 
 def read_text(path: str) -> tuple[str, str]:
@@ -67,22 +77,61 @@ def compile_module(module: Module, session=None, passes: str | None = None, *,
                                             "decompose_all": True}
     pipeline = [replace(p, **settings[p.name]) if p.name in settings else p for p in pipeline]
     pm = PassManager(pipeline, verify_each=verify_each,
-                     dump_dir=Path(dump_dir) if dump_dir else None)
-    pm.run(module, PassContext.of(session))
+                     dump_dir=check_dump_dir(dump_dir) if dump_dir else None)
+    try:
+        pm.run(module, PassContext.of(session))
+    except OSError as e:
+        if dump_dir is None or e.filename is None:
+            raise
+        # A dump file (the folder was checked, but it may fill up or change under us).
+        raise OptionError(f"--dump-dir: cannot write '{e.filename}': {e.strerror or e}") from None
     verify_module(module)
     return pm
 
 
-def write_atomic(path: str, data: str | bytes) -> None:
-    """Write via a temporary file and rename, so a failure leaves nothing half-written."""
+def check_output_path(path: str, what: str) -> Path:
+    """`path` as a file to (over)write, or a one-line HloError: a directory, a parent that is
+    a file, or a folder that cannot be written are refused before any work is done."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    if target.is_dir():
+        raise OptionError(f"{what}: cannot write '{path}': it is a directory")
+    parent = target.parent
+    for folder in [parent, *parent.parents]:
+        if folder.exists():
+            if not folder.is_dir():
+                raise OptionError(f"{what}: cannot write '{path}': '{folder}' is not a directory")
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise OptionError(f"{what}: cannot write '{path}': '{folder}' is not writable")
+            break
+    return target
+
+
+def check_dump_dir(path: str) -> Path:
+    """`--dump-dir` as a directory that exists (created) and can be written."""
+    d = Path(path)
+    if d.exists() and not d.is_dir():
+        raise OptionError(f"--dump-dir: '{path}' exists and is not a directory")
     try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OptionError(f"--dump-dir: cannot create '{path}': {e.strerror or e}") from None
+    if not os.access(d, os.W_OK | os.X_OK):
+        raise OptionError(f"--dump-dir: '{path}' is not writable")
+    return d
+
+
+def write_atomic(path: str, data: str | bytes, what: str = "output") -> None:
+    """Write via a temporary file and rename, so a failure leaves nothing half-written."""
+    target = check_output_path(path, what)
+    tmp = None
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode() if isinstance(data, str) else data)
         os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
+    except OSError as e:
+        raise OptionError(f"{what}: cannot write '{path}': {e.strerror or e}") from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
-        raise

@@ -1,6 +1,7 @@
 """`xlaplug run`: inputs, execution, outputs, comparison, guards, timings."""
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
@@ -155,14 +156,22 @@ def available_memory() -> int:
 
 
 def parse_bytes(text: str) -> int:
+    """A size such as 512M, 2G, 1.5GiB or 1000000 as a positive number of bytes."""
+    from .driver import OptionError
     t = text.strip().upper().removesuffix("B").removesuffix("I")
     mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    scale = 1
+    if t and t[-1] in mult:
+        t, scale = t[:-1], mult[t[-1]]
     try:
-        if t and t[-1] in mult:
-            return int(float(t[:-1]) * mult[t[-1]])
-        return int(t)
+        value = float(t)
     except ValueError:
-        raise RunError(f"--max-memory: cannot read '{text}' as a size (e.g. 512M, 2G)") from None
+        raise OptionError(f"--max-memory: cannot read '{text}' as a size (e.g. 512M, 2G)") from None
+    if not math.isfinite(value) or value * scale > 1 << 62:
+        raise OptionError(f"--max-memory: '{text}' is too large a size (e.g. 512M, 2G)")
+    if value * scale < 1:
+        raise OptionError(f"--max-memory: must be a positive size, got '{text}'")
+    return int(value * scale)
 
 
 @dataclass

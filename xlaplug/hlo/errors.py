@@ -28,7 +28,7 @@ class HloError(Exception):
         where = self.file or "<input>"
         if self.line:
             where += f":{self.line}:{self.column}"
-        return f"{where}: error: {self.message}"
+        return f"{where}: error: {one_line(self.message)}"
 
     def __str__(self) -> str:
         out = self.headline()
@@ -64,6 +64,14 @@ class HloSyntaxError(HloError):
 
 class HloVerifyError(HloError):
     pass
+
+
+def one_line(message: str) -> str:
+    """A message safe for a one-line headline: text quoted from the input (a token that spans
+    lines, a value) may hold newlines or other control characters; they are shown escaped."""
+    if message.isprintable():
+        return message
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
 
 
 def position_of(text: str, offset: int) -> tuple[int, int]:

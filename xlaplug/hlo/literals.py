@@ -226,7 +226,9 @@ def _parse_literal(text: str, shape: Shape):
             inner = text[1:-1]
             if "{" in inner or "}" in inner:
                 raise _Diagnose()
-        elif _skeleton(text, is_complex) != _expected_skeleton(shape.dims):
+        elif n > len(text) or _skeleton(text, is_complex) != _expected_skeleton(shape.dims):
+            # (Each element takes a character at least: a shorter text cannot fit the shape,
+            # and its expected skeleton could be far too large to build.)
             raise _Diagnose()
         if is_complex:
             flat = _complex_values(text, dtype)

@@ -18,6 +18,7 @@ from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedInput
 
 from . import attributes as A
+from .attr_placement import misplaced_attribute
 from .errors import HloSyntaxError, position_of
 from .ir import Computation, Instruction, Module, Shape
 from .literals import LiteralError, parse_literal
@@ -82,6 +83,17 @@ def _attrs(tok, owner: str) -> dict:
                 r.offset += vpos
         out[name] = v
     return out
+
+
+def _check_attribute_placement(opcode: str, tok) -> None:
+    """An attribute the opcode does not take is an error at its name, as in XLA's parser
+    (attr_placement.py has the table)."""
+    if tok is None:
+        return
+    for m in _ATTR.finditer(tok):
+        why = misplaced_attribute(opcode, m.group(1))
+        if why is not None:
+            raise _err(why, tok.start_pos + m.start(1))
 
 
 def _opt_attrs(children, owner: str) -> dict:
@@ -160,7 +172,9 @@ class _Builder(Transformer):
             raise _err(f"unknown opcode '{opcode}'{_opcode_hint(opcode)}", call_tok.start_pos)
         instr = Instruction(name, opcode, _shape_of(shape), line=name_tok.line,
                             column=name_tok.column)
-        instr.attrs = _attrs(children[i + 3] if len(children) > i + 3 else None, name)
+        attrs_tok = children[i + 3] if len(children) > i + 3 else None
+        instr.attrs = _attrs(attrs_tok, name)
+        _check_attribute_placement(opcode, attrs_tok)
         body = call_tok[paren + 1:-1]
         body_pos = call_tok.start_pos + paren + 1
         if opcode == "constant":

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import copy
-import itertools
 
 from .ir import Computation, Instruction, Module
 
@@ -26,36 +25,47 @@ def clone_instruction(ins: Instruction, operands: list[Instruction], name: str) 
 
 
 class NameUniquer:
-    """Hands out names unused anywhere in a module (`add.7` -> `add.7.1`, ...)."""
+    """Hands out names unused anywhere in a module (`add.7` -> `add.7.1`, `add.7.2`, ...).
+
+    Each base remembers the last suffix it handed out, so n clones of one name cost O(n)
+    probes in all, not O(n^2): every suffix below the counter is taken already (names are
+    only ever added), so the first free one at or above it is the smallest free one."""
 
     def __init__(self, module: Module):
         self.used = {i.name for c in module.computations for i in c.instructions}
+        self.next_suffix: dict[str, int] = {}
 
     def __call__(self, base: str) -> str:
         if base not in self.used:
             self.used.add(base)
             return base
-        for n in itertools.count(1):
-            cand = f"{base}.{n}"
-            if cand not in self.used:
-                self.used.add(cand)
-                return cand
-        raise AssertionError("unreachable")
+        n = self.next_suffix.get(base, 1)
+        while f"{base}.{n}" in self.used:
+            n += 1
+        self.next_suffix[base] = n + 1
+        cand = f"{base}.{n}"
+        self.used.add(cand)
+        return cand
 
 
 def reachable_computations(module: Module) -> list[Computation]:
-    """Computations reachable from the entry, callees first (XLA's print order)."""
+    """Computations reachable from the entry, callees first (XLA's print order).  Iterative:
+    a call chain may be far deeper than Python's stack."""
     order: list[Computation] = []
-    seen: set[int] = set()
-
-    def visit(c: Computation) -> None:
-        if id(c) in seen:
-            return
-        seen.add(id(c))
-        for ins in c.instructions:
-            for callee in ins.called_computations():
-                visit(callee)
-        order.append(c)
-
-    visit(module.entry)
+    seen: set[int] = {id(module.entry)}
+    stack = [(module.entry, iter(_callees(module.entry)))]
+    while stack:
+        comp, it = stack[-1]
+        for callee in it:
+            if id(callee) not in seen:
+                seen.add(id(callee))
+                stack.append((callee, iter(_callees(callee))))
+                break
+        else:
+            stack.pop()
+            order.append(comp)
     return order
+
+
+def _callees(comp: Computation) -> list[Computation]:
+    return [callee for ins in comp.instructions for callee in ins.called_computations()]

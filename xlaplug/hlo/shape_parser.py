@@ -20,6 +20,18 @@ class ShapeError(ValueError):
         self.offset = offset
 
 
+def _layout_numbers(m2m: str, layout_text: str, text: str) -> tuple[int, ...]:
+    """The minor-to-major list of a layout: plain dimension numbers, as XLA's parser reads
+    them (no sign: `{-0}` and `{+1}` are not layouts, though int() would take them)."""
+    if not m2m:
+        return ()
+    parts = [x.strip() for x in m2m.split(",")]
+    if not all(x.isascii() and x.isdigit() for x in parts):
+        raise ShapeError(f"malformed layout '{layout_text}' in shape '{text.strip()}' "
+                         f"(expected minor-to-major dimension numbers like {{1,0}})")
+    return tuple(int(x) for x in parts)
+
+
 @lru_cache(maxsize=4096)
 def parse_array_shape(text: str) -> Shape:
     m = _ARRAY.fullmatch(text)
@@ -53,11 +65,7 @@ def parse_array_shape(text: str) -> Shape:
         body = layout_text[1:-1]
         m2m_text, colon, extra = body.partition(":")
         m2m = m2m_text.strip()
-        try:
-            minor = tuple(int(x) for x in m2m.split(",")) if m2m else ()
-        except ValueError:
-            raise ShapeError(f"malformed layout '{layout_text}' in shape '{text.strip()}' "
-                             f"(expected minor-to-major dimension numbers like {{1,0}})") from None
+        minor = _layout_numbers(m2m, layout_text, text)
         if sorted(minor) != list(range(len(dims))) and not (etype in OPAQUE_TYPES and not minor):
             raise ShapeError(f"layout {layout_text} is not a permutation of the "
                              f"{len(dims)} dimensions of shape '{text.strip()}'")

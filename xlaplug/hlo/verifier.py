@@ -8,6 +8,9 @@ instruction).  What is checked, as XLA's HloVerifier does with its default optio
 * the module has an entry computation, and its root/parameters agree with the header's
   `entry_computation_layout` when there is one (layouts ignored);
 * every computation has a ROOT, and its parameter numbers are exactly 0..n-1;
+* no instruction depends on itself or uses an instruction defined after it (through operands
+  or control predecessors), and the call graph has no cycle (verifier_graph.py; XLA's parser
+  and verifier reject all three);
 * every instruction's operands live in its own computation and its called computations in
   the module; its operand count fits its opcode;
 * every instruction's declared shape equals the shape its opcode's rule infers
@@ -18,6 +21,9 @@ instruction).  What is checked, as XLA's HloVerifier does with its default optio
   conditional, call, map, reduce, sort, scatter, fusion, async...), inside the rules;
 * floating-point operands of one instruction share one precision, except for the opcodes
   XLA allow-lists (dot, convolution, tuple, call, ...), unless `allow_mixed_precision`;
+* a `?` dimension is declared only where an operand is unbounded (or the opcode's size is
+  known only at run time: parameter, custom-call, call, ...): `pred[?] compare(x, x)` of a
+  static `x`, or `s32[?,6] broadcast(s32[6])`, is an error, as in XLA's shape inference;
 * with `allow_unbounded_dynamism=False` (XLA's default), no `?` dimension at all.  Ours
   defaults to True: jax's shape-polymorphic exports (and the conformance suite) use `?`; a
   `?` size then matches any size in every check, as in XLA's unbounded-dynamism rules.
@@ -28,6 +34,8 @@ from typing import Iterator
 
 from .errors import HloVerifyError
 from .ir import UNBOUNDED, Computation, Instruction, Module
+from .verifier_graph import (call_graph_cycle_problem, instruction_cycle_problem,
+                             use_before_definition_problem)
 from .shape_inference import ShapeInferenceError, compatible, infer_shape, is_floating, s
 
 # Opcodes XLA exempts from the mixed-precision operand check (CheckMixedPrecisionOperands).
@@ -38,6 +46,14 @@ MIXED_PRECISION_OK = frozenset({
     "get-tuple-element", "opt-barrier", "infeed", "outfeed", "parameter", "recv", "recv-done",
     "reduce-precision", "reduce-window", "send", "send-done", "sort", "tuple", "while",
     "ragged-dot", "scan",
+})
+
+
+# Opcodes whose result may be unbounded with bounded operands: its size comes from the
+# inputs (parameter), a computation, or code the verifier does not see.
+SIZED_AT_RUN_TIME = frozenset({
+    "parameter", "custom-call", "fusion", "call", "conditional", "while", "dynamic-reshape",
+    "infeed", "recv", "recv-done", "async-start", "async-update", "async-done",
 })
 
 
@@ -77,6 +93,27 @@ def verify_instruction(ins: Instruction, *, allow_mixed_precision: bool = False)
     if not compatible(inferred, ins.shape):
         return (f"instruction '{ins.name}' ({ins.opcode}): inferred shape {s(inferred)} but "
                 f"declared {s(ins.shape)}")
+    if (ins.opcode not in SIZED_AT_RUN_TIME
+            and not any(d == UNBOUNDED for o in ins.operands for leaf in o.shape.leaves()
+                        for d in leaf.dims)):
+        k = _first_unbounded(ins.shape)
+        if k is not None:
+            return (f"instruction '{ins.name}' ({ins.opcode}): dimension {k} is declared "
+                    f"unbounded ('?') but no operand is unbounded, so nothing gives its "
+                    f"size (inferred {s(inferred)}, declared {s(ins.shape)})")
+    return None
+
+
+def _first_unbounded(shape) -> int | None:
+    """The first `?` dimension of any array leaf of `shape`, or None.  From operands that are
+    all bounded, XLA's shape inference gives a bounded shape (and so the kernels size their
+    results by it): a `?` can only come from an unbounded operand or, for the opcodes in
+    SIZED_AT_RUN_TIME, from what runs."""
+    for leaf in shape.leaves():
+        if leaf.is_array:
+            for k, d in enumerate(leaf.dims):
+                if d == UNBOUNDED:
+                    return k
     return None
 
 
@@ -99,6 +136,9 @@ def _problems(module: Module, allow_mixed: bool, allow_unbounded: bool) -> Itera
         if c.name in names:
             yield _error(module, f"duplicate computation name '{c.name}'", c)
         names[c.name] = c
+    cycle = call_graph_cycle_problem(module)
+    if cycle is not None:
+        yield cycle
     for comp in comps:
         yield from _computation_problems(module, comp, comp_ids, allow_mixed, allow_unbounded)
     if module.entry is not None and id(module.entry) in comp_ids:
@@ -126,6 +166,10 @@ def _computation_problems(module: Module, comp: Computation, comp_ids: set[int],
                                  f"'{numbers[n].name}' in computation '{comp.name}'", p)
         else:
             numbers[n] = p
+    # A cycle first (the more telling error: it also uses something defined later).
+    order = instruction_cycle_problem(module, comp) or use_before_definition_problem(module, comp)
+    if order is not None:
+        yield order
     seen_names: set[str] = set()
     for ins in comp.instructions:
         if ins.name in seen_names:

@@ -20,7 +20,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..hlo.errors import HloError
+from ..hlo.errors import HloError, one_line
 from ..hlo.opcodes import ALL_OPCODES
 
 DEVICES = ("cpu", "cuda")
@@ -29,7 +29,7 @@ DEVICES = ("cpu", "cuda")
 class PluginError(HloError):
     def headline(self) -> str:
         # A plugin failure with no instruction position is not about the HLO file.
-        return super().headline() if self.line else f"error: {self.message}"
+        return super().headline() if self.line else f"error: {one_line(self.message)}"
 
 
 @dataclass

@@ -9,6 +9,13 @@ compiles with `cache=True`: a later process imports the same file and loads the 
 A change to the helpers or to numba gives new file names, so a stale entry is never used.
 `XLAPLUG_JIT_CACHE=0`, or a directory that cannot be written, compiles in memory instead.
 
+Whoever can write the cache runs code in every later process (the modules are imported,
+numba's index and data files are pickles), so, as plugin directories are: the directory is
+created 0700, and a directory, module or numba cache file not owned by this user or
+writable by group or others is refused -- one warning, then in-memory compiles; and a
+module's text must be exactly the text its name is the hash of, else it is not imported
+(the verified text is what runs, not a second read of the file).
+
 A module is: the header below (numpy, math and the scalar helpers as globals), constants
 (bit-exact: `np.frombuffer` of their bytes), then the pieces' source.  `scalar_piece` turns
 an HLO computation into a piece (scalar_jit's generated source, names prefixed so several
@@ -20,8 +27,10 @@ import hashlib
 import importlib.util
 import os
 import re
+import stat
 import sys
 import threading
+import warnings
 from pathlib import Path
 
 import numba
@@ -44,6 +53,11 @@ globals().update(_NS)
 _LOCK = threading.Lock()
 _LOADED: dict[str, object] = {}
 _DIGEST = None
+_REFUSED: set[str] = set()  # cache paths already warned about (one warning each)
+
+
+class UnsafeCache(Exception):
+    """The cache directory or one of its files could be written by someone else."""
 
 
 def _helpers_digest() -> str:
@@ -96,19 +110,44 @@ def scalar_piece(comp: Computation, prefix: str, elementwise: bool = False):
     return src, named, f"{prefix}_c{entry[2:]}"
 
 
+def _unsafe(path: Path) -> str | None:
+    """Why `path` must not be trusted, or None: owned by another user, or writable by group
+    or others."""
+    st = path.stat()
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return f"'{path}' is owned by another user"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"'{path}' is writable by group or others (chmod go-w '{path}')"
+    return None
+
+
+def _check(path: Path) -> None:
+    why = _unsafe(path)
+    if why is not None:
+        raise UnsafeCache(why)
+
+
+def _refuse(d: Path, why: str) -> None:
+    if str(d) not in _REFUSED:
+        _REFUSED.add(str(d))
+        warnings.warn(f"JIT cache not used: {why}; compiling in memory")
+
+
 def cached_function(src: str, consts: dict, entry: str, **njit_options):
     """njit(entry) of the module made of `src` and `consts` (see the module docstring)."""
     text = module_text(src, consts)
-    key = hashlib.sha256((text + _helpers_digest()).encode()).hexdigest()[:24]
+    key = _key(text)
     with _LOCK:
         fn = _LOADED.get(key)
         if fn is not None:
             return fn
     fn = None
     d = cache_dir()
-    if d is not None:
+    if d is not None and str(d) not in _REFUSED:
         try:
             fn = _from_file(d, key, text, entry, njit_options)
+        except UnsafeCache as e:
+            _refuse(d, str(e))
         except (OSError, ImportError):
             fn = None  # not writable, or gone: compile in memory
     if fn is None:
@@ -119,18 +158,37 @@ def cached_function(src: str, consts: dict, entry: str, **njit_options):
         return _LOADED.setdefault(key, fn)
 
 
+def _key(text: str) -> str:
+    return hashlib.sha256((text + _helpers_digest()).encode()).hexdigest()[:24]
+
+
 def _from_file(d: Path, key: str, text: str, entry: str, njit_options: dict):
     name = f"xlaplug_jit_{key}_{_helpers_digest()}"
     path = d / f"{name}.py"
+    if not d.exists():
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _check(d)
     if not path.exists():
-        d.mkdir(parents=True, exist_ok=True)
         tmp = d / f".{name}.{os.getpid()}.tmp"
-        tmp.write_text(text)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
         os.replace(tmp, path)  # atomic: a reader sees the whole file or none
+    _check(path)
+    found = path.read_text()
+    if found != text or _key(found) != key:
+        raise UnsafeCache(f"'{path}' does not hold the text its name is the hash of")
+    pycache = d / "__pycache__"
+    if pycache.exists():  # numba's index and data files: pickles it will load
+        _check(pycache)
+        for p in pycache.glob(f"{name}.*"):
+            _check(p)
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod  # numba's cache locates a function through its module
-    spec.loader.exec_module(mod)
+    # The text just verified is what runs (compiled under the file's name, so numba's cache
+    # finds the file), not a second read that could differ.
+    exec(compile(found, str(path), "exec"), mod.__dict__)
     return njit(cache=True, **njit_options)(getattr(mod, entry))
 
 
