@@ -24,7 +24,8 @@ from .literals import LiteralError, parse_literal
 from .opcodes import ALL_OPCODES
 from .parser_diagnostics import _Ctx, _describe, _err, _syntax_error  # noqa: F401
 from .parser_grammar import _ATTR, _NAME_RX, BRACE_DEPTH, grammar_text  # noqa: F401
-from .parser_resolve import _resolve_computation, _resolve_module
+from .parser_operands import Nested, scan_operands, split_top_level
+from .parser_resolve import DONE, _resolve_computation, _resolve_module, unique_name
 from .shape_parser import ShapeError, parse_array_shape
 
 
@@ -75,10 +76,6 @@ def _opt_attrs(children, owner: str) -> dict:
     return _attrs(last if isinstance(last, Token) and last.type == "ATTRS" else None, owner)
 
 
-_SHAPED_OPERAND = re.compile(r"(?:[a-z][a-z0-9]*\[[^\]]*\](?:\{[^}]*\})?|\(.*\))\s+%?[A-Za-z_][\w.\-]*",
-                             re.S)
-
-
 _DIGITS = re.compile(r"[0-9]+")
 
 
@@ -107,6 +104,73 @@ def _opcode_hint(opcode: str) -> str:
     import difflib
     close = difflib.get_close_matches(opcode.lower(), sorted(ALL_OPCODES), n=1, cutoff=0.75)
     return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _make_instruction(name: str, opcode: str, shape, body: str, opcode_pos: int,
+                      body_pos: int, line: int, column: int) -> Instruction:
+    """An instruction from its pieces; operands written as nested instructions are built
+    too and listed, innermost first, in `_nested` (the computation adds them before it)."""
+    if opcode not in ALL_OPCODES and not _is_async_sugar(opcode):
+        raise _err(f"unknown opcode '{opcode}'{_opcode_hint(opcode)}", opcode_pos)
+    instr = Instruction(name, opcode, shape, line=line, column=column)
+    instr._nested = []
+    instr._is_root = False
+    if "/*" in body:  # blank comments out, keeping offsets for error positions
+        body = _COMMENTS.sub(lambda m: " " * len(m.group(0)), body)
+    if opcode in ("constant", "parameter") and shape is None:
+        what = "constant(...)" if opcode == "constant" else "parameter(N)"
+        raise _err(f"missing shape before '{opcode}(...)': a {opcode} is never inferred, "
+                   f"write 'name = shape {what}'", opcode_pos)
+    if opcode == "constant":
+        _Builder._constant(instr, body, body_pos)
+        instr._operand_refs = []
+    elif opcode == "parameter":
+        instr.parameter_number = _parameter_number(name, body, body_pos)
+        instr._operand_refs = []
+    else:
+        refs = []
+        for op in scan_operands(body, body_pos):
+            if isinstance(op, Nested):
+                nested = _make_instruction(
+                    op.opcode + ".anon", op.opcode,
+                    _shape_at(op.shape_text, op.shape_pos) if op.shape_text else None,
+                    op.body, op.opcode_pos, op.body_pos, *position_of(_Ctx.text, op.shape_pos))
+                nested.attrs = {}
+                instr._nested += nested._nested + [nested]
+                nested._nested = []
+                refs.append(nested)
+            else:
+                refs.append(op)
+        instr._operand_refs = refs
+    return instr
+
+
+def _shape_at(text: str, pos: int) -> Shape:
+    """A shape written inside an operand list (`(f32[2], s32[])` or `f32[2]{0}`)."""
+    if text.startswith("("):
+        inner = text[1:-1]
+        parts = split_top_level(inner) if inner.strip() else []
+        return Shape.tuple_of(_shape_at(p.strip(), pos + 1 + off + p.index(p.strip()[:1]))
+                              for p, off in parts)
+    try:
+        return parse_array_shape(text)
+    except ShapeError as e:
+        raise _err(str(e), pos) from None
+
+
+def _with_nested(instrs: list[Instruction]) -> list[Instruction]:
+    """The instruction list with nested-instruction operands added before their users, named
+    `<opcode>.anon`, `.anon.1`, ... apart from every other name (XLA's uniquer)."""
+    if not any(ins._nested for ins in instrs):
+        return instrs
+    used = {ins.name for ins in instrs}
+    out = []
+    for ins in instrs:
+        for nested in ins._nested:
+            nested.name = unique_name(nested.name, used)
+            out.append(nested)
+        out.append(ins)
+    return out
 
 
 class _Builder(Transformer):
@@ -138,25 +202,18 @@ class _Builder(Transformer):
         root_tok = None
         if children[0].type == "ROOT":
             root_tok, i = children[0], 1
-        name_tok, shape, call_tok = children[i:i + 3]
+        name_tok = children[i]
+        # The result shape may be left out (XLA infers it): `ROOT v = abs(a)`.
+        has_shape = not (isinstance(children[i + 1], Token) and children[i + 1].type == "OPCALL")
+        shape = _shape_of(children[i + 1]) if has_shape else None
+        call_tok = children[i + 1 + has_shape]
+        rest = children[i + 2 + has_shape:]
         name = name_tok[:-1].rstrip().lstrip("%")
         paren = call_tok.index("(")
-        opcode = call_tok[:paren].rstrip()
-        if opcode not in ALL_OPCODES and not _is_async_sugar(opcode):
-            raise _err(f"unknown opcode '{opcode}'{_opcode_hint(opcode)}", call_tok.start_pos)
-        instr = Instruction(name, opcode, _shape_of(shape), line=name_tok.line,
-                            column=name_tok.column)
-        instr.attrs = _attrs(children[i + 3] if len(children) > i + 3 else None, name)
-        body = call_tok[paren + 1:-1]
-        body_pos = call_tok.start_pos + paren + 1
-        if opcode == "constant":
-            self._constant(instr, body, body_pos)
-            instr._operand_refs = []
-        elif opcode == "parameter":
-            instr.parameter_number = _parameter_number(name, body, body_pos)
-            instr._operand_refs = []
-        else:
-            instr._operand_refs = self._operand_names(body, body_pos)
+        instr = _make_instruction(name, call_tok[:paren].rstrip(), shape, call_tok[paren + 1:-1],
+                                  call_tok.start_pos, call_tok.start_pos + paren + 1,
+                                  name_tok.line, name_tok.column)
+        instr.attrs = _attrs(rest[0] if rest else None, name)
         instr._is_root = root_tok is not None
         if root_tok is not None:
             instr._root_at = (root_tok.line, root_tok.column)
@@ -179,29 +236,6 @@ class _Builder(Transformer):
         except LiteralError as e:
             raise _err(f"constant '{instr.name}': {e}", pos + e.offset) from None
 
-    @staticmethod
-    def _operand_names(body: str, pos: int) -> list[tuple[str, int]]:
-        if "/*" in body:
-            body = _COMMENTS.sub(lambda m: " " * len(m.group(0)), body)
-        refs = []
-        start = 0
-        for part in body.split(","):
-            stripped = part.strip()
-            if stripped:
-                # Older XLA prints operand shapes too: `f32[2]{0} %a`; the name is last.
-                word = stripped.rsplit(None, 1)[-1] if " " in stripped else stripped
-                name = word.lstrip("%")
-                at = pos + start + part.index(stripped[0])
-                if not _NAME_RX.fullmatch(name) or (word is not stripped and not
-                                                    _SHAPED_OPERAND.fullmatch(stripped)):
-                    raise _err(f"malformed operand '{stripped[:30]}': expected an instruction "
-                               f"name", at)
-                refs.append((name, pos + start + part.rindex(word)))
-            elif body.strip():
-                raise _err("empty operand in operand list (a stray ',')", pos + start)
-            start += len(part) + 1
-        return refs
-
     def computation(self, children):
         i = 0
         is_entry = False
@@ -222,7 +256,7 @@ class _Builder(Transformer):
                 raise _err(f"unknown computation attribute '{key}' (only execution_thread is "
                            f"allowed)", at)
             comp.execution_thread = value
-        comp.instructions = instrs
+        comp.instructions = _with_nested(instrs)
         comp.has_signature = sig is not None
         _resolve_computation(comp, sig)
         return comp
@@ -279,6 +313,7 @@ def parse_module(text: str, filename: str = "<string>") -> Module:
         raise e.located(filename, text) from None
     finally:
         _Ctx.text = ""
+        DONE.clear()
 
 
 _CONTROL_BYTES = re.compile(rb"[\x00-\x08\x0e-\x1f\x7f]")

@@ -169,7 +169,10 @@ def _diagnose_token(e: UnexpectedToken, text: str) -> HloSyntaxError | None:
             return found
     if tok.type == "LBRACE" and "OPCALL" in expected and text[pos - 1:pos] == "]":
         return _at(text, pos, "malformed shape: the layout '{' is not closed on this line")
-    if tok.type == "NAME" and "OPCALL" in expected:
+    # After `name =` a shape or the opcode may come (XLA infers a missing shape); a word not
+    # followed by `(` was meant as a shape.
+    opcall = "OPCALL" in expected and not ("SHAPE" in expected and text[after:after + 1] != "(")
+    if tok.type == "NAME" and opcall:
         if after < len(text) and text[after] == "(":
             if _close_of(text, after, "(", ")") < 0:
                 return _at(text, after, f"unbalanced '(': the operand list of '{word}' is never "

@@ -9,6 +9,90 @@ from .ir import Computation, Instruction, Module
 from .parser_diagnostics import _err
 
 
+# The computations read so far in this parse, by name: a called computation's signature is
+# what infers the shape of a `call`, `while`, `reduce`... written without one.  XLA's parser
+# needs a computation defined before the instruction whose shape depends on it, as here.
+DONE: dict[str, Computation] = {}
+
+
+def unique_name(base: str, used: set[str]) -> str:
+    """`base`, or `base.1`, `base.2`, ... : the first not in `used` (which it joins)."""
+    name, k = base, 0
+    while name in used:
+        k += 1
+        name = f"{base}.{k}"
+    used.add(name)
+    return name
+
+
+def _compact_gte(target: Instruction, ref, gtes: dict, used: set, listed: list) -> Instruction:
+    """`%p0#1#0`: the get-tuple-elements it stands for, made once per computation and named
+    as XLA names them (`p0_1`, `p0_1_0`), placed before their first user."""
+    path = ref.name
+    for index in ref.gte:
+        path += f"#{index}"
+        if target.shape is None:
+            raise _err(f"compact get-tuple-element '{path}' needs the shape of '{target.name}', "
+                       f"which is defined after this use", ref.pos)
+        if not target.shape.is_tuple:
+            raise _err(f"compact get-tuple-element '{path}': GTE operand must be tuple, but "
+                       f"'{target.name}' has shape {target.shape}", ref.pos)
+        if not 0 <= index < len(target.shape.tuple_shapes):
+            raise _err(f"compact get-tuple-element '{path}': GTE index {index} out of bounds "
+                       f"for shape {target.shape}", ref.pos)
+        gte = gtes.get((id(target), index))
+        if gte is None:
+            gte = Instruction(unique_name(path.replace("#", "_"), used), "get-tuple-element",
+                              target.shape.tuple_shapes[index], line=target.line,
+                              column=target.column)
+            gte.operands, gte.attrs = [target], {"index": index}
+            gtes[(id(target), index)] = gte
+            listed.append(gte)
+        target = gte
+    return target
+
+
+# Opcodes whose result the operands do not determine (the rules take part of it from the
+# declared shape: a convert's type, a broadcast's or reshape's dimensions, ...).
+_NEEDS_DECLARED = frozenset({
+    "parameter", "constant", "custom-call", "bitcast", "scan", "ragged-dot", "convert",
+    "bitcast-convert", "stochastic-convert", "broadcast", "reshape", "dynamic-reshape", "iota",
+    "rng", "rng-bit-generator", "infeed", "recv", "all-gather", "all-gather-start",
+    "reduce-scatter"})
+
+
+def _inferred_shape(ins: Instruction):
+    """The shape of an instruction written without one, by XLA's shape rules."""
+    from .shape_rules.common import ShapeInferenceError
+    from .shape_rules.infer import infer_shape
+    where = dict(line=ins.line, column=ins.column)
+    if ins.opcode in _NEEDS_DECLARED:
+        raise HloSyntaxError(f"instruction '{ins.name}' needs its shape written: a "
+                             f"{ins.opcode}'s result is not determined by its operands", **where)
+    for op in ins.operands:
+        if op.shape is None:
+            raise HloSyntaxError(f"instruction '{ins.name}' has no shape and its operand "
+                                 f"'{op.name}' is defined after it, so none can be inferred",
+                                 **where)
+    for k, v in ins.attrs.items():
+        if isinstance(v, A.CompRef):
+            ins.attrs[k] = _done(v, ins)
+        elif isinstance(v, list) and v and isinstance(v[0], A.CompRef):
+            ins.attrs[k] = [_done(r, ins) for r in v]
+    try:
+        return infer_shape(ins)
+    except ShapeInferenceError as e:
+        raise HloSyntaxError(f"cannot infer the shape of '{ins.name}': {e}", **where) from None
+
+
+def _done(ref, owner: Instruction) -> Computation:
+    c = DONE.get(ref.name)
+    if c is None:
+        raise _err(f"instruction '{owner.name}' has no shape and calls '{ref.name}', which is "
+                   f"not defined before it, so none can be inferred", ref.offset)
+    return c
+
+
 def _resolve_computation(comp: Computation, sig) -> None:
     by_name: dict[str, Instruction] = {}
     root = None
@@ -31,14 +115,26 @@ def _resolve_computation(comp: Computation, sig) -> None:
                              column=comp.column)
     comp.root = root or comp.instructions[-1]
     seen_params: dict[int, Instruction] = {}
+    gtes: dict[tuple, Instruction] = {}
+    used = set(by_name)
+    listed = []
     for ins in comp.instructions:
         ops = []
-        for name, pos in ins._operand_refs:
-            target = by_name.get(name)
+        for ref in ins._operand_refs:
+            if isinstance(ref, Instruction):  # a nested instruction, already listed
+                ops.append(ref)
+                continue
+            target = by_name.get(ref.name)
             if target is None:
-                raise _err(f"instruction '{ins.name}' uses undefined operand '{name}'", pos)
+                raise _err(f"instruction '{ins.name}' uses undefined operand '{ref.name}'",
+                           ref.pos)
+            if ref.gte:
+                target = _compact_gte(target, ref, gtes, used, listed)
             ops.append(target)
         ins.operands = ops
+        if ins.shape is None:
+            ins.shape = _inferred_shape(ins)
+        listed.append(ins)
         preds = ins.attrs.pop("control-predecessors", None)
         if preds is not None:
             for r in preds:
@@ -46,7 +142,7 @@ def _resolve_computation(comp: Computation, sig) -> None:
                     raise _err(f"instruction '{ins.name}' names undefined control predecessor "
                                f"'{r.name}'", r.offset)
             ins.control_predecessors = [by_name[r.name] for r in preds]
-        del ins._operand_refs, ins._is_root
+        del ins._operand_refs, ins._is_root, ins._nested
         if hasattr(ins, "_root_at"):
             del ins._root_at
         if ins.opcode == "parameter":
@@ -55,6 +151,7 @@ def _resolve_computation(comp: Computation, sig) -> None:
                 raise HloSyntaxError(f"parameter number {n} used twice in computation "
                                      f"'{comp.name}'", line=ins.line, column=ins.column)
             seen_params[n] = ins
+    comp.instructions = listed
     if sorted(seen_params) != list(range(len(seen_params))):
         missing = min(set(range(len(seen_params) + 1)) - set(seen_params))
         after = max(seen_params)
@@ -78,6 +175,7 @@ def _resolve_computation(comp: Computation, sig) -> None:
                                  f"{result.without_layout()}, but its root '{comp.root.name}' "
                                  f"is {comp.root.shape.without_layout()}", line=comp.line,
                                  column=comp.column)
+    DONE[comp.name] = comp
 
 
 def _resolve_module(module: Module, comps: list[Computation]) -> None:
@@ -107,6 +205,7 @@ def _resolve_module(module: Module, comps: list[Computation]) -> None:
     if len(entries) > 1:
         raise HloSyntaxError(f"more than one ENTRY computation ('{entries[0].name}' and "
                              f"'{entries[1].name}')", line=entries[1].line, column=entries[1].column)
+    DONE.clear()
     module.computations = comps
     # Without ENTRY, XLA takes the last computation as the entry.
     module.entry = entries[0] if entries else comps[-1]

@@ -40,7 +40,7 @@ def _async_start(ins):
         if not compatible(p, x):
             raise _err(f"async-start operand {i} is {s(x)} but '{comp.name}' parameter {i} is "
                        f"{s(p)}")
-    extra = ins.shape.tuple_shapes[2:] if ins.shape.is_tuple else ()
+    extra = ins.shape.tuple_shapes[2:] if ins.shape is not None and ins.shape.is_tuple else ()
     return Shape.tuple_of([Shape.tuple_of(params), result, *extra])
 
 

@@ -207,7 +207,8 @@ def _collective_permute(ins):
 def _collective_permute_start(ins):
     _check_source_target_pairs(ins)
     shapes = _ops(ins)
-    extra = list(ins.shape.tuple_shapes[2:]) if ins.shape.is_tuple else []
+    extra = (list(ins.shape.tuple_shapes[2:]) if ins.shape is not None and ins.shape.is_tuple
+             else [])
     if len(shapes) == 1:
         _array(shapes[0], "the operand of collective-permute-start")
         return Shape.tuple_of([shapes[0], shapes[0], *extra])

@@ -52,7 +52,7 @@ def _dot(ins):
                 dims.append(x.dims[i])
                 dyn.append(x.dynamic[i])
     etype = higher_precision(lhs.element_type, rhs.element_type)
-    if ins.shape.is_array:  # the declared type is dot's "preferred element type"
+    if ins.shape is not None and ins.shape.is_array:  # the declared type is dot's "preferred element type"
         etype = _upcast(etype, ins.shape.element_type, "dot")
     return _shape(etype, dims, dyn)
 
@@ -151,6 +151,6 @@ def _convolution(ins):
         dims[d] = out_sp[i]
         dyn[d] = lhs.dynamic[dn.input_spatial[i]] or rhs.dynamic[dn.kernel_spatial[i]]
     etype = higher_precision(lhs.element_type, rhs.element_type)
-    if ins.shape.is_array:
+    if ins.shape is not None and ins.shape.is_array:
         etype = _upcast(etype, ins.shape.element_type, "convolution")
     return _shape(etype, dims, dyn)

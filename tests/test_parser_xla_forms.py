@@ -1,0 +1,203 @@
+"""HLO text forms XLA's parser reads (xla/hlo/parser/hlo_parser.cc and its tests), and the
+ones it rejects: each form parses, prints back as text that parses to the same print, and
+each rejected form is a `FILE:LINE:COL: error:` with the position of the fault."""
+from __future__ import annotations
+
+import pytest
+
+from xlaplug.hlo import HloSyntaxError, parse_module
+from xlaplug.hlo.printer import module_to_text
+
+FILE = "forms.hlo"
+
+
+def roundtrip(text: str):
+    """Parse, print, reparse, print: the two prints agree.  Returns the module."""
+    module = parse_module(text, FILE)
+    once = module_to_text(module)
+    assert module_to_text(parse_module(once, "printed.hlo")) == once
+    return module
+
+
+def by_name(module, comp=None):
+    c = module.entry if comp is None else next(x for x in module.computations if x.name == comp)
+    return {i.name: i for i in c.instructions}
+
+
+def error(text: str, line: int, col: int, *fragments: str) -> str:
+    with pytest.raises(HloSyntaxError) as info:
+        parse_module(text, FILE)
+    head = str(info.value).split("\n")[0]
+    assert head.startswith(f"{FILE}:{line}:{col}: error: "), head
+    for f in fragments:
+        assert f in head, head
+    return head
+
+
+# ---- operands printed with their shapes ---------------------------------------------------
+
+def test_operands_with_array_shapes_and_layouts():
+    m = roundtrip("""HloModule axpy
+ENTRY e {
+  %alpha = f32[] parameter(0)
+  %broadcast = f32[2,4]{1,0} broadcast(f32[] %alpha), dimensions={}
+  %x = f32[2,4]{1,0} parameter(1)
+  ROOT %multiply = f32[2,4]{1,0} multiply(f32[2,4]{1,0} %broadcast, f32[2,4]{1,0} %x)
+}
+""")
+    ins = by_name(m)
+    assert [o.name for o in ins["multiply"].operands] == ["broadcast", "x"]
+
+
+def test_operand_with_tuple_shape():
+    m = roundtrip("""HloModule copies
+ENTRY e {
+  %v1 = f32[] parameter(0)
+  %copy-start.1 = (f32[], f32[], u32[]) copy-start(f32[] %v1)
+  ROOT %copy-done.1 = f32[] copy-done((f32[], f32[], u32[]) %copy-start.1)
+}
+""")
+    assert by_name(m)["copy-done.1"].operands[0].name == "copy-start.1"
+
+
+def test_operand_shapes_with_comments_between():
+    m = roundtrip("""HloModule t
+ENTRY e {
+  v = f32[] parameter(0)
+  ROOT t = (f32[], f32[]) tuple(f32[] %v, /*index=1*/f32[] %v)
+}
+""")
+    assert len(m.entry.root.operands) == 2
+
+
+def test_malformed_operand_is_located():
+    error("HloModule t\nENTRY e {\n  v = f32[] parameter(0)\n  ROOT n = f32[] negate(f32[] +v)\n}\n",
+          4, 25, "malformed operand")
+
+
+# ---- shapes left out, nested instructions ---------------------------------------------------
+
+def test_result_shape_inferred():
+    m = roundtrip("""HloModule t
+ENTRY e {
+  a = f32[4] parameter(0)
+  b = s32[2,3] parameter(1)
+  v = abs(a)
+  d = f32[4,8] parameter(2)
+  dot = dot(a, d), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  ROOT t = tuple(v, b, dot)
+}
+""")
+    ins = by_name(m)
+    assert str(ins["v"].shape) == "f32[4]"
+    assert str(ins["dot"].shape) == "f32[8]"
+    assert str(ins["t"].shape) == "(f32[4], s32[2,3], f32[8])"
+
+
+def test_inferred_shape_of_a_call_uses_the_callee():
+    m = roundtrip("""HloModule t
+f {
+  x = f32[3] parameter(0)
+  ROOT y = f32[3] negate(x)
+}
+ENTRY e {
+  p = f32[3] parameter(0)
+  ROOT c = call(p), to_apply=f
+}
+""")
+    assert str(m.entry.root.shape) == "f32[3]"
+
+
+def test_nested_instructions_are_added_before_their_user():
+    m = roundtrip("""HloModule test
+ENTRY test {
+  ROOT root = add(f32[10] parameter(0), multiply(f32[10] parameter(1), f32[10] parameter(2)))
+}
+""")
+    names = [i.name for i in m.entry.instructions]
+    assert names == ["parameter.anon", "parameter.anon.1", "parameter.anon.2", "multiply.anon",
+                     "root"]
+    assert str(m.entry.root.shape) == "f32[10]"
+
+
+def test_nested_names_do_not_collide_and_plain_names_stay_names():
+    m = roundtrip("""HloModule test
+ENTRY test {
+  add = add(f32[10] parameter(0), f32[10] parameter(1))
+  ROOT add2 = add(add, add(add, add))
+}
+""")
+    ins = by_name(m)
+    assert [o.name for o in ins["add2"].operands] == ["add", "add.anon"]
+
+
+def test_nested_instruction_with_tuple_shape():
+    m = roundtrip("""HloModule test
+ENTRY test {
+  ROOT root = get-tuple-element(
+    (f32[10], f16[10]) tuple(f32[10] parameter(0), f16[10] parameter(1))
+  ), index=0
+}
+""")
+    assert str(m.entry.root.shape) == "f32[10]"
+
+
+def test_shape_not_inferable_from_a_later_operand():
+    error("HloModule t\nENTRY e {\n  a = f32[2] parameter(0)\n  v = abs(w)\n  ROOT w = abs(a)\n}\n",
+          4, 3, "'v' has no shape", "'w' is defined after it")
+
+
+def test_inference_error_is_located():
+    error("HloModule t\nENTRY e {\n  a = f32[2] parameter(0)\n  b = f32[3] parameter(1)\n"
+          "  ROOT v = add(a, b)\n}\n", 5, 8, "cannot infer the shape of 'v'")
+
+
+def test_parameter_and_constant_need_shapes():
+    error("HloModule t\nENTRY e {\n  ROOT p = parameter(0)\n}\n", 3, 12, "missing shape")
+
+
+# ---- compact get-tuple-element ------------------------------------------------------------
+
+def test_compact_gte_makes_named_get_tuple_elements_once():
+    m = roundtrip("""HloModule test
+ENTRY test {
+  p0 = (f32[10], (f32[20], f32[30])) parameter(0)
+  a = f32[20] negate(f32[20] %p0#1#0)
+  ROOT root = f32[20] add(f32[20] %p0#1#0, a)
+}
+""")
+    ins = by_name(m)
+    assert [i.name for i in m.entry.instructions] == ["p0", "p0_1", "p0_1_0", "a", "root"]
+    assert ins["p0_1_0"].opcode == "get-tuple-element" and ins["p0_1_0"].attrs["index"] == 0
+    assert ins["root"].operands[0] is ins["p0_1_0"]
+
+
+def test_compact_gte_name_collision_is_uniqued():
+    m = roundtrip("""HloModule test
+ENTRY test {
+  p0 = (f32[10], f16[10]) parameter(0)
+  p0_0 = f32[10] parameter(1)
+  ROOT root = f32[10] add(f32[10] %p0#0, f32[10] %p0_0)
+}
+""")
+    assert [o.name for o in m.entry.root.operands] == ["p0_0.1", "p0_0"]
+
+
+@pytest.mark.parametrize("use, col, msg", [
+    ("p0#0", 30, "GTE operand must be tuple"),
+    ("q0#2", 30, "GTE index 2 out of bounds"),
+    ("q0#-1", 30, "GTE index -1 out of bounds"),
+    ("q0#a", 33, "expects integer indices"),
+])
+def test_compact_gte_errors(use, col, msg):
+    text = ("HloModule t\nENTRY e {\n  p0 = f32[10] parameter(0)\n"
+            "  q0 = (f32[10], f16[10]) parameter(1)\n"
+            f"  ROOT root = f32[10] negate(%{use})\n}}\n")
+    error(text, 5, col, msg)
+
+
+# ---- module header ------------------------------------------------------------------------
+
+def test_module_name_with_trailing_colon():
+    m = roundtrip("HloModule wrong_opcode:\n\nENTRY e {\n  ROOT x = f32[] parameter(0)\n}\n")
+    assert m.name == "wrong_opcode"

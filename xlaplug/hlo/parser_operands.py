@@ -1,0 +1,148 @@
+"""The operand list of `opcode(...)`, read as XLA's parser reads it.
+
+An operand is, after an optional shape (XLA's default print writes one before every operand:
+`f32[2,4]{1,0} %x`, `(f32[], u32[]) %copy-start`):
+  - an instruction name, `%x`;
+  - a compact get-tuple-element, `%p0#1#0` (element 0 of element 1 of `p0`): the parser adds
+    the get-tuple-elements, named `p0_1`, `p0_1_0`, as XLA does;
+  - a nested instruction, `f32[10] parameter(0)` or `multiply(a, b)` (the shape may be left
+    out and is then inferred): it is added to the computation before its user, named
+    `<opcode>.anon`.  Nested instructions take no attributes (XLA: a comma could not tell an
+    attribute from the next operand).
+Commas split operands only outside brackets, parentheses, braces and strings, so a shape's
+own commas (`f32[2,4]{1,0}`) stay in it.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .parser_diagnostics import _err
+
+_OPEN = {"(": ")", "[": "]", "{": "}"}
+_CLOSE = {")", "]", "}"}
+_ARRAY_SHAPE = re.compile(r"[a-z][a-z0-9]*\[[^\]]*\](?:\{[^}]*\})?")
+_NAME = re.compile(r"%?([A-Za-z_][\w.\-]*)((?:#[^\s#,()]*)*)")
+_OPCODE = re.compile(r"([A-Za-z_][\w\-]*)\s*\(")
+
+
+@dataclass(slots=True)
+class NameRef:
+    """A named operand; `gte` lists compact get-tuple-element indices (`%p0#1#0`)."""
+    name: str
+    pos: int
+    gte: tuple[int, ...] = ()
+    shape_text: str | None = None
+
+
+@dataclass
+class Nested:
+    """A nested instruction operand, before it is built: its text pieces and positions."""
+    shape_text: str | None
+    shape_pos: int
+    opcode: str
+    opcode_pos: int
+    body: str
+    body_pos: int
+
+
+def split_top_level(body: str) -> list[tuple[str, int]]:
+    """`body` cut at commas outside any bracket or string -> (part, offset of part)."""
+    parts, depth, start, i, n = [], 0, 0, 0, len(body)
+    while i < n:
+        c = body[i]
+        if c == '"':
+            i += 1
+            while i < n and body[i] != '"':
+                i += 2 if body[i] == "\\" else 1
+        elif c in _OPEN:
+            depth += 1
+        elif c in _CLOSE:
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append((body[start:i], start))
+            start = i + 1
+        i += 1
+    parts.append((body[start:], start))
+    return parts
+
+
+def _matching(text: str, i: int) -> int:
+    """Index just past the bracket group opening at text[i] (strings skipped)."""
+    stack, n = [], len(text)
+    while i < n:
+        c = text[i]
+        if c == '"':
+            i += 1
+            while i < n and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+        elif c in _OPEN:
+            stack.append(_OPEN[c])
+        elif c in _CLOSE:
+            if not stack or stack.pop() != c:
+                return -1
+            if not stack:
+                return i + 1
+        i += 1
+    return -1
+
+
+def _leading_shape(text: str) -> int:
+    """Length of the shape `text` starts with (array or tuple), 0 if none."""
+    if text.startswith("("):
+        end = _matching(text, 0)
+        # A tuple shape is followed by a name or an opcode; `(` alone could not be an operand.
+        return end if end > 0 else 0
+    m = _ARRAY_SHAPE.match(text)
+    return m.end() if m else 0
+
+
+def parse_operand(part: str, pos: int):
+    """One operand's text (stripped) at absolute `pos` -> NameRef or Nested."""
+    n = _leading_shape(part)
+    shape_text = part[:n] if n else None
+    rest = part[n:].lstrip()
+    rest_pos = pos + len(part) - len(rest)
+    if n and rest_pos == pos + n and rest:  # a shape must be followed by a space
+        raise _err(f"malformed operand '{part[:30]}': expected an instruction name", pos)
+    m = _NAME.fullmatch(rest)
+    if m:
+        gte = []
+        for idx in m.group(2).split("#")[1:]:
+            if not re.fullmatch(r"-?\d+", idx):
+                raise _err(f"compact get-tuple-element '{rest}' expects integer indices, got "
+                           f"'#{idx}'", rest_pos + rest.index("#"))
+            gte.append(int(idx))
+        return NameRef(m.group(1), rest_pos, tuple(gte), shape_text)
+    m = _OPCODE.match(rest)
+    if m and _matching(rest, m.end() - 1) == len(rest):
+        return Nested(shape_text, pos, m.group(1), rest_pos, rest[m.end():-1], rest_pos + m.end())
+    what = "an instruction name or a nested instruction"
+    raise _err(f"malformed operand '{part.strip()[:30]}': expected {what}", pos)
+
+
+_PLAIN = re.compile(r"[^\[\](){}\"#]*")
+_PLAIN_NAME = re.compile(r"\s*(%?)([A-Za-z_][\w.\-]*)\s*")
+
+
+def scan_operands(body: str, pos: int) -> list:
+    """The operands of `opcode(body)`, body starting at absolute `pos`."""
+    if not body.strip():
+        return []
+    if _PLAIN.fullmatch(body):  # plain names only (what jax prints): the fast path
+        out, start = [], 0
+        for part in body.split(","):
+            m = _PLAIN_NAME.fullmatch(part)
+            if m is None:
+                break
+            out.append(NameRef(m.group(2), pos + start + m.start(1)))
+            start += len(part) + 1
+        else:
+            return out
+    out = []
+    for part, off in split_top_level(body):
+        stripped = part.strip()
+        if not stripped:
+            raise _err("empty operand in operand list (a stray ',')", pos + off)
+        out.append(parse_operand(stripped, pos + off + part.index(stripped[0])))
+    return out
