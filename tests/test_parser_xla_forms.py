@@ -201,3 +201,77 @@ def test_compact_gte_errors(use, col, msg):
 def test_module_name_with_trailing_colon():
     m = roundtrip("HloModule wrong_opcode:\n\nENTRY e {\n  ROOT x = f32[] parameter(0)\n}\n")
     assert m.name == "wrong_opcode"
+
+
+# ---- inline computations ------------------------------------------------------------------
+
+def test_inline_to_apply_and_calls_are_computations_named_underscore():
+    m = roundtrip("""HloModule t
+ENTRY e {
+  p = f32[4] parameter(0)
+  z = f32[] constant(0)
+  r = f32[] reduce(p, z), dimensions={0}, to_apply={
+    a = f32[] parameter(0)
+    b = f32[] parameter(1)
+    ROOT s = f32[] add(a, b)
+  }
+  ROOT c = f32[] call(r), to_apply={ x = f32[] parameter(0)  ROOT n = f32[] negate(x) }
+}
+""")
+    names = [c.name for c in m.computations]
+    assert names == ["_", "_.1", "e"]
+    ins = by_name(m)
+    assert ins["r"].attrs["to_apply"] is m.computations[0]
+    assert ins["c"].attrs["to_apply"] is m.computations[1]
+
+
+def test_inline_fusion_calls_and_shape_inferred_from_it():
+    m = roundtrip("""HloModule t
+ENTRY e {
+  p = f32[4] parameter(0)
+  ROOT f = fusion(p), kind=kLoop, calls={ x = f32[4] parameter(0)  ROOT y = f32[4] exponential(x) }
+}
+""")
+    assert str(m.entry.root.shape) == "f32[4]"
+    assert m.entry.root.attrs["calls"][0].root.opcode == "exponential"
+
+
+def test_inline_names_avoid_named_computations():
+    m = roundtrip("""HloModule t
+_ {
+  x = f32[] parameter(0)
+  ROOT y = f32[] negate(x)
+}
+ENTRY e {
+  p = f32[] parameter(0)
+  a = f32[] call(p), to_apply=_
+  ROOT c = f32[] call(a), to_apply={ x = f32[] parameter(0)  ROOT n = f32[] abs(x) }
+}
+""")
+    assert sorted(c.name for c in m.computations) == ["_", "_.1", "e"]
+
+
+def test_error_inside_inline_computation_has_the_file_position():
+    error("HloModule t\nENTRY e {\n  p = f32[] parameter(0)\n  ROOT c = f32[] call(p), "
+          "to_apply={\n    x = f32[] parameter(0)\n    ROOT n = f32[] nagate(x)\n  }\n}\n",
+          6, 20, "unknown opcode 'nagate'")
+
+
+# ---- opcodes XLA does not have ------------------------------------------------------------
+
+@pytest.mark.parametrize("opcode", ["copy-update", "send-start", "send-update", "recv-start",
+                                    "recv-update", "all-reduce-update", "collective-permute-update"])
+def test_no_async_sugar_for_ops_with_their_own_start_and_done(opcode):
+    error(f"HloModule t\nENTRY e {{\n  p = f32[2] parameter(0)\n  ROOT u = f32[2] {opcode}(p)\n}}\n",
+          4, 19, f"unknown opcode '{opcode}'")
+
+
+def test_async_sugar_for_other_ops_still_parses():
+    m = parse_module("""HloModule t
+ENTRY e {
+  p = f32[2] parameter(0)
+  s = ((f32[2]), f32[2], s32[]) negate-start(p)
+  ROOT d = f32[2] negate-done(s)
+}
+""", FILE)
+    assert m.entry.root.opcode == "negate-done"

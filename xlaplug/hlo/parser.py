@@ -24,6 +24,7 @@ from .literals import LiteralError, parse_literal
 from .opcodes import ALL_OPCODES
 from .parser_diagnostics import _Ctx, _describe, _err, _syntax_error  # noqa: F401
 from .parser_grammar import _ATTR, _NAME_RX, BRACE_DEPTH, grammar_text  # noqa: F401
+from .parser_inline import INLINE, inline_value, is_inline
 from .parser_operands import Nested, scan_operands, split_top_level
 from .parser_resolve import DONE, _resolve_computation, _resolve_module, unique_name
 from .shape_parser import ShapeError, parse_array_shape
@@ -58,6 +59,9 @@ def _attrs(tok, owner: str) -> dict:
         vpos = base + m.start(2)
         if name in out:
             raise _err(f"attribute '{name}' given twice on '{owner}'", base + m.start(1))
+        if (name in A.COMPS or name in A.COMP_LISTS) and is_inline(value):
+            out[name] = inline_value(name in A.COMP_LISTS, value, vpos)
+            continue
         try:
             v = A.parse_attr(name, value)
         except (A.AttrError, ShapeError) as e:
@@ -97,7 +101,14 @@ def _is_async_sugar(opcode: str) -> bool:
     """XLA prints an async op wrapping a single instruction as `<op>-start`, `<op>-update`,
     `<op>-done` (e.g. `fusion-start`) with the wrapped op's attributes."""
     base, dash, phase = opcode.rpartition("-")
-    return bool(dash) and phase in ("start", "update", "done") and base in ALL_OPCODES
+    return (bool(dash) and phase in ("start", "update", "done") and base in ALL_OPCODES
+            and base not in _NO_ASYNC_SUGAR)
+
+
+# Ops with their own start/done opcodes, which XLA does not wrap: `copy-update`,
+# `send-start`, `recv-update`, ... are unknown opcodes to XLA's parser.
+_NO_ASYNC_SUGAR = frozenset({"all-gather", "all-reduce", "collective-permute", "copy", "recv",
+                             "send"})
 
 
 def _opcode_hint(opcode: str) -> str:
@@ -307,13 +318,14 @@ def parse_module(text: str, filename: str = "<string>") -> Module:
         for x in items:
             if isinstance(x, tuple) and x[0] == "table":
                 module.stack_tables[x[1]] = x[2]
-        _resolve_module(module, comps)
+        _resolve_module(module, comps, INLINE)
         return module
     except HloSyntaxError as e:
         raise e.located(filename, text) from None
     finally:
         _Ctx.text = ""
         DONE.clear()
+        INLINE.clear()
 
 
 _CONTROL_BYTES = re.compile(rb"[\x00-\x08\x0e-\x1f\x7f]")

@@ -178,7 +178,33 @@ def _resolve_computation(comp: Computation, sig) -> None:
     DONE[comp.name] = comp
 
 
-def _resolve_module(module: Module, comps: list[Computation]) -> None:
+def _with_inline(comps: list[Computation], inline: list[Computation]) -> list[Computation]:
+    """The module's computations with each inline one placed before the first computation
+    that calls it (callees first, as XLA prints them), its name made unique among all."""
+    if not inline:
+        return comps
+    used = {c.name for c in comps}
+    for c in inline:
+        c.name = unique_name("_", used)
+    pending = {id(c) for c in inline}
+    out: list[Computation] = []
+
+    def add(c: Computation) -> None:
+        for ins in c.instructions:
+            for v in ins.attrs.values():
+                for callee in (v if isinstance(v, list) else [v]):
+                    if isinstance(callee, Computation) and id(callee) in pending:
+                        pending.discard(id(callee))
+                        add(callee)
+        out.append(c)
+
+    for c in comps:
+        add(c)
+    return out
+
+
+def _resolve_module(module: Module, comps: list[Computation],
+                    inline: list[Computation] = ()) -> None:
     by_name: dict[str, Computation] = {}
     for c in comps:
         first = by_name.get(c.name)
@@ -199,13 +225,13 @@ def _resolve_module(module: Module, comps: list[Computation]) -> None:
             for k, v in ins.attrs.items():
                 if isinstance(v, A.CompRef):
                     ins.attrs[k] = look(v, ins)
-                elif isinstance(v, list) and v and isinstance(v[0], A.CompRef):
-                    ins.attrs[k] = [look(r, ins) for r in v]
+                elif isinstance(v, list) and any(isinstance(r, A.CompRef) for r in v):
+                    ins.attrs[k] = [look(r, ins) if isinstance(r, A.CompRef) else r for r in v]
     entries = [c for c in comps if c.is_entry]
     if len(entries) > 1:
         raise HloSyntaxError(f"more than one ENTRY computation ('{entries[0].name}' and "
                              f"'{entries[1].name}')", line=entries[1].line, column=entries[1].column)
     DONE.clear()
-    module.computations = comps
+    module.computations = _with_inline(comps, inline)
     # Without ENTRY, XLA takes the last computation as the entry.
     module.entry = entries[0] if entries else comps[-1]
