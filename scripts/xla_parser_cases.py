@@ -33,7 +33,7 @@ DEFAULT_OUT = Path(__file__).resolve().parent.parent / "tests" / "data" / "xla_p
 _RAW = re.compile(r'R"([^(\s]*)\((.*?)\)\1"', re.S)
 _TABLE = re.compile(r"std::vector<(TestData|NonRoundtripTestData)> (\w+)\(\)")
 _ENTRY = re.compile(r'\{\s*"(\w+)",\s*(?:\n\s*)*R"', re.S)
-_TEST_F = re.compile(r"^TEST_F\(\w+, (\w+)\)", re.M)
+_TEST_F = re.compile(r"^TEST_F\(\s*\w+,\s*(\w+)\)", re.M)
 _FAILS = re.compile(r"EXPECT_FALSE\([^;]*ok\(\)\)|EXPECT_NE\(absl::OkStatus\(\)|"
                     r"status\(\)\s*\.message\(\)|ASSERT_FALSE\([^;]*ok\(\)\)|"
                     r"StatusIs\([\s\w:]*(?:Invalid|INVALID|NotFound|NOT_FOUND)|"

@@ -275,3 +275,90 @@ ENTRY e {
 }
 """, FILE)
     assert m.entry.root.opcode == "negate-done"
+
+
+# ---- attributes ---------------------------------------------------------------------------
+
+def test_metadata_fields_separated_by_commas():
+    m = roundtrip('HloModule t\nENTRY e {\n  ROOT c = f32[] constant(-4.2), '
+                  'metadata={source_line=5, op_type="::const"}\n}\n')
+    assert m.entry.root.attrs["metadata"] == {"source_line": 5, "op_type": "::const"}
+
+
+def test_custom_call_literal_tuple():
+    m = roundtrip("""HloModule t
+ENTRY e {
+  c = f32[1] parameter(0)
+  ROOT cc = f32[1,2,3]{0,2,1} custom-call(c), custom_call_target="foo", literal=( s32[4]{0} {4, 128, 128, 3}, pred[4]{0} {1, 0, 0, 0} )
+}
+""")
+    assert str(m.entry.root.attrs["literal"]) == \
+        "( s32[4]{0} {4, 128, 128, 3}, pred[4]{0} {true, false, false, false} )"
+
+
+def test_custom_call_literal_tuple_error_is_located():
+    error('HloModule t\nENTRY e {\n  ROOT cc = f32[] custom-call(), custom_call_target="f", '
+          'literal=( s32[2]{0} {1, 2}, pred[] maybe )\n}\n', 3, 93, "invalid pred literal 'maybe'")
+
+
+_UNARY = "HloModule t\nENTRY e {{\n  p = f32[] parameter(0)\n  ROOT r = f32[] {op}(p), {attr}\n}}\n"
+
+
+@pytest.mark.parametrize("op", ["exponential", "log", "tanh", "sine", "sqrt", "logistic"])
+def test_result_accuracy_on_transcendental_ops(op):
+    m = roundtrip(_UNARY.format(op=op, attr="result_accuracy={mode=highest}"))
+    assert str(m.entry.root.attrs["result_accuracy"]) == "{mode=highest}"
+
+
+def test_result_accuracy_mode_checked():
+    error(_UNARY.format(op="exponential", attr="result_accuracy={mode=high}"), 4, 56,
+          "unknown result_accuracy mode 'high'")
+
+
+@pytest.mark.parametrize("op", ["negate", "add", "bitcast-convert"])
+def test_result_accuracy_only_where_xla_takes_it(op):
+    text = _UNARY.format(op=op, attr="result_accuracy={mode=default}")
+    if op == "add":
+        text = text.replace("add(p)", "add(p, p)")
+    col = text.split("\n")[3].index("result_accuracy") + 1
+    error(text, 4, col, "unexpected attribute 'result_accuracy'")
+
+
+_DEBUG = ('HloModule m, debug_attributes={{\n  {{"constant"}}:({{{body}}})\n}}\n\n'
+          'ENTRY e {{\n  ROOT c = s32[] constant(1), origin={{{{"constant"}}}}\n}}\n')
+
+
+@pytest.mark.parametrize("body", ["log_mode=default,callback_id=123,partitioned=true",
+                                  "log_mode=fusion_debugger", "op_id=4"])
+def test_debug_attributes(body):
+    roundtrip(_DEBUG.format(body=body))
+
+
+@pytest.mark.parametrize("body, msg", [
+    ("log_mode=invalid_mode", "invalid debug attribute value log_mode=invalid_mode"),
+    ("callback_id=x", "invalid debug attribute value callback_id=x"),
+    ("partitioned=1", "invalid debug attribute value partitioned=1"),
+    ("colour=red", "unknown debug attribute 'colour'"),
+])
+def test_invalid_debug_attributes(body, msg):
+    # The caret is on the value when the value is bad, on the name when the name is.
+    error(_DEBUG.format(body=body), 2, 18 + (body.index("=") + 1 if "invalid" in msg else 0), msg)
+
+
+# ---- constants ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", ["1.8e308", "-1.8e308"])
+def test_f64_constant_out_of_range(value):
+    error(f"HloModule t\nENTRY e {{\n  ROOT c = f64[] constant({value})\n}}\n", 3, 27,
+          f"value {value} is out of range for f64")
+
+
+def test_f64_infinities_are_fine():
+    m = roundtrip("HloModule t\nENTRY e {\n  ROOT c = f64[2] constant({inf, -inf})\n}\n")
+    assert list(m.entry.root.literal) == [float("inf"), float("-inf")]
+
+
+def test_u64_minus_one_wraps_as_in_xla():
+    m = roundtrip("HloModule t\nENTRY e {\n  ROOT c = u64[] constant(-1)\n}\n")
+    assert int(m.entry.root.literal) == 2 ** 64 - 1
+    error("HloModule t\nENTRY e {\n  ROOT c = u32[] constant(-1)\n}\n", 3, 27, "out of range")

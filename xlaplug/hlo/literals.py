@@ -80,6 +80,12 @@ def _float_values(tokens: list[str], dtype: np.dtype) -> np.ndarray:
                 out[i] = float(t)
             except ValueError:
                 raise _BadToken(i, f"invalid floating-point literal '{t[:30]}'") from None
+    inf = np.isinf(out)
+    if inf.any():  # a finite decimal past f64's range (1.8e308) reads as inf: XLA rejects it
+        for i in np.flatnonzero(inf):
+            if "inf" not in tokens[i]:
+                raise _BadToken(int(i), f"value {tokens[i].strip()} is out of range for "
+                                        f"{dtypes.from_dtype(dtype)}")
     if dtype == np.float64:
         res = out
     else:
@@ -123,6 +129,8 @@ def _int_values(tokens: list[str], etype: str, dtype: np.dtype) -> np.ndarray:
     if etype == "pred":
         return np.array([bool(v) for v in vals], dtype=np.bool_)
     lo, hi = _int_range(etype, dtype)
+    if etype == "u64":  # XLA reads an s64 and casts it: u64 constant(-1) is 2^64 - 1
+        vals = [v + (1 << 64) if -(1 << 63) <= v < 0 else v for v in vals]
     for i, v in enumerate(vals):
         if not (lo <= v <= hi):
             raise _BadToken(i, f"value {v} is out of range for {etype} [{lo}, {hi}]")

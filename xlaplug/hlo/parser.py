@@ -18,6 +18,7 @@ from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedInput
 
 from . import attributes as A
+from .attr_config import RESULT_ACCURACY_OPS
 from .errors import HloSyntaxError, position_of
 from .ir import Computation, Instruction, Module, Shape
 from .literals import LiteralError, parse_literal
@@ -225,6 +226,11 @@ class _Builder(Transformer):
                                   call_tok.start_pos, call_tok.start_pos + paren + 1,
                                   name_tok.line, name_tok.column)
         instr.attrs = _attrs(rest[0] if rest else None, name)
+        if "result_accuracy" in instr.attrs and instr.opcode not in RESULT_ACCURACY_OPS:
+            at = rest[0].start_pos + rest[0].index("result_accuracy")
+            raise _err(f"unexpected attribute 'result_accuracy' on {instr.opcode} '{name}': XLA "
+                       f"takes it only on transcendental unary ops (exponential, log, tanh, "
+                       f"...)", at)
         instr._is_root = root_tok is not None
         if root_tok is not None:
             instr._root_at = (root_tok.line, root_tok.column)
