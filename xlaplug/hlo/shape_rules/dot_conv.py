@@ -57,6 +57,19 @@ def _dot(ins):
     return _shape(etype, dims, dyn)
 
 
+@rule("scaled-dot")
+def _scaled_dot(ins):
+    """scaled-dot(lhs, lhs_scale, rhs, rhs_scale): XLA infers the dot of lhs and rhs (the
+    scales do not change the shape) and takes the declared element type as given."""
+    _ops(ins)  # the operand count
+    plain = type(ins)(ins.name, "dot", None)
+    plain.operands, plain.attrs = [ins.operands[0], ins.operands[2]], ins.attrs
+    out = _dot(plain)
+    if ins.shape is not None and ins.shape.is_array:
+        return _shape(ins.shape.element_type, out.dims, out.dynamic)
+    return out
+
+
 def _dilated(bound: int, dilation: int) -> int:
     if bound == UNBOUNDED:
         return UNBOUNDED

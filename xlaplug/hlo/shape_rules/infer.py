@@ -10,7 +10,8 @@ from .common import RULES, ShapeInferenceError, _err
 _UNARY = {"abs", "cbrt", "ceil", "count-leading-zeros", "cosine", "erf", "erf-inv", "exponential",
           "exponential-minus-one", "floor", "imag", "is-finite", "log", "log-plus-one",
           "logistic", "negate", "not", "popcnt", "real", "round-nearest-afz",
-          "round-nearest-even", "rsqrt", "sign", "sine", "sqrt", "tan", "tanh"}
+          "round-nearest-even", "rsqrt", "sign", "sine", "sqrt", "tan", "tanh",
+          "acos", "acosh", "asin", "asinh", "atanh", "cosh", "sinh"}
 _BINARY = {"add", "atan2", "complex", "divide", "maximum", "minimum", "multiply", "power",
            "remainder", "subtract", "and", "or", "xor", "shift-left", "shift-right-arithmetic",
            "shift-right-logical", "compare"}
@@ -29,7 +30,7 @@ EXACT_OPERANDS: dict[str, int] = {
     "select-and-scatter": 3, "gather": 2, "async-update": 1, "async-done": 1,
     "all-reduce-done": 1, "all-gather-done": 1, "collective-permute-done": 1, "domain": 1,
     "batch-norm-training": 3, "batch-norm-inference": 5, "batch-norm-grad": 5, "topk": 1,
-    "ragged-dot": 3, "ragged-all-to-all": 6,
+    "ragged-dot": 3, "ragged-all-to-all": 6, "scaled-dot": 4,
 }
 # Minimum operand counts of the variadic ones (their exact count is checked by the rule).
 MIN_OPERANDS: dict[str, int] = {
