@@ -362,3 +362,55 @@ def test_u64_minus_one_wraps_as_in_xla():
     m = roundtrip("HloModule t\nENTRY e {\n  ROOT c = u64[] constant(-1)\n}\n")
     assert int(m.entry.root.literal) == 2 ** 64 - 1
     error("HloModule t\nENTRY e {\n  ROOT c = u32[] constant(-1)\n}\n", 3, 27, "out of range")
+
+
+# ---- one reader for the CLI and the library -----------------------------------------------
+
+_SMALL = "HloModule m\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n"
+
+
+@pytest.mark.parametrize("data", [
+    _SMALL.encode(),
+    b"\xef\xbb\xbf" + _SMALL.encode(),
+    _SMALL.replace("\n", "\r\n").encode(),
+    b"\xef\xbb\xbf" + _SMALL.replace("\n", "\r\n").encode(),
+])
+def test_cli_and_library_read_the_same_text(tmp_path, data):
+    from xlaplug.driver import load_module, read_text
+    from xlaplug.hlo.parser import parse_file
+    f = tmp_path / "m.hlo"
+    f.write_bytes(data)
+    text, name = read_text(str(f))
+    assert text == _SMALL and name == str(f)
+    assert module_to_text(parse_file(str(f))) == module_to_text(load_module(str(f)))
+
+
+@pytest.mark.parametrize("data, line, col, msg", [
+    (b"HloModule m\nENTRY e {\n  ROOT p = f32[2] parameter(0) \xff\n}\n", 3, 32,
+     "file is not UTF-8 text (byte 0xff)"),
+    (b"\xef\xbb\xbfHloModule m\n\x01 \xff\n", 2, 1, "binary data in HLO text (control character 0x01)"),
+])
+def test_cli_and_library_report_bad_bytes_alike(tmp_path, data, line, col, msg):
+    from xlaplug.driver import read_text
+    from xlaplug.hlo.parser import parse_file
+    f = tmp_path / "bad.hlo"
+    f.write_bytes(data)
+    for read in (read_text, parse_file):
+        with pytest.raises(HloSyntaxError) as info:
+            read(str(f))
+        head = str(info.value).split("\n")[0]
+        assert head == f"{f}:{line}:{col}: error: {msg}", head
+
+
+def test_crlf_positions_match_lf(tmp_path):
+    from xlaplug.hlo.parser import parse_file
+    bad = "HloModule m\nENTRY e {\n  ROOT p = f32[2] nagate(0)\n}\n"
+    heads = []
+    for i, text in enumerate((bad, bad.replace("\n", "\r\n"))):
+        f = tmp_path / f"m{i}.hlo"
+        f.write_bytes(text.encode())
+        with pytest.raises(HloSyntaxError) as info:
+            parse_file(str(f))
+        heads.append(str(info.value).split(": error: ", 1)[1])
+        assert (info.value.line, info.value.column) == (3, 19)
+    assert heads[0] == heads[1]

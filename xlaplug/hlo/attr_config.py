@@ -153,7 +153,8 @@ def p_debug_attributes(t: str) -> Raw:
             m = _DEBUG_ITEM.fullmatch(item)
             at = base + off
             if m is None:
-                raise AttrError(f"expected field=value in debug attributes, got '{_short(item)}'", at)
+                raise AttrError(f"expected field=value in debug attributes, got "
+                                f"'{_short(item)}'", at)
             key, val = m.group(1), m.group(2)
             check = _DEBUG_VALUES.get(key)
             if check is None:

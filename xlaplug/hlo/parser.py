@@ -334,24 +334,8 @@ def parse_module(text: str, filename: str = "<string>") -> Module:
         INLINE.clear()
 
 
-_CONTROL_BYTES = re.compile(rb"[\x00-\x08\x0e-\x1f\x7f]")
-
-
 def parse_file(path: str) -> Module:
-    p = Path(path)
-    data = p.read_bytes()
-    if data.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark is not text
-        data = data[3:]
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        bad = e.start
-        ctrl = _CONTROL_BYTES.search(data, 0, bad)
-        at = ctrl.start() if ctrl else bad
-        before = data[:at].decode("utf-8")   # valid: the first bad byte is at e.start
-        line, col = position_of(before, len(before))
-        msg = (f"binary data in HLO text (control character 0x{data[at]:02x})" if ctrl else
-               f"file is not UTF-8 text (byte 0x{data[at]:02x})")
-        err = HloSyntaxError(msg, file=str(path), line=line, column=col)
-        raise err.located(str(path), data.decode("utf-8", "replace")) from None
-    return parse_module(text, str(path))
+    """Parse an HLO file (`-`: standard input), read as the CLI reads it."""
+    from .reader import read_hlo
+    text, name = read_hlo(path)
+    return parse_module(text, name)
