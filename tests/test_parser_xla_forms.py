@@ -414,3 +414,182 @@ def test_crlf_positions_match_lf(tmp_path):
         heads.append(str(info.value).split(": error: ", 1)[1])
         assert (info.value.line, info.value.column) == (3, 19)
     assert heads[0] == heads[1]
+
+
+# ---- short forms, names, attributes XLA fills in -------------------------------------------
+
+def test_short_form_array_constant_sets_the_first_element():
+    # XLA's parser takes one scalar for an array constant: element 0, the rest stay zero.
+    m = roundtrip("HloModule t\nENTRY e {\n  ROOT c = f32[2,3] constant(1.5)\n}\n")
+    np_lit = m.entry.root.literal
+    assert np_lit.shape == (2, 3) and np_lit[0, 0] == 1.5 and np_lit.sum() == 1.5
+
+
+def test_short_form_needs_a_single_element():
+    error("HloModule t\nENTRY e {\n  ROOT c = f32[2] constant(1, 2)\n}\n", 3, 28,
+          "must start with '{'")
+
+
+@pytest.mark.parametrize("stem, name", [("7digits", "_7digits"), ("my model", "my_model"),
+                                        ("plain.v2", "plain.v2")])
+def test_module_without_header_is_named_after_its_file(tmp_path, stem, name):
+    from xlaplug.hlo.parser import parse_file
+    f = tmp_path / f"{stem}.hlo"
+    f.write_text("ENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n")
+    m = parse_file(str(f))
+    assert m.name == name
+    assert parse_module(module_to_text(m)).name == name
+
+
+def test_scalar_broadcast_gets_empty_dimensions():
+    m = roundtrip("HloModule t\nENTRY e {\n  p = f32[] parameter(0)\n"
+                  "  ROOT b = f32[] broadcast(p)\n}\n")
+    assert tuple(m.entry.root.attrs["dimensions"]) == ()
+
+
+_ADD = "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
+
+
+def test_scalar_reduce_window_and_select_and_scatter_get_an_empty_window():
+    from xlaplug.hlo.verifier import verify_module
+    m = roundtrip("HloModule t\n" + _ADD + "ge {\n  a = f32[] parameter(0)\n"
+                  "  b = f32[] parameter(1)\n  ROOT c = pred[] compare(a, b), direction=GE\n}\n"
+                  "ENTRY e {\n  p = f32[] parameter(0)\n  z = f32[] constant(0)\n"
+                  "  r = f32[] reduce-window(p, z), to_apply=add\n"
+                  "  ROOT s = f32[] select-and-scatter(p, r, z), select=ge, scatter=add\n}\n")
+    verify_module(m)
+    assert str(by_name(m)["r"].attrs["window"]) == "{}"
+
+
+def test_array_reduce_window_still_needs_its_window():
+    from xlaplug.hlo.errors import HloError
+    from xlaplug.hlo.verifier import verify_module
+    m = parse_module("HloModule t\n" + _ADD + "ENTRY e {\n  p = f32[4] parameter(0)\n"
+                     "  z = f32[] constant(0)\n  ROOT r = f32[4] reduce-window(p, z), "
+                     "to_apply=add\n}\n")
+    with pytest.raises(HloError, match="missing attribute 'window'"):
+        verify_module(m)
+
+
+def test_combined_collective_permute_and_its_start():
+    from xlaplug.hlo.verifier import verify_module
+    m = roundtrip("""HloModule t
+ENTRY e {
+  a = f32[4] parameter(0)
+  b = f32[8] parameter(1)
+  cp = (f32[4], f32[8]) collective-permute(a, b), source_target_pairs={{0,1},{1,0}}
+  s = ((f32[4], f32[8]), (f32[4], f32[8])) collective-permute-start(a, b), source_target_pairs={{0,1}}
+  d = (f32[4], f32[8]) collective-permute-done(s)
+  ROOT t = tuple(cp, d)
+}
+""")
+    verify_module(m)
+
+
+def test_collective_broadcast_with_dynamic_root():
+    from xlaplug.hlo.verifier import verify_module
+    m = roundtrip("""HloModule t
+ENTRY e {
+  input = f32[128,32]{0,1} parameter(0)
+  root = f32[1]{0} parameter(1)
+  ROOT cb = f32[128,32]{0,1} collective-broadcast(input, root), replica_groups={{1,0},{2,3}}, has_dynamic_root=true
+}
+""")
+    verify_module(m)
+    assert m.entry.root.attrs["has_dynamic_root"] is True
+
+
+def test_shapes_declared_on_send_send_done_outfeed_are_replaced():
+    m = roundtrip("""HloModule t
+ENTRY e {
+  t = token[] after-all()
+  c = f32[] constant(1)
+  s = f32[] send(c, t), channel_id=1
+  sd = f32[] send-done(s), channel_id=1
+  o = f32[] outfeed(c, t)
+  ROOT r = token[] after-all()
+}
+""")
+    ins = by_name(m)
+    assert str(ins["s"].shape) == "(f32[], u32[], token[])"
+    assert str(ins["sd"].shape) == "token[]" and str(ins["o"].shape) == "token[]"
+
+
+def test_late_bound_async_start():
+    from xlaplug.hlo.verifier import verify_module
+    m = roundtrip("""HloModule t
+wrapped {
+  p0 = f32[2,3] parameter(0)
+  p1 = f32[2,3] parameter(1)
+  ROOT a = f32[2,3] add(p0, p1)
+}
+ENTRY e {
+  p0 = f32[2,3] parameter(0)
+  p1 = f32[2,3] parameter(1)
+  s = ((f32[2,3]), f32[2,3], s32[]) async-start(p0), calls=wrapped
+  u = ((f32[2,3], f32[2,3]), f32[2,3], s32[]) async-update(s, p1)
+  ROOT d = f32[2,3] async-done(u)
+}
+""")
+    verify_module(m)
+
+
+def test_late_binding_checks_the_bound_operands():
+    from xlaplug.hlo.errors import HloError
+    from xlaplug.hlo.verifier import verify_module
+    m = parse_module("""HloModule t
+wrapped {
+  p0 = f32[2,3] parameter(0)
+  p1 = f32[2,3] parameter(1)
+  ROOT a = f32[2,3] add(p0, p1)
+}
+ENTRY e {
+  p0 = f32[2,3] parameter(0)
+  q = f32[3] parameter(1)
+  s = ((f32[2,3]), f32[2,3], s32[]) async-start(p0), calls=wrapped
+  u = ((f32[2,3], f32[3]), f32[2,3], s32[]) async-update(s, q)
+  ROOT d = f32[2,3] async-done(u)
+}
+""")
+    with pytest.raises(HloError, match="operand 1 is f32\\[3\\] but 'wrapped' parameter 1"):
+        verify_module(m)
+
+
+# ---- what XLA rejects ---------------------------------------------------------------------
+
+def test_operand_written_with_the_wrong_shape():
+    error("HloModule t\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT n = f32[2] negate(f32[3] p)\n}\n",
+          4, 33, "operand 'p' of 'n' is written with shape f32[3], but 'p' has shape f32[2]")
+
+
+def test_operand_shape_layout_may_differ():
+    roundtrip("HloModule t\nENTRY e {\n  p = f32[2,2]{1,0} parameter(0)\n"
+              "  ROOT n = f32[2,2] negate(f32[2,2]{0,1} p)\n}\n")
+
+
+def test_dim_level_types_checked():
+    roundtrip("HloModule t\nENTRY e {\n  ROOT p = f32[2,2]{1,0:D(D,C+~)} parameter(0)\n}\n")
+    error("HloModule t\nENTRY e {\n  ROOT p = f32[2,2]{1,0:D(X,C)} parameter(0)\n}\n", 3, 12,
+          "dim level types D(..) of D, C, S or H")
+
+
+def test_pred_conditional_with_branch_computations_is_rejected():
+    from xlaplug.hlo.errors import HloError
+    from xlaplug.hlo.verifier import verify_module
+    m = parse_module("""HloModule t
+a {
+  x = f32[] parameter(0)
+  ROOT y = f32[] negate(x)
+}
+b {
+  x = f32[] parameter(0)
+  ROOT y = f32[] abs(x)
+}
+ENTRY e {
+  p = pred[] parameter(0)
+  x = f32[] parameter(1)
+  ROOT c = f32[] conditional(p, x, x), branch_computations={a, b}
+}
+""")
+    with pytest.raises(HloError, match="pred index needs true_computation and false_computation"):
+        verify_module(m)

@@ -50,7 +50,8 @@ INTS = ("index", "index_vector_dim", "iota_dimension", "channel_id", "feature_gr
 BOOLS = ("is_stable", "indices_are_sorted", "unique_indices", "constrain_layout",
          "use_global_device_ids", "custom_call_has_side_effect", "is_composite", "left_side",
          "lower", "unit_diagonal", "largest", "is_host_transfer", "is_cross_program_prefetch",
-         "is_reverse", "is_associative", "is_scheduled", "alias_passthrough_params")
+         "is_reverse", "is_associative", "is_scheduled", "alias_passthrough_params",
+         "has_dynamic_root")
 WORDS = ("algorithm", "mode")
 STRINGS = ("custom_call_target", "infeed_config", "outfeed_config", "async_execution_thread",
            "execution_thread", "op_name")

@@ -184,6 +184,10 @@ def _expected_skeleton(dims) -> str:
     return inner
 
 
+# One scalar element, as the short form of an array constant may be written.
+_SCALAR_TEXT = re.compile(r"[^{},\s]+|\([^()]*\)")
+
+
 def parse_literal(text: str, shape: Shape):
     """Literal text (the inside of `constant(...)`) -> numpy array, or a tuple for tuples.
 
@@ -223,6 +227,13 @@ def _parse_literal(text: str, shape: Shape):
     rank = shape.rank
     is_complex = dtypes.is_complex(etype)
     n = shape.num_elements()
+    if rank > 0 and n > 0 and not text.startswith("{") and _SCALAR_TEXT.fullmatch(text):
+        # XLA's short form `f32[3] constant(1)`: its parser sets the first element and leaves
+        # the rest as the zeros the literal was created with -- {1, 0, 0}.
+        first = _parse_literal(text, Shape.array(etype, ()))
+        out = np.zeros(shape.dims, dtype)
+        out.flat[0] = first
+        return out
     try:
         if rank == 0:
             if text.startswith("{"):

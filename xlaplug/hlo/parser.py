@@ -306,6 +306,14 @@ def _check_text(text: str) -> None:
                              line=line, column=col)
 
 
+def module_name_of(filename: str) -> str:
+    """The name of a module without an `HloModule` header: its file's stem, made a name XLA's
+    parser reads back (as XLA's name sanitizer does: other characters become `_`, and a
+    leading digit gets a `_` before it)."""
+    name = re.sub(r"[^\w.\-]", "_", Path(filename).stem) or "_"
+    return name if re.match(r"[A-Za-z_]", name) else "_" + name
+
+
 def parse_module(text: str, filename: str = "<string>") -> Module:
     """Parse HLO text.  Raises HloSyntaxError with a position on malformed input."""
     try:
@@ -319,7 +327,7 @@ def parse_module(text: str, filename: str = "<string>") -> Module:
         comps = [x for x in items if isinstance(x, Computation)]
         if not comps:
             raise HloSyntaxError("module has no computations", line=1, column=1)
-        name = str(header[1]).lstrip("%") if header else Path(filename).stem
+        name = str(header[1]).lstrip("%") if header else module_name_of(filename)
         module = Module(name, attrs=header[2] if header else {}, source=filename)
         for x in items:
             if isinstance(x, tuple) and x[0] == "table":

@@ -25,6 +25,19 @@ def unique_name(base: str, used: set[str]) -> str:
     return name
 
 
+def _check_operand_shape(user: Instruction, target: Instruction, ref) -> None:
+    """`f32[2]{0} %x`: the shape printed with an operand must be the operand's (XLA's parser
+    compares them as ShapeUtil::Compatible does: layouts aside)."""
+    if target.shape is None:
+        return
+    from .parser import _shape_at
+    from .shape_rules.common import compatible
+    written = _shape_at(ref.shape_text, ref.pos - len(ref.shape_text) - 1)
+    if not compatible(written, target.shape):
+        raise _err(f"operand '{ref.name}' of '{user.name}' is written with shape {written}, but "
+                   f"'{target.name}' has shape {target.shape}", ref.pos)
+
+
 def _compact_gte(target: Instruction, ref, gtes: dict, used: set, listed: list) -> Instruction:
     """`%p0#1#0`: the get-tuple-elements it stands for, made once per computation and named
     as XLA names them (`p0_1`, `p0_1_0`), placed before their first user."""
@@ -59,6 +72,25 @@ _NEEDS_DECLARED = frozenset({
     "bitcast-convert", "stochastic-convert", "broadcast", "reshape", "dynamic-reshape", "iota",
     "rng", "rng-bit-generator", "infeed", "recv", "all-gather", "all-gather-start",
     "reduce-scatter"})
+
+
+_FILLED_IN = frozenset({"broadcast", "reduce-window", "select-and-scatter"})
+
+
+def _fill_in(ins: Instruction) -> None:
+    """Attributes XLA's parser supplies when a scalar operand makes them empty: a scalar
+    broadcast's `dimensions={}`, a scalar reduce-window's or select-and-scatter's window."""
+    op = ins.operands[0] if ins.operands else None
+    if op is None or op.shape is None or not op.shape.is_array or op.shape.rank:
+        return
+    if ins.opcode == "broadcast":
+        ins.attrs.setdefault("dimensions", ())
+    else:
+        ins.attrs.setdefault("window", A.Window(()))
+
+
+# XLA's parser builds these with the shape they must have, whatever shape is written.
+_SHAPE_IGNORED = frozenset({"send", "send-done", "outfeed"})
 
 
 def _inferred_shape(ins: Instruction):
@@ -130,9 +162,13 @@ def _resolve_computation(comp: Computation, sig) -> None:
                            ref.pos)
             if ref.gte:
                 target = _compact_gte(target, ref, gtes, used, listed)
+            if ref.shape_text is not None:
+                _check_operand_shape(ins, target, ref)
             ops.append(target)
         ins.operands = ops
-        if ins.shape is None:
+        if ins.opcode in _FILLED_IN:
+            _fill_in(ins)
+        if ins.shape is None or ins.opcode in _SHAPE_IGNORED:
             ins.shape = _inferred_shape(ins)
         listed.append(ins)
         preds = ins.attrs.pop("control-predecessors", None)

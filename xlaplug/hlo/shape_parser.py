@@ -9,8 +9,10 @@ from .ir import UNBOUNDED, Layout, Shape
 
 _ARRAY = re.compile(r"\s*([a-z][a-z0-9]*)\[([^\]]*)\](\{[^}]*\})?\s*")
 _KNOWN_TYPES = ELEMENT_TYPES | OPAQUE_TYPES
+# After the colon: dim level types D(D,C,S,H with optional + and ~, as XLA's parser takes them),
+# tiles, element size, memory space, ...
 _LAYOUT_EXTRA = re.compile(
-    r"(?:D\([^()]*\))?(?:T(?:\([\d,*\s]*\))+)?(?:L\(\d+\))?(?:#\(u\d+\))?(?:\*\(u\d+\))?"
+    r"(?:D\((?:[DCSH]\+?~?(?:,[DCSH]\+?~?)*)?\))?(?:T(?:\([\d,*\s]*\))+)?(?:L\(\d+\))?(?:#\(u\d+\))?(?:\*\(u\d+\))?"
     r"(?:E\(\d+\))?(?:S\(\d+\))?(?:SC(?:\(\d+:[\d,\s]*\))+)?(?:M\(\d+\))?")
 
 
@@ -62,8 +64,10 @@ def parse_array_shape(text: str) -> Shape:
             raise ShapeError(f"layout {layout_text} is not a permutation of the "
                              f"{len(dims)} dimensions of shape '{text.strip()}'")
         if colon and not _LAYOUT_EXTRA.fullmatch(extra.strip()):
+            what = ("dim level types D(..) of D, C, S or H" if extra.strip().startswith("D(")
+                    else "tiles T(..), memory space S(n), ...")
             raise ShapeError(f"malformed layout attributes ':{extra.strip()}' in shape "
-                             f"'{text.strip()}' (expected tiles T(..), memory space S(n), ...)")
+                             f"'{text.strip()}' (expected {what})")
         layout = Layout(minor, extra.strip() if colon else "")
     return Shape(etype, tuple(dims), tuple(dyn), layout)
 
