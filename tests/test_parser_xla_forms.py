@@ -593,3 +593,56 @@ ENTRY e {
 """)
     with pytest.raises(HloError, match="pred index needs true_computation and false_computation"):
         verify_module(m)
+
+
+# ---- nesting up to XLA's 8,192 levels -----------------------------------------------------
+
+def _deep_config(depth: int) -> str:
+    return ("HloModule t\nENTRY e {\n  ROOT p = f32[] parameter(0), frontend_attributes="
+            '{a="1"}, backend_config=' + "{" * depth + "}" * depth + ', sharding={replicated}\n}\n')
+
+
+@pytest.mark.parametrize("depth", [9, 100, 8192])
+def test_deep_braces_in_an_attribute(depth):
+    m = roundtrip(_deep_config(depth))
+    assert str(m.entry.root.attrs["backend_config"]) == "{" * depth + "}" * depth
+    assert "sharding" in m.entry.root.attrs
+
+
+def test_braces_past_xlas_limit():
+    text = _deep_config(8193)
+    col = text.split("\n")[2].index("{" * 8193) + 8193
+    error(text, 3, col, "nesting deeper than 8192 levels")
+
+
+def _deep_tuple(depth: int) -> str:
+    shape = "(" * depth + "f32[]" + ")" * depth
+    return (f"HloModule t\nENTRY e {{\n  p = {shape} parameter(0)\n"
+            f"  ROOT c = {shape} copy({shape} p)\n}}\n")
+
+
+@pytest.mark.parametrize("depth", [6, 50])
+def test_deep_tuple_shapes_in_operands(depth):
+    m = roundtrip(_deep_tuple(depth))
+    assert m.entry.root.operands[0].name == "p"
+
+
+def test_deep_nested_instructions():
+    depth = 300
+    text = ("HloModule t\nENTRY e {\n  ROOT r = " + "negate(" * depth + "f32[] parameter(0)"
+            + ")" * depth + "\n}\n")
+    m = parse_module(text, FILE)
+    assert m.instruction_count() == depth + 1
+    assert str(m.entry.root.shape) == "f32[]"
+
+
+def test_nested_instructions_past_xlas_limit():
+    depth = 8193
+    text = ("HloModule t\nENTRY e {\n  ROOT r = " + "negate(" * depth + "f32[] parameter(0)"
+            + ")" * depth + "\n}\n")
+    error(text, 3, 12 + 7 * depth + len("f32[] parameter"), "nesting deeper than 8192 levels")
+
+
+def test_unbalanced_operand_list_still_reported():
+    error("HloModule t\nENTRY e {\n  ROOT r = f32[] negate(((((((p)\n}\n", 3, 24,
+          "unbalanced '('")

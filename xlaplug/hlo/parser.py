@@ -11,6 +11,7 @@ the grammar text with its regular expressions in parser_grammar.
 from __future__ import annotations
 
 import re
+import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from .literals import LiteralError, parse_literal
 from .opcodes import ALL_OPCODES
 from .parser_diagnostics import _Ctx, _describe, _err, _syntax_error  # noqa: F401
 from .parser_grammar import _ATTR, _NAME_RX, BRACE_DEPTH, grammar_text  # noqa: F401
+from .parser_deep import MAX_DEPTH
 from .parser_inline import INLINE, inline_value, is_inline
 from .parser_operands import Nested, scan_operands, split_top_level
 from .parser_resolve import DONE, _resolve_computation, _resolve_module, unique_name
@@ -33,8 +35,16 @@ from .shape_parser import ShapeError, parse_array_shape
 
 @lru_cache(maxsize=None)
 def _lark(strict: bool = False, with_transformer: bool = True) -> Lark:
-    return Lark(grammar_text(), parser="lalr", lexer="contextual", strict=strict,
-                transformer=_Builder() if with_transformer else None, maybe_placeholders=False)
+    from .parser_deep import install, make_on_attrs, on_deep_call
+    from .parser_diagnostics import _diagnose_attrs
+    on_attrs = make_on_attrs(_diagnose_attrs)
+    parser = Lark(grammar_text(), parser="lalr", lexer="contextual", strict=strict,
+                  transformer=_Builder() if with_transformer else None,
+                  maybe_placeholders=False,
+                  lexer_callbacks={"DEEP_CALL": on_deep_call, "ATTRS": on_attrs,
+                                   "DEEP_ATTRS": on_attrs})
+    install(parser)
+    return parser
 
 
 _COMMENTS = re.compile(r"/\*.*?\*/", re.S)
@@ -55,25 +65,50 @@ def _attrs(tok, owner: str) -> dict:
     if tok is None:
         return out
     base = tok.start_pos
-    for m in _ATTR.finditer(tok):
-        name, value = m.group(1), m.group(2)
-        vpos = base + m.start(2)
-        if name in out:
-            raise _err(f"attribute '{name}' given twice on '{owner}'", base + m.start(1))
-        if (name in A.COMPS or name in A.COMP_LISTS) and is_inline(value):
-            out[name] = inline_value(name in A.COMP_LISTS, value, vpos)
-            continue
-        try:
-            v = A.parse_attr(name, value)
-        except (A.AttrError, ShapeError) as e:
-            raise _err(f"attribute '{name}': {e}", vpos + getattr(e, "offset", 0)) from None
-        if isinstance(v, A.CompRef):  # fresh objects (not cached): positions are per use
-            v.offset += vpos
-        elif isinstance(v, list):
-            for r in v:
-                r.offset += vpos
-        out[name] = v
+    text = str(tok)
+    pos = 0
+    for m in _ATTR.finditer(text):
+        if m.start() != pos:  # a value nested past the regular expression (parser_deep)
+            return _attrs_from(_deep_items(text, base), owner)
+        pos = m.end()
+        _attr(out, m.group(1), m.group(2), base + m.start(1), base + m.start(2), owner)
+    if pos != len(text):
+        return _attrs_from(_deep_items(text, base), owner)
     return out
+
+
+def _deep_items(text: str, base: int):
+    from .parser_deep import attr_run
+    return [(name, text[v:e], base + n, base + v) for name, n, v, e in attr_run(text, 0)]
+
+
+def _attrs_from(items, owner: str) -> dict:
+    out: dict = {}
+    for name, value, npos, vpos in items:
+        _attr(out, name, value, npos, vpos, owner)
+    return out
+
+
+_CALLED = frozenset(A.COMPS) | frozenset(A.COMP_LISTS)
+
+
+def _attr(out: dict, name: str, value: str, npos: int, vpos: int, owner: str) -> None:
+    """One `name=value` into `out`, typed by its kind."""
+    if name in out:
+        raise _err(f"attribute '{name}' given twice on '{owner}'", npos)
+    if name in _CALLED and is_inline(value):
+        out[name] = inline_value(name in A.COMP_LISTS, value, vpos)
+        return
+    try:
+        v = A.parse_attr(name, value)
+    except (A.AttrError, ShapeError) as e:
+        raise _err(f"attribute '{name}': {e}", vpos + getattr(e, "offset", 0)) from None
+    if isinstance(v, A.CompRef):  # fresh objects (not cached): positions are per use
+        v.offset += vpos
+    elif isinstance(v, list):
+        for r in v:
+            r.offset += vpos
+    out[name] = v
 
 
 def _opt_attrs(children, owner: str) -> dict:
@@ -316,6 +351,9 @@ def module_name_of(filename: str) -> str:
 
 def parse_module(text: str, filename: str = "<string>") -> Module:
     """Parse HLO text.  Raises HloSyntaxError with a position on malformed input."""
+    # Nested instructions and tuple literals are read recursively, up to XLA's 8,192 levels.
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 8 * MAX_DEPTH))
     try:
         _check_text(text)
         _Ctx.text = text
@@ -340,6 +378,7 @@ def parse_module(text: str, filename: str = "<string>") -> Module:
         _Ctx.text = ""
         DONE.clear()
         INLINE.clear()
+        sys.setrecursionlimit(limit)
 
 
 def parse_file(path: str) -> Module:

@@ -10,7 +10,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from .dtypes import ELEMENT_TYPES
 from .errors import HloSyntaxError, position_of
-from .parser_grammar import _NAME_RX, _STR, BRACE_DEPTH, _braced
+from .parser_grammar import _NAME_RX, _STR
 
 
 class _Ctx:
@@ -137,9 +137,6 @@ def _diagnose_attrs(text: str, i: int) -> HloSyntaxError | None:
                 end = _close_of(text, i, c, close)
                 if end < 0:
                     return _at(text, i, f"unterminated '{c}' in the value of attribute '{name}'")
-                if c == "{" and not re.compile(_braced(BRACE_DEPTH)).fullmatch(text, i, end + 1):
-                    return _at(text, i, f"the value of attribute '{name}' nests braces deeper "
-                                        f"than {BRACE_DEPTH} levels, which is not supported")
                 i = end + 1
             elif c.isspace():
                 j = _skip_ws(text, i)
@@ -174,11 +171,8 @@ def _diagnose_token(e: UnexpectedToken, text: str) -> HloSyntaxError | None:
     opcall = "OPCALL" in expected and not ("SHAPE" in expected and text[after:after + 1] != "(")
     if tok.type == "NAME" and opcall:
         if after < len(text) and text[after] == "(":
-            if _close_of(text, after, "(", ")") < 0:
-                return _at(text, after, f"unbalanced '(': the operand list of '{word}' is never "
-                                        f"closed")
-            return _at(text, after, f"the operand list of '{word}' nests parentheses too "
-                                    f"deeply (more than 5 levels)")
+            return _at(text, after, f"unbalanced '(': the operand list of '{word}' is never "
+                                    f"closed")
         if not text[after:].strip():
             return _at(text, len(text.rstrip()), f"unexpected end of file after '{word}': the "
                                                  f"module is truncated")

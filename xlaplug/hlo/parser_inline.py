@@ -31,11 +31,12 @@ def _parse_inline(value: str, vpos: int) -> Computation:
     # The blanked prefix ends with `_ ` (two characters: `=` and what precedes it, so nothing
     # moves); a longer unique name `_.1` is set after the parse.
     sub = prefix + "_ " + value
-    saved = _Ctx.text
+    from .parser_deep import CURRENT
+    saved, state = _Ctx.text, CURRENT[0]
     try:
         items = _lark().parse(sub)
     finally:
-        _Ctx.text = saved
+        _Ctx.text, CURRENT[0] = saved, state
     comps = [x for x in items if isinstance(x, Computation)]
     if len(comps) != 1 or comps[0].is_entry:
         raise _err("an inline computation is one instruction list in braces", vpos)

@@ -121,24 +121,26 @@ def parse_operand(part: str, pos: int):
     raise _err(f"malformed operand '{part.strip()[:30]}': expected {what}", pos)
 
 
-_PLAIN = re.compile(r"[^\[\](){}\"#]*")
 _PLAIN_NAME = re.compile(r"\s*(%?)([A-Za-z_][\w.\-]*)\s*")
 
 
 def scan_operands(body: str, pos: int) -> list:
-    """The operands of `opcode(body)`, body starting at absolute `pos`."""
+    """The operands of `opcode(body)`, body starting at absolute `pos`: (name, position) for
+    a plain name, NameRef for one with a shape or compact get-tuple-element, Nested for a
+    nested instruction."""
     if not body.strip():
         return []
-    if _PLAIN.fullmatch(body):  # plain names only (what jax prints): the fast path
-        out, start = [], 0
-        for part in body.split(","):
-            m = _PLAIN_NAME.fullmatch(part)
-            if m is None:
-                break
-            out.append(NameRef(m.group(2), pos + start + m.start(1)))
-            start += len(part) + 1
-        else:
-            return out
+    # Plain names only (what jax prints), the fast path: (name, position) pairs.
+    out, start = [], 0
+    match = _PLAIN_NAME.fullmatch
+    for part in body.split(","):
+        m = match(part)
+        if m is None:
+            break
+        out.append((m.group(2), pos + start + m.start(1)))
+        start += len(part) + 1
+    else:
+        return out
     out = []
     for part, off in split_top_level(body):
         stripped = part.strip()

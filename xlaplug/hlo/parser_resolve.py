@@ -153,6 +153,13 @@ def _resolve_computation(comp: Computation, sig) -> None:
     for ins in comp.instructions:
         ops = []
         for ref in ins._operand_refs:
+            if type(ref) is tuple:  # a plain name: (name, position)
+                target = by_name.get(ref[0])
+                if target is None:
+                    raise _err(f"instruction '{ins.name}' uses undefined operand '{ref[0]}'",
+                               ref[1])
+                ops.append(target)
+                continue
             if isinstance(ref, Instruction):  # a nested instruction, already listed
                 ops.append(ref)
                 continue
