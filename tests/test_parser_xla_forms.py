@@ -646,3 +646,26 @@ def test_nested_instructions_past_xlas_limit():
 def test_unbalanced_operand_list_still_reported():
     error("HloModule t\nENTRY e {\n  ROOT r = f32[] negate(((((((p)\n}\n", 3, 24,
           "unbalanced '('")
+
+
+# ---- buffer shapes ------------------------------------------------------------------------
+
+def test_buffer_shapes():
+    m = roundtrip("""HloModule t
+ENTRY e {
+  param = (b(f32[16]), f32[16]) parameter(0)
+  b0 = b(f32[16]{0}) get-tuple-element(param), index=0
+  ROOT u = f32[16] custom-call(b(f32[16]) b0), custom_call_target="Unpin"
+}
+""")
+    ins = by_name(m)
+    assert ins["b0"].shape.buffer and str(ins["b0"].shape) == "b(f32[16]{0})"
+    assert not ins["u"].shape.buffer
+    assert not ins["b0"].shape.compatible(ins["u"].shape)
+
+
+@pytest.mark.parametrize("shape", ["b()", "b(s32[], f32[])", "b((f32[2]))"])
+def test_malformed_buffer_shapes(shape):
+    from xlaplug.hlo.shape_parser import ShapeError, parse_shape
+    with pytest.raises(ShapeError):
+        parse_shape(shape)

@@ -30,7 +30,7 @@ from .parser_deep import MAX_DEPTH
 from .parser_inline import INLINE, inline_value, is_inline
 from .parser_operands import Nested, scan_operands, split_top_level
 from .parser_resolve import DONE, _resolve_computation, _resolve_module, unique_name
-from .shape_parser import ShapeError, parse_array_shape
+from .shape_parser import ShapeError, parse_array_shape, parse_shape
 
 
 @lru_cache(maxsize=None)
@@ -54,6 +54,8 @@ def _shape_of(tok) -> Shape:
     if isinstance(tok, Shape):
         return tok
     try:
+        if tok.type == "BUFFER_SHAPE":
+            return parse_shape(str(tok))
         return parse_array_shape(str(tok))
     except ShapeError as e:
         raise _err(str(e), tok.start_pos) from None
@@ -200,7 +202,7 @@ def _shape_at(text: str, pos: int) -> Shape:
         return Shape.tuple_of(_shape_at(p.strip(), pos + 1 + off + p.index(p.strip()[:1]))
                               for p, off in parts)
     try:
-        return parse_array_shape(text)
+        return parse_shape(text) if text.startswith("b(") else parse_array_shape(text)
     except ShapeError as e:
         raise _err(str(e), pos) from None
 

@@ -22,6 +22,7 @@ from .parser_diagnostics import _err
 _OPEN = {"(": ")", "[": "]", "{": "}"}
 _CLOSE = {")", "]", "}"}
 _ARRAY_SHAPE = re.compile(r"[a-z][a-z0-9]*\[[^\]]*\](?:\{[^}]*\})?")
+_BUFFER_SHAPE = re.compile(r"b\(\s*[a-z][a-z0-9]*\[[^\]]*\](?:\{[^}]*\})?\s*\)")
 _NAME = re.compile(r"%?([A-Za-z_][\w.\-]*)((?:#[^\s#,()]*)*)")
 _OPCODE = re.compile(r"([A-Za-z_][\w\-]*)\s*\(")
 
@@ -93,7 +94,7 @@ def _leading_shape(text: str) -> int:
         end = _matching(text, 0)
         # A tuple shape is followed by a name or an opcode; `(` alone could not be an operand.
         return end if end > 0 else 0
-    m = _ARRAY_SHAPE.match(text)
+    m = _ARRAY_SHAPE.match(text) or _BUFFER_SHAPE.match(text)
     return m.end() if m else 0
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from functools import lru_cache
 
 from .dtypes import ELEMENT_TYPES, OPAQUE_TYPES
@@ -123,6 +124,13 @@ def _parse_at(text: str, i: int) -> tuple[Shape, int]:
                 continue
             else:
                 raise ShapeError("expected ',' or ')' in tuple shape", i)
+    if text.startswith("b(", i):  # a buffer shape: b(f32[16]{0})
+        inner, j = _parse_at(text, i + 2)
+        while j < n and text[j].isspace():
+            j += 1
+        if inner.is_tuple or inner.is_token or j >= n or text[j] != ")":
+            raise ShapeError("a buffer shape holds one array shape: b(f32[16])", i)
+        return replace(inner, buffer=True), j + 1
     m = _ARRAY.match(text, i)
     if not m:
         raise ShapeError(f"expected a shape, found '{text[i:i + 20].strip()}'" if i < n
