@@ -35,14 +35,13 @@ from .shape_parser import ShapeError, parse_array_shape, parse_shape
 
 @lru_cache(maxsize=None)
 def _lark(strict: bool = False, with_transformer: bool = True) -> Lark:
-    from .parser_deep import install, make_on_attrs, on_deep_call
+    from .parser_deep import install, make_on_deep_attrs, on_deep_call
     from .parser_diagnostics import _diagnose_attrs
-    on_attrs = make_on_attrs(_diagnose_attrs)
     parser = Lark(grammar_text(), parser="lalr", lexer="contextual", strict=strict,
                   transformer=_Builder() if with_transformer else None,
                   maybe_placeholders=False,
-                  lexer_callbacks={"DEEP_CALL": on_deep_call, "ATTRS": on_attrs,
-                                   "DEEP_ATTRS": on_attrs})
+                  lexer_callbacks={"DEEP_CALL": on_deep_call,
+                                   "DEEP_ATTRS": make_on_deep_attrs(_diagnose_attrs)})
     install(parser)
     return parser
 
@@ -67,13 +66,26 @@ def _attrs(tok, owner: str) -> dict:
     if tok is None:
         return out
     base = tok.start_pos
-    text = str(tok)
+    text = tok  # a str (Token subclasses it): no copy
     pos = 0
+    parse = A.parse_attr
     for m in _ATTR.finditer(text):
         if m.start() != pos:  # a value nested past the regular expression (parser_deep)
             return _attrs_from(_deep_items(text, base), owner)
         pos = m.end()
-        _attr(out, m.group(1), m.group(2), base + m.start(1), base + m.start(2), owner)
+        name, value = m.group(1), m.group(2)
+        if name in out or name in _CALLED:  # the uncommon cases, in full
+            _attr(out, name, value, base + m.start(1), base + m.start(2), owner)
+            continue
+        try:
+            v = parse(name, value)
+        except (A.AttrError, ShapeError) as e:
+            raise _err(f"attribute '{name}': {e}",
+                       base + m.start(2) + getattr(e, "offset", 0)) from None
+        if type(v) is list:  # instruction references: positions are per use
+            for r in v:
+                r.offset += base + m.start(2)
+        out[name] = v
     if pos != len(text):
         return _attrs_from(_deep_items(text, base), owner)
     return out
@@ -113,9 +125,34 @@ def _attr(out: dict, name: str, value: str, npos: int, vpos: int, owner: str) ->
     out[name] = v
 
 
+_ATTR_TOKENS = frozenset({"ATTRS", "DEEP_ATTRS"})
+
+
+def _attr_tokens(children) -> list:
+    """The trailing ATTRS / DEEP_ATTRS tokens of a rule's children (none, one or both)."""
+    out = []
+    for c in reversed(children[-2:]):
+        if isinstance(c, Token) and c.type in _ATTR_TOKENS:
+            out.insert(0, c)
+        else:
+            break
+    return out
+
+
+def _attrs_of(tokens: list, owner: str) -> dict:
+    if len(tokens) < 2:
+        return _attrs(tokens[0] if tokens else None, owner)
+    out = _attrs(tokens[0], owner)
+    for k, v in _attrs(tokens[1], owner).items():
+        if k in out:
+            raise _err(f"attribute '{k}' given twice on '{owner}'",
+                       tokens[1].start_pos + tokens[1].index(k))
+        out[k] = v
+    return out
+
+
 def _opt_attrs(children, owner: str) -> dict:
-    last = children[-1] if children else None
-    return _attrs(last if isinstance(last, Token) and last.type == "ATTRS" else None, owner)
+    return _attrs_of(_attr_tokens(children), owner)
 
 
 _DIGITS = re.compile(r"[0-9]+")
@@ -162,7 +199,7 @@ def _make_instruction(name: str, opcode: str, shape, body: str, opcode_pos: int,
     if opcode not in ALL_OPCODES and not _is_async_sugar(opcode):
         raise _err(f"unknown opcode '{opcode}'{_opcode_hint(opcode)}", opcode_pos)
     instr = Instruction(name, opcode, shape, line=line, column=column)
-    instr._nested = []
+    instr._nested = ()  # a list once a nested-instruction operand appears
     instr._is_root = False
     if "/*" in body:  # blank comments out, keeping offsets for error positions
         body = _COMMENTS.sub(lambda m: " " * len(m.group(0)), body)
@@ -185,8 +222,8 @@ def _make_instruction(name: str, opcode: str, shape, body: str, opcode_pos: int,
                     _shape_at(op.shape_text, op.shape_pos) if op.shape_text else None,
                     op.body, op.opcode_pos, op.body_pos, *position_of(_Ctx.text, op.shape_pos))
                 nested.attrs = {}
-                instr._nested += nested._nested + [nested]
-                nested._nested = []
+                instr._nested = [*instr._nested, *nested._nested, nested]
+                nested._nested = ()
                 refs.append(nested)
             else:
                 refs.append(op)
@@ -262,9 +299,10 @@ class _Builder(Transformer):
         instr = _make_instruction(name, call_tok[:paren].rstrip(), shape, call_tok[paren + 1:-1],
                                   call_tok.start_pos, call_tok.start_pos + paren + 1,
                                   name_tok.line, name_tok.column)
-        instr.attrs = _attrs(rest[0] if rest else None, name)
+        instr.attrs = _attrs(rest[0], name) if len(rest) == 1 else _attrs_of(rest, name)
         if "result_accuracy" in instr.attrs and instr.opcode not in RESULT_ACCURACY_OPS:
-            at = rest[0].start_pos + rest[0].index("result_accuracy")
+            tok = next(t for t in rest if "result_accuracy" in t)
+            at = tok.start_pos + tok.index("result_accuracy")
             raise _err(f"unexpected attribute 'result_accuracy' on {instr.opcode} '{name}': XLA "
                        f"takes it only on transcendental unary ops (exponential, log, tanh, "
                        f"...)", at)
@@ -303,10 +341,11 @@ class _Builder(Transformer):
         if rest and isinstance(rest[0], tuple) and rest[0][0] == "signature":
             sig, rest = rest[0], rest[1:]
         instrs = rest[0] if rest and isinstance(rest[0], list) else []
-        trailing = rest[-1] if rest and isinstance(rest[-1], Token) else None
-        for key, value in _attrs(trailing, comp.name).items():
+        trailing = _attr_tokens(rest)
+        for key, value in _attrs_of(trailing, comp.name).items():
             if key != "execution_thread":
-                at = trailing.start_pos + re.search(rf"\b{re.escape(key)}\s*=", trailing).start()
+                tok = next(t for t in trailing if re.search(rf"\b{re.escape(key)}\s*=", t))
+                at = tok.start_pos + re.search(rf"\b{re.escape(key)}\s*=", tok).start()
                 raise _err(f"unknown computation attribute '{key}' (only execution_thread is "
                            f"allowed)", at)
             comp.execution_thread = value

@@ -144,27 +144,23 @@ def on_deep_call(tok: Token) -> Token:
     return _grown(tok, "OPCALL", text, end, state)
 
 
-def make_on_attrs(diagnose_attrs):
-    """The callback for ATTRS and DEEP_ATTRS: an attribute run the regular expression could
-    not finish (a value nested past it) is completed here; `diagnose_attrs(text, pos)`
-    explains a run that is malformed."""
-    def on_attrs(tok: Token) -> Token:
+def make_on_deep_attrs(diagnose_attrs):
+    """The callback for DEEP_ATTRS, the ',' of an attribute run the ATTRS regex could not
+    take (a value nested past it): the run is completed here; `diagnose_attrs(text, pos)`
+    explains one that is malformed.  (The parser accepts ATTRS DEEP_ATTRS, so a run the
+    regex stops short in needs no check on every ATTRS token.)"""
+    def on_deep_attrs(tok: Token) -> Token:
         state = CURRENT[0]
         text = _text(state)
-        if tok.type == "ATTRS" and not text.startswith(",", tok.end_pos):
-            return tok  # the common case: the regular expression took the whole run
         run = attr_run(text, tok.start_pos)
-        end = run[-1][3] if run else -1
-        if end <= tok.end_pos:
-            if tok.type == "ATTRS":
-                return tok
+        if not run:
             err = diagnose_attrs(text, tok.start_pos)
             if err is None:
                 line, col = position_of(text, tok.start_pos)
                 err = HloSyntaxError("malformed attributes", line=line, column=col)
             raise err
-        return _grown(tok, "ATTRS", text, end, state)
-    return on_attrs
+        return _grown(tok, "DEEP_ATTRS", text, run[-1][3], state)
+    return on_deep_attrs
 
 
 def _grown(tok: Token, kind: str, text: str, end: int, lexer_state) -> Token:

@@ -148,7 +148,7 @@ def _resolve_computation(comp: Computation, sig) -> None:
     comp.root = root or comp.instructions[-1]
     seen_params: dict[int, Instruction] = {}
     gtes: dict[tuple, Instruction] = {}
-    used = set(by_name)
+    used: set[str] = set()  # names taken, filled when a compact get-tuple-element needs it
     listed = []
     for ins in comp.instructions:
         ops = []
@@ -168,6 +168,8 @@ def _resolve_computation(comp: Computation, sig) -> None:
                 raise _err(f"instruction '{ins.name}' uses undefined operand '{ref.name}'",
                            ref.pos)
             if ref.gte:
+                if not used:
+                    used.update(by_name)
                 target = _compact_gte(target, ref, gtes, used, listed)
             if ref.shape_text is not None:
                 _check_operand_shape(ins, target, ref)
