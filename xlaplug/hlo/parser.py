@@ -222,7 +222,10 @@ def _make_instruction(name: str, opcode: str, shape, body: str, opcode_pos: int,
                     _shape_at(op.shape_text, op.shape_pos) if op.shape_text else None,
                     op.body, op.opcode_pos, op.body_pos, *position_of(_Ctx.text, op.shape_pos))
                 nested.attrs = {}
-                instr._nested = [*instr._nested, *nested._nested, nested]
+                if not instr._nested:
+                    instr._nested = []
+                instr._nested += nested._nested
+                instr._nested.append(nested)
                 nested._nested = ()
                 refs.append(nested)
             else:
@@ -250,10 +253,11 @@ def _with_nested(instrs: list[Instruction]) -> list[Instruction]:
     if not any(ins._nested for ins in instrs):
         return instrs
     used = {ins.name for ins in instrs}
+    counters: dict[str, int] = {}
     out = []
     for ins in instrs:
         for nested in ins._nested:
-            nested.name = unique_name(nested.name, used)
+            nested.name = unique_name(nested.name, used, counters)
             out.append(nested)
         out.append(ins)
     return out

@@ -24,6 +24,7 @@ _CLOSE = {")", "]", "}"}
 _ARRAY_SHAPE = re.compile(r"[a-z][a-z0-9]*\[[^\]]*\](?:\{[^}]*\})?")
 _BUFFER_SHAPE = re.compile(r"b\(\s*[a-z][a-z0-9]*\[[^\]]*\](?:\{[^}]*\})?\s*\)")
 _NAME = re.compile(r"%?([A-Za-z_][\w.\-]*)((?:#[^\s#,()]*)*)")
+_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
 _OPCODE = re.compile(r"([A-Za-z_][\w\-]*)\s*\(")
 
 
@@ -88,6 +89,63 @@ def _matching(text: str, i: int) -> int:
     return -1
 
 
+# Operand lists with brackets (shapes, nested instructions) are cut with a map of each
+# bracket's partner, made once per instruction in one pass; nested instructions reuse it, so
+# an operand nested N deep costs O(N), not O(N^2), however deep (up to XLA's 8,192 levels).
+_BRACKET = re.compile(r'"(?:[^"\\\n]|\\.)*"|[()\[\]{}]')
+_SPECIAL = re.compile(r'[,(\[{"]')
+# The last instruction text mapped: [start, its text, {open position: close position}].
+_REGION: list = [0, "", {}]
+
+
+def _partners(body: str, pos: int) -> dict:
+    """The bracket map of the instruction text around `body` (at absolute `pos`)."""
+    start, text, close = _REGION
+    off = pos - start
+    if 0 <= off and off + len(body) <= len(text) and text.startswith(body, off):
+        return close  # a nested operand list inside the text mapped last
+    close, stack = {}, []
+    for m in _BRACKET.finditer(body):
+        c = m.group(0)
+        if c in _OPEN:
+            stack.append(m.start())
+        elif c in _CLOSE:
+            if stack:
+                close[pos + stack.pop()] = pos + m.start()
+    _REGION[:] = [pos, body, close]
+    return close
+
+
+def _split_operands(body: str, pos: int, close: dict) -> list[tuple[str, int]]:
+    """split_top_level through the bracket map: jumps over groups instead of reading them."""
+    parts, start, i, n = [], 0, 0, len(body)
+    search = _SPECIAL.search
+    while True:
+        m = search(body, i)
+        if m is None:
+            break
+        j, c = m.start(), m.group(0)
+        if c == ",":
+            parts.append((body[start:j], start))
+            start = i = j + 1
+        elif c == '"':
+            s = _STRING.match(body, j)
+            i = s.end() if s else j + 1
+        else:
+            k = close.get(pos + j)
+            if k is None:  # never closed: the rest is one part
+                break
+            i = k - pos + 1
+    parts.append((body[start:], start))
+    return parts
+
+
+def _group_end(text: str, i: int, pos: int, close: dict) -> int:
+    """Index in `text` (at absolute `pos`) just past the group opening at text[i], or -1."""
+    k = close.get(pos + i)
+    return -1 if k is None else k - pos + 1
+
+
 def _leading_shape(text: str) -> int:
     """Length of the shape `text` starts with (array or tuple), 0 if none."""
     if text.startswith("("):
@@ -98,9 +156,12 @@ def _leading_shape(text: str) -> int:
     return m.end() if m else 0
 
 
-def parse_operand(part: str, pos: int):
+def parse_operand(part: str, pos: int, close: dict | None = None):
     """One operand's text (stripped) at absolute `pos` -> NameRef or Nested."""
-    n = _leading_shape(part)
+    if close is None:
+        close = _partners(part, pos)
+    n = _group_end(part, 0, pos, close) if part.startswith("(") else _leading_shape(part)
+    n = max(n, 0)
     shape_text = part[:n] if n else None
     rest = part[n:].lstrip()
     rest_pos = pos + len(part) - len(rest)
@@ -116,7 +177,7 @@ def parse_operand(part: str, pos: int):
             gte.append(int(idx))
         return NameRef(m.group(1), rest_pos, tuple(gte), shape_text)
     m = _OPCODE.match(rest)
-    if m and _matching(rest, m.end() - 1) == len(rest):
+    if m and _group_end(rest, m.end() - 1, rest_pos, close) == len(rest):
         return Nested(shape_text, pos, m.group(1), rest_pos, rest[m.end():-1], rest_pos + m.end())
     what = "an instruction name or a nested instruction"
     raise _err(f"malformed operand '{part.strip()[:30]}': expected {what}", pos)
@@ -143,9 +204,10 @@ def scan_operands(body: str, pos: int) -> list:
     else:
         return out
     out = []
-    for part, off in split_top_level(body):
+    close = _partners(body, pos)
+    for part, off in _split_operands(body, pos, close):
         stripped = part.strip()
         if not stripped:
             raise _err("empty operand in operand list (a stray ',')", pos + off)
-        out.append(parse_operand(stripped, pos + off + part.index(stripped[0])))
+        out.append(parse_operand(stripped, pos + off + part.index(stripped[0]), close))
     return out

@@ -15,13 +15,17 @@ from .parser_diagnostics import _err
 DONE: dict[str, Computation] = {}
 
 
-def unique_name(base: str, used: set[str]) -> str:
-    """`base`, or `base.1`, `base.2`, ... : the first not in `used` (which it joins)."""
-    name, k = base, 0
+def unique_name(base: str, used: set[str], counters: dict | None = None) -> str:
+    """`base`, or `base.1`, `base.2`, ... : the first not in `used` (which it joins).
+    `counters` remembers, per base, where the next search starts (names made in a row)."""
+    k = counters.get(base, 0) if counters is not None else 0
+    name = f"{base}.{k}" if k else base
     while name in used:
         k += 1
         name = f"{base}.{k}"
     used.add(name)
+    if counters is not None:
+        counters[base] = k + 1
     return name
 
 
