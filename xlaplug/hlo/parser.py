@@ -18,7 +18,6 @@ from pathlib import Path
 from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedInput
 
-from . import attributes as A
 from .attr_config import RESULT_ACCURACY_OPS
 from .errors import HloSyntaxError, position_of
 from .ir import Computation, Instruction, Module, Shape
@@ -26,8 +25,9 @@ from .literals import LiteralError, parse_literal
 from .opcodes import ALL_OPCODES
 from .parser_diagnostics import _Ctx, _describe, _err, _syntax_error  # noqa: F401
 from .parser_grammar import _ATTR, _NAME_RX, BRACE_DEPTH, grammar_text  # noqa: F401
+from .parser_attrs import _attr_tokens, _attrs, _attrs_of, _opt_attrs
 from .parser_deep import MAX_DEPTH
-from .parser_inline import INLINE, inline_value, is_inline
+from .parser_inline import INLINE
 from .parser_operands import Nested, scan_operands, split_top_level
 from .parser_resolve import DONE, _resolve_computation, _resolve_module, unique_name
 from .shape_parser import ShapeError, parse_array_shape, parse_shape
@@ -58,101 +58,6 @@ def _shape_of(tok) -> Shape:
         return parse_array_shape(str(tok))
     except ShapeError as e:
         raise _err(str(e), tok.start_pos) from None
-
-
-def _attrs(tok, owner: str) -> dict:
-    """The ATTRS token (all `, name=value` of one instruction) -> {name: typed value}."""
-    out: dict = {}
-    if tok is None:
-        return out
-    base = tok.start_pos
-    text = tok  # a str (Token subclasses it): no copy
-    pos = 0
-    parse = A.parse_attr
-    for m in _ATTR.finditer(text):
-        if m.start() != pos:  # a value nested past the regular expression (parser_deep)
-            return _attrs_from(_deep_items(text, base), owner)
-        pos = m.end()
-        name, value = m.group(1), m.group(2)
-        if name in out or name in _CALLED:  # the uncommon cases, in full
-            _attr(out, name, value, base + m.start(1), base + m.start(2), owner)
-            continue
-        try:
-            v = parse(name, value)
-        except (A.AttrError, ShapeError) as e:
-            raise _err(f"attribute '{name}': {e}",
-                       base + m.start(2) + getattr(e, "offset", 0)) from None
-        if type(v) is list:  # instruction references: positions are per use
-            for r in v:
-                r.offset += base + m.start(2)
-        out[name] = v
-    if pos != len(text):
-        return _attrs_from(_deep_items(text, base), owner)
-    return out
-
-
-def _deep_items(text: str, base: int):
-    from .parser_deep import attr_run
-    return [(name, text[v:e], base + n, base + v) for name, n, v, e in attr_run(text, 0)]
-
-
-def _attrs_from(items, owner: str) -> dict:
-    out: dict = {}
-    for name, value, npos, vpos in items:
-        _attr(out, name, value, npos, vpos, owner)
-    return out
-
-
-_CALLED = frozenset(A.COMPS) | frozenset(A.COMP_LISTS)
-
-
-def _attr(out: dict, name: str, value: str, npos: int, vpos: int, owner: str) -> None:
-    """One `name=value` into `out`, typed by its kind."""
-    if name in out:
-        raise _err(f"attribute '{name}' given twice on '{owner}'", npos)
-    if name in _CALLED and is_inline(value):
-        out[name] = inline_value(name in A.COMP_LISTS, value, vpos)
-        return
-    try:
-        v = A.parse_attr(name, value)
-    except (A.AttrError, ShapeError) as e:
-        raise _err(f"attribute '{name}': {e}", vpos + getattr(e, "offset", 0)) from None
-    if isinstance(v, A.CompRef):  # fresh objects (not cached): positions are per use
-        v.offset += vpos
-    elif isinstance(v, list):
-        for r in v:
-            r.offset += vpos
-    out[name] = v
-
-
-_ATTR_TOKENS = frozenset({"ATTRS", "DEEP_ATTRS"})
-
-
-def _attr_tokens(children) -> list:
-    """The trailing ATTRS / DEEP_ATTRS tokens of a rule's children (none, one or both)."""
-    out = []
-    for c in reversed(children[-2:]):
-        if isinstance(c, Token) and c.type in _ATTR_TOKENS:
-            out.insert(0, c)
-        else:
-            break
-    return out
-
-
-def _attrs_of(tokens: list, owner: str) -> dict:
-    if len(tokens) < 2:
-        return _attrs(tokens[0] if tokens else None, owner)
-    out = _attrs(tokens[0], owner)
-    for k, v in _attrs(tokens[1], owner).items():
-        if k in out:
-            raise _err(f"attribute '{k}' given twice on '{owner}'",
-                       tokens[1].start_pos + tokens[1].index(k))
-        out[k] = v
-    return out
-
-
-def _opt_attrs(children, owner: str) -> dict:
-    return _attrs_of(_attr_tokens(children), owner)
 
 
 _DIGITS = re.compile(r"[0-9]+")
