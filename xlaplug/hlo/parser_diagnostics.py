@@ -32,12 +32,16 @@ _EXPECTED = {
     "INT": "an integer", "STRING": "a string", "BRACED": "'{...}'",
     "PARAM_NAME": "a parameter ('name: shape')", "ROOT": "'ROOT'", "ENTRY": "'ENTRY'",
     "TABLE_NAME": "a stack-frame table name", "HLOMODULE": "'HloModule'",
+    # The deep-nesting starts and buffer shapes read as what they complete to.
+    "DEEP_CALL": "an opcode with its operands, like 'add(x, y)'",
+    "DEEP_ATTRS": "', attribute=value'", "BUFFER_SHAPE": "a shape",
 }
 # What a token that was found is, as a noun (no article): "unexpected integer '5'".
 _FOUND = {
     "NAME": "name", "SHAPE": "shape", "ATTRS": "attributes", "INSTR_NAME": "instruction",
     "OPCALL": "operation", "INT": "integer", "STRING": "string", "BRACED": "braced value",
-    "PARAM_NAME": "parameter", "TABLE_NAME": "table name",
+    "PARAM_NAME": "parameter", "TABLE_NAME": "table name", "BUFFER_SHAPE": "shape",
+    "DEEP_ATTRS": "attributes",
 }
 
 
