@@ -225,15 +225,26 @@ ENTRY e {
     assert ins["c"].attrs["to_apply"] is m.computations[1]
 
 
-def test_inline_fusion_calls_and_shape_inferred_from_it():
+def test_inline_fusion_calls_and_call_shape_inferred_from_inline():
     m = roundtrip("""HloModule t
 ENTRY e {
   p = f32[4] parameter(0)
-  ROOT f = fusion(p), kind=kLoop, calls={ x = f32[4] parameter(0)  ROOT y = f32[4] exponential(x) }
+  f = f32[4] fusion(p), kind=kLoop, calls={ x = f32[4] parameter(0)  ROOT y = f32[4] exponential(x) }
+  ROOT c = call(f), to_apply={ x = f32[4] parameter(0)  ROOT y = f32[4] negate(x) }
 }
 """)
     assert str(m.entry.root.shape) == "f32[4]"
-    assert m.entry.root.attrs["calls"][0].root.opcode == "exponential"
+    assert by_name(m)["f"].attrs["calls"][0].root.opcode == "exponential"
+
+
+@pytest.mark.parametrize("op, body", [("fusion", "p), kind=kLoop, calls=g"),
+                                      ("slice", "p), slice={[0:2]}"),
+                                      ("all-reduce", "p), to_apply=g"),
+                                      ("scan", "p, p), dimensions={0}, to_apply=g")])
+def test_shapes_xla_needs_written(op, body):
+    text = ("HloModule t\ng {\n  x = f32[4] parameter(0)\n  ROOT y = f32[4] negate(x)\n}\n"
+            f"ENTRY e {{\n  p = f32[4] parameter(0)\n  ROOT r = {op}({body}\n}}\n")
+    error(text, 8, 8, f"'r' needs its shape written: XLA does not infer the shape of {op}")
 
 
 def test_inline_names_avoid_named_computations():

@@ -69,13 +69,20 @@ def _compact_gte(target: Instruction, ref, gtes: dict, used: set, listed: list) 
     return target
 
 
-# Opcodes whose result the operands do not determine (the rules take part of it from the
-# declared shape: a convert's type, a broadcast's or reshape's dimensions, ...).
+# Opcodes whose shape must be written: XLA's parser's list (CanInferShape false: those whose
+# result the operands do not determine, and the collectives, async and copy ops XLA always
+# writes), and three whose result our rules take from the declaration.
 _NEEDS_DECLARED = frozenset({
-    "parameter", "constant", "custom-call", "bitcast", "scan", "ragged-dot", "convert",
-    "bitcast-convert", "stochastic-convert", "broadcast", "reshape", "dynamic-reshape", "iota",
-    "rng", "rng-bit-generator", "infeed", "recv", "all-gather", "all-gather-start",
-    "reduce-scatter"})
+    "async-start", "async-update", "async-done", "all-gather", "all-gather-start",
+    "all-gather-done", "all-reduce", "all-reduce-start", "all-reduce-done", "all-to-all",
+    "collective-broadcast", "collective-permute", "collective-permute-start",
+    "collective-permute-done", "copy-done", "copy-start", "dynamic-reshape", "dynamic-slice",
+    "dynamic-update-slice", "ragged-all-to-all", "recv", "recv-done", "reduce-scatter", "send",
+    "send-done", "slice", "bitcast", "bitcast-convert", "constant", "convert", "custom-call",
+    "fusion", "infeed", "iota", "outfeed", "parameter", "reduce-precision", "reshape", "rng",
+    "rng-bit-generator", "rng-get-and-update-state", "stochastic-convert",
+    # XLA infers these three; our rules take their result from the declaration.
+    "broadcast", "scan", "ragged-dot"})
 
 
 _FILLED_IN = frozenset({"broadcast", "reduce-window", "select-and-scatter"})
@@ -97,14 +104,15 @@ def _fill_in(ins: Instruction) -> None:
 _SHAPE_IGNORED = frozenset({"send", "send-done", "outfeed"})
 
 
-def _inferred_shape(ins: Instruction):
-    """The shape of an instruction written without one, by XLA's shape rules."""
+def _inferred_shape(ins: Instruction, written: bool = False):
+    """The shape of an instruction written without one (or, `written`, one whose written
+    shape XLA replaces), by XLA's shape rules."""
     from .shape_rules.common import ShapeInferenceError
     from .shape_rules.infer import infer_shape
     where = dict(line=ins.line, column=ins.column)
-    if ins.opcode in _NEEDS_DECLARED:
-        raise HloSyntaxError(f"instruction '{ins.name}' needs its shape written: a "
-                             f"{ins.opcode}'s result is not determined by its operands", **where)
+    if not written and ins.opcode in _NEEDS_DECLARED:
+        raise HloSyntaxError(f"instruction '{ins.name}' needs its shape written: XLA does not "
+                             f"infer the shape of {ins.opcode}", **where)
     for op in ins.operands:
         if op.shape is None:
             raise HloSyntaxError(f"instruction '{ins.name}' has no shape and its operand "
@@ -116,9 +124,12 @@ def _inferred_shape(ins: Instruction):
         elif isinstance(v, list) and v and isinstance(v[0], A.CompRef):
             ins.attrs[k] = [_done(r, ins) for r in v]
     try:
-        return infer_shape(ins)
+        shape = infer_shape(ins)
     except ShapeInferenceError as e:
         raise HloSyntaxError(f"cannot infer the shape of '{ins.name}': {e}", **where) from None
+    if shape is None:  # a rule that takes the declared shape as given
+        raise HloSyntaxError(f"instruction '{ins.name}' needs its shape written", **where)
+    return shape
 
 
 def _done(ref, owner: Instruction) -> Computation:
@@ -181,8 +192,10 @@ def _resolve_computation(comp: Computation, sig) -> None:
         ins.operands = ops
         if ins.opcode in _FILLED_IN:
             _fill_in(ins)
-        if ins.shape is None or ins.opcode in _SHAPE_IGNORED:
+        if ins.shape is None:
             ins.shape = _inferred_shape(ins)
+        elif ins.opcode in _SHAPE_IGNORED:
+            ins.shape = _inferred_shape(ins, written=True)
         listed.append(ins)
         preds = ins.attrs.pop("control-predecessors", None)
         if preds is not None:
