@@ -156,8 +156,12 @@ def make_on_deep_attrs(diagnose_attrs):
         if not run:
             err = diagnose_attrs(text, tok.start_pos)
             if err is None:
+                m = re.compile(r",\s*([A-Za-z_][\w.\-]*)\s*=").match(text, tok.start_pos)
+                what = f"attribute '{m.group(1)}'" if m else "an attribute"
                 line, col = position_of(text, tok.start_pos)
-                err = HloSyntaxError("malformed attributes", line=line, column=col)
+                err = HloSyntaxError(f"cannot read the value of {what} (a string that does not "
+                                     f"end on its line, or unbalanced brackets)", line=line,
+                                     column=col)
             raise err
         return _grown(tok, "DEEP_ATTRS", text, run[-1][3], state)
     return on_deep_attrs
