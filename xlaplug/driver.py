@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 from pathlib import Path
 
-from .hlo.errors import HloError, HloSyntaxError, one_line
+from .hlo.errors import HloError, one_line
 from .hlo.ir import Module
 from .hlo.parser import parse_module
+from .hlo.reader import read_hlo
 from .hlo.verifier import verify_module
 from .passes import PassContext, PassManager, make_pass, resolve_pipeline
 
@@ -24,24 +24,9 @@ class OptionError(HloError):
 
 
 def read_text(path: str) -> tuple[str, str]:
-    """(text, display name).  `-` reads standard input."""
-    if path == "-":
-        data = sys.stdin.buffer.read()
-        name = "<stdin>"
-    else:
-        try:
-            data = Path(path).read_bytes()
-        except OSError as e:
-            raise HloError(f"cannot read '{path}': {e.strerror or e}") from None
-        name = path
-    try:
-        return data.decode("utf-8"), name
-    except UnicodeDecodeError as e:
-        from .hlo.errors import position_of
-        prefix = data[:e.start].decode("utf-8", "replace")
-        line, col = position_of(prefix, len(prefix))
-        raise HloSyntaxError(f"file is not UTF-8 text (byte 0x{data[e.start]:02x})", file=name,
-                             line=line, column=col) from None
+    """(text, display name).  `-` reads standard input.  The library's reader (BOM, CRLF,
+    UTF-8 errors), shared with `parse_file`."""
+    return read_hlo(path)
 
 
 def load_module(path: str) -> Module:

@@ -11,7 +11,9 @@ from .attr_types import Raw, ResultAccuracy
 from .attr_values import p_int_list, p_string
 
 
-_META_ITEM = re.compile(r'\s*([A-Za-z_][\w.\-]*)=("(?:[^"\\\n]|\\.)*"|\{[^{}]*\}|[^\s"{}]+)\s*')
+# XLA separates metadata fields by spaces and also reads commas: `{source_line=5, op_type=".."}`.
+_META_ITEM = re.compile(r'\s*([A-Za-z_][\w.\-]*)=("(?:[^"\\\n]|\\.)*"|\{[^{}]*\}|[^\s"{},]+)\s*'
+                        r'(?:,\s*)?')
 
 
 def p_metadata(t: str) -> dict[str, Any]:
@@ -90,6 +92,14 @@ def p_braced_raw(t: str) -> Raw:
     return Raw(t)
 
 
+# XLA's ResultAccuracy::Mode values, and the opcodes XLA's parser takes result_accuracy on.
+RESULT_ACCURACY_MODES = frozenset({"default", "highest"})
+RESULT_ACCURACY_OPS = frozenset({
+    "acos", "acosh", "asin", "asinh", "atanh", "exponential-minus-one", "log", "log-plus-one",
+    "logistic", "sqrt", "cbrt", "rsqrt", "tanh", "erf", "sine", "sinh", "cosine", "cosh", "tan",
+    "exponential"})
+
+
 def p_result_accuracy(t: str) -> ResultAccuracy:
     c = _Cursor(t, "result_accuracy")
     c.expect("{")
@@ -97,7 +107,11 @@ def p_result_accuracy(t: str) -> ResultAccuracy:
     key = c.word("mode= or tolerance=")
     c.expect("=")
     if key == "mode":
+        at = c.pos()
         mode = c.word("an accuracy mode (default, highest)")
+        if mode not in RESULT_ACCURACY_MODES:
+            c.i = at
+            raise c.err(f"unknown result_accuracy mode '{mode}' (expected default or highest)")
         result = ResultAccuracy(mode=mode)
     elif key == "tolerance":
         c.expect("{", " to start the tolerance")
@@ -120,3 +134,34 @@ def p_result_accuracy(t: str) -> ResultAccuracy:
     c.expect("}")
     c.done()
     return result
+
+
+_DEBUG_ITEM = re.compile(r"\s*([A-Za-z_]\w*)\s*=\s*([^\s,{}()]*)\s*")
+_DEBUG_VALUES = {"log_mode": re.compile(r"default|fusion_debugger"), "callback_id": _INT,
+                 "op_id": _INT, "partitioned": re.compile(r"true|false")}
+
+
+def p_debug_attributes(t: str) -> Raw:
+    """The module's `debug_attributes={ {"name"}:({log_mode=default,callback_id=1}), ... }`:
+    each `{field=value,...}` group is checked as XLA checks it (log_mode default or
+    fusion_debugger, integer callback_id and op_id, boolean partitioned); kept verbatim."""
+    t = t.strip()
+    _braced_body(t, "debug attributes")
+    for group in re.finditer(r"\(\s*\{([^{}]*)\}", t):
+        body, base = group.group(1), group.start(1)
+        for item, off in split_top_at(body):
+            m = _DEBUG_ITEM.fullmatch(item)
+            at = base + off
+            if m is None:
+                raise AttrError(f"expected field=value in debug attributes, got "
+                                f"'{_short(item)}'", at)
+            key, val = m.group(1), m.group(2)
+            check = _DEBUG_VALUES.get(key)
+            if check is None:
+                raise AttrError(f"unknown debug attribute '{key}' (expected log_mode, "
+                                f"callback_id, partitioned or op_id)", at)
+            if not check.fullmatch(val):
+                what = {"log_mode": "default or fusion_debugger", "partitioned": "true or false"}
+                raise AttrError(f"invalid debug attribute value {key}={val} (expected "
+                                f"{what.get(key, 'an integer')})", at + m.start(2) - m.start())
+    return Raw(t)

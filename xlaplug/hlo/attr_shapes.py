@@ -4,7 +4,7 @@ literal)."""
 from __future__ import annotations
 
 from .attr_text import AttrError, _braced_body, split_top_at
-from .attr_types import ComputationLayout, LiteralValue
+from .attr_types import ComputationLayout, LiteralTuple, LiteralValue
 
 
 def p_shapes(t: str):
@@ -56,10 +56,26 @@ def p_computation_layout(t: str) -> ComputationLayout:
     return ComputationLayout(params.tuple_shapes, result)
 
 
-def p_literal(t: str) -> LiteralValue:
-    """custom-call `literal=s32[2]{0} {1, 2}`: a shape, then the literal."""
+def p_literal(t: str):
+    """custom-call `literal=s32[2]{0} {1, 2}`: a shape, then the literal; or a tuple of such,
+    `( s32[2]{0} {1, 2}, pred[] true )`."""
     from .literals import LiteralError, parse_literal
+    from .parser_operands import _matching, split_top_level
     from .shape_parser import ShapeError, parse_shape_prefix
+    body = t.strip()
+    # `(shape, shape) (value, value)` is one tuple-shaped literal; `( shape value, ... )`,
+    # one group, a tuple of literals.
+    if body.startswith("(") and _matching(body, 0) == len(body):
+        lead = len(t) - len(t.lstrip()) + 1
+        items = []
+        for part, off in split_top_level(body[1:-1]):
+            if not part.strip():
+                raise AttrError("literal: empty element in literal tuple", lead + off)
+            try:
+                items.append(p_literal(part))
+            except AttrError as e:
+                raise AttrError(str(e), lead + off + e.offset) from None
+        return LiteralTuple(tuple(items))
     try:
         shape, end = parse_shape_prefix(t)
     except ShapeError as e:

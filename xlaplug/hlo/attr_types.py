@@ -271,3 +271,13 @@ class LiteralValue:
     def __str__(self) -> str:
         from .literals import format_literal
         return f"{self.shape} {format_literal(self.value, self.shape)}"
+
+
+@dataclass(frozen=True, eq=False)
+class LiteralTuple:
+    """custom-call `literal=( s32[4]{0} {4, 128}, pred[2]{0} {1, 0} )`: a tuple of literals,
+    each with its own shape, as XLA prints it."""
+    items: tuple
+
+    def __str__(self) -> str:
+        return "( " + ", ".join(map(str, self.items)) + " )"

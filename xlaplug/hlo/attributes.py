@@ -16,13 +16,14 @@ from typing import Any, Callable
 
 from .attr_collectives import (expand_iota_groups, p_buffer_donor, p_io_alias,  # noqa: F401
                                p_output_operand_aliasing, p_pairs, p_replica_groups)
-from .attr_config import (p_backend_config, p_braced_raw, p_metadata, p_raw,  # noqa: F401
+from .attr_config import (p_backend_config, p_braced_raw, p_debug_attributes,  # noqa: F401
+                          p_metadata, p_raw,
                           p_result_accuracy, p_str_dict)
 from .attr_sharding import p_sharding
 from .attr_shapes import p_computation_layout, p_literal, p_shape, p_shapes
 from .attr_text import AttrError, quote, split_top, split_top_at, unquote  # noqa: F401
 from .attr_types import (BufferDonor, ComputationLayout, ConvDims, InputOutputAlias,  # noqa: F401
-                         LiteralValue, OutputOperandAliasing, PadDim, Padding, Raw,
+                         LiteralTuple, LiteralValue, OutputOperandAliasing, PadDim, Padding, Raw,
                          ReplicaGroups, ResultAccuracy, Sharding, SliceDim, SliceRanges, Window,
                          WindowDim, Word)
 from .attr_values import (ENUMS, CompRef, InstrRef, _enum_parser, p_bool,  # noqa: F401
@@ -49,7 +50,8 @@ INTS = ("index", "index_vector_dim", "iota_dimension", "channel_id", "feature_gr
 BOOLS = ("is_stable", "indices_are_sorted", "unique_indices", "constrain_layout",
          "use_global_device_ids", "custom_call_has_side_effect", "is_composite", "left_side",
          "lower", "unit_diagonal", "largest", "is_host_transfer", "is_cross_program_prefetch",
-         "is_reverse", "is_associative", "is_scheduled", "alias_passthrough_params")
+         "is_reverse", "is_associative", "is_scheduled", "alias_passthrough_params",
+         "has_dynamic_root")
 WORDS = ("algorithm", "mode")
 STRINGS = ("custom_call_target", "infeed_config", "outfeed_config", "async_execution_thread",
            "execution_thread", "op_name")
@@ -74,7 +76,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "statistics": p_braced_raw, "origin": p_braced_raw, "domain": p_braced_raw,
     # Module header.
     "entry_computation_layout": p_computation_layout, "input_output_alias": p_io_alias,
-    "buffer_donor": p_buffer_donor,
+    "buffer_donor": p_buffer_donor, "debug_attributes": p_debug_attributes,
     "allow_spmd_sharding_propagation_to_parameters": p_bool_or_list,
     "allow_spmd_sharding_propagation_to_output": p_bool_or_list,
 }
@@ -122,7 +124,8 @@ def name_ref(name: str) -> str:
 
 
 _STR_TYPES = (Window, SliceRanges, ConvDims, Padding, ReplicaGroups, Sharding, ComputationLayout,
-              InputOutputAlias, BufferDonor, OutputOperandAliasing, ResultAccuracy, LiteralValue)
+              InputOutputAlias, BufferDonor, OutputOperandAliasing, ResultAccuracy, LiteralValue,
+              LiteralTuple)
 
 
 def format_value(name: str, v: Any) -> str:

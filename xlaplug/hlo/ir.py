@@ -37,6 +37,8 @@ class Shape:
     dynamic: tuple[bool, ...] = ()
     layout: Layout | None = None
     tuple_shapes: tuple["Shape", ...] = ()
+    # XLA's buffer shape `b(f32[16])`: an array held as a buffer (in-place custom calls).
+    buffer: bool = False
 
     @staticmethod
     def array(element_type: str, dims=(), layout: Layout | None = None, dynamic=None) -> "Shape":
@@ -96,12 +98,13 @@ class Shape:
             yield self
 
     def with_layout(self, layout: Layout | None) -> "Shape":
-        return Shape(self.element_type, self.dims, self.dynamic, layout, self.tuple_shapes)
+        return Shape(self.element_type, self.dims, self.dynamic, layout, self.tuple_shapes,
+                     self.buffer)
 
     def without_layout(self) -> "Shape":
         if self.is_tuple:
             return Shape.tuple_of(s.without_layout() for s in self.tuple_shapes)
-        return Shape(self.element_type, self.dims, self.dynamic, None)
+        return Shape(self.element_type, self.dims, self.dynamic, None, buffer=self.buffer)
 
     def compatible(self, other: "Shape") -> bool:
         """Same type and dimensions, ignoring layout (what the verifier compares)."""
@@ -110,7 +113,7 @@ class Shape:
                     and len(self.tuple_shapes) == len(other.tuple_shapes)
                     and all(a.compatible(b) for a, b in zip(self.tuple_shapes, other.tuple_shapes)))
         return (self.element_type == other.element_type and self.dims == other.dims
-                and self.dynamic == other.dynamic)
+                and self.dynamic == other.dynamic and self.buffer == other.buffer)
 
     def __str__(self) -> str:
         if self.is_tuple:
@@ -124,7 +127,7 @@ class Shape:
         s = f"{self.element_type}[{','.join(parts)}]"
         if self.layout is not None:
             s += str(self.layout)
-        return s
+        return f"b({s})" if self.buffer else s
 
 
 @dataclass(eq=False)

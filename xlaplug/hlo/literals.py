@@ -80,6 +80,12 @@ def _float_values(tokens: list[str], dtype: np.dtype) -> np.ndarray:
                 out[i] = float(t)
             except ValueError:
                 raise _BadToken(i, f"invalid floating-point literal '{t[:30]}'") from None
+    inf = np.isinf(out)
+    if inf.any():  # a finite decimal past f64's range (1.8e308) reads as inf: XLA rejects it
+        for i in np.flatnonzero(inf):
+            if "inf" not in tokens[i]:
+                raise _BadToken(int(i), f"value {tokens[i].strip()} is out of range for "
+                                        f"{dtypes.from_dtype(dtype)}")
     if dtype == np.float64:
         res = out
     else:
@@ -123,6 +129,8 @@ def _int_values(tokens: list[str], etype: str, dtype: np.dtype) -> np.ndarray:
     if etype == "pred":
         return np.array([bool(v) for v in vals], dtype=np.bool_)
     lo, hi = _int_range(etype, dtype)
+    if etype == "u64":  # XLA reads an s64 and casts it: u64 constant(-1) is 2^64 - 1
+        vals = [v + (1 << 64) if -(1 << 63) <= v < 0 else v for v in vals]
     for i, v in enumerate(vals):
         if not (lo <= v <= hi):
             raise _BadToken(i, f"value {v} is out of range for {etype} [{lo}, {hi}]")
@@ -176,6 +184,10 @@ def _expected_skeleton(dims) -> str:
     return inner
 
 
+# One scalar element, as the short form of an array constant may be written.
+_SCALAR_TEXT = re.compile(r"[^{},\s]+|\([^()]*\)")
+
+
 def parse_literal(text: str, shape: Shape):
     """Literal text (the inside of `constant(...)`) -> numpy array, or a tuple for tuples.
 
@@ -215,6 +227,13 @@ def _parse_literal(text: str, shape: Shape):
     rank = shape.rank
     is_complex = dtypes.is_complex(etype)
     n = shape.num_elements()
+    if rank > 0 and n > 0 and not text.startswith("{") and _SCALAR_TEXT.fullmatch(text):
+        # XLA's short form `f32[3] constant(1)`: its parser sets the first element and leaves
+        # the rest as the zeros the literal was created with -- {1, 0, 0}.
+        first = _parse_literal(text, Shape.array(etype, ()))
+        out = np.zeros(shape.dims, dtype)
+        out.flat[0] = first
+        return out
     try:
         if rank == 0:
             if text.startswith("{"):

@@ -44,6 +44,8 @@ class Op(str, Enum):
     TRIANGULAR_SOLVE = "triangular-solve"; TUPLE = "tuple"; WHILE = "while"; XOR = "xor"
     RAGGED_ALL_TO_ALL = "ragged-all-to-all"; RAGGED_DOT = "ragged-dot"; SCAN = "scan"
     ERF_INV = "erf-inv"
+    ACOS = "acos"; ACOSH = "acosh"; ASIN = "asin"; ASINH = "asinh"; ATANH = "atanh"
+    COSH = "cosh"; SINH = "sinh"; SCALED_DOT = "scaled-dot"
 
 
 ALL_OPCODES = frozenset(o.value for o in Op)

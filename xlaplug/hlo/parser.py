@@ -11,28 +11,40 @@ the grammar text with its regular expressions in parser_grammar.
 from __future__ import annotations
 
 import re
+import sys
 from functools import lru_cache
 from pathlib import Path
 
 from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedInput
 
-from . import attributes as A
+from .attr_config import RESULT_ACCURACY_OPS
 from .attr_placement import misplaced_attribute
 from .errors import HloSyntaxError, position_of
 from .ir import Computation, Instruction, Module, Shape
 from .literals import LiteralError, parse_literal
 from .opcodes import ALL_OPCODES
-from .parser_diagnostics import _describe, _err, _syntax_error, at_offset  # noqa: F401
+from .parser_diagnostics import _Ctx, _describe, _err, _syntax_error, at_offset, parse_state  # noqa: F401
 from .parser_grammar import _ATTR, _NAME_RX, BRACE_DEPTH, grammar_text  # noqa: F401
-from .parser_resolve import _resolve_computation, _resolve_module
-from .shape_parser import ShapeError, parse_array_shape
+from .parser_attrs import _attr_tokens, _attrs, _attrs_of, _opt_attrs
+from .parser_deep import MAX_DEPTH
+from .parser_inline import INLINE
+from .parser_operands import Nested, scan_operands, split_top_level
+from .parser_resolve import DONE, _resolve_computation, _resolve_module, unique_name
+from .shape_parser import ShapeError, parse_array_shape, parse_shape
 
 
 @lru_cache(maxsize=None)
 def _lark(strict: bool = False, with_transformer: bool = True) -> Lark:
-    return Lark(grammar_text(), parser="lalr", lexer="contextual", strict=strict,
-                transformer=_Builder() if with_transformer else None, maybe_placeholders=False)
+    from .parser_deep import install, make_on_deep_attrs, on_deep_call
+    from .parser_diagnostics import _diagnose_attrs
+    parser = Lark(grammar_text(), parser="lalr", lexer="contextual", strict=strict,
+                  transformer=_Builder() if with_transformer else None,
+                  maybe_placeholders=False,
+                  lexer_callbacks={"DEEP_CALL": on_deep_call,
+                                   "DEEP_ATTRS": make_on_deep_attrs(_diagnose_attrs)})
+    install(parser)
+    return parser
 
 
 _COMMENTS = re.compile(r"/\*.*?\*/", re.S)
@@ -42,67 +54,11 @@ def _shape_of(tok) -> Shape:
     if isinstance(tok, Shape):
         return tok
     try:
+        if tok.type == "BUFFER_SHAPE":
+            return parse_shape(str(tok))
         return parse_array_shape(str(tok))
     except ShapeError as e:
         raise _err(str(e), tok.start_pos) from None
-
-
-def _attr_items(tok, base: int) -> list[tuple[str, str, int, int]]:
-    """(name, value text, name position, value position) of each `, name=value`.  A mesh's
-    `device_ids=(...)` after `replica_groups=mesh[...]` continues that value (XLA prints
-    `replica_groups=mesh['x'=2,'y'=2], device_ids=(0,2,1,3) {'x'}`)."""
-    items: list[tuple[str, str, int, int]] = []
-    for m in _ATTR.finditer(tok):
-        name, value = m.group(1), m.group(2)
-        if name == "device_ids" and items and items[-1][0] == "replica_groups" \
-                and items[-1][1].startswith("mesh") and "{" not in items[-1][1]:
-            prev = items.pop()
-            items.append((prev[0], f"{prev[1]}, device_ids={value}", prev[2], prev[3]))
-            continue
-        items.append((name, value, base + m.start(1), base + m.start(2)))
-    return items
-
-
-def _attrs(tok, owner: str) -> dict:
-    """The ATTRS token (all `, name=value` of one instruction) -> {name: typed value}."""
-    out: dict = {}
-    if tok is None:
-        return out
-    base = tok.start_pos
-    for name, value, npos, vpos in _attr_items(tok, base):
-        if name in out:
-            raise _err(f"attribute '{name}' given twice on '{owner}'", npos)
-        try:
-            v = A.parse_attr(name, value)
-        except (A.AttrError, ShapeError) as e:
-            raise _err(f"attribute '{name}': {e}", vpos + getattr(e, "offset", 0)) from None
-        if isinstance(v, A.CompRef):  # fresh objects (not cached): positions are per use
-            v.offset += vpos
-        elif isinstance(v, list):
-            for r in v:
-                r.offset += vpos
-        out[name] = v
-    return out
-
-
-def _check_attribute_placement(opcode: str, tok) -> None:
-    """An attribute the opcode does not take is an error at its name, as in XLA's parser
-    (attr_placement.py has the table)."""
-    if tok is None:
-        return
-    for m in _ATTR.finditer(tok):
-        why = misplaced_attribute(opcode, m.group(1))
-        if why is not None:
-            raise _err(why, tok.start_pos + m.start(1))
-
-
-def _opt_attrs(children, owner: str) -> dict:
-    last = children[-1] if children else None
-    return _attrs(last if isinstance(last, Token) and last.type == "ATTRS" else None, owner)
-
-
-_SHAPED_OPERAND = re.compile(r"(?:[a-z][a-z0-9]*\[[^\]]*\](?:\{[^}]*\})?|\(.*\))\s+%?[A-Za-z_][\w.\-]*",
-                             re.S)
 
 
 _DIGITS = re.compile(r"[0-9]+")
@@ -126,13 +82,91 @@ def _is_async_sugar(opcode: str) -> bool:
     """XLA prints an async op wrapping a single instruction as `<op>-start`, `<op>-update`,
     `<op>-done` (e.g. `fusion-start`) with the wrapped op's attributes."""
     base, dash, phase = opcode.rpartition("-")
-    return bool(dash) and phase in ("start", "update", "done") and base in ALL_OPCODES
+    return (bool(dash) and phase in ("start", "update", "done") and base in ALL_OPCODES
+            and base not in _NO_ASYNC_SUGAR)
+
+
+# Ops with their own start/done opcodes, which XLA does not wrap: `copy-update`,
+# `send-start`, `recv-update`, ... are unknown opcodes to XLA's parser.
+_NO_ASYNC_SUGAR = frozenset({"all-gather", "all-reduce", "collective-permute", "copy", "recv",
+                             "send"})
 
 
 def _opcode_hint(opcode: str) -> str:
     import difflib
     close = difflib.get_close_matches(opcode.lower(), sorted(ALL_OPCODES), n=1, cutoff=0.75)
     return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _make_instruction(name: str, opcode: str, shape, body: str, opcode_pos: int,
+                      body_pos: int, line: int, column: int) -> Instruction:
+    """An instruction from its pieces; operands written as nested instructions are built
+    too and listed, innermost first, in `_nested` (the computation adds them before it)."""
+    if opcode not in ALL_OPCODES and not _is_async_sugar(opcode):
+        raise _err(f"unknown opcode '{opcode}'{_opcode_hint(opcode)}", opcode_pos)
+    instr = Instruction(name, opcode, shape, line=line, column=column)
+    instr._nested = ()  # a list once a nested-instruction operand appears
+    instr._is_root = False
+    if "/*" in body:  # blank comments out, keeping offsets for error positions
+        body = _COMMENTS.sub(lambda m: " " * len(m.group(0)), body)
+    if opcode in ("constant", "parameter") and shape is None:
+        what = "constant(...)" if opcode == "constant" else "parameter(N)"
+        raise _err(f"missing shape before '{opcode}(...)': a {opcode} is never inferred, "
+                   f"write 'name = shape {what}'", opcode_pos)
+    if opcode == "constant":
+        _Builder._constant(instr, body, body_pos)
+        instr._operand_refs = []
+    elif opcode == "parameter":
+        instr.parameter_number = _parameter_number(name, body, body_pos)
+        instr._operand_refs = []
+    else:
+        refs = []
+        for op in scan_operands(body, body_pos):
+            if isinstance(op, Nested):
+                nested = _make_instruction(
+                    op.opcode + ".anon", op.opcode,
+                    _shape_at(op.shape_text, op.shape_pos) if op.shape_text else None,
+                    op.body, op.opcode_pos, op.body_pos, *position_of(_Ctx.text, op.shape_pos))
+                nested.attrs = {}
+                if not instr._nested:
+                    instr._nested = []
+                instr._nested += nested._nested
+                instr._nested.append(nested)
+                nested._nested = ()
+                refs.append(nested)
+            else:
+                refs.append(op)
+        instr._operand_refs = refs
+    return instr
+
+
+def _shape_at(text: str, pos: int) -> Shape:
+    """A shape written inside an operand list (`(f32[2], s32[])` or `f32[2]{0}`)."""
+    if text.startswith("("):
+        inner = text[1:-1]
+        parts = split_top_level(inner) if inner.strip() else []
+        return Shape.tuple_of(_shape_at(p.strip(), pos + 1 + off + p.index(p.strip()[:1]))
+                              for p, off in parts)
+    try:
+        return parse_shape(text) if text.startswith("b(") else parse_array_shape(text)
+    except ShapeError as e:
+        raise _err(str(e), pos) from None
+
+
+def _with_nested(instrs: list[Instruction]) -> list[Instruction]:
+    """The instruction list with nested-instruction operands added before their users, named
+    `<opcode>.anon`, `.anon.1`, ... apart from every other name (XLA's uniquer)."""
+    if not any(ins._nested for ins in instrs):
+        return instrs
+    used = {ins.name for ins in instrs}
+    counters: dict[str, int] = {}
+    out = []
+    for ins in instrs:
+        for nested in ins._nested:
+            nested.name = unique_name(nested.name, used, counters)
+            out.append(nested)
+        out.append(ins)
+    return out
 
 
 class _Builder(Transformer):
@@ -164,27 +198,26 @@ class _Builder(Transformer):
         root_tok = None
         if children[0].type == "ROOT":
             root_tok, i = children[0], 1
-        name_tok, shape, call_tok = children[i:i + 3]
+        name_tok = children[i]
+        # The result shape may be left out (XLA infers it): `ROOT v = abs(a)`.
+        has_shape = not (isinstance(children[i + 1], Token) and children[i + 1].type == "OPCALL")
+        shape = _shape_of(children[i + 1]) if has_shape else None
+        call_tok = children[i + 1 + has_shape]
+        rest = children[i + 2 + has_shape:]
         name = name_tok[:-1].rstrip().lstrip("%")
         paren = call_tok.index("(")
-        opcode = call_tok[:paren].rstrip()
-        if opcode not in ALL_OPCODES and not _is_async_sugar(opcode):
-            raise _err(f"unknown opcode '{opcode}'{_opcode_hint(opcode)}", call_tok.start_pos)
-        instr = Instruction(name, opcode, _shape_of(shape), line=name_tok.line,
-                            column=name_tok.column)
-        attrs_tok = children[i + 3] if len(children) > i + 3 else None
-        instr.attrs = _attrs(attrs_tok, name)
-        _check_attribute_placement(opcode, attrs_tok)
-        body = call_tok[paren + 1:-1]
-        body_pos = call_tok.start_pos + paren + 1
-        if opcode == "constant":
-            self._constant(instr, body, body_pos)
-            instr._operand_refs = []
-        elif opcode == "parameter":
-            instr.parameter_number = _parameter_number(name, body, body_pos)
-            instr._operand_refs = []
-        else:
-            instr._operand_refs = self._operand_names(body, body_pos)
+        instr = _make_instruction(name, call_tok[:paren].rstrip(), shape, call_tok[paren + 1:-1],
+                                  call_tok.start_pos, call_tok.start_pos + paren + 1,
+                                  name_tok.line, name_tok.column)
+        instr.attrs = _attrs(rest[0], name) if len(rest) == 1 else _attrs_of(rest, name)
+        if "result_accuracy" in instr.attrs and instr.opcode not in RESULT_ACCURACY_OPS:
+            tok = next(t for t in rest if "result_accuracy" in t)
+            at = tok.start_pos + tok.index("result_accuracy")
+            raise _err(f"unexpected attribute 'result_accuracy' on {instr.opcode} '{name}': XLA "
+                       f"takes it only on transcendental unary ops (exponential, log, tanh, "
+                       f"...)", at)
+        for tok in rest:
+            _check_attribute_placement(instr.opcode, tok)
         instr._is_root = root_tok is not None
         if root_tok is not None:
             instr._root_at = (root_tok.line, root_tok.column)
@@ -207,29 +240,6 @@ class _Builder(Transformer):
         except LiteralError as e:
             raise _err(f"constant '{instr.name}': {e}", pos + e.offset) from None
 
-    @staticmethod
-    def _operand_names(body: str, pos: int) -> list[tuple[str, int]]:
-        if "/*" in body:
-            body = _COMMENTS.sub(lambda m: " " * len(m.group(0)), body)
-        refs = []
-        start = 0
-        for part in body.split(","):
-            stripped = part.strip()
-            if stripped:
-                # Older XLA prints operand shapes too: `f32[2]{0} %a`; the name is last.
-                word = stripped.rsplit(None, 1)[-1] if " " in stripped else stripped
-                name = word.lstrip("%")
-                at = pos + start + part.index(stripped[0])
-                if not _NAME_RX.fullmatch(name) or (word is not stripped and not
-                                                    _SHAPED_OPERAND.fullmatch(stripped)):
-                    raise _err(f"malformed operand '{stripped[:30]}': expected an instruction "
-                               f"name", at)
-                refs.append((name, pos + start + part.rindex(word)))
-            elif body.strip():
-                raise _err("empty operand in operand list (a stray ',')", pos + start)
-            start += len(part) + 1
-        return refs
-
     def computation(self, children):
         i = 0
         is_entry = False
@@ -243,14 +253,15 @@ class _Builder(Transformer):
         if rest and isinstance(rest[0], tuple) and rest[0][0] == "signature":
             sig, rest = rest[0], rest[1:]
         instrs = rest[0] if rest and isinstance(rest[0], list) else []
-        trailing = rest[-1] if rest and isinstance(rest[-1], Token) else None
-        for key, value in _attrs(trailing, comp.name).items():
+        trailing = _attr_tokens(rest)
+        for key, value in _attrs_of(trailing, comp.name).items():
             if key != "execution_thread":
-                at = trailing.start_pos + re.search(rf"\b{re.escape(key)}\s*=", trailing).start()
+                tok = next(t for t in trailing if re.search(rf"\b{re.escape(key)}\s*=", t))
+                at = tok.start_pos + re.search(rf"\b{re.escape(key)}\s*=", tok).start()
                 raise _err(f"unknown computation attribute '{key}' (only execution_thread is "
                            f"allowed)", at)
             comp.execution_thread = value
-        comp.instructions = instrs
+        comp.instructions = _with_nested(instrs)
         comp.has_signature = sig is not None
         _resolve_computation(comp, sig)
         return comp
@@ -283,8 +294,31 @@ def _check_text(text: str) -> None:
                              line=line, column=col)
 
 
+def module_name_of(filename: str) -> str:
+    """The name of a module without an `HloModule` header: its file's stem, made a name XLA's
+    parser reads back (as XLA's name sanitizer does: other characters become `_`, and a
+    leading digit gets a `_` before it)."""
+    name = re.sub(r"[^\w.\-]", "_", Path(filename).stem) or "_"
+    return name if re.match(r"[A-Za-z_]", name) else "_" + name
+
+
+def _check_attribute_placement(opcode: str, tok) -> None:
+    """An attribute the opcode does not take is an error at its name, as in XLA's parser
+    (attr_placement.py has the table)."""
+    if tok is None or not isinstance(tok, str):
+        return
+    for m in _ATTR.finditer(tok):
+        why = misplaced_attribute(opcode, m.group(1))
+        if why is not None:
+            raise _err(why, tok.start_pos + m.start(1))
+
+
 def parse_module(text: str, filename: str = "<string>") -> Module:
     """Parse HLO text.  Raises HloSyntaxError with a position on malformed input."""
+    # Nested instructions and tuple literals are read recursively, up to XLA's 8,192 levels.
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 8 * MAX_DEPTH))
+    state = parse_state(text)  # this parse's own text and tables (a context variable)
     try:
         _check_text(text)
         try:
@@ -295,35 +329,22 @@ def parse_module(text: str, filename: str = "<string>") -> Module:
         comps = [x for x in items if isinstance(x, Computation)]
         if not comps:
             raise HloSyntaxError("module has no computations", line=1, column=1)
-        name = str(header[1]).lstrip("%") if header else Path(filename).stem
+        name = str(header[1]).lstrip("%") if header else module_name_of(filename)
         module = Module(name, attrs=header[2] if header else {}, source=filename)
         for x in items:
             if isinstance(x, tuple) and x[0] == "table":
                 module.stack_tables[x[1]] = x[2]
-        _resolve_module(module, comps)
+        _resolve_module(module, comps, INLINE)
         return module
     except HloSyntaxError as e:
         raise at_offset(e, text).located(filename, text) from None
-
-
-_CONTROL_BYTES = re.compile(rb"[\x00-\x08\x0e-\x1f\x7f]")
+    finally:
+        state.close()
+        sys.setrecursionlimit(limit)
 
 
 def parse_file(path: str) -> Module:
-    p = Path(path)
-    data = p.read_bytes()
-    if data.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark is not text
-        data = data[3:]
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        bad = e.start
-        ctrl = _CONTROL_BYTES.search(data, 0, bad)
-        at = ctrl.start() if ctrl else bad
-        before = data[:at].decode("utf-8")   # valid: the first bad byte is at e.start
-        line, col = position_of(before, len(before))
-        msg = (f"binary data in HLO text (control character 0x{data[at]:02x})" if ctrl else
-               f"file is not UTF-8 text (byte 0x{data[at]:02x})")
-        err = HloSyntaxError(msg, file=str(path), line=line, column=col)
-        raise err.located(str(path), data.decode("utf-8", "replace")) from None
-    return parse_module(text, str(path))
+    """Parse an HLO file (`-`: standard input), read as the CLI reads it."""
+    from .reader import read_hlo
+    text, name = read_hlo(path)
+    return parse_module(text, name)

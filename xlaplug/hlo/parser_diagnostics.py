@@ -4,13 +4,97 @@ attribute name 'x'", "computation 'f' is missing its closing '}'") rather than l
 tokens."""
 from __future__ import annotations
 
+import contextvars
 import re
 
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from .dtypes import ELEMENT_TYPES
 from .errors import HloSyntaxError, position_of
-from .parser_grammar import _NAME_RX, _STR, BRACE_DEPTH, _braced
+from .parser_grammar import _NAME_RX, _STR
+
+
+class ParseState:
+    """What one parse needs to remember while lark's callbacks run: its text (for positions
+    the callbacks compute), the computations read so far by name, the inline computations
+    and the deep-nesting lexer's state.  It lives in a context variable set by
+    `parse_state` for the parse, so parses in two threads never see each other's."""
+
+    def __init__(self, text: str = ""):
+        self.text = text
+        self.done: dict = {}
+        self.inline: list = []
+        self.deep: list = [None]
+        self._token = None
+
+    def close(self) -> None:
+        if self._token is not None:
+            _PARSE.reset(self._token)
+            self._token = None
+
+
+_PARSE: contextvars.ContextVar[ParseState] = contextvars.ContextVar("xlaplug_parse")
+
+
+def parse_state(text: str) -> ParseState:
+    """A fresh state for a parse of `text`, current until its `close()`."""
+    state = ParseState(text)
+    state._token = _PARSE.set(state)
+    return state
+
+
+def current_parse() -> ParseState:
+    state = _PARSE.get(None)
+    if state is None:  # outside a parse (a helper used on its own): a state of its own
+        state = ParseState()
+        _PARSE.set(state)
+    return state
+
+
+class _CtxMeta(type):
+    @property
+    def text(cls) -> str:
+        return current_parse().text
+
+    @text.setter
+    def text(cls, value: str) -> None:
+        current_parse().text = value
+
+
+class _Ctx(metaclass=_CtxMeta):
+    """`_Ctx.text`: the text of the parse under way (current_parse().text)."""
+
+
+class StateView:
+    """A name that reads as one of the current parse's tables (`DONE`, `INLINE`, `CURRENT`),
+    so the modules that share them keep plain dict/list syntax."""
+
+    def __init__(self, field: str):
+        object.__setattr__(self, "_field", field)
+
+    def _target(self):
+        return getattr(current_parse(), self._field)
+
+    def __getattr__(self, name):
+        return getattr(self._target(), name)
+
+    def __getitem__(self, k):
+        return self._target()[k]
+
+    def __setitem__(self, k, v):
+        self._target()[k] = v
+
+    def __delitem__(self, k):
+        del self._target()[k]
+
+    def __iter__(self):
+        return iter(self._target())
+
+    def __len__(self):
+        return len(self._target())
+
+    def __contains__(self, k):
+        return k in self._target()
 
 
 def _err(msg: str, pos: int) -> HloSyntaxError:
@@ -39,12 +123,16 @@ _EXPECTED = {
     "INT": "an integer", "STRING": "a string", "BRACED": "'{...}'",
     "PARAM_NAME": "a parameter ('name: shape')", "ROOT": "'ROOT'", "ENTRY": "'ENTRY'",
     "TABLE_NAME": "a stack-frame table name", "HLOMODULE": "'HloModule'",
+    # The deep-nesting starts and buffer shapes read as what they complete to.
+    "DEEP_CALL": "an opcode with its operands, like 'add(x, y)'",
+    "DEEP_ATTRS": "', attribute=value'", "BUFFER_SHAPE": "a shape",
 }
 # What a token that was found is, as a noun (no article): "unexpected integer '5'".
 _FOUND = {
     "NAME": "name", "SHAPE": "shape", "ATTRS": "attributes", "INSTR_NAME": "instruction",
     "OPCALL": "operation", "INT": "integer", "STRING": "string", "BRACED": "braced value",
-    "PARAM_NAME": "parameter", "TABLE_NAME": "table name",
+    "PARAM_NAME": "parameter", "TABLE_NAME": "table name", "BUFFER_SHAPE": "shape",
+    "DEEP_ATTRS": "attributes",
 }
 
 
@@ -144,9 +232,6 @@ def _diagnose_attrs(text: str, i: int) -> HloSyntaxError | None:
                 end = _close_of(text, i, c, close)
                 if end < 0:
                     return _at(text, i, f"unterminated '{c}' in the value of attribute '{name}'")
-                if c == "{" and not re.compile(_braced(BRACE_DEPTH)).fullmatch(text, i, end + 1):
-                    return _at(text, i, f"the value of attribute '{name}' nests braces deeper "
-                                        f"than {BRACE_DEPTH} levels, which is not supported")
                 i = end + 1
             elif c.isspace():
                 j = _skip_ws(text, i)
@@ -176,13 +261,13 @@ def _diagnose_token(e: UnexpectedToken, text: str) -> HloSyntaxError | None:
             return found
     if tok.type == "LBRACE" and "OPCALL" in expected and text[pos - 1:pos] == "]":
         return _at(text, pos, "malformed shape: the layout '{' is not closed on this line")
-    if tok.type == "NAME" and "OPCALL" in expected:
+    # After `name =` a shape or the opcode may come (XLA infers a missing shape); a word not
+    # followed by `(` was meant as a shape.
+    opcall = "OPCALL" in expected and not ("SHAPE" in expected and text[after:after + 1] != "(")
+    if tok.type == "NAME" and opcall:
         if after < len(text) and text[after] == "(":
-            if _close_of(text, after, "(", ")") < 0:
-                return _at(text, after, f"unbalanced '(': the operand list of '{word}' is never "
-                                        f"closed")
-            return _at(text, after, f"the operand list of '{word}' nests parentheses too "
-                                    f"deeply (more than 5 levels)")
+            return _at(text, after, f"unbalanced '(': the operand list of '{word}' is never "
+                                    f"closed")
         if not text[after:].strip():
             return _at(text, len(text.rstrip()), f"unexpected end of file after '{word}': the "
                                                  f"module is truncated")

@@ -5,6 +5,8 @@ instruction shapes, and a computation signature wherever the input had one.
 """
 from __future__ import annotations
 
+import sys
+
 from .attributes import format_value, name_ref
 from .ir import Computation, Instruction, Module
 from .literals import format_literal
@@ -46,6 +48,16 @@ def computation_to_text(comp: Computation) -> str:
 
 
 def module_to_text(module: Module) -> str:
+    # Shapes and tuple literals print recursively, and may nest XLA's 8,192 levels.
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 8 * 8192))
+    try:
+        return _module_to_text(module)
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def _module_to_text(module: Module) -> str:
     head = "HloModule " + name_ref(module.name)
     for k, v in module.attrs.items():
         head += f", {k}={format_value(k, v)}"

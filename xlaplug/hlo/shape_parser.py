@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from functools import lru_cache
 
 from .dtypes import ELEMENT_TYPES, OPAQUE_TYPES
@@ -9,8 +10,10 @@ from .ir import UNBOUNDED, Layout, Shape
 
 _ARRAY = re.compile(r"\s*([a-z][a-z0-9]*)\[([^\]]*)\](\{[^}]*\})?\s*")
 _KNOWN_TYPES = ELEMENT_TYPES | OPAQUE_TYPES
+# After the colon: dim level types D(D,C,S,H with optional + and ~, as XLA's parser takes them),
+# tiles, element size, memory space, ...
 _LAYOUT_EXTRA = re.compile(
-    r"(?:D\([^()]*\))?(?:T(?:\([\d,*\s]*\))+)?(?:L\(\d+\))?(?:#\(u\d+\))?(?:\*\(u\d+\))?"
+    r"(?:D\((?:[DCSH]\+?~?(?:,[DCSH]\+?~?)*)?\))?(?:T(?:\([\d,*\s]*\))+)?(?:L\(\d+\))?(?:#\(u\d+\))?(?:\*\(u\d+\))?"
     r"(?:E\(\d+\))?(?:S\(\d+\))?(?:SC(?:\(\d+:[\d,\s]*\))+)?(?:M\(\d+\))?")
 
 
@@ -70,8 +73,10 @@ def parse_array_shape(text: str) -> Shape:
             raise ShapeError(f"layout {layout_text} is not a permutation of the "
                              f"{len(dims)} dimensions of shape '{text.strip()}'")
         if colon and not _LAYOUT_EXTRA.fullmatch(extra.strip()):
+            what = ("dim level types D(..) of D, C, S or H" if extra.strip().startswith("D(")
+                    else "tiles T(..), memory space S(n), ...")
             raise ShapeError(f"malformed layout attributes ':{extra.strip()}' in shape "
-                             f"'{text.strip()}' (expected tiles T(..), memory space S(n), ...)")
+                             f"'{text.strip()}' (expected {what})")
         layout = Layout(minor, extra.strip() if colon else "")
     return Shape(etype, tuple(dims), tuple(dyn), layout)
 
@@ -127,6 +132,13 @@ def _parse_at(text: str, i: int) -> tuple[Shape, int]:
                 continue
             else:
                 raise ShapeError("expected ',' or ')' in tuple shape", i)
+    if text.startswith("b(", i):  # a buffer shape: b(f32[16]{0})
+        inner, j = _parse_at(text, i + 2)
+        while j < n and text[j].isspace():
+            j += 1
+        if inner.is_tuple or inner.is_token or j >= n or text[j] != ")":
+            raise ShapeError("a buffer shape holds one array shape: b(f32[16])", i)
+        return replace(inner, buffer=True), j + 1
     m = _ARRAY.match(text, i)
     if not m:
         raise ShapeError(f"expected a shape, found '{text[i:i + 20].strip()}'" if i < n

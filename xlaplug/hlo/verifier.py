@@ -40,8 +40,9 @@ from .shape_inference import ShapeInferenceError, compatible, infer_shape, is_fl
 
 # Opcodes XLA exempts from the mixed-precision operand check (CheckMixedPrecisionOperands).
 MIXED_PRECISION_OK = frozenset({
-    "call", "conditional", "constant", "convolution", "dot", "all-reduce", "all-reduce-start",
-    "all-reduce-done", "all-gather", "all-gather-start", "all-gather-done", "async-done",
+    "call", "conditional", "constant", "convolution", "dot", "scaled-dot", "all-reduce",
+    "all-reduce-start", "all-reduce-done", "all-gather", "all-gather-start", "all-gather-done",
+    "async-done",
     "async-update", "async-start", "copy-done", "copy-start", "custom-call", "domain", "fusion",
     "get-tuple-element", "opt-barrier", "infeed", "outfeed", "parameter", "recv", "recv-done",
     "reduce-precision", "reduce-window", "send", "send-done", "sort", "tuple", "while",

@@ -8,17 +8,40 @@ from .common import TOKEN, _err, _ops, _scalar, compatible, program_shape, rule,
 
 def _wrapped(ins) -> Computation | None:
     comps = ins.called_computations()
+    if not comps and ins.opcode in ("async-update", "async-done"):
+        # Printed without `calls=`: the computation is the one its async-start wraps.
+        start = ins.operands[0] if ins.operands else None
+        while start is not None and start.opcode == "async-update" and start.operands:
+            start = start.operands[0]
+        if start is not None and start.opcode == "async-start":
+            comps = start.called_computations()
     return comps[0] if len(comps) == 1 else None
 
 
-def _async_shape_check(ins, async_shape: Shape, comp: Computation | None) -> None:
+def _bound_prefix(ins, bound: list[Shape], params: list[Shape], comp: Computation) -> None:
+    """Late binding: an async-start (or -update) may give the first operands of the wrapped
+    computation and later updates the rest; what is bound must match those parameters."""
+    if len(bound) > len(params):
+        raise _err(f"async computation '{comp.name}' takes {len(params)} parameters but "
+                   f"{len(bound)} operands are bound")
+    for i, (p, x) in enumerate(zip(params, bound)):
+        if not compatible(p, x):
+            raise _err(f"{ins.opcode} operand {i} is {s(x)} but '{comp.name}' parameter {i} is "
+                       f"{s(p)}")
+
+
+def _async_shape_check(ins, async_shape: Shape, comp: Computation | None,
+                       complete: bool = True) -> None:
     if not async_shape.is_tuple or len(async_shape.tuple_shapes) < 2:
         raise _err(f"{ins.opcode} expects an async tuple of at least 2 elements, got "
                    f"{s(async_shape)}")
     if comp is None:
         return
     params, result = program_shape(comp)
-    if not compatible(async_shape.tuple_shapes[0], Shape.tuple_of(params)):
+    bound = async_shape.tuple_shapes[0]
+    if not complete and bound.is_tuple:  # an update of a late-bound start: a prefix so far
+        _bound_prefix(ins, list(bound.tuple_shapes), params, comp)
+    elif not compatible(bound, Shape.tuple_of(params)):
         raise _err(f"{ins.opcode} async tuple element 0 {s(async_shape.tuple_shapes[0])} does "
                    f"not match the parameters of '{comp.name}' {s(Shape.tuple_of(params))}")
     if not compatible(async_shape.tuple_shapes[1], result):
@@ -33,22 +56,23 @@ def _async_start(ins):
         raise _err("async-start must call exactly one computation")
     params, result = program_shape(comp)
     shapes = _ops(ins)
-    if len(params) != len(shapes):
-        raise _err(f"async computation '{comp.name}' takes {len(params)} parameters but "
-                   f"async-start has {len(shapes)} operands")
-    for i, (p, x) in enumerate(zip(params, shapes)):
-        if not compatible(p, x):
-            raise _err(f"async-start operand {i} is {s(x)} but '{comp.name}' parameter {i} is "
-                       f"{s(p)}")
-    extra = ins.shape.tuple_shapes[2:] if ins.shape.is_tuple else ()
-    return Shape.tuple_of([Shape.tuple_of(params), result, *extra])
+    _bound_prefix(ins, shapes, params, comp)  # fewer operands: bound later by async-update
+    extra = ins.shape.tuple_shapes[2:] if ins.shape is not None and ins.shape.is_tuple else ()
+    return Shape.tuple_of([Shape.tuple_of(shapes), result, *extra])
 
 
 @rule("async-update")
 def _async_update(ins):
     op = ins.operands[0].shape
-    _async_shape_check(ins, op, _wrapped(ins))
-    return op
+    comp = _wrapped(ins)
+    _async_shape_check(ins, op, comp, complete=False)
+    more = [o.shape for o in ins.operands[1:]]
+    if not more:
+        return op
+    bound = list(op.tuple_shapes[0].tuple_shapes) + more  # late binding: operands added
+    if comp is not None:
+        _bound_prefix(ins, bound, program_shape(comp)[0], comp)
+    return Shape.tuple_of([Shape.tuple_of(bound), *op.tuple_shapes[1:]])
 
 
 @rule("async-done")

@@ -200,24 +200,39 @@ def _collective_permute(ins):
     shapes = _ops(ins)
     if len(shapes) == 1:
         return _array(shapes[0], "the operand of collective-permute")
-    return shapes[1]
+    if len(shapes) == 4 and "slice_sizes" in ins.attrs:  # in place: (input, output, offsets)
+        return shapes[1]
+    # A combined collective-permute: several operands permuted together, a tuple of them.
+    for i, x in enumerate(shapes):
+        _array(x, f"operand {i} of a combined collective-permute")
+    return Shape.tuple_of(shapes)
 
 
 @rule("collective-permute-start")
 def _collective_permute_start(ins):
     _check_source_target_pairs(ins)
     shapes = _ops(ins)
-    extra = list(ins.shape.tuple_shapes[2:]) if ins.shape.is_tuple else []
+    extra = (list(ins.shape.tuple_shapes[2:]) if ins.shape is not None and ins.shape.is_tuple
+             else [])
     if len(shapes) == 1:
         _array(shapes[0], "the operand of collective-permute-start")
         return Shape.tuple_of([shapes[0], shapes[0], *extra])
-    return Shape.tuple_of([shapes[0], shapes[1], *extra])
+    if len(shapes) == 4 and "slice_sizes" in ins.attrs:
+        return Shape.tuple_of([shapes[0], shapes[1], *extra])
+    both = Shape.tuple_of(shapes)  # combined: the operands, and as many results
+    return Shape.tuple_of([both, both, *extra])
 
 
 @rule("collective-broadcast")
 def _collective_broadcast(ins):
     _check_replica_groups(ins)
     shapes = _ops(ins)
+    if ins.attrs.get("has_dynamic_root"):
+        # The last operand names the root, chosen at run time; it is not broadcast.
+        shapes = shapes[:-1]
+        if not shapes:
+            raise _err("collective-broadcast with has_dynamic_root=true needs an operand "
+                       "before the root")
     for i, x in enumerate(shapes):
         _array(x, f"operand {i} of collective-broadcast")
     return _operand_or_tuple(shapes)

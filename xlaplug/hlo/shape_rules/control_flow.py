@@ -64,6 +64,11 @@ def _conditional(ins):
         raise _err(f"conditional branch index must be a scalar, got {s(index)}")
     comps = branch_computations(ins)
     if index.element_type == "pred":
+        if "branch_computations" in ins.attrs:
+            # XLA's parser: a pred-indexed conditional takes true_computation and
+            # false_computation; branch_computations is for an s32 index.
+            raise _err("conditional with a pred index needs true_computation and "
+                       "false_computation, not branch_computations")
         if len(comps) != 2:
             raise _err(f"conditional with a pred index needs 2 branches, has {len(comps)}")
     elif index.element_type == "s32":

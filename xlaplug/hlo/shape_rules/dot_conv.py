@@ -52,9 +52,22 @@ def _dot(ins):
                 dims.append(x.dims[i])
                 dyn.append(x.dynamic[i])
     etype = higher_precision(lhs.element_type, rhs.element_type)
-    if ins.shape.is_array:  # the declared type is dot's "preferred element type"
+    if ins.shape is not None and ins.shape.is_array:  # the declared type is dot's "preferred element type"
         etype = _upcast(etype, ins.shape.element_type, "dot")
     return _shape(etype, dims, dyn)
+
+
+@rule("scaled-dot")
+def _scaled_dot(ins):
+    """scaled-dot(lhs, lhs_scale, rhs, rhs_scale): XLA infers the dot of lhs and rhs (the
+    scales do not change the shape) and takes the declared element type as given."""
+    _ops(ins)  # the operand count
+    plain = type(ins)(ins.name, "dot", None)
+    plain.operands, plain.attrs = [ins.operands[0], ins.operands[2]], ins.attrs
+    out = _dot(plain)
+    if ins.shape is not None and ins.shape.is_array:
+        return _shape(ins.shape.element_type, out.dims, out.dynamic)
+    return out
 
 
 def _dilated(bound: int, dilation: int) -> int:
@@ -151,6 +164,6 @@ def _convolution(ins):
         dims[d] = out_sp[i]
         dyn[d] = lhs.dynamic[dn.input_spatial[i]] or rhs.dynamic[dn.kernel_spatial[i]]
     etype = higher_precision(lhs.element_type, rhs.element_type)
-    if ins.shape.is_array:
+    if ins.shape is not None and ins.shape.is_array:
         etype = _upcast(etype, ins.shape.element_type, "convolution")
     return _shape(etype, dims, dyn)

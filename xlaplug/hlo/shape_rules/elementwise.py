@@ -15,7 +15,8 @@ def _unary_check(op: str, t: str) -> str | None:
     if op in ("floor", "ceil", "round-nearest-afz", "round-nearest-even", "erf", "erf-inv"):
         return t if is_floating(t) else None
     if op in ("cosine", "sine", "exponential", "exponential-minus-one", "log", "log-plus-one",
-              "logistic", "rsqrt", "sqrt", "cbrt", "tanh", "tan"):
+              "logistic", "rsqrt", "sqrt", "cbrt", "tanh", "tan", "acos", "acosh", "asin",
+              "asinh", "atanh", "cosh", "sinh"):
         return t if is_floating(t) or is_complex(t) else None
     if op in ("real", "imag"):
         return dtypes.complex_component(t) if is_complex(t) else (t if is_floating(t) else None)
