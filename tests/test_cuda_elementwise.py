@@ -26,7 +26,7 @@ from jax import lax
 
 jax.config.update("jax_enable_x64", True)
 
-from xlaplug.backends.cpu.structural import ExecutionError  # noqa: E402
+from xlaplug.backends.common.errors import ExecutionError  # noqa: E402
 from xlaplug.backends.executor import run_module  # noqa: E402
 from xlaplug.hlo import dtypes as D  # noqa: E402
 from xlaplug.hlo.parser import parse_module  # noqa: E402

@@ -87,7 +87,7 @@ def _check_outputs(entry: OpEntry, ins, outs: list[np.ndarray], memory) -> None:
 
 def _run_kernel(entry: OpEntry, ins, args, extra_kwargs: dict, memory=None,
                 defaults: dict | None = None) -> Any:
-    from .backends.cpu.structural import ExecutionError
+    from .backends.common.errors import ExecutionError
     from .backends.device import HostMemory
     memory = memory or HostMemory()
     outs = _alloc(ins.shape, memory)

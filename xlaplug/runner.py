@@ -177,7 +177,7 @@ def execute(module: Module, args: list, *, device: str = "cpu", repeat: int = 1,
             max_memory: int | None = None, max_while_iterations: int | None = None,
             seed: int = 0, overrides=None, fusion_min_elements: int | None = None,
             interpret: bool = False) -> RunResult:
-    from .backends.cpu.structural import ExecutionError
+    from .backends.common.errors import ExecutionError
     from .backends.executor import ExecContext
     t0 = time.perf_counter()
     if overrides is None:

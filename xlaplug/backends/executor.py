@@ -12,7 +12,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..hlo.ir import Computation, Instruction, Module
-from .cpu.structural import ExecutionError
+from .common.errors import ExecutionError
 from .registry import lookup
 from .thunks import ThunkSequence, build_sequence
 
@@ -86,8 +86,7 @@ class ExecContext:
     def scalar_fn(self, comp: Computation):
         fn = self._scalar_fns.get(id(comp))
         if fn is None:
-            from .cpu.scalar_jit import compile_scalar_computation
-            fn = self._scalar_fns[id(comp)] = compile_scalar_computation(comp)
+            fn = self._scalar_fns[id(comp)] = self.memory.scalar_function(comp)
         return fn
 
 

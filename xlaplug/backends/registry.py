@@ -4,7 +4,7 @@ A kernel is `fn(ins, args, ctx) -> value`:
   ins   the Instruction (shape, attrs, called computations),
   args  operand values: numpy arrays (tuple-shaped operands are Python tuples),
   ctx   the ExecContext: `ctx.run(comp, args)` runs a called computation,
-        `ctx.scalar_fn(comp)` gives a numba-compiled scalar function for a reducer or
+        `ctx.scalar_fn(comp)` gives a compiled scalar function (the device's) for a reducer or
         comparator computation, `ctx.options` holds run limits.
 It returns a numpy array of exactly `ins.shape` (dtype and dims), or a tuple for tuples.
 """
@@ -32,16 +32,21 @@ _LOADED: set[str] = set()
 
 
 def _load_builtin(device: str) -> None:
+    """Import the kernel modules of `device` (and the device-neutral ones in common/):
+    each registers its kernels on import."""
     if device in _LOADED:
         return
     _LOADED.add(device)
     import importlib
     import pkgutil
-    from . import cpu
-    packages = [cpu]
-    if device == "cuda":
+    from . import common
+    packages = [common]
+    if device == "cpu":
+        from . import cpu
+        packages.append(cpu)
+    elif device == "cuda":
         from . import cuda
-        packages.append(cuda)  # cpu/structural.py registers device-neutral kernels too
+        packages.append(cuda)
     for pkg in packages:
         for info in pkgutil.iter_modules(pkg.__path__):
             importlib.import_module(f"{pkg.__name__}.{info.name}")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..registry import kernel
-from .structural import ExecutionError
+from ..common.errors import ExecutionError
 
 _SELF = 0
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..registry import kernel
-from .structural import ExecutionError
+from ..common.errors import ExecutionError
 
 
 def _out(ins, x) -> np.ndarray:

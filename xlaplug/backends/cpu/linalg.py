@@ -24,7 +24,7 @@ import numpy as np
 
 from ...hlo import dtypes as D
 from ..registry import kernel
-from .structural import ExecutionError
+from ..common.errors import ExecutionError
 
 _F64_EXACT = float(2 ** 53)
 

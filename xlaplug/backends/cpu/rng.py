@@ -41,7 +41,7 @@ import numpy as np
 from ...hlo import dtypes as D
 from ..registry import kernel
 from .elementwise_scalar_base import NARROW_FORMATS
-from .structural import ExecutionError
+from ..common.errors import ExecutionError
 
 _U32 = np.uint32
 _U64 = np.uint64

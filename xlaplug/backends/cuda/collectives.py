@@ -11,7 +11,7 @@ need more than one participant raise the CPU kernel's errors.  Copies are device
 from __future__ import annotations
 
 from ..cpu import collectives as C
-from ..cpu.structural import ExecutionError
+from ..common.errors import ExecutionError
 from ..registry import kernel
 from .launch import device_dtype, device_zeros
 from .linalg import convert

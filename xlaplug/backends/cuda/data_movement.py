@@ -31,7 +31,7 @@ import threading
 import numpy as np
 
 from ..cpu.data_movement import _physical_order
-from ..cpu.structural import ExecutionError
+from ..common.errors import ExecutionError
 from ..registry import kernel as _kernel
 from .launch import (NARROW_TYPES, cuda_module, device_dtype, device_empty, device_zeros, flat,
                      jit_source, launch_1d)

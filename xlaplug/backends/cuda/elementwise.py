@@ -37,7 +37,7 @@ import numpy as np
 from ...hlo import dtypes as D
 from ..cpu.elementwise_scalar import SCALAR_COMPUTE_DTYPES, SCALAR_OPS, ScalarOpError, ScalarSig
 from ..cpu.elementwise_scalar_base import NARROW_FORMATS
-from ..cpu.structural import ExecutionError
+from ..common.errors import ExecutionError
 from ..registry import kernel
 from .launch import (NARROW_TYPES, device_empty, elementwise_launch, flat, jit_source,
                      simulating)

@@ -33,7 +33,7 @@ import numpy as np
 
 from ...hlo import dtypes as D
 from ..cpu.jit_drivers import numba_dtype
-from ..cpu.structural import ExecutionError
+from ..common.errors import ExecutionError
 
 # Every element type runs on CUDA.  numba.cuda arrays hold the numpy types natively; the
 # ml_dtypes ones (bf16, the f8/f4 formats, the sub-byte integers) have no numba dtype, so a

@@ -30,7 +30,7 @@ import numpy as np
 from numba import cuda
 
 from ..cpu.linalg import _compute_plan
-from ..cpu.structural import ExecutionError
+from ..common.errors import ExecutionError
 from ..registry import kernel
 from .launch import device_dtype, flat, launch_1d
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from ...hlo import dtypes as D
 from ..cpu.elementwise_scalar_base import NARROW_FORMATS
-from ..cpu.structural import ExecutionError
+from ..common.errors import ExecutionError
 from .data_movement import cached_kernel
 from .elementwise import OPCODES as ELEMENTWISE
 from .launch import NARROW_TYPES, cuda_module, elementwise_launch, flat, jit_source

@@ -25,7 +25,7 @@ from numba import cuda, float64, int64, uint64
 from ...hlo import dtypes as D
 from ..cpu import rng as cpu_rng
 from ..cpu.elementwise_scalar_base import NARROW_FORMATS
-from ..cpu.structural import ExecutionError
+from ..common.errors import ExecutionError
 from ..registry import kernel
 from .launch import device_empty, flat, launch_1d, simulating
 from .rng import _M32, _S32, _philox_d
