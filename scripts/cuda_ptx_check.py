@@ -57,7 +57,7 @@ def main(argv=None) -> int:
     from numba import types
     from numba.np import numpy_support
 
-    from xlaplug.backends.cpu.elementwise_scalar import ScalarOpError
+    from xlaplug.backends.common.scalar_ops import ScalarOpError
     from xlaplug.backends.cuda import elementwise as E
     from xlaplug.backends.cuda.launch import SUPPORTED_TYPES, device_dtype
 

@@ -16,29 +16,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..registry import kernel
+from ..common.collective_groups import check_groups, leaf_shapes, receives
 from ..common.errors import ExecutionError
-
-_SELF = 0
-
 
 def _copy(v):
     if isinstance(v, tuple):
         return tuple(_copy(x) for x in v)
     return np.array(v, copy=True)
-
-
-def _check_groups(ins) -> None:
-    groups = ins.attrs.get("replica_groups")
-    if groups is None:
-        return
-    try:
-        expanded = groups.expanded()
-    except Exception:  # noqa: BLE001 - malformed iota text: leave it to the shape checks
-        return
-    for g in expanded:
-        if len(g) > 1:
-            raise ExecutionError(f"{ins.opcode} '{ins.name}': replica group {list(g)} has "
-                                 f"{len(g)} members, but this runs on one device")
 
 
 def _results(ins, args, result_shapes) -> tuple:
@@ -54,16 +38,10 @@ def _results(ins, args, result_shapes) -> tuple:
     return tuple(out)
 
 
-def _leaf_shapes(shape, n: int):
-    if n == 1 and not shape.is_tuple:
-        return [shape]
-    return list(shape.tuple_shapes)
-
-
 def _one_member(ins, args, shape):
     """Result of a collective whose group is {self}, shaped like `shape`."""
-    _check_groups(ins)
-    res = _results(ins, args, _leaf_shapes(shape, len(args)))
+    check_groups(ins)
+    res = _results(ins, args, leaf_shapes(shape, len(args)))
     return res[0] if len(args) == 1 and not shape.is_tuple else res
 
 
@@ -94,24 +72,13 @@ def _all_gather_done(ins, args, ctx):
     return _copy(args[0][1])
 
 
-def _receives(ins) -> bool:
-    pairs = ins.attrs.get("source_target_pairs", ())
-    for src, dst in pairs:
-        if dst == _SELF:
-            if src != _SELF:
-                raise ExecutionError(f"{ins.opcode} '{ins.name}': device {src} is not "
-                                     "present (this runs on one device)")
-            return True
-    return False
-
-
 def _permute(ins, args, out_shape):
     if len(args) == 4 and not out_shape.is_tuple:
         # (input, output, input_start_indices, output_start_indices)
         raise ExecutionError(f"{ins.opcode} '{ins.name}': the in-place form with start "
                              "indices is not supported")
-    shapes = _leaf_shapes(out_shape, len(args))
-    if _receives(ins):
+    shapes = leaf_shapes(out_shape, len(args))
+    if receives(ins):
         res = _results(ins, args, shapes)
     else:
         res = tuple(np.zeros(s.dims, s.dtype) for s in shapes)

@@ -90,11 +90,11 @@ def _log1p(x):
 
 
 def _exp(x):
-    """f32: XLA:CPU's own exp (elementwise_scalar_float._xexp32); f64: libm's."""
+    """f32: XLA:CPU's own exp (common.scalar_float._xexp32); f64: libm's."""
     return _f32_loop("exp", x) if x.dtype == F32 else np.exp(x)
 _log = _via64(np.log)
 def _tanh(x):
-    """f32: XLA:CPU's own approximation, bit for bit (see elementwise_scalar_float._xtanh32
+    """f32: XLA:CPU's own approximation, bit for bit (see common.scalar_float._xtanh32
     for the formula); f64: libm's."""
     return _f32_loop("tanh", x) if x.dtype == F32 else np.tanh(x)
 
@@ -109,7 +109,7 @@ def _f32_loop(name: str, x):
     if loop is None:
         from numba import njit
 
-        from . import elementwise_scalar_float as SF
+        from ..common import scalar_float as SF
         fn = getattr(SF, f"_x{name}32")
 
         @njit(nogil=True)

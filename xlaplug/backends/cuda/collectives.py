@@ -10,7 +10,7 @@ need more than one participant raise the CPU kernel's errors.  Copies are device
 """
 from __future__ import annotations
 
-from ..cpu import collectives as C
+from ..common.collective_groups import check_groups, leaf_shapes, receives
 from ..common.errors import ExecutionError
 from ..registry import kernel
 from .launch import device_dtype, device_zeros
@@ -35,8 +35,8 @@ def _results(ins, args, result_shapes) -> tuple:
 
 
 def _one_member(ins, args, shape):
-    C._check_groups(ins)
-    res = _results(ins, args, C._leaf_shapes(shape, len(args)))
+    check_groups(ins)
+    res = _results(ins, args, leaf_shapes(shape, len(args)))
     return res[0] if len(args) == 1 and not shape.is_tuple else res
 
 
@@ -72,8 +72,8 @@ def _permute(ins, args, out_shape):
     if len(args) == 4 and not out_shape.is_tuple:
         raise ExecutionError(f"{ins.opcode} '{ins.name}': the in-place form with start "
                              "indices is not supported")
-    shapes = C._leaf_shapes(out_shape, len(args))
-    if C._receives(ins):
+    shapes = leaf_shapes(out_shape, len(args))
+    if receives(ins):
         res = _results(ins, args, shapes)
     else:
         res = tuple(device_zeros(s) for s in shapes)

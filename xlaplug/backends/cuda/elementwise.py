@@ -1,7 +1,7 @@
 """Elementwise CUDA kernels: one generated numba.cuda kernel per (opcode, operand types,
 result type, attributes, broadcast pattern), compiled lazily and cached.
 
-Each kernel body is the SCALAR_OPS expression (cpu/elementwise_scalar.py) of the op -- the
+Each kernel body is the SCALAR_OPS expression (common/scalar_ops.py) of the op -- the
 same templates scalar_jit inlines into numba loops on the CPU -- evaluated per element:
 
     def _ew(out, a0, a1):
@@ -35,24 +35,19 @@ import threading
 import numpy as np
 
 from ...hlo import dtypes as D
-from ..cpu.elementwise_scalar import SCALAR_COMPUTE_DTYPES, SCALAR_OPS, ScalarOpError, ScalarSig
-from ..cpu.elementwise_scalar_base import NARROW_FORMATS
+from ...hlo.opcodes import ELEMENTWISE
+from ..common.scalar_ops import SCALAR_COMPUTE_DTYPES, SCALAR_OPS, ScalarOpError, ScalarSig
+from ..common.scalar_base import NARROW_FORMATS
 from ..common.errors import ExecutionError
 from ..registry import kernel
 from .launch import (NARROW_TYPES, device_empty, elementwise_launch, flat, jit_source,
                      simulating)
 from .scalar_cuda import cuda_namespace
 
-UNARY = ("exponential", "exponential-minus-one", "log", "log-plus-one", "logistic", "sqrt",
-         "rsqrt", "cbrt", "sine", "cosine", "tan", "tanh", "erf", "floor", "ceil",
-         "round-nearest-even", "round-nearest-afz", "sign", "abs", "negate", "is-finite", "not",
-         "popcnt", "count-leading-zeros", "real", "imag", "convert")
-BINARY = ("add", "subtract", "multiply", "divide", "remainder", "power", "atan2", "maximum",
-          "minimum", "and", "or", "xor", "shift-left", "shift-right-logical",
-          "shift-right-arithmetic", "compare", "complex")
-TERNARY = ("select", "clamp")
-SPECIAL = ("bitcast-convert", "reduce-precision", "stochastic-convert")
-OPCODES = UNARY + BINARY + TERNARY + SPECIAL
+# opcodes.ELEMENTWISE less copy (data_movement.py's), map (reductions.py's) and erf-inv (no
+# CUDA kernel); bitcast-convert and reduce-precision have kernels of their own below.
+OPCODES = tuple(sorted(ELEMENTWISE - {"copy", "map", "erf-inv"}))
+_GENERATED = tuple(op for op in OPCODES if op not in ("bitcast-convert", "reduce-precision"))
 
 # Attributes that change the generated code.
 _ATTRS = ("direction", "type", "exponent_bits", "mantissa_bits")
@@ -240,7 +235,7 @@ def _signature(ins):
     return (tuple(o.shape.element_type for o in ins.operands), ins.shape.element_type)
 
 
-@kernel(*(UNARY + BINARY + TERNARY + ("stochastic-convert",)), device="cuda")
+@kernel(*_GENERATED, device="cuda")
 def _elementwise(ins, args, ctx):
     operands, result = _signature(ins)
     out = device_empty(ins.shape)

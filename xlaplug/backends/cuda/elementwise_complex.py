@@ -19,8 +19,8 @@ import math
 
 import numpy as np
 
-from ..cpu.elementwise_scalar_float import _xfma32, _xfma64
-from ..cpu.elementwise_scalar_float import _xfmax, _xfmin
+from ..common.scalar_float import _xfma32, _xfma64
+from ..common.scalar_float import _xfmax, _xfmin
 
 _Y_TINY32 = 1.1754943508222875e-38
 _Y_TINY64 = 2.2250738585072014e-308

@@ -5,7 +5,7 @@ device functions.
 the GPU: it turns a reducer, comparator, scatter combiner or map body (an HLO computation on
 scalars) into a `numba.cuda.jit(device=True)` function taking one scalar per parameter and
 returning a scalar, or a tuple of scalars for a tuple root.  The Python source is the very
-source scalar_jit generates from SCALAR_OPS (so it has the CPU kernels' semantics, FMA
+source common/scalar_codegen.py generates from SCALAR_OPS (extended by CUDA_SCALAR_OPS) (so it has the CPU kernels' semantics, FMA
 contraction included); only the names it calls are bound to CUDA versions:
 
 * `np` and `math` are stand-in modules (`cuda_namespace()["np"]`): numpy's scalar types and
@@ -13,7 +13,7 @@ contraction included); only the names it calls are bound to CUDA versions:
   (np.exp, np.floor, np.rint, np.power, np.nextafter, ...).  Each computes in float64
   (libdevice) -- as the templates already do for transcendentals -- so f32 results are a
   float64 result rounded once, like the CPU kernels'.
-* the `_x...` helpers of cpu/elementwise_scalar_{int,float,complex}.py are re-defined from
+* the `_x...` helpers of common/scalar_{int,float,complex}.py are re-defined from
   their own source in that namespace and wrapped as device functions; the four bit-view
   helpers (`_xbits32`, ...) get libdevice versions (float_as_int, double_as_longlong ...),
   since numba.cuda has no np.empty/view.
@@ -42,11 +42,12 @@ import types
 import numpy as np
 
 from ...hlo.ir import Computation
-from ..cpu import elementwise_scalar_complex as _SC
-from ..cpu import elementwise_scalar_float as _SF
-from ..cpu import elementwise_scalar_int as _SI
-from ..cpu.elementwise_scalar import SCALAR_OPS, ScalarOpError, ScalarSig
-from ..cpu.scalar_jit import ScalarCompileError, _Gen, _result_types
+from ..common import scalar_complex as _SC
+from ..common import scalar_float as _SF
+from ..common import scalar_int as _SI
+from ..common.scalar_ops import SCALAR_OPS, ScalarSig
+from ..common import scalar_codegen
+from ..common.scalar_codegen import ScalarCompileError, result_types
 from .launch import cuda_module, simulating
 
 __all__ = ["compile_scalar_device_function", "cuda_namespace", "ScalarCompileError"]
@@ -216,31 +217,21 @@ def _quiet(fn):
     return quiet
 
 
-class _CudaGen(_Gen):
-    """scalar_jit's generator, plus scalar `bitcast`s that change the element type (XLA's
-    compiled comparators reinterpret f32 as s32 that way): a same-width bitcast-convert."""
+def _scalar_bitcast(sig: ScalarSig) -> str:
+    """A scalar `bitcast` that changes the element type (XLA's compiled comparators
+    reinterpret f32 as s32 that way): a same-width bitcast-convert.  (One of the same type
+    is the identity, which the generator handles before it reads the table.)"""
+    return SCALAR_OPS["bitcast-convert"](sig)
 
-    def expr(self, ins, names):
-        if ins.opcode == "bitcast" and len(ins.operands) == 1 and ins.shape.is_array \
-                and ins.shape.rank == 0 and ins.operands[0].shape.is_array \
-                and ins.operands[0].shape.rank == 0 \
-                and ins.operands[0].shape.element_type != ins.shape.element_type:
-            sig = ScalarSig(ins.shape.element_type, (ins.operands[0].shape.element_type,))
-            try:
-                return SCALAR_OPS["bitcast-convert"](sig).format(names[id(ins.operands[0])])
-            except ScalarOpError as e:
-                raise ScalarCompileError(f"'bitcast' (instruction '{ins.name}'): {e}") from None
-        return super().expr(ins, names)
+
+# The scalar op table on CUDA: the common one, extended by dict merge.
+CUDA_SCALAR_OPS = {**SCALAR_OPS, "bitcast": _scalar_bitcast}
 
 
 def generate_source(comp: Computation, fma: bool = True,
                     elementwise: bool = False) -> tuple[str, list, str]:
     """(module source, constants, entry function name), as scalar_jit.generate_source."""
-    g = _CudaGen()
-    g.fma = fma
-    g.elementwise = elementwise
-    entry = g.function(comp)
-    return "\n".join(g.funcs), g.consts, entry
+    return scalar_codegen.generate_source(comp, fma, elementwise, CUDA_SCALAR_OPS)
 
 
 def compile_scalar_device_function(comp: Computation, fma: bool = True,
@@ -270,7 +261,7 @@ def compile_scalar_device_function(comp: Computation, fma: bool = True,
                 ns[name] = cuda.jit(device=True)(fn)
         disp = ns[entry]
         attrs = {"param_types": tuple(p.shape.element_type for p in comp.parameters),
-                 "result_types": _result_types(comp), "source": src}
+                 "result_types": result_types(comp), "source": src}
         if not hasattr(disp, "py_func"):  # (a CUDADispatcher has its own)
             attrs["py_func"] = py_funcs[entry]
         for attr, value in attrs.items():

@@ -18,7 +18,7 @@ a placeholder may occur several times.
   subnormal f32/f64/bf16 operands and results, rounding back to the narrow type after each
   op.  Transcendentals agree with the array kernels to ~1 ULP, not always bit for bit.
 * Names the expression uses live in ``SCALAR_NAMESPACE`` (``np``, ``math``, ``cmath`` and
-  the ``_x...`` helpers of elementwise_scalar_{int,float,complex}.py).  The helpers are numba
+  the ``_x...`` helpers of scalar_{int,float,complex}.py).  The helpers are numba
   ``register_jitable`` functions: the same generated source compiles under
   ``@njit(error_model="numpy")`` and also runs as plain Python on numpy scalars (integer
   wrap-around then raises numpy RuntimeWarnings -- run it under ``np.errstate(all="ignore")``;
@@ -44,13 +44,13 @@ from typing import Any, Callable
 import numpy as np
 
 from ...hlo import dtypes as D
-from . import elementwise_scalar_complex as _SC
-from . import elementwise_scalar_float as _SF
-from . import elementwise_scalar_int as _SI
-from .elementwise_scalar_base import (SCALAR_COMPUTE_DTYPES, ScalarOpError,
+from . import scalar_complex as _SC
+from . import scalar_float as _SF
+from . import scalar_int as _SI
+from .scalar_base import (SCALAR_COMPUTE_DTYPES, ScalarOpError,
                                       ScalarSig, _ct, _daz, _fkind, _fres, _fres_norflush,
                                       _from_pat, _from_wide, _mask, _pat, _w, _wide)
-from .elementwise_scalar_convert import (_bitcast, _complex, _convert, _imag, _real,
+from .scalar_convert import (_bitcast, _complex, _convert, _imag, _real,
                                          _reduce_precision)
 
 

@@ -1,6 +1,6 @@
 """Complex helpers of the scalar op table (numba register_jitable): XLA:CPU's FMA-contracted
 complex multiply and Smith division, and its |z| (the exact FMAs are in
-elementwise_scalar_float.py)."""
+scalar_float.py)."""
 from __future__ import annotations
 
 import math
@@ -8,7 +8,7 @@ import math
 import numpy as np
 from numba.extending import register_jitable
 
-from .elementwise_scalar_float import _xfma32, _xfma64, _xftz32, _xftz64
+from .scalar_float import _xfma32, _xfma64, _xftz32, _xftz64
 
 
 @register_jitable
