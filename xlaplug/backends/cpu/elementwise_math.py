@@ -3,8 +3,9 @@
 Transcendentals that XLA:CPU computes with its own approximations (exp, log, sin, tan, tanh,
 erf, atan2, cbrt ...) are computed here (nearly) correctly rounded -- f32 through f64 -- so they
 agree with XLA to a few ULP, not bit for bit (tests/test_kernels_elementwise.py ULP_BOUNDS).
-Ops XLA defines by a formula -- logistic = 1/(1+exp(-x)), expm1, log1p, and the complex
-functions (elementwise_complex.py) -- follow that formula step by step, flushing as XLA does.
+Ops XLA defines by a formula -- logistic = 1/(1+exp(-x)), expm1, log1p -- follow that formula
+step by step, flushing as XLA does; complex ops run the scalar table's formulas (written
+once, common/scalar_complex{,_fn}.py) in numba loops (elementwise_complex.py).
 pow is C's pow, with XLA's reading of subnormal bases.  Integer divide/remainder/power run as
 numba loops over the SCALAR_OPS helpers (elementwise_loops.py).
 """
@@ -186,7 +187,7 @@ def _float_unary(ins, args, ctx):
         return result(ins, iout(np.sign(v) if is_signed(t) else (v != 0), t))
     if is_complex(t):
         with np.errstate(all="ignore"):
-            return result(ins, fout(C.UNARY[ins.opcode](fin(x, t)), et(ins)))
+            return result(ins, C.apply(op, ins, [x]))
     with np.errstate(all="ignore"):
         if t == "f16" and op in F16_FORMULAS:
             return result(ins, FLOAT_UNARY[op](np.asarray(x)).astype(np.float16))
@@ -200,7 +201,7 @@ def _abs(ins, args, ctx):
     x = np.asarray(args[0])
     if is_complex(t):
         with np.errstate(all="ignore"):
-            return result(ins, fout(C.cabs(fin(x, t)), et(ins)))
+            return result(ins, C.apply("abs", ins, [x]))
     if is_float(t):
         return result(ins, np.abs(x))  # a bit operation: no flushing
     return result(ins, iout(np.abs(iin(x, t)), t))
@@ -307,7 +308,7 @@ def _binary(ins, args, ctx):
                 return result(ins, fn(a, b))
             return result(ins, iout(fn(_int_wide(a, t), _int_wide(b, t)), t))
         if is_complex(t):
-            return result(ins, fout(C.BINARY[op](fin(a, t), fin(b, t)), t))
+            return result(ins, C.apply(op, ins, [a, b]))
         if op == "remainder":  # exact fmod; only the divisor is read as zero when subnormal
             return result(ins, fout(np.fmod(fin(a, t, daz=False), fin(b, t)), t, ftz=False))
         if op == "power":

@@ -16,10 +16,11 @@ rules, saturating float->int converts, flush-to-zero of f32/f64 (and complex) op
 results where XLA:CPU flushes, f16 rounded after each op, TOTALORDER compares.  Transcendental
 functions run in float64 (libdevice) and are rounded once, as the CPU kernels compute them.
 
-Ops SCALAR_OPS does not express, or expresses differently from the array kernels, have their
-own emitters here: complex exp/expm1/log/log1p/sqrt/rsqrt/sin/cos/tan/tanh/sign/abs/power
-(XLA's formulas, cuda/elementwise_complex.py), f16 expm1 and logistic (XLA evaluates them in
-f16 steps), reduce-precision (on the bit patterns), stochastic-convert.  bitcast-convert is a
+Complex ops are SCALAR_OPS templates too: XLA's formulas, written once in
+common/scalar_complex{,_fn}.py for every path.  Ops SCALAR_OPS does not express, or
+expresses differently from the array kernels, have their own emitters here: f16 expm1 and
+logistic (XLA evaluates them in f16 steps), reduce-precision (on the bit patterns),
+stochastic-convert.  bitcast-convert is a
 device-to-device copy through a reinterpreting view (any widths, bits exact); narrow types go
 through their bit patterns (cuda/narrow.py).
 
@@ -52,10 +53,6 @@ _GENERATED = tuple(op for op in OPCODES if op not in ("bitcast-convert", "reduce
 # Attributes that change the generated code.
 _ATTRS = ("direction", "type", "exponent_bits", "mantissa_bits")
 
-_COMPLEX_UNARY = {"exponential": "_ycexp", "exponential-minus-one": "_ycexpm1",
-                  "log": "_yclog", "log-plus-one": "_yclog1p", "sqrt": "_ycsqrt",
-                  "rsqrt": "_ycrsqrt", "tanh": "_yctanh", "tan": "_yctan", "sign": "_ycsign"}
-
 _LOCK = threading.RLock()
 _KERNELS: dict[tuple, object] = {}
 _SOURCES: dict[tuple, str] = {}
@@ -79,21 +76,6 @@ class _Emit:
 def _f16_round(x: str) -> str:
     m, e, mx, k = NARROW_FORMATS["f16"]
     return f"_xround({x}, {m}, {e}, {mx!r}, {k})"
-
-
-def _emit_complex_unary(op: str, t: str, x: str, em: _Emit) -> str:
-    is32 = t == "c64"
-    f = str(is32)
-    pack = "_ypack64" if is32 else "_ypack128"
-    em.lines.append(f"zr, zi = _yin({x}, {f})")
-    if op == "abs":
-        comp = "np.float32" if is32 else "np.float64"
-        return f"{comp}(_yfl(_ycabs(zr, zi, {f}), {f}))"
-    if op in ("sine", "cosine"):
-        em.lines.append(f"rr, ri = _ycsincos(zr, zi, {f}, {op == 'sine'})")
-    else:
-        em.lines.append(f"rr, ri = {_COMPLEX_UNARY[op]}(zr, zi, {f})")
-    return f"{pack}(rr, ri)"
 
 
 def _emit_f16_formula(op: str, x: str, em: _Emit) -> str:
@@ -156,17 +138,8 @@ def _emit(op: str, result: str, operands: tuple[str, ...], attrs: dict, xs: list
           em: _Emit) -> str:
     """The expression of `op` over operand names xs (statements go to em.lines)."""
     t0 = operands[0] if operands else result
-    if op in _COMPLEX_UNARY or op in ("abs", "sine", "cosine"):
-        if t0 in ("c64", "c128"):
-            return _emit_complex_unary(op, t0, xs[0], em)
     if op in ("exponential-minus-one", "logistic") and t0 == "f16":
         return _emit_f16_formula(op, xs[0], em)
-    if op == "power" and t0 in ("c64", "c128"):
-        is32 = str(t0 == "c64")
-        em.lines.append(f"ar, ai = _yin({xs[0]}, {is32})")
-        em.lines.append(f"br, bi = _yin({xs[1]}, {is32})")
-        em.lines.append(f"rr, ri = _ycpow(ar, ai, br, bi, {is32})")
-        return f"{'_ypack64' if t0 == 'c64' else '_ypack128'}(rr, ri)"
     if op == "is-finite" and t0 not in ("f16", "f32", "f64"):
         raise ScalarOpError(f"is-finite is defined on real floats, not {t0}")
     if op == "stochastic-convert":
