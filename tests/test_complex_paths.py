@@ -1,7 +1,10 @@
 """One formula per complex op: c64 and c128 ops give the same bits unfused (the CPU's array
 kernels), fused (a kLoop fusion run as one compiled loop) and on CUDA (numba's simulator,
 unfused and fused) -- every path runs the helpers of backends/common/scalar_complex{,_fn}.py --
-and still match XLA through jax as tests/test_kernels_elementwise.py requires."""
+and still match XLA through jax as tests/test_kernels_elementwise.py requires.
+
+On a real GPU (NUMBA_ENABLE_CUDASIM=0) the transcendental primitives are libdevice's, not
+the C library's, so there CUDA is held to the jax bounds instead of the CPU's bits."""
 from __future__ import annotations
 
 import jax
@@ -25,6 +28,7 @@ UNARY = {"exponential": lax.exp, "exponential-minus-one": lax.expm1, "log": lax.
 BINARY = {"add": lax.add, "subtract": lax.sub, "multiply": lax.mul, "divide": lax.div,
           "power": lax.pow}
 NAMES = list(UNARY) + list(BINARY)
+EXACT = frozenset({"add", "subtract", "multiply", "divide", "negate"})  # no libm call
 
 
 def _result_type(op: str, t: str) -> str:
@@ -108,10 +112,24 @@ def test_fused_unfused_and_cuda_give_the_same_bits(t, edges, counted_loops):
     assert len(counted_loops) == len(NAMES)
     cuda = _run(t, x, y, fused=False, device="cuda")
     cuda_fused = _run(t, x, y, fused=True, device="cuda")
+    from xlaplug.backends.cuda.launch import simulating
+    same_libm = simulating()
     for n, u, f, g, gf in zip(NAMES, unfused, fused, cuda, cuda_fused):
         _same_bits(f, u, f"{n} {t}: fused vs unfused")
-        _same_bits(g, u, f"{n} {t}: cuda vs cpu")
-        _same_bits(gf, u, f"{n} {t}: cuda fused vs cpu")
+        for got, what in ((g, "cuda"), (gf, "cuda fused")):
+            if same_libm or n in EXACT:
+                _same_bits(got, u, f"{n} {t}: {what} vs cpu")
+            elif not edges:
+                _close_to_xla(n, got, u, f"{n} {t}: {what} vs cpu")
+
+
+def _close_to_xla(n, ours, theirs, what):
+    if n in EXACT:
+        assert_same(ours, theirs, 0, what)  # XLA's FMA-contracted formulas, bit for bit
+    elif n == "abs":
+        assert_same(ours, theirs, 2, what)
+    else:
+        _assert_close_complex(ours, theirs, 64 if n == "power" else 8, what)
 
 
 @pytest.mark.parametrize("t", ["c64", "c128"])
@@ -120,9 +138,4 @@ def test_every_path_still_matches_xla(t):
     ours = _run(t, x, y, fused=True, device="cpu")
     xla = [np.asarray(UNARY[n](x) if n in UNARY else BINARY[n](x, y)) for n in NAMES]
     for n, o, j in zip(NAMES, ours, xla):
-        if n in ("add", "subtract", "multiply", "divide", "negate"):
-            assert_same(o, j, 0, f"{n} {t}")  # XLA's FMA-contracted formulas, bit for bit
-        elif n == "abs":
-            assert_same(o, j, 2, f"abs {t}")
-        else:
-            _assert_close_complex(o, j, 64 if n == "power" else 8, f"{n} {t}")
+        _close_to_xla(n, o, j, f"{n} {t}")
