@@ -4,6 +4,9 @@ which type it accumulates in.
 
 * `dot_plan`: a dot canonicalized to a batched [B, M, K] x [B, K, N] matmul (the operand
   transposes) and its compute type (XLA:CPU's accumulation rules, cpu/linalg.py's docstring);
+* `conv_plan`: a convolution's geometry -- batch, features, groups, window, output
+  spatial sizes, checked against each other -- and its compute type (both devices then
+  run im2col and a batched matmul);
 * `physical_order`: a shape's dimensions major to minor, per its layout (bitcast).
 """
 from __future__ import annotations
@@ -96,6 +99,55 @@ def dot_plan(ins, lhs_dims, rhs_dims, lhs_dt, rhs_dt, out_dt) -> DotPlan:
     return DotPlan(tuple(lb) + tuple(lf) + tuple(lc), tuple(rb) + tuple(rc) + tuple(rf),
                    _size(ls[d] for d in lb), _size(ls[d] for d in lf), k,
                    _size(rs[d] for d in rf), cdt, kind)
+
+
+@dataclass(frozen=True)
+class ConvPlan:
+    """A convolution in canonical form: input [n, c, spatial...], kernel [o, i, window...],
+    output [n_out, o, out_spatial...]; c = i * groups, n_out = n // batch_groups; kk and p
+    are the window's and the output's spatial element counts."""
+    dims: object                 # the dim_labels attribute (ConvDims)
+    window: tuple                # one WindowDim per spatial dimension
+    groups: int
+    batch_groups: int
+    n: int
+    c: int
+    o: int
+    i: int
+    kernel_spatial: tuple[int, ...]
+    out_spatial: tuple[int, ...]
+    n_out: int
+    kk: int
+    p: int
+    compute_dtype: np.dtype
+    kind: str
+
+
+def conv_plan(ins, lhs_dims, rhs_dims, lhs_dt, rhs_dt, out_dt) -> ConvPlan:
+    """The convolution `ins` on operands of these dims and dtypes (device dtypes on CUDA);
+    an ExecutionError when the window, groups and shapes do not fit together."""
+    dn = ins.attrs["dim_labels"]
+    window = ins.attrs.get("window")
+    wdims = tuple(window.dims) if window is not None else ()
+    nsp = len(dn.input_spatial)
+    if len(wdims) != nsp:
+        raise ExecutionError(f"convolution '{ins.name}': window has {len(wdims)} "
+                             f"dimensions, dim_labels {nsp} spatial dimensions")
+    g = int(ins.attrs.get("feature_group_count", 1) or 1)
+    bg = int(ins.attrs.get("batch_group_count", 1) or 1)
+    ls, rs, out_dims = tuple(lhs_dims), tuple(rhs_dims), tuple(ins.shape.dims)
+    n, c = ls[dn.input_batch], ls[dn.input_feature]
+    o, i = rs[dn.kernel_output_feature], rs[dn.kernel_input_feature]
+    ksz = tuple(rs[d] for d in dn.kernel_spatial)
+    s_out = tuple(out_dims[d] for d in dn.output_spatial)
+    n_out, o_out = out_dims[dn.output_batch], out_dims[dn.output_feature]
+    if c != i * g or o % g or n % bg or o % bg or o_out != o or n_out != n // bg:
+        raise ExecutionError(f"convolution '{ins.name}': inconsistent shapes for "
+                             f"feature_group_count={g}, batch_group_count={bg}")
+    kk = _size(ksz)
+    cdt, kind = dot_compute_type(np.dtype(lhs_dt), np.dtype(rhs_dt), np.dtype(out_dt), i * kk)
+    return ConvPlan(dn, wdims, g, bg, n, c, o, i, ksz, s_out, n_out, kk, _size(s_out), cdt,
+                    kind)
 
 
 def physical_order(shape) -> tuple[int, ...]:

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..registry import kernel
 from ..common.errors import ExecutionError
-from ..common.plans import dot_compute_type, dot_plan
+from ..common.plans import conv_plan, dot_plan
 
 def _to_compute(x: np.ndarray, cdt: np.dtype) -> np.ndarray:
     x = np.asarray(x)
@@ -84,37 +84,17 @@ def _dilate_pad(x: np.ndarray, first_spatial: int, pads) -> np.ndarray:
 @kernel("convolution")
 def _convolution(ins, args, ctx):
     lhs, rhs = np.asarray(args[0]), np.asarray(args[1])
-    dn = ins.attrs["dim_labels"]
-    window = ins.attrs.get("window")
-    wdims = list(window.dims) if window is not None else []
-    nsp = len(dn.input_spatial)
-    if len(wdims) != nsp:
-        if not wdims and nsp == 0:
-            pass
-        else:
-            raise ExecutionError(f"convolution '{ins.name}': window has {len(wdims)} "
-                                 f"dimensions, dim_labels {nsp} spatial dimensions")
-    G = int(ins.attrs.get("feature_group_count", 1) or 1)
-    BG = int(ins.attrs.get("batch_group_count", 1) or 1)
     out_dt = ins.shape.dtype
+    cp = conv_plan(ins, lhs.shape, rhs.shape, lhs.dtype, rhs.dtype, out_dt)
+    dn, wdims, G, BG = cp.dims, cp.window, cp.groups, cp.batch_groups
+    N, C, O, I, KK, P = cp.n, cp.c, cp.o, cp.i, cp.kk, cp.p
+    ksz, s_out, n_out, o_out = list(cp.kernel_spatial), list(cp.out_spatial), cp.n_out, cp.o
+    cdt, kind = cp.compute_dtype, cp.kind
 
     # Canonical layouts: input [N, C, S...], kernel [O, I, S...], output [N, O, S...].
     x = lhs.transpose((dn.input_batch, dn.input_feature) + tuple(dn.input_spatial))
     w = rhs.transpose((dn.kernel_output_feature, dn.kernel_input_feature)
                       + tuple(dn.kernel_spatial))
-    out_dims = ins.shape.dims
-    n_out = out_dims[dn.output_batch]
-    o_out = out_dims[dn.output_feature]
-    s_out = [out_dims[d] for d in dn.output_spatial]
-    N, C = x.shape[0], x.shape[1]
-    O, I = w.shape[0], w.shape[1]
-    ksz = list(w.shape[2:])
-    KK = int(np.prod(ksz, dtype=np.int64))
-    P = int(np.prod(s_out, dtype=np.int64))
-    if C != I * G or O % G or N % BG or O % BG or o_out != O or n_out != N // BG:
-        raise ExecutionError(f"convolution '{ins.name}': inconsistent shapes for "
-                             f"feature_group_count={G}, batch_group_count={BG}")
-    cdt, kind = dot_compute_type(lhs.dtype, rhs.dtype, out_dt, I * KK)
     x = _to_compute(x, cdt)
     w = _to_compute(w, cdt)
 

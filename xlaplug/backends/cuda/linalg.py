@@ -30,7 +30,7 @@ import numpy as np
 from numba import cuda
 
 from ..common.errors import ExecutionError
-from ..common.plans import dot_compute_type, dot_plan
+from ..common.plans import conv_plan, dot_plan
 from ..registry import kernel
 from .launch import device_dtype, flat, launch_1d
 
@@ -293,33 +293,19 @@ def _im2col_kernel(out_dt, in_dt):
 @kernel("convolution", device="cuda")
 def _convolution(ins, args, ctx):
     lhs, rhs = args[0], args[1]
-    dn = ins.attrs["dim_labels"]
-    window = ins.attrs.get("window")
-    wdims = list(window.dims) if window is not None else []
-    nsp = len(dn.input_spatial)
-    if len(wdims) != nsp:
-        raise ExecutionError(f"convolution '{ins.name}': window has {len(wdims)} "
-                             f"dimensions, dim_labels {nsp} spatial dimensions")
-    G = int(ins.attrs.get("feature_group_count", 1) or 1)
-    BG = int(ins.attrs.get("batch_group_count", 1) or 1)
     out_dt = device_dtype(ins.shape.element_type)
     ls, rs = tuple(lhs.shape), tuple(rhs.shape)
-    lst, rst = _c_strides(ls), _c_strides(rs)
-    out_dims = tuple(ins.shape.dims)
-    N, C = ls[dn.input_batch], ls[dn.input_feature]
-    O, I = rs[dn.kernel_output_feature], rs[dn.kernel_input_feature]
-    isz = [ls[d] for d in dn.input_spatial]
-    ksz = [rs[d] for d in dn.kernel_spatial]
-    s_out = [out_dims[d] for d in dn.output_spatial]
-    n_out, o_out = out_dims[dn.output_batch], out_dims[dn.output_feature]
-    KK, P = _size(ksz), _size(s_out)
-    if C != I * G or O % G or N % BG or O % BG or o_out != O or n_out != N // BG \
-            or (G > 1 and BG > 1):
+    cp = conv_plan(ins, ls, rs, lhs.dtype, rhs.dtype, out_dt)
+    dn, wdims, G, BG = cp.dims, cp.window, cp.groups, cp.batch_groups
+    N, C, O, I, KK, P = cp.n, cp.c, cp.o, cp.i, cp.kk, cp.p
+    ksz, s_out = list(cp.kernel_spatial), list(cp.out_spatial)
+    if G > 1 and BG > 1:  # (the im2col kernel indexes one kind of group)
         raise ExecutionError(f"convolution '{ins.name}': inconsistent shapes for "
                              f"feature_group_count={G}, batch_group_count={BG}")
-    cdt, kind = dot_compute_type(np.dtype(lhs.dtype), np.dtype(rhs.dtype), np.dtype(out_dt),
-                                 I * KK)
-    cdt = _device_compute(cdt, kind)
+    cdt, kind = _device_compute(cp.compute_dtype, cp.kind), cp.kind
+    lst, rst = _c_strides(ls), _c_strides(rs)
+    out_dims = tuple(ins.shape.dims)
+    isz = [ls[d] for d in dn.input_spatial]
 
     # The kernel as [O, I, window...] in the compute type, reversed where asked.
     kstrides = [rst[dn.kernel_output_feature], rst[dn.kernel_input_feature]]
