@@ -57,9 +57,10 @@ def main(argv=None) -> int:
     from numba import types
     from numba.np import numpy_support
 
-    from xlaplug.backends.cpu.elementwise_scalar import ScalarOpError
+    from xlaplug.backends.common.scalar_ops import ScalarOpError
     from xlaplug.backends.cuda import elementwise as E
     from xlaplug.backends.cuda.launch import SUPPORTED_TYPES, device_dtype
+    from xlaplug.hlo.opcodes import BINARY_ELEMENTWISE, UNARY_ELEMENTWISE
 
     def arr(t):  # narrow types (bf16, f8, s4...) live on the device in a wider dtype
         return types.Array(numpy_support.from_dtype(device_dtype(t)), 1, "C")
@@ -70,9 +71,8 @@ def main(argv=None) -> int:
     if not opts.all:
         ints = ["s8", "u64"]
     sigs = []
-    for op in E.UNARY:
-        if op == "convert":
-            continue
+    cuda_ops = set(E.OPCODES)
+    for op in sorted(UNARY_ELEMENTWISE & cuda_ops):
         for t in ints + floats + cplx + ["pred"]:
             rt = t
             if op in ("abs", "real", "imag") and t in cplx:
@@ -84,7 +84,7 @@ def main(argv=None) -> int:
                                   ["pred", "s8", "u32", "s64", "f16", "f32", "f64", "c64",
                                    "c128", "bf16", "f8e4m3fn", "s4"], repeat=2):
         sigs.append(("convert", (f,), t, {}))
-    for op in E.BINARY:
+    for op in sorted(BINARY_ELEMENTWISE & cuda_ops):
         if op in ("compare", "complex"):
             continue
         for t in ints + floats + cplx + ["pred", "bf16", "f8e5m2", "s4", "u2"]:

@@ -14,7 +14,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from xlaplug.backends.cpu.structural import ExecutionError
+from xlaplug.backends.common.errors import ExecutionError
 from xlaplug.backends.cuda import launch
 from xlaplug.backends.executor import run_module
 from xlaplug.hlo import dtypes as D

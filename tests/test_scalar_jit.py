@@ -17,7 +17,7 @@ jax.config.update("jax_enable_x64", True)
 
 from oracle import assert_same, both, float_inputs, int_inputs, pairs, subnormal  # noqa: E402
 from test_elementwise import ULP_BOUNDS  # noqa: E402
-from xlaplug.backends.cpu.elementwise_scalar import SCALAR_COMPUTE_DTYPES  # noqa: E402
+from xlaplug.backends.common.scalar_ops import SCALAR_COMPUTE_DTYPES  # noqa: E402
 from xlaplug.backends.cpu.scalar_jit import (ScalarCompileError,  # noqa: E402
                                              compile_scalar_computation)
 from xlaplug.hlo import dtypes as D  # noqa: E402

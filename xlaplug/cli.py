@@ -1,4 +1,4 @@
-"""The `xlaplug` command line: compile, run, list-plugins, check-plugins.
+"""The `xlaplug` command line: compile, run, list-plugins, list-opcodes, check-plugins.
 
 Every user error (bad HLO, bad options, a failing plugin) prints one clear message to
 stderr and exits 2; a failed comparison or check exits 1.  No Python traceback escapes.
@@ -323,6 +323,22 @@ def list_plugins_cmd(as_json, plugins_dirs, no_plugins, strict):
     else:
         from rich.console import Console
         Console(soft_wrap=True).print(plugins_table(session.registry))
+
+
+@main.command("list-opcodes")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (full paths).")
+@plugin_options
+@handle_errors
+def list_opcodes_cmd(as_json, plugins_dirs, no_plugins, strict):
+    """List every core opcode: shape rule, CPU and CUDA kernels, scalar form, loop fusion,
+    plugin overrides."""
+    from .opcode_report import opcodes_json, opcodes_table
+    session = setup_plugins(plugins_dirs, no_plugins, strict, quiet=True)
+    if as_json:
+        click.echo(json.dumps(opcodes_json(session.registry), indent=2))
+    else:
+        from rich.console import Console
+        Console(width=80).print(opcodes_table(session.registry))
 
 
 @main.command("check-plugins")

@@ -104,7 +104,7 @@ def _context_factory(device, options, overrides):
 
 def run_in_process(module: Module, grid: DeviceGrid, args: list[list], *, device: str,
                    options: dict, overrides, timeout: float, repeat: int = 1) -> MultiResult:
-    from .backends.cpu.structural import ExecutionError
+    from .backends.common.errors import ExecutionError
     from .backends.spmd.runner import run_devices
     times, results = [], None
     for _ in range(max(repeat, 1)):
@@ -135,7 +135,7 @@ def run_over_mpi(module: Module, grid: DeviceGrid, args_of_rank, *, device: str,
                  options: dict, overrides, timeout: float, expected: dict | None, rtol,
                  atol) -> MultiResult:
     """This rank's device; rank 0's result holds every device's outputs and mismatches."""
-    from .backends.cpu.structural import ExecutionError
+    from .backends.common.errors import ExecutionError
     from .backends.executor import ExecContext
     from .backends.spmd.kernels import Place
     from .backends.spmd.mpi import MpiTransport

@@ -199,7 +199,7 @@ def execute(module: Module, args: list, session=None, *, device: str | None = No
             fusion_min_elements: int | None = None, interpret: bool = False) -> RunResult:
     """Run the module's entry on `args` for `session` (its device and plugin kernels; None:
     no plugins, on `device`, default the CPU), `repeat` times after one setup."""
-    from .backends.cpu.structural import ExecutionError
+    from .backends.common.errors import ExecutionError
     from .backends.executor import ExecContext
     t0 = time.perf_counter()
     session = session_for(session, device)

@@ -60,6 +60,12 @@ class HostMemory:
         """The dtype an array of `dtype` values has in this memory."""
         return np.dtype(dtype)
 
+    def scalar_function(self, comp):
+        """A scalar computation (reducer, comparator, ...) compiled for this device: a
+        numba function (cpu/scalar_jit.py)."""
+        from .cpu.scalar_jit import compile_scalar_computation
+        return compile_scalar_computation(comp)
+
 
 class CudaMemory:
     """numba.cuda device arrays.  Element types numba has no dtype for (bf16, f8/f4,
@@ -79,7 +85,7 @@ class CudaMemory:
             return a
         a = np.asarray(a)
         if a.dtype.kind == "V" and not a.dtype.type.__module__.startswith("ml_dtypes"):
-            from .cpu.structural import ExecutionError
+            from .common.errors import ExecutionError
             raise ExecutionError(f"a value of dtype {a.dtype} cannot go to the cuda device")
         wide = np.ascontiguousarray(a.astype(self._dtype(a.dtype), copy=False))
         return self.cuda.to_device(wide.reshape(a.shape))  # rank 0 stays rank 0
@@ -113,6 +119,12 @@ class CudaMemory:
     def dtype_of(self, dtype) -> np.dtype:
         """The device dtype holding `dtype` values (float32 for bf16, int8 for s4 ...)."""
         return self._dtype(dtype)
+
+    def scalar_function(self, comp):
+        """A scalar computation compiled for this device: a numba.cuda device function
+        (cuda/scalar_cuda.py)."""
+        from .cuda.scalar_cuda import compile_scalar_device_function
+        return compile_scalar_device_function(comp)
 
     def adapt_kernel(self, ins, fn):
         """fn, plus rounding of narrow results kernels compute wide (cuda/narrow.py)."""

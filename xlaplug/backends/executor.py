@@ -13,7 +13,7 @@ import numpy as np
 
 from ..hlo.ir import Computation, Instruction, Module
 from ..hlo.opcodes import RUNTIME_CUSTOM_CALLS
-from .cpu.structural import ExecutionError
+from .common.errors import ExecutionError
 from .kernel_cache import KernelCache
 from .registry import lookup
 from .thunks import ThunkSequence, build_sequence
@@ -96,8 +96,7 @@ class ExecContext:
     def scalar_fn(self, comp: Computation):
         fn = self._scalar_fns.get(id(comp))
         if fn is None:
-            from .cpu.scalar_jit import compile_scalar_computation
-            fn = self._scalar_fns[id(comp)] = compile_scalar_computation(comp)
+            fn = self._scalar_fns[id(comp)] = self.memory.scalar_function(comp)
         return fn
 
 

@@ -4,7 +4,7 @@ A kernel is `fn(ins, args, ctx) -> value`:
   ins   the Instruction (shape, attrs, called computations),
   args  operand values: numpy arrays (tuple-shaped operands are Python tuples),
   ctx   the ExecContext: `ctx.run(comp, args)` runs a called computation,
-        `ctx.scalar_fn(comp)` gives a numba-compiled scalar function for a reducer or
+        `ctx.scalar_fn(comp)` gives a compiled scalar function (the device's) for a reducer or
         comparator computation, `ctx.options` holds run limits.
 It returns a numpy array of exactly `ins.shape` (dtype and dims), or a tuple for tuples.
 """
@@ -34,6 +34,8 @@ _LOADING = threading.RLock()  # device threads may look kernels up for the first
 
 
 def _load_builtin(device: str) -> None:
+    """Import the kernel modules of `device` (and the device-neutral ones in common/):
+    each registers its kernels on import."""
     if device in _LOADED:
         return
     with _LOADING:
@@ -45,11 +47,14 @@ def _load_builtin(device: str) -> None:
 def _import_builtin(device: str) -> None:
     import importlib
     import pkgutil
-    from . import cpu, spmd
-    packages = [cpu, spmd]  # spmd: the collectives, for every device
-    if device == "cuda":
+    from . import common, spmd
+    packages = [common, spmd]  # spmd: the collectives, for every device
+    if device == "cpu":
+        from . import cpu
+        packages.append(cpu)
+    elif device == "cuda":
         from . import cuda
-        packages.append(cuda)  # cpu/structural.py registers device-neutral kernels too
+        packages.append(cuda)
     for pkg in packages:
         for info in pkgutil.iter_modules(pkg.__path__):
             importlib.import_module(f"{pkg.__name__}.{info.name}")

@@ -18,11 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..hlo.ir import Computation, Instruction, Module
-
-# Instructions that create no new storage: they alias their operand(s) or the caller's.
-ALIASING = frozenset({"parameter", "tuple", "get-tuple-element", "opt-barrier",
-                      "add-dependency", "after-all"})
-NESTED = ("while", "conditional", "call", "fusion", "async-start")
+from ..hlo.opcodes import ALIASING, CONTROL_FLOW as NESTED  # noqa: F401 - ALIASING re-exported
 
 
 @dataclass(eq=False)

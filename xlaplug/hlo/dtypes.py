@@ -82,7 +82,14 @@ def is_integral(t: str) -> bool:
 
 
 def is_signed(t: str) -> bool:
+    """A signed integer type (s1 ... s64)."""
     return t in SIGNED_TYPES
+
+
+def is_signed_or_float(t: str) -> bool:
+    """XLA's ElementIsSigned (primitive_util.h): signed integers and floating point -- the
+    types abs and sign are defined on."""
+    return t in SIGNED_TYPES or t in FLOAT_TYPES
 
 
 def is_unsigned(t: str) -> bool:

@@ -1,4 +1,8 @@
-"""Every HLO opcode XLA knows (xla/hlo/ir/hlo_opcode.h), and the groups passes care about."""
+"""Every HLO opcode XLA knows (xla/hlo/ir/hlo_opcode.h), and its families.
+
+This is the one home of opcode families: shape rules, the verifier, the thunk builder, the
+backends and the passes derive the sets they need from these (`xlaplug list-opcodes` shows
+what each opcode gets from them)."""
 from __future__ import annotations
 
 from enum import Enum
@@ -50,12 +54,15 @@ class Op(str, Enum):
 
 ALL_OPCODES = frozenset(o.value for o in Op)
 
+# Unary ops XLA:CPU computes only through their expansion into other ops (jax's chlo
+# decompositions): their kernels run that expansion, and they have no scalar form.
+EXPANDED_UNARY = frozenset({"acos", "acosh", "asin", "asinh", "atanh", "cosh", "sinh"})
 UNARY_ELEMENTWISE = frozenset({
     "abs", "cbrt", "ceil", "count-leading-zeros", "cosine", "erf", "exponential",
     "exponential-minus-one", "floor", "imag", "is-finite", "log", "log-plus-one", "logistic",
     "negate", "not", "popcnt", "real", "round-nearest-afz", "round-nearest-even", "rsqrt",
     "sign", "sine", "sqrt", "tan", "tanh", "erf-inv", "copy",
-})
+}) | EXPANDED_UNARY
 BINARY_ELEMENTWISE = frozenset({
     "add", "atan2", "complex", "divide", "maximum", "minimum", "multiply", "power",
     "remainder", "subtract", "and", "or", "xor", "shift-left", "shift-right-arithmetic",
@@ -72,7 +79,30 @@ COLLECTIVES = frozenset({
 })
 ASYNC_DONE = frozenset({"all-reduce-done", "all-gather-done", "collective-permute-done",
                         "async-done", "copy-done", "send-done", "recv-done"})
+# Instructions that run a called computation (their thunks nest that computation's).
 CONTROL_FLOW = frozenset({"while", "conditional", "call", "fusion", "async-start"})
+
+# Instructions that create no new storage: they alias their operand(s) or the caller's.
+ALIASING = frozenset({"parameter", "tuple", "get-tuple-element", "opt-barrier",
+                      "add-dependency", "after-all"})
+
+# Instructions whose result elements are operand elements, moved but never computed.
+MOVES_ELEMENTS = frozenset({
+    "copy", "copy-start", "copy-done", "reshape", "transpose", "broadcast", "slice",
+    "dynamic-slice", "dynamic-update-slice", "concatenate", "pad", "reverse", "gather",
+    "bitcast",
+})
+
+# Opcodes XLA exempts from the mixed-precision operand check (CheckMixedPrecisionOperands).
+MIXED_PRECISION_OK = frozenset({
+    "call", "conditional", "constant", "convolution", "dot", "scaled-dot", "all-reduce",
+    "all-reduce-start",
+    "all-reduce-done", "all-gather", "all-gather-start", "all-gather-done", "async-done",
+    "async-update", "async-start", "copy-done", "copy-start", "custom-call", "domain", "fusion",
+    "get-tuple-element", "opt-barrier", "infeed", "outfeed", "parameter", "recv", "recv-done",
+    "reduce-precision", "reduce-window", "send", "send-done", "sort", "tuple", "while",
+    "ragged-dot", "scan",
+})
 
 # Instructions whose effects matter even when nothing uses their value.
 _ALWAYS_SIDE_EFFECTING = frozenset({

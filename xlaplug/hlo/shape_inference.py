@@ -36,11 +36,12 @@ The rules live in the package `xlaplug.hlo.shape_rules`, one module per family o
 """
 from __future__ import annotations
 
+from .dtypes import is_signed_or_float
 from .shape_rules import MISSING_RULES
 from .shape_rules.common import (RULES, TOKEN, TRUST_DECLARED, RuleFn, ShapeInferenceError,
                                  bit_width, compatible, dim_eq, expect_params, has_unbounded,
                                  higher_precision, is_complex, is_floating, is_integral,
-                                 is_signed, program_shape, rule, s, same_dims,
+                                 program_shape, rule, s, same_dims,
                                  same_type_ignoring_fp)
 from .shape_rules.control_flow import branch_computations
 from .shape_rules.dot_conv import window_output_dims
@@ -52,7 +53,8 @@ __all__ = [
     "EXACT_OPERANDS", "MIN_OPERANDS", "MISSING_RULES", "RULES", "TOKEN", "TRUST_DECLARED",
     "RuleFn", "ShapeInferenceError", "binary_shape", "bit_width", "branch_computations",
     "check_operand_count", "compatible", "dim_eq", "expect_params", "has_unbounded",
-    "higher_precision", "infer_shape", "is_complex", "is_floating", "is_integral", "is_signed",
+    "higher_precision", "infer_shape", "is_complex", "is_floating", "is_integral",
+    "is_signed_or_float",
     "program_shape", "rule", "s", "same_dims", "same_type_ignoring_fp", "verify_reducer",
     "window_output_dims",
 ]

@@ -34,21 +34,10 @@ from typing import Iterator
 
 from .errors import HloVerifyError
 from .ir import UNBOUNDED, Computation, Instruction, Module
+from .opcodes import MIXED_PRECISION_OK
+from .shape_inference import ShapeInferenceError, compatible, infer_shape, is_floating, s
 from .verifier_graph import (call_graph_cycle_problem, instruction_cycle_problem,
                              use_before_definition_problem)
-from .shape_inference import ShapeInferenceError, compatible, infer_shape, is_floating, s
-
-# Opcodes XLA exempts from the mixed-precision operand check (CheckMixedPrecisionOperands).
-MIXED_PRECISION_OK = frozenset({
-    "call", "conditional", "constant", "convolution", "dot", "scaled-dot", "all-reduce",
-    "all-reduce-start", "all-reduce-done", "all-gather", "all-gather-start", "all-gather-done",
-    "async-done",
-    "async-update", "async-start", "copy-done", "copy-start", "custom-call", "domain", "fusion",
-    "get-tuple-element", "opt-barrier", "infeed", "outfeed", "parameter", "recv", "recv-done",
-    "reduce-precision", "reduce-window", "send", "send-done", "sort", "tuple", "while",
-    "ragged-dot", "scan",
-})
-
 
 # Opcodes whose result may be unbounded with bounded operands: its size comes from the
 # inputs (parameter), a computation, or code the verifier does not see.

@@ -10,7 +10,8 @@ compiled loop, from the same scalar templates the per-op kernels follow (plus th
 contraction XLA applies inside its fusions).  XLA's own optimized HLO arrives with kLoop
 fusions; those run the same way.
 
-What fuses (`loop_shape` decides whether a computation is such a loop):
+What fuses is the backend's to say (backends/common/fusion_contents.py; `loop_shape`
+decides whether a computation is such a loop):
   * elementwise ops (opcodes.ELEMENTWISE that scalar code expresses), `convert` included;
   * rank-0 `constant`s and `broadcast`s -- duplicated into every fusion that uses them, being
     free to recompute; a broadcast of an array (a bias, a row statistic) keeps its operand
@@ -27,111 +28,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ..backends.common.fusion_contents import (DEFAULT_MIN_ELEMENTS, LOOP_OPS,  # noqa: F401
+                                               SHAPE_OPS as _SHAPE_OPS, cheap as _cheap,
+                                               edge_broadcast as _edge_broadcast,
+                                               loop_shape, member as _member,
+                                               n_elements as _n, param_index_map)
 from ..hlo.attr_types import Word
-from ..hlo.ir import Computation, Instruction, Module, Shape
-from ..hlo.opcodes import ELEMENTWISE
+from ..hlo.ir import Computation, Instruction, Module
 from ..hlo.rewrite import NameUniquer, clone_instruction
 from .context import PassContext
-
-# Elementwise opcodes with no scalar form in compiled loops.
-_NOT_SCALAR = frozenset({"stochastic-convert", "rng", "map"})
-LOOP_OPS = frozenset(ELEMENTWISE) - _NOT_SCALAR
-_SHAPE_OPS = frozenset({"reshape", "copy"})
-DEFAULT_MIN_ELEMENTS = 1 << 16
-
-
-def _n(shape: Shape) -> int:
-    return shape.num_elements() if shape.is_array else -1
-
-
-def _cheap(ins: Instruction) -> bool:
-    """Free to recompute in every fusion that reads it: rank-0 constants, and broadcasts
-    (read in place: a loop reads the broadcast operand at the element's source index)."""
-    return (ins.opcode == "constant" and ins.shape.is_array and ins.shape.rank == 0
-            and not ins.literal_elided) or (ins.opcode == "broadcast" and bool(ins.operands))
-
-
-def _edge_broadcast(ins: Instruction) -> bool:
-    """A broadcast of more than one element: its operand must be a fusion parameter, read
-    through an index map (param_index_map)."""
-    return ins.opcode == "broadcast" and _n(ins.operands[0].shape) != 1
-
-
-def _member(ins: Instruction, n: int) -> bool:
-    """May this instruction be inside a loop over n elements?"""
-    if not ins.shape.is_array or _n(ins.shape) not in (1, n):
-        return False
-    if ins.opcode in LOOP_OPS:
-        return all(o.shape.is_array and _n(o.shape) in (1, n) for o in ins.operands)
-    if ins.opcode in _SHAPE_OPS:
-        return _n(ins.operands[0].shape) == _n(ins.shape)
-    return _cheap(ins)
-
-
-def param_index_map(b: Instruction) -> str:
-    """For `b = broadcast(p)` in a loop over b's elements: p's flat index, as an expression
-    of the loop index `i` (row-major coordinates of b, those p keeps, p's strides)."""
-    out_dims = [int(d) for d in b.shape.dims]
-    in_dims = [int(d) for d in b.operands[0].shape.dims]
-    out_strides = [1] * len(out_dims)
-    for d in range(len(out_dims) - 2, -1, -1):
-        out_strides[d] = out_strides[d + 1] * out_dims[d + 1]
-    in_stride, terms = 1, []
-    for k in range(len(in_dims) - 1, -1, -1):
-        d = int(b.attrs["dimensions"][k])
-        coord = f"(i // {out_strides[d]})" if out_strides[d] != 1 else "i"
-        if out_strides[d] * out_dims[d] != _n(b.shape):  # not the outermost: wrap
-            coord = f"({coord} % {out_dims[d]})"
-        terms.append(coord if in_stride == 1 else f"{coord} * {in_stride}")
-        in_stride *= in_dims[k]
-    return " + ".join(reversed(terms)) or "0"
-
-
-def loop_shape(comp: Computation) -> list | None:
-    """For a fused computation that is one elementwise loop: each parameter's role,
-    "array" (read at the loop index), "scalar" (one element, read once) or ("index", expr)
-    (read at the flat index `expr` of the loop index `i`: the operand of broadcasts);
-    else None."""
-    root = comp.root
-    if root is None or not root.shape.is_array:
-        return None
-    n = _n(root.shape)
-    users: dict[int, list[Instruction]] = {}
-    for ins in comp.instructions:
-        for o in ins.operands:
-            users.setdefault(id(o), []).append(ins)
-    maps: dict[int, str] = {}
-    for ins in comp.instructions:
-        if ins.opcode == "parameter":
-            if not ins.shape.is_array:
-                return None
-            us = users.get(id(ins), [])
-            edge = [u for u in us if _edge_broadcast(u)]
-            if edge:  # read only through broadcasts, all mapping the same way
-                exprs = {param_index_map(u) for u in edge}
-                if len(edge) != len(us) or len(exprs) != 1 or _n(edge[0].shape) != n:
-                    return None
-                maps[id(ins)] = exprs.pop()
-            elif _n(ins.shape) not in (1, n):
-                return None
-            continue
-        if _edge_broadcast(ins) and ins.operands[0].opcode != "parameter":
-            return None
-        if not _member(ins, n):
-            return None
-        # A one-element value feeding an n-element op other than through broadcast (select
-        # and clamp's scalar operands) is fine; an n-element value must never meet a
-        # one-element op, which would read it at index 0 only.
-        if _n(ins.shape) == 1 and n > 1 and any(_n(o.shape) == n for o in ins.operands):
-            return None
-    roles: list = []
-    for p in comp.parameters:
-        if id(p) in maps:
-            roles.append(("index", maps[id(p)]))
-        else:
-            roles.append("array" if _n(p.shape) == n and n > 1 else "scalar")
-    return roles
-
 
 @dataclass
 class LoopFusion:

@@ -90,7 +90,7 @@ def _with_comm(entry: OpEntry, ins, ctx, extra: dict) -> dict:
 
 def _run_kernel(entry: OpEntry, ins, args, extra_kwargs: dict, memory=None,
                 defaults: dict | None = None) -> Any:
-    from ..backends.cpu.structural import ExecutionError
+    from ..backends.common.errors import ExecutionError
     from ..backends.device import HostMemory
     memory = memory or HostMemory()
     outs = _alloc(ins.shape, memory)

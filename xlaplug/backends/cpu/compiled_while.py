@@ -35,7 +35,7 @@ from ..registry import kernel
 from .jit_cache import cached_function
 from .jit_drivers import from_numba, numba_array
 from .loop_codegen import ArrayCodegen, Unsupported
-from .structural import ExecutionError
+from ..common.errors import ExecutionError
 
 INTERPRETED_ITERATIONS = 32
 _LOCK = threading.Lock()

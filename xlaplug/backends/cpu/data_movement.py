@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..registry import kernel
-from .structural import ExecutionError
+from ..common.errors import ExecutionError
+from ..common.plans import physical_order
 
 
 def _out(ins, x) -> np.ndarray:
@@ -207,15 +208,6 @@ def _copy_done(ins, args, ctx):
     return args[0][0]
 
 
-def _physical_order(shape) -> tuple[int, ...]:
-    """Dimensions from major to minor, per the shape's layout (default: row-major)."""
-    rank = len(shape.dims)
-    lay = shape.layout
-    if lay is None or len(lay.minor_to_major) != rank:
-        return tuple(range(rank))
-    return tuple(reversed(lay.minor_to_major))
-
-
 @kernel("bitcast")
 def _bitcast(ins, args, ctx):
     x = np.asarray(args[0])
@@ -223,7 +215,7 @@ def _bitcast(ins, args, ctx):
     dt = ins.shape.dtype
     # Linearize in the operand's physical order.
     if src_shape is not None and src_shape.is_array and len(src_shape.dims) == x.ndim:
-        flat = np.asarray(x.transpose(_physical_order(src_shape))).reshape(-1, order="C")
+        flat = np.asarray(x.transpose(physical_order(src_shape))).reshape(-1, order="C")
     else:
         flat = np.asarray(x).reshape(-1, order="C")
     if flat.dtype != dt:
@@ -234,7 +226,7 @@ def _bitcast(ins, args, ctx):
     if flat.size != ins.shape.num_elements():
         raise ExecutionError(f"bitcast '{ins.name}': {flat.size} elements cannot become "
                              f"{ins.shape}")
-    order = _physical_order(ins.shape)
+    order = physical_order(ins.shape)
     phys = flat.reshape([ins.shape.dims[d] for d in order])
     inv = np.argsort(order)
     return np.array(phys.transpose(inv), dtype=dt, order="C", copy=True)

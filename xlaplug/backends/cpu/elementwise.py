@@ -1,15 +1,15 @@
 """Elementwise CPU kernels with XLA:CPU's semantics -- shared machinery and the scalar table.
 
-The kernels live in elementwise_math.py (arithmetic, transcendental; complex formulas in
-elementwise_complex.py), elementwise_logic.py (compare, select, clamp, min/max, bit ops,
-shifts, popcnt, clz) and elementwise_convert.py (convert, bitcast-convert, reduce-precision,
-stochastic-convert, real/imag/complex).  `copy` is data_movement.py's.
+The kernels live in elementwise_math.py (arithmetic, transcendental; complex ops in
+elementwise_complex.py, from the scalar table's one formula each), elementwise_logic.py
+(compare, select, clamp, min/max, bit ops, shifts, popcnt, clz) and elementwise_convert.py
+(convert, bitcast-convert, reduce-precision, stochastic-convert, real/imag/complex).  `copy` is data_movement.py's.
 
-SCALAR_OPS (re-exported here, defined in elementwise_scalar.py, whose docstring is the full
+SCALAR_OPS (re-exported here, defined in common/scalar_ops.py, whose docstring is the full
 contract) maps an opcode to `emit(ScalarSig(result, operands, attrs)) -> str`: a Python
 expression template over `{0}`, `{1}`, ... (operand values in SCALAR_COMPUTE_DTYPES) with the
 array kernels' exact semantics, for code generators to inline into numba loops; the names it
-uses are in SCALAR_NAMESPACE.  scalar_jit.py is its first user.
+uses are in SCALAR_NAMESPACE.  common/scalar_codegen.py is its first user.
 
 Semantics shared by all kernels, checked against XLA:CPU through jax:
 
@@ -34,6 +34,7 @@ import ml_dtypes
 import numpy as np
 
 from ...hlo import dtypes as D
+from ...hlo.dtypes import is_signed  # noqa: F401 - the kernels' import point
 
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
@@ -62,10 +63,6 @@ def is_complex(t: str) -> bool:
 
 def is_int(t: str) -> bool:
     return t in D.INTEGRAL_TYPES
-
-
-def is_signed(t: str) -> bool:
-    return t in D.SIGNED_TYPES
 
 
 def bits(t: str) -> int:
@@ -216,7 +213,7 @@ def result(ins, r) -> np.ndarray:
     return r
 
 
-from .elementwise_scalar import (SCALAR_COMPUTE_DTYPES, SCALAR_NAMESPACE,  # noqa: E402
+from ..common.scalar_ops import (SCALAR_COMPUTE_DTYPES, SCALAR_NAMESPACE,  # noqa: E402
                                  SCALAR_OPS, ScalarOpError, ScalarSig)
 
 __all__ = ["SCALAR_OPS", "SCALAR_NAMESPACE", "SCALAR_COMPUTE_DTYPES", "ScalarOpError",

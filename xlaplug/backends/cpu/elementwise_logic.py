@@ -8,10 +8,22 @@ from ..registry import kernel
 from .elementwise import (bits, et, fin, fout, iin, iout, is_complex, is_float, is_int,
                           is_signed, result)
 from . import elementwise_loops as L
-from .elementwise_complex import fmax, fmin
 
 _CMP = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal,
         "GT": np.greater, "GE": np.greater_equal}
+
+
+def fmax(a, b):
+    """XLA's NaN-propagating max (-0 < +0)."""
+    r = np.where(a > b, a, b)
+    r = np.where((a == b) & (a == 0), np.where(np.signbit(a), b, a), r)
+    return np.where(np.isnan(a), a, np.where(np.isnan(b), b, r))
+
+
+def fmin(a, b):
+    r = np.where(a < b, a, b)
+    r = np.where((a == b) & (a == 0), np.where(np.signbit(a), a, b), r)
+    return np.where(np.isnan(a), a, np.where(np.isnan(b), b, r))
 
 
 def _pattern(x, t: str) -> np.ndarray:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .elementwise_scalar_int import (_xclz, _xipow, _xsdiv, _xshl, _xsra, _xsrem, _xsrl,
+from ..common.scalar_int import (_xclz, _xipow, _xsdiv, _xshl, _xsra, _xsrem, _xsrl,
                                      _xudiv, _xurem)
 
 _OPTS = dict(cache=True, nogil=True)

@@ -3,8 +3,9 @@
 Transcendentals that XLA:CPU computes with its own approximations (exp, log, sin, tan, tanh,
 erf, atan2, cbrt ...) are computed here (nearly) correctly rounded -- f32 through f64 -- so they
 agree with XLA to a few ULP, not bit for bit (tests/test_kernels_elementwise.py ULP_BOUNDS).
-Ops XLA defines by a formula -- logistic = 1/(1+exp(-x)), expm1, log1p, and the complex
-functions (elementwise_complex.py) -- follow that formula step by step, flushing as XLA does.
+Ops XLA defines by a formula -- logistic = 1/(1+exp(-x)), expm1, log1p -- follow that formula
+step by step, flushing as XLA does; complex ops run the scalar table's formulas (written
+once, common/scalar_complex{,_fn}.py) in numba loops (elementwise_complex.py).
 pow is C's pow, with XLA's reading of subnormal bases.  Integer divide/remainder/power run as
 numba loops over the SCALAR_OPS helpers (elementwise_loops.py).
 """
@@ -90,11 +91,11 @@ def _log1p(x):
 
 
 def _exp(x):
-    """f32: XLA:CPU's own exp (elementwise_scalar_float._xexp32); f64: libm's."""
+    """f32: XLA:CPU's own exp (common.scalar_float._xexp32); f64: libm's."""
     return _f32_loop("exp", x) if x.dtype == F32 else np.exp(x)
 _log = _via64(np.log)
 def _tanh(x):
-    """f32: XLA:CPU's own approximation, bit for bit (see elementwise_scalar_float._xtanh32
+    """f32: XLA:CPU's own approximation, bit for bit (see common.scalar_float._xtanh32
     for the formula); f64: libm's."""
     return _f32_loop("tanh", x) if x.dtype == F32 else np.tanh(x)
 
@@ -109,7 +110,7 @@ def _f32_loop(name: str, x):
     if loop is None:
         from numba import njit
 
-        from . import elementwise_scalar_float as SF
+        from ..common import scalar_float as SF
         fn = getattr(SF, f"_x{name}32")
 
         @njit(nogil=True)
@@ -186,7 +187,7 @@ def _float_unary(ins, args, ctx):
         return result(ins, iout(np.sign(v) if is_signed(t) else (v != 0), t))
     if is_complex(t):
         with np.errstate(all="ignore"):
-            return result(ins, fout(C.UNARY[ins.opcode](fin(x, t)), et(ins)))
+            return result(ins, C.apply(op, ins, [x]))
     with np.errstate(all="ignore"):
         if t == "f16" and op in F16_FORMULAS:
             return result(ins, FLOAT_UNARY[op](np.asarray(x)).astype(np.float16))
@@ -200,7 +201,7 @@ def _abs(ins, args, ctx):
     x = np.asarray(args[0])
     if is_complex(t):
         with np.errstate(all="ignore"):
-            return result(ins, fout(C.cabs(fin(x, t)), et(ins)))
+            return result(ins, C.apply("abs", ins, [x]))
     if is_float(t):
         return result(ins, np.abs(x))  # a bit operation: no flushing
     return result(ins, iout(np.abs(iin(x, t)), t))
@@ -307,7 +308,7 @@ def _binary(ins, args, ctx):
                 return result(ins, fn(a, b))
             return result(ins, iout(fn(_int_wide(a, t), _int_wide(b, t)), t))
         if is_complex(t):
-            return result(ins, fout(C.BINARY[op](fin(a, t), fin(b, t)), t))
+            return result(ins, C.apply(op, ins, [a, b]))
         if op == "remainder":  # exact fmod; only the divisor is read as zero when subnormal
             return result(ins, fout(np.fmod(fin(a, t, daz=False), fin(b, t)), t, ftz=False))
         if op == "power":

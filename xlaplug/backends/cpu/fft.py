@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..registry import kernel
-from .structural import ExecutionError
+from ..common.errors import ExecutionError
 
 
 @kernel("fft")

@@ -20,14 +20,10 @@ from __future__ import annotations
 import numpy as np
 from numba.core.errors import TypingError
 
-from ...passes.loop_fusion import DEFAULT_MIN_ELEMENTS, loop_shape
+from ..common.fusion_contents import DEFAULT_MIN_ELEMENTS, element_index, loop_plan, loop_shape
 from ..registry import kernel
-from .jit_drivers import from_numba, numba_array, numba_dtype, numba_scalar
 from .jit_cache import cached_function, scalar_piece
-from .scalar_jit import ScalarCompileError
-
-_NO_PLAN = object()
-
+from .jit_drivers import from_numba, numba_array, numba_dtype, numba_scalar
 
 def compiled_loop_fn(comp, roles: tuple[str, ...]):
     """The fusion as one parallel loop -- its body (scalar_jit's elementwise source) called
@@ -42,32 +38,6 @@ def compiled_loop_fn(comp, roles: tuple[str, ...]):
             f"        out[i] = {fname}({call})\n")
     return cached_function(body + "\n" + loop, consts, "loop", nogil=True, parallel=True,
                            error_model="numpy")
-
-
-def element_index(role) -> str:
-    """Where a loop over `i` reads an array parameter, by its loop_shape role: at i, or at
-    the broadcast operand index of an ("index", expr) role."""
-    return "i" if role == "array" else role[1]
-
-
-def loop_plan(ctx, comp, compile_body, cache: str = "_fused_loop_plans"):
-    """(compiled body, parameter roles) for a loop-fusion body, or None when it is not one
-    loop or scalar code cannot express it; worked out once per computation and run context.
-    `compile_body(comp, roles)` compiles the body in elementwise mode (for this device)."""
-    plans = ctx.kernel_cache.table(cache)
-    plan = plans.get(id(comp), _NO_PLAN)
-    if plan is _NO_PLAN:
-        roles = loop_shape(comp)
-        plan = None
-        if roles is not None:
-            try:
-                plan = (compile_body(comp, tuple(roles)), tuple(roles))
-            except ScalarCompileError:
-                plan = None
-        plans[id(comp)] = plan
-    return plan
-
-
 
 
 def _compiled_loop(ins) -> bool:

@@ -16,26 +16,7 @@ import numpy as np
 from numba import njit
 from numba.core.errors import TypingError
 
-from ...hlo import dtypes
-
-_NUMBA_KINDS = {np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8,
-                                      np.uint16, np.uint32, np.uint64, np.float32, np.float64,
-                                      np.complex64, np.complex128)}
-
-
-def numba_dtype(dt) -> np.dtype:
-    """The dtype a value of `dt` travels as inside numba code."""
-    dt = np.dtype(dt)
-    if dt in _NUMBA_KINDS:
-        return dt
-    name = dtypes.from_dtype(dt)
-    if dtypes.is_float(name):
-        return np.dtype(np.float32)
-    if dtypes.is_signed(name):
-        return np.dtype(np.int8)
-    if dtypes.is_unsigned(name):
-        return np.dtype(np.uint8)
-    raise TypeError(f"element type {name} cannot be used in a compiled loop")
+from ..common.scalar_base import numba_dtype  # noqa: F401 - the CPU modules' import point
 
 
 def numba_array(a) -> np.ndarray:
@@ -58,7 +39,7 @@ def scalar_callable(ctx, comp):
     """(function, compiled?) for a scalar computation: the numba-compiled one from
     ctx.scalar_fn, or -- for a computation scalar_jit cannot compile -- one that runs it
     through the interpreter (drivers then run as plain Python via `.py_func`)."""
-    from .scalar_jit import ScalarCompileError
+    from ..common.scalar_codegen import ScalarCompileError
     try:
         return ctx.scalar_fn(comp), True
     except ScalarCompileError:

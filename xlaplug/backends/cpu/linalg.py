@@ -22,52 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...hlo import dtypes as D
 from ..registry import kernel
-from .structural import ExecutionError
-
-_F64_EXACT = float(2 ** 53)
-
-
-def _int_range(dt: np.dtype) -> float:
-    """The largest magnitude an integer (or bool) dtype can hold."""
-    if dt.kind == "b":
-        return 1.0
-    try:
-        info = np.iinfo(dt)
-        return float(max(abs(int(info.min)), int(info.max)))
-    except ValueError:  # ml_dtypes sub-byte ints
-        import ml_dtypes
-        info = ml_dtypes.iinfo(dt)
-        return float(max(abs(int(info.min)), int(info.max)))
-
-
-def _is_int(dt: np.dtype) -> bool:
-    if dt.kind in "iub":
-        return True
-    try:
-        return D.is_integral(D.from_dtype(dt))
-    except ValueError:
-        return False
-
-
-def _compute_plan(lhs_dt: np.dtype, rhs_dt: np.dtype, out_dt: np.dtype, k: int):
-    """(compute dtype, kind) for a contraction of length k: kind is 'float' or 'int'."""
-    if out_dt.kind == "c":
-        if lhs_dt == np.complex128 or rhs_dt == np.complex128 or out_dt == np.complex128 \
-                or lhs_dt == np.float64 or rhs_dt == np.float64:
-            return np.dtype(np.complex128), "float"
-        return np.dtype(np.complex64), "float"
-    if _is_int(out_dt) and _is_int(lhs_dt) and _is_int(rhs_dt):
-        bound = _int_range(lhs_dt) * _int_range(rhs_dt) * max(k, 1)
-        if bound < _F64_EXACT:
-            return np.dtype(np.float64), "int"  # exact in f64, fast through BLAS
-        return np.dtype(np.int64), "int"
-    if lhs_dt.kind == "c" or rhs_dt.kind == "c":
-        return np.dtype(np.complex128), "float"
-    wide = any(d == np.float64 for d in (lhs_dt, rhs_dt, out_dt))
-    return np.dtype(np.float64 if wide else np.float32), "float"
-
+from ..common.errors import ExecutionError
+from ..common.plans import conv_plan, dot_plan
 
 def _to_compute(x: np.ndarray, cdt: np.dtype) -> np.ndarray:
     x = np.asarray(x)
@@ -98,24 +55,11 @@ def _finish(y: np.ndarray, kind: str, out_dt: np.dtype) -> np.ndarray:
 @kernel("dot")
 def _dot(ins, args, ctx):
     lhs, rhs = np.asarray(args[0]), np.asarray(args[1])
-    a = ins.attrs
-    lb = tuple(a.get("lhs_batch_dims", ()))
-    rb = tuple(a.get("rhs_batch_dims", ()))
-    lc = tuple(a.get("lhs_contracting_dims", ()))
-    rc = tuple(a.get("rhs_contracting_dims", ()))
-    if len(lb) != len(rb) or len(lc) != len(rc):
-        raise ExecutionError(f"dot '{ins.name}': batch/contracting dimension counts differ")
-    lf = [d for d in range(lhs.ndim) if d not in lb and d not in lc]
-    rf = [d for d in range(rhs.ndim) if d not in rb and d not in rc]
-    bshape = [lhs.shape[d] for d in lb]
-    B = int(np.prod(bshape, dtype=np.int64))
-    M = int(np.prod([lhs.shape[d] for d in lf], dtype=np.int64))
-    N = int(np.prod([rhs.shape[d] for d in rf], dtype=np.int64))
-    K = int(np.prod([lhs.shape[d] for d in lc], dtype=np.int64))
     out_dt = ins.shape.dtype
-    cdt, kind = _compute_plan(lhs.dtype, rhs.dtype, out_dt, K)
-    L = _to_compute(lhs.transpose(list(lb) + lf + list(lc)), cdt).reshape(B, M, K)
-    R = _to_compute(rhs.transpose(list(rb) + list(rc) + rf), cdt).reshape(B, K, N)
+    p = dot_plan(ins, lhs.shape, rhs.shape, lhs.dtype, rhs.dtype, out_dt)
+    B, M, K, N, cdt, kind = p.batch, p.m, p.k, p.n, p.compute_dtype, p.kind
+    L = _to_compute(lhs.transpose(p.lhs_perm), cdt).reshape(B, M, K)
+    R = _to_compute(rhs.transpose(p.rhs_perm), cdt).reshape(B, K, N)
     if K == 0:
         y = np.zeros((B, M, N), cdt)
     elif B == 1:
@@ -140,37 +84,17 @@ def _dilate_pad(x: np.ndarray, first_spatial: int, pads) -> np.ndarray:
 @kernel("convolution")
 def _convolution(ins, args, ctx):
     lhs, rhs = np.asarray(args[0]), np.asarray(args[1])
-    dn = ins.attrs["dim_labels"]
-    window = ins.attrs.get("window")
-    wdims = list(window.dims) if window is not None else []
-    nsp = len(dn.input_spatial)
-    if len(wdims) != nsp:
-        if not wdims and nsp == 0:
-            pass
-        else:
-            raise ExecutionError(f"convolution '{ins.name}': window has {len(wdims)} "
-                                 f"dimensions, dim_labels {nsp} spatial dimensions")
-    G = int(ins.attrs.get("feature_group_count", 1) or 1)
-    BG = int(ins.attrs.get("batch_group_count", 1) or 1)
     out_dt = ins.shape.dtype
+    cp = conv_plan(ins, lhs.shape, rhs.shape, lhs.dtype, rhs.dtype, out_dt)
+    dn, wdims, G, BG = cp.dims, cp.window, cp.groups, cp.batch_groups
+    N, C, O, I, KK, P = cp.n, cp.c, cp.o, cp.i, cp.kk, cp.p
+    ksz, s_out, n_out, o_out = list(cp.kernel_spatial), list(cp.out_spatial), cp.n_out, cp.o
+    cdt, kind = cp.compute_dtype, cp.kind
 
     # Canonical layouts: input [N, C, S...], kernel [O, I, S...], output [N, O, S...].
     x = lhs.transpose((dn.input_batch, dn.input_feature) + tuple(dn.input_spatial))
     w = rhs.transpose((dn.kernel_output_feature, dn.kernel_input_feature)
                       + tuple(dn.kernel_spatial))
-    out_dims = ins.shape.dims
-    n_out = out_dims[dn.output_batch]
-    o_out = out_dims[dn.output_feature]
-    s_out = [out_dims[d] for d in dn.output_spatial]
-    N, C = x.shape[0], x.shape[1]
-    O, I = w.shape[0], w.shape[1]
-    ksz = list(w.shape[2:])
-    KK = int(np.prod(ksz, dtype=np.int64))
-    P = int(np.prod(s_out, dtype=np.int64))
-    if C != I * G or O % G or N % BG or O % BG or o_out != O or n_out != N // BG:
-        raise ExecutionError(f"convolution '{ins.name}': inconsistent shapes for "
-                             f"feature_group_count={G}, batch_group_count={BG}")
-    cdt, kind = _compute_plan(lhs.dtype, rhs.dtype, out_dt, I * KK)
     x = _to_compute(x, cdt)
     w = _to_compute(w, cdt)
 

@@ -24,16 +24,12 @@ import numpy as np
 from ...hlo.ir import Computation, Instruction
 from .jit_drivers import numba_array, numba_dtype
 from .jit_cache import scalar_piece
-from .scalar_jit import ScalarCompileError, _Gen
+from ..common.fusion_contents import LOOP_OPS
+from ..common.scalar_codegen import ScalarCompileError, ScalarGen
 
 
 class Unsupported(Exception):
     """The computation has an instruction (or shape) the loop code cannot express."""
-
-
-def _loop_ops():
-    from ...passes.loop_fusion import LOOP_OPS
-    return LOOP_OPS
 
 
 def _strides(dims) -> list[int]:
@@ -62,7 +58,7 @@ class ArrayCodegen:
     def __init__(self, consts: dict, prefix: str):
         self.consts, self.prefix = consts, prefix
         self.pieces: list[str] = []
-        self.g = _Gen()
+        self.g = ScalarGen()
         self.g.elementwise, self.g.fma = True, False
         self.lines: list[str] = []
         self.names: dict[int, str] = {}
@@ -126,7 +122,7 @@ class ArrayCodegen:
         if emitter is not None:
             emitter(self, ins, name)
             return name
-        if op in _loop_ops():
+        if op in LOOP_OPS:
             self._elementwise(ins, name)
             return name
         raise Unsupported(f"'{op}' (instruction '{ins.name}')")

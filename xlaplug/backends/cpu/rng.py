@@ -34,14 +34,13 @@ reproduced exactly (a first run matches a freshly compiled XLA executable).
 """
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 
 from ...hlo import dtypes as D
 from ..registry import kernel
-from .elementwise_scalar_base import NARROW_FORMATS
-from .structural import ExecutionError
+from ..common.scalar_base import NARROW_FORMATS
+from ..common.errors import ExecutionError
+from ..common.rng_streams import ctx_dict, initial_state, rng_stream, state_delta
 
 _U32 = np.uint32
 _U64 = np.uint64
@@ -202,38 +201,6 @@ _U53 = 2.0 ** -53
 _TWO_PI = 6.283185307179586
 
 
-def _ctx_dict(ctx, attr: str) -> dict:
-    """A dict kept on the run context (a fresh one each call when ctx cannot hold it)."""
-    d = getattr(ctx, attr, None)
-    if d is None:
-        d = {}
-        try:
-            setattr(ctx, attr, d)
-        except AttributeError:
-            pass
-    return d
-
-
-def run_seed(ctx) -> int:
-    """The run option `seed` (default 0)."""
-    opts = getattr(ctx, "options", None) or {}
-    return int(opts.get("seed", 0) or 0)
-
-
-def rng_stream(ins, ctx) -> tuple[int, int]:
-    """(key, call) of this execution of an rng instruction, advancing its call counter.
-
-    The 64-bit Philox key hashes the seed with the instruction's name (stable across
-    processes, unlike id() or hash(), so a seed reproduces a run anywhere); `call` counts
-    the instruction's executions in this run context, so an rng in a loop body draws fresh
-    values each iteration while a new run starts over."""
-    calls = _ctx_dict(ctx, "_xlaplug_rng_calls")
-    call = calls.get(id(ins), 0)
-    calls[id(ins)] = call + 1
-    digest = hashlib.blake2b(f"{run_seed(ctx)}\0{ins.name}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little"), call % 2 ** 64
-
-
 def rng_words(key: int, call: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Two uint64 words per element: element j's Philox-4x32-10 block at the 128-bit
     counter (low = j, high = call) under `key`, as (o0 | o1 << 32, o2 | o3 << 32).
@@ -262,7 +229,7 @@ def round_narrow(x: np.ndarray, t: str) -> np.ndarray:
     if _ROUND_LOOP is None:
         import numba
 
-        from .elementwise_scalar_float import _xround
+        from ..common.scalar_float import _xround
 
         @numba.njit(cache=False)
         def loop(x, out, mbits, emin, maxv, kind):
@@ -323,27 +290,13 @@ def _rng(ins, args, ctx):
     return np.ascontiguousarray(out.reshape(dims))
 
 
-# XLA:CPU's RngGetAndUpdateStateThunk starts every instruction's 128-bit state here.
-_RNG_STATE_INITIAL = 0x7012395
-
-
-def initial_state(ctx) -> int:
-    """The 128-bit state every rng-get-and-update-state starts a run with."""
-    return (_RNG_STATE_INITIAL + run_seed(ctx)) % 2 ** 128
-
-
-def state_delta(ins) -> int:
-    """The delta attribute of rng-get-and-update-state, modulo 2^128."""
-    return int(str(ins.attrs.get("delta", 0))) % 2 ** 128  # an int, or Raw text
-
-
 @kernel("rng-get-and-update-state")
 def _rng_get_and_update_state(ins, args, ctx):
     """The u64[2] (low, high) state of this instruction, then state += delta.
 
     As in XLA:CPU, each instruction keeps its own state, starting at 0x7012395 (plus the
     run option `seed`); it persists for the run, so loops see it advance."""
-    states = _ctx_dict(ctx, "_xlaplug_rng_states")
+    states = ctx_dict(ctx, "_xlaplug_rng_states")
     cur = states.get(id(ins), initial_state(ctx))
     states[id(ins)] = (cur + state_delta(ins)) % 2 ** 128
     out = np.array([cur % 2 ** 64, cur >> 64], dtype=np.uint64)

@@ -1,20 +1,9 @@
-"""Compile an HLO computation over scalars into a numba function.
+"""Compile an HLO computation over scalars into a numba function (CPU).
 
-`compile_scalar_computation(comp)` turns a reducer (`add(p0, p1)`), a comparator (returning
-pred), a variadic reducer (returning a tuple), a scatter combiner, a select-and-scatter
-`select`, or a map body into a numba `@njit` dispatcher taking one scalar per parameter and
-returning a scalar, or a tuple of scalars for a tuple root.  The function body is Python
-source generated from the instructions with elementwise.SCALAR_OPS, so it has exactly the
-array kernels' semantics.
-
-Values travel in their element type's compute type (elementwise.SCALAR_COMPUTE_DTYPES, the
-same as jit_drivers.numba_dtype): f16/bf16/f8*/f4 as float32 holding an exactly
-representable value, s4/u4 (and s1/s2/u1/u2) as int8/uint8, everything else as itself.
-Arguments are converted to those types on entry.
-
-XLA:CPU contracts a floating-point multiply whose only user is an add or subtract into a
-fused multiply-add (one rounding); the generated code does the same, so reducers such as
-`acc + x*y` round as XLA's do.
+`compile_scalar_computation(comp)` turns a reducer, comparator, variadic reducer, scatter
+combiner, select-and-scatter `select` or map body into a numba `@njit` dispatcher taking one
+scalar per parameter and returning a scalar, or a tuple of scalars for a tuple root.  The
+source is common/scalar_codegen.py's, from the scalar op table (common/scalar_ops.py).
 
 The dispatcher compiles lazily on its first call (from Python or from other numba code) and
 is cached per process by its generated source, so identical computations compile once.  Its
@@ -31,221 +20,16 @@ import linecache
 import threading
 
 import numba
-import numpy as np
 from numba.extending import register_jitable
 
-from ...hlo.ir import Computation, Instruction
-from .elementwise_scalar import (SCALAR_COMPUTE_DTYPES, SCALAR_NAMESPACE, SCALAR_OPS,
-                                 ScalarOpError, ScalarSig)
+from ...hlo.ir import Computation
+from ..common.scalar_codegen import ScalarCompileError, generate_source, result_types
+from ..common.scalar_ops import SCALAR_NAMESPACE
 
-
-class ScalarCompileError(ValueError):
-    """The computation has an instruction scalar_jit cannot compile."""
-
+__all__ = ["compile_scalar_computation", "ScalarCompileError"]
 
 _CACHE: dict[str, object] = {}
 _LOCK = threading.Lock()
-# Shape-only ops that are the identity on scalars.
-_IDENTITY = frozenset({"copy", "bitcast", "reshape", "broadcast", "transpose", "opt-barrier",
-                       "slice", "reverse"})
-_FMA_USERS = frozenset({"add", "subtract"})
-# Of those, the ones that keep each element in place in a loop fusion (broadcast: of one
-# element, which loop_fusion.loop_shape checks).
-_ELEMENT_IDENTITY = frozenset({"copy", "reshape", "broadcast"})
-
-
-def _ct_name(t: str) -> str:
-    try:
-        return "np." + SCALAR_COMPUTE_DTYPES[t].name
-    except KeyError:
-        raise ScalarCompileError(f"element type {t} has no scalar form") from None
-
-
-class _Gen:
-    """Generates one Python function per computation (nested calls get their own)."""
-
-    def __init__(self):
-        self.consts: list[np.generic] = []
-        self.funcs: list[str] = []      # sources, callees first
-        self.names: dict[int, str] = {}  # id(computation) -> function name
-        self.fma = True
-        self.elementwise = False  # array parameters stand for their element (loop fusions)
-
-    def const(self, ins: Instruction) -> str:
-        lit = ins.literal
-        if ins.literal_elided or lit is None:
-            raise ScalarCompileError(f"constant '{ins.name}' has no literal")
-        if ins.shape.is_tuple or ins.shape.rank != 0:
-            raise ScalarCompileError(f"constant '{ins.name}' is not a scalar")
-        t = ins.shape.element_type
-        v = np.asarray(lit).reshape(())
-        ct = SCALAR_COMPUTE_DTYPES.get(t)
-        if ct is None:
-            raise ScalarCompileError(f"constant of type {t} has no scalar form")
-        val = v.astype(ct)[()]
-        for i, c in enumerate(self.consts):
-            if type(c) is type(val) and c.tobytes() == val.tobytes():
-                return f"_K{i}"
-        self.consts.append(val)
-        return f"_K{len(self.consts) - 1}"
-
-    def function(self, comp: Computation) -> str:
-        if id(comp) in self.names:
-            return self.names[id(comp)]
-        order = _schedule(comp)
-        users: dict[int, int] = {}
-        for ins in order:
-            for o in ins.operands:
-                users[id(o)] = users.get(id(o), 0) + 1
-        contract = self._contractions(order, users, comp, self.elementwise) if self.fma else {}
-        fused = {id(x) for m, _, via in contract.values() for x in (m, *via)}
-        params = comp.parameters
-        lines: list[str] = []
-        names: dict[int, str] = {}
-        for k, p in enumerate(params):
-            if not p.shape.is_array or (p.shape.rank != 0 and not self.elementwise):
-                raise ScalarCompileError(f"parameter '{p.name}' of '{comp.name}' is not a "
-                                         "scalar")
-            names[id(p)] = f"v{k}"
-            lines.append(f"    v{k} = {_ct_name(p.shape.element_type)}(p{k})")
-        n = len(params)
-        for ins in order:
-            if ins.opcode == "parameter" or id(ins) in fused:
-                continue
-            name = f"v{n}"
-            n += 1
-            if id(ins) in contract:
-                expr = self._fma_expr(ins, *contract[id(ins)][:2], names)
-            else:
-                expr = self.expr(ins, names)
-            lines.append(f"    {name} = {expr}")
-            names[id(ins)] = name
-        lines.append(f"    return {names[id(comp.root)]}")
-        fname = f"_c{len(self.funcs)}"
-        args = ", ".join(f"p{k}" for k in range(len(params)))
-        self.funcs.append(f"def {fname}({args}):\n" + "\n".join(lines) + "\n")
-        self.names[id(comp)] = fname
-        return fname
-
-    @staticmethod
-    def _contractions(order, users, comp, elementwise=False):
-        """add/subtract (f32/f64) -> (multiply operand it absorbs, its position, the
-        reshapes/copies between them), as LLVM's contraction picks it: a multiply with no
-        other user, the first operand preferred.  In a loop body, reshapes and copies are
-        index arithmetic, so LLVM sees through them (single-user ones)."""
-        out = {}
-        taken: set[int] = set()
-        for ins in order:
-            if ins.opcode not in _FMA_USERS or ins.shape.element_type not in ("f32", "f64"):
-                continue
-            if (ins.shape.rank != 0 and not elementwise) or len(ins.operands) != 2:
-                continue
-            for k, m in enumerate(ins.operands):
-                via = []
-                while elementwise and m.opcode in ("reshape", "copy") and \
-                        users.get(id(m), 0) == 1 and m is not comp.root:
-                    via.append(m)
-                    m = m.operands[0]
-                if (m.opcode == "multiply" and users.get(id(m), 0) == 1 and m is not comp.root
-                        and id(m) not in taken and m.shape.element_type == ins.shape.element_type
-                        and ins.operands[0] is not ins.operands[1]):
-                    out[id(ins)] = (m, k, tuple(via))
-                    taken.add(id(m))
-                    break
-        return out
-
-    @staticmethod
-    def _fma_expr(ins, m, k, names) -> str:
-        t = ins.shape.element_type
-        daz = "_xftz64" if t == "f64" else "_xftz32"
-        fma = "_xfma64" if t == "f64" else "_xfma32"
-        x, y = (f"{daz}({names[id(o)]})" for o in m.operands)
-        other = f"{daz}({names[id(ins.operands[1 - k])]})"
-        if ins.opcode == "add":
-            e = f"{fma}({x}, {y}, {other})"
-        elif k == 0:  # x*y - other
-            e = f"{fma}({x}, {y}, -{other})"
-        else:         # other - x*y
-            e = f"{fma}(-{x}, {y}, {other})"
-        return f"{daz}({e})"
-
-    def expr(self, ins: Instruction, names) -> str:
-        op = ins.opcode
-        ops = [names[id(o)] for o in ins.operands]
-        if op == "constant":
-            return self.const(ins)
-        if op == "tuple":
-            return "(" + "".join(o + ", " for o in ops) + ")"
-        if op == "get-tuple-element":
-            return f"{ops[0]}[{int(ins.attrs['index'])}]"
-        if op == "call":
-            callee = ins.attrs.get("to_apply")
-            if isinstance(callee, list):
-                callee = callee[0]
-            if not isinstance(callee, Computation):
-                raise ScalarCompileError(f"call '{ins.name}' has no callee")
-            return f"{self.function(callee)}({', '.join(ops)})"
-        if self.elementwise:  # loop_fusion.loop_shape vetted the shapes: per element
-            if op in _IDENTITY and op not in _ELEMENT_IDENTITY:
-                raise ScalarCompileError(f"'{op}' instruction '{ins.name}' moves elements")
-        elif not ins.shape.is_array or ins.shape.rank != 0 or any(
-                not o.shape.is_array or o.shape.rank != 0 for o in ins.operands):
-            raise ScalarCompileError(f"'{op}' instruction '{ins.name}' is not on scalars")
-        if op in _IDENTITY and ins.operands and \
-                ins.operands[0].shape.element_type == ins.shape.element_type:
-            return ops[0]
-        emit = SCALAR_OPS.get(op)
-        if emit is None:
-            raise ScalarCompileError(f"opcode '{op}' (instruction '{ins.name}') cannot be "
-                                     "compiled to scalar code")
-        sig = ScalarSig(ins.shape.element_type,
-                        tuple(o.shape.element_type for o in ins.operands), dict(ins.attrs))
-        try:
-            return emit(sig).format(*ops)
-        except ScalarOpError as e:
-            raise ScalarCompileError(f"'{op}' (instruction '{ins.name}'): {e}") from None
-
-
-def _schedule(comp: Computation) -> list[Instruction]:
-    order: list[Instruction] = []
-    seen: set[int] = set()
-
-    def visit(root):
-        stack = [(root, False)]
-        while stack:
-            ins, done = stack.pop()
-            if done:
-                order.append(ins)
-                continue
-            if id(ins) in seen:
-                continue
-            seen.add(id(ins))
-            stack.append((ins, True))
-            for o in reversed(ins.operands):
-                if id(o) not in seen:
-                    stack.append((o, False))
-    for p in comp.parameters:
-        visit(p)
-    visit(comp.root)
-    return order
-
-
-def _result_types(comp: Computation) -> tuple[str, ...]:
-    s = comp.root.shape
-    if s.is_tuple:
-        return tuple(x.element_type for x in s.tuple_shapes)
-    return (s.element_type,)
-
-
-def generate_source(comp: Computation, fma: bool = True,
-                    elementwise: bool = False) -> tuple[str, list, str]:
-    """(module source, constants, entry function name) for a computation.  `elementwise`:
-    the computation is a loop body whose array parameters stand for one element each."""
-    g = _Gen()
-    g.fma = fma
-    g.elementwise = elementwise
-    entry = g.function(comp)
-    return "\n".join(g.funcs), g.consts, entry
 
 
 def compile_scalar_computation(comp: Computation, fma: bool = True, elementwise: bool = False):
@@ -269,7 +53,7 @@ def compile_scalar_computation(comp: Computation, fma: bool = True, elementwise:
             ns[name] = register_jitable(ns[name])
     disp = numba.njit(nogil=True, error_model="numpy")(ns[entry])
     disp.param_types = tuple(p.shape.element_type for p in comp.parameters)
-    disp.result_types = _result_types(comp)
+    disp.result_types = result_types(comp)
     disp.source = src
     with _LOCK:
         return _CACHE.setdefault(key, disp)

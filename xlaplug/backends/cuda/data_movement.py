@@ -30,8 +30,8 @@ import threading
 
 import numpy as np
 
-from ..cpu.data_movement import _physical_order
-from ..cpu.structural import ExecutionError
+from ..common.errors import ExecutionError
+from ..common.plans import physical_order
 from ..registry import kernel as _kernel
 from .launch import (NARROW_TYPES, cuda_module, device_dtype, device_empty, device_zeros, flat,
                      jit_source, launch_1d)
@@ -516,7 +516,7 @@ def _bitcast(ins, args, ctx):
                              "types are held as values; use bitcast-convert)")
     n_in = size_of(x.shape)
     # 1. the operand's elements in its physical order (a flat contiguous buffer)
-    src_order = (_physical_order(src_shape) if src_shape is not None and src_shape.is_array
+    src_order = (physical_order(src_shape) if src_shape is not None and src_shape.is_array
                  and len(src_shape.dims) == len(x.shape) else tuple(range(len(x.shape))))
     if src_order == tuple(range(len(x.shape))):
         phys = x
@@ -539,7 +539,7 @@ def _bitcast(ins, args, ctx):
     out = device_empty(ins.shape)
     if ins.shape.num_elements() == 0:
         return out
-    order = _physical_order(ins.shape)
+    order = physical_order(ins.shape)
     pdims = [ins.shape.dims[d] for d in order]
     pst = row_strides(pdims)
     sst = [0] * len(order)

@@ -1,7 +1,7 @@
 """Elementwise CUDA kernels: one generated numba.cuda kernel per (opcode, operand types,
 result type, attributes, broadcast pattern), compiled lazily and cached.
 
-Each kernel body is the SCALAR_OPS expression (cpu/elementwise_scalar.py) of the op -- the
+Each kernel body is the SCALAR_OPS expression (common/scalar_ops.py) of the op -- the
 same templates scalar_jit inlines into numba loops on the CPU -- evaluated per element:
 
     def _ew(out, a0, a1):
@@ -16,10 +16,11 @@ rules, saturating float->int converts, flush-to-zero of f32/f64 (and complex) op
 results where XLA:CPU flushes, f16 rounded after each op, TOTALORDER compares.  Transcendental
 functions run in float64 (libdevice) and are rounded once, as the CPU kernels compute them.
 
-Ops SCALAR_OPS does not express, or expresses differently from the array kernels, have their
-own emitters here: complex exp/expm1/log/log1p/sqrt/rsqrt/sin/cos/tan/tanh/sign/abs/power
-(XLA's formulas, cuda/elementwise_complex.py), f16 expm1 and logistic (XLA evaluates them in
-f16 steps), reduce-precision (on the bit patterns), stochastic-convert.  bitcast-convert is a
+Complex ops are SCALAR_OPS templates too: XLA's formulas, written once in
+common/scalar_complex{,_fn}.py for every path.  Ops SCALAR_OPS does not express, or
+expresses differently from the array kernels, have their own emitters here: f16 expm1 and
+logistic (XLA evaluates them in f16 steps), reduce-precision (on the bit patterns),
+stochastic-convert.  bitcast-convert is a
 device-to-device copy through a reinterpreting view (any widths, bits exact); narrow types go
 through their bit patterns (cuda/narrow.py).
 
@@ -35,31 +36,23 @@ import threading
 import numpy as np
 
 from ...hlo import dtypes as D
-from ..cpu.elementwise_scalar import SCALAR_COMPUTE_DTYPES, SCALAR_OPS, ScalarOpError, ScalarSig
-from ..cpu.elementwise_scalar_base import NARROW_FORMATS
-from ..cpu.structural import ExecutionError
+from ...hlo.opcodes import EXPANDED_UNARY, ELEMENTWISE
+from ..common.scalar_ops import SCALAR_COMPUTE_DTYPES, SCALAR_OPS, ScalarOpError, ScalarSig
+from ..common.scalar_base import NARROW_FORMATS
+from ..common.errors import ExecutionError
 from ..registry import kernel
 from .launch import (NARROW_TYPES, device_empty, elementwise_launch, flat, jit_source,
                      simulating)
 from .scalar_cuda import cuda_namespace
 
-UNARY = ("exponential", "exponential-minus-one", "log", "log-plus-one", "logistic", "sqrt",
-         "rsqrt", "cbrt", "sine", "cosine", "tan", "tanh", "erf", "floor", "ceil",
-         "round-nearest-even", "round-nearest-afz", "sign", "abs", "negate", "is-finite", "not",
-         "popcnt", "count-leading-zeros", "real", "imag", "convert")
-BINARY = ("add", "subtract", "multiply", "divide", "remainder", "power", "atan2", "maximum",
-          "minimum", "and", "or", "xor", "shift-left", "shift-right-logical",
-          "shift-right-arithmetic", "compare", "complex")
-TERNARY = ("select", "clamp")
-SPECIAL = ("bitcast-convert", "reduce-precision", "stochastic-convert")
-OPCODES = UNARY + BINARY + TERNARY + SPECIAL
+# opcodes.ELEMENTWISE less copy (data_movement.py's), map (reductions.py's) and erf-inv (no
+# CUDA kernel); bitcast-convert and reduce-precision have kernels of their own below.
+# (EXPANDED_UNARY ops run as their expansion: common/elementwise_expanded.py)
+OPCODES = tuple(sorted(ELEMENTWISE - {"copy", "map", "erf-inv"} - EXPANDED_UNARY))
+_GENERATED = tuple(op for op in OPCODES if op not in ("bitcast-convert", "reduce-precision"))
 
 # Attributes that change the generated code.
 _ATTRS = ("direction", "type", "exponent_bits", "mantissa_bits")
-
-_COMPLEX_UNARY = {"exponential": "_ycexp", "exponential-minus-one": "_ycexpm1",
-                  "log": "_yclog", "log-plus-one": "_yclog1p", "sqrt": "_ycsqrt",
-                  "rsqrt": "_ycrsqrt", "tanh": "_yctanh", "tan": "_yctan", "sign": "_ycsign"}
 
 _LOCK = threading.RLock()
 _KERNELS: dict[tuple, object] = {}
@@ -84,21 +77,6 @@ class _Emit:
 def _f16_round(x: str) -> str:
     m, e, mx, k = NARROW_FORMATS["f16"]
     return f"_xround({x}, {m}, {e}, {mx!r}, {k})"
-
-
-def _emit_complex_unary(op: str, t: str, x: str, em: _Emit) -> str:
-    is32 = t == "c64"
-    f = str(is32)
-    pack = "_ypack64" if is32 else "_ypack128"
-    em.lines.append(f"zr, zi = _yin({x}, {f})")
-    if op == "abs":
-        comp = "np.float32" if is32 else "np.float64"
-        return f"{comp}(_yfl(_ycabs(zr, zi, {f}), {f}))"
-    if op in ("sine", "cosine"):
-        em.lines.append(f"rr, ri = _ycsincos(zr, zi, {f}, {op == 'sine'})")
-    else:
-        em.lines.append(f"rr, ri = {_COMPLEX_UNARY[op]}(zr, zi, {f})")
-    return f"{pack}(rr, ri)"
 
 
 def _emit_f16_formula(op: str, x: str, em: _Emit) -> str:
@@ -161,17 +139,8 @@ def _emit(op: str, result: str, operands: tuple[str, ...], attrs: dict, xs: list
           em: _Emit) -> str:
     """The expression of `op` over operand names xs (statements go to em.lines)."""
     t0 = operands[0] if operands else result
-    if op in _COMPLEX_UNARY or op in ("abs", "sine", "cosine"):
-        if t0 in ("c64", "c128"):
-            return _emit_complex_unary(op, t0, xs[0], em)
     if op in ("exponential-minus-one", "logistic") and t0 == "f16":
         return _emit_f16_formula(op, xs[0], em)
-    if op == "power" and t0 in ("c64", "c128"):
-        is32 = str(t0 == "c64")
-        em.lines.append(f"ar, ai = _yin({xs[0]}, {is32})")
-        em.lines.append(f"br, bi = _yin({xs[1]}, {is32})")
-        em.lines.append(f"rr, ri = _ycpow(ar, ai, br, bi, {is32})")
-        return f"{'_ypack64' if t0 == 'c64' else '_ypack128'}(rr, ri)"
     if op == "is-finite" and t0 not in ("f16", "f32", "f64"):
         raise ScalarOpError(f"is-finite is defined on real floats, not {t0}")
     if op == "stochastic-convert":
@@ -240,7 +209,7 @@ def _signature(ins):
     return (tuple(o.shape.element_type for o in ins.operands), ins.shape.element_type)
 
 
-@kernel(*(UNARY + BINARY + TERNARY + ("stochastic-convert",)), device="cuda")
+@kernel(*_GENERATED, device="cuda")
 def _elementwise(ins, args, ctx):
     operands, result = _signature(ins)
     out = device_empty(ins.shape)

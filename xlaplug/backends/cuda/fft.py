@@ -21,7 +21,7 @@ import math
 import numpy as np
 from numba import cuda, types
 
-from ..cpu.structural import ExecutionError
+from ..common.errors import ExecutionError
 from ..registry import kernel
 from .launch import device_dtype, device_zeros, flat, launch_1d
 from .linalg import convert

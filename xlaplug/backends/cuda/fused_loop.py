@@ -15,8 +15,7 @@ cannot express run their computation kernel by kernel, as before.
 """
 from __future__ import annotations
 
-from ...passes.loop_fusion import DEFAULT_MIN_ELEMENTS
-from ..cpu.fused_loop import element_index, loop_plan
+from ..common.fusion_contents import DEFAULT_MIN_ELEMENTS, element_index, loop_plan
 from ..registry import kernel
 from .launch import device_empty, flat, launch_1d
 from .reductions import _type_key, gen_kernel, load

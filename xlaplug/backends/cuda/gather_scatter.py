@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cpu.structural import ExecutionError
+from ..common.errors import ExecutionError
 from ..registry import kernel as _kernel
 from .data_movement import (copy_contiguous, fill_value, int_list, row_strides, size_of,
                             src_kernel, tup)

@@ -32,8 +32,8 @@ import os
 import numpy as np
 
 from ...hlo import dtypes as D
-from ..cpu.jit_drivers import numba_dtype
-from ..cpu.structural import ExecutionError
+from ..common.scalar_base import numba_dtype
+from ..common.errors import ExecutionError
 
 # Every element type runs on CUDA.  numba.cuda arrays hold the numpy types natively; the
 # ml_dtypes ones (bf16, the f8/f4 formats, the sub-byte integers) have no numba dtype, so a
@@ -49,7 +49,7 @@ NARROW_TYPES = frozenset(t for t, dt in D.ELEMENT_DTYPES.items()
 
 def device_dtype(etype_or_dtype) -> np.dtype:
     """The numba.cuda dtype holding an element type (an HLO name or a numpy/ml_dtypes
-    dtype) on the device: the dtype CPU compiled loops carry it in (jit_drivers.numba_dtype:
+    dtype) on the device: the dtype CPU compiled loops carry it in (common/scalar_base.numba_dtype:
     float32 / int8 / uint8 for NARROW_TYPES), except f16, which numba.cuda arrays hold."""
     dt = np.dtype(D.to_dtype(etype_or_dtype) if isinstance(etype_or_dtype, str)
                   else etype_or_dtype)

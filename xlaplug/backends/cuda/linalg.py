@@ -29,8 +29,8 @@ import math
 import numpy as np
 from numba import cuda
 
-from ..cpu.linalg import _compute_plan
-from ..cpu.structural import ExecutionError
+from ..common.errors import ExecutionError
+from ..common.plans import conv_plan, dot_plan
 from ..registry import kernel
 from .launch import device_dtype, flat, launch_1d
 
@@ -216,11 +216,10 @@ def matmul(A, Bm, nbatch: int):
     return C
 
 
-def _plan(lhs_dt, rhs_dt, out_dt, k):
-    cdt, kind = _compute_plan(np.dtype(lhs_dt), np.dtype(rhs_dt), np.dtype(out_dt), k)
+def _device_compute(cdt, kind):
     if kind == "int":
         cdt = np.dtype(np.int64)  # wraps mod 2^64 on the device: exact mod the result width
-    return cdt, kind
+    return cdt
 
 
 # ---- dot -----------------------------------------------------------------------------------
@@ -228,26 +227,13 @@ def _plan(lhs_dt, rhs_dt, out_dt, k):
 @kernel("dot", device="cuda")
 def _dot(ins, args, ctx):
     lhs, rhs = args[0], args[1]
-    a = ins.attrs
-    lb = tuple(a.get("lhs_batch_dims", ()))
-    rb = tuple(a.get("rhs_batch_dims", ()))
-    lc = tuple(a.get("lhs_contracting_dims", ()))
-    rc = tuple(a.get("rhs_contracting_dims", ()))
-    if len(lb) != len(rb) or len(lc) != len(rc):
-        raise ExecutionError(f"dot '{ins.name}': batch/contracting dimension counts differ")
-    ls, rs = tuple(lhs.shape), tuple(rhs.shape)
-    lf = [d for d in range(len(ls)) if d not in lb and d not in lc]
-    rf = [d for d in range(len(rs)) if d not in rb and d not in rc]
-    B = _size([ls[d] for d in lb])
-    M = _size([ls[d] for d in lf])
-    N = _size([rs[d] for d in rf])
-    K = _size([ls[d] for d in lc])
     out_dt = device_dtype(ins.shape.element_type)
-    cdt, kind = _plan(lhs.dtype, rhs.dtype, out_dt, K)
-    L = transpose_convert(lhs, list(lb) + lf + list(lc), cdt).reshape((B, M, K))
-    R = transpose_convert(rhs, list(rb) + list(rc) + rf, cdt).reshape((B, K, N))
-    y = matmul(L, R, B)
-    return finish(y, kind, out_dt, ins.shape.dims)
+    p = dot_plan(ins, lhs.shape, rhs.shape, lhs.dtype, rhs.dtype, out_dt)
+    cdt = _device_compute(p.compute_dtype, p.kind)
+    L = transpose_convert(lhs, list(p.lhs_perm), cdt).reshape((p.batch, p.m, p.k))
+    R = transpose_convert(rhs, list(p.rhs_perm), cdt).reshape((p.batch, p.k, p.n))
+    y = matmul(L, R, p.batch)
+    return finish(y, p.kind, out_dt, ins.shape.dims)
 
 
 # ---- convolution ---------------------------------------------------------------------------
@@ -307,31 +293,19 @@ def _im2col_kernel(out_dt, in_dt):
 @kernel("convolution", device="cuda")
 def _convolution(ins, args, ctx):
     lhs, rhs = args[0], args[1]
-    dn = ins.attrs["dim_labels"]
-    window = ins.attrs.get("window")
-    wdims = list(window.dims) if window is not None else []
-    nsp = len(dn.input_spatial)
-    if len(wdims) != nsp:
-        raise ExecutionError(f"convolution '{ins.name}': window has {len(wdims)} "
-                             f"dimensions, dim_labels {nsp} spatial dimensions")
-    G = int(ins.attrs.get("feature_group_count", 1) or 1)
-    BG = int(ins.attrs.get("batch_group_count", 1) or 1)
     out_dt = device_dtype(ins.shape.element_type)
     ls, rs = tuple(lhs.shape), tuple(rhs.shape)
-    lst, rst = _c_strides(ls), _c_strides(rs)
-    out_dims = tuple(ins.shape.dims)
-    N, C = ls[dn.input_batch], ls[dn.input_feature]
-    O, I = rs[dn.kernel_output_feature], rs[dn.kernel_input_feature]
-    isz = [ls[d] for d in dn.input_spatial]
-    ksz = [rs[d] for d in dn.kernel_spatial]
-    s_out = [out_dims[d] for d in dn.output_spatial]
-    n_out, o_out = out_dims[dn.output_batch], out_dims[dn.output_feature]
-    KK, P = _size(ksz), _size(s_out)
-    if C != I * G or O % G or N % BG or O % BG or o_out != O or n_out != N // BG \
-            or (G > 1 and BG > 1):
+    cp = conv_plan(ins, ls, rs, lhs.dtype, rhs.dtype, out_dt)
+    dn, wdims, G, BG = cp.dims, cp.window, cp.groups, cp.batch_groups
+    N, C, O, I, KK, P = cp.n, cp.c, cp.o, cp.i, cp.kk, cp.p
+    ksz, s_out = list(cp.kernel_spatial), list(cp.out_spatial)
+    if G > 1 and BG > 1:  # (the im2col kernel indexes one kind of group)
         raise ExecutionError(f"convolution '{ins.name}': inconsistent shapes for "
                              f"feature_group_count={G}, batch_group_count={BG}")
-    cdt, kind = _plan(lhs.dtype, rhs.dtype, out_dt, I * KK)
+    cdt, kind = _device_compute(cp.compute_dtype, cp.kind), cp.kind
+    lst, rst = _c_strides(ls), _c_strides(rs)
+    out_dims = tuple(ins.shape.dims)
+    isz = [ls[d] for d in dn.input_spatial]
 
     # The kernel as [O, I, window...] in the compute type, reversed where asked.
     kstrides = [rst[dn.kernel_output_feature], rst[dn.kernel_input_feature]]

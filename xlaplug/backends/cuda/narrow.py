@@ -25,20 +25,20 @@ from __future__ import annotations
 import numpy as np
 
 from ...hlo import dtypes as D
-from ..cpu.elementwise_scalar_base import NARROW_FORMATS
-from ..cpu.structural import ExecutionError
+from ...hlo.opcodes import ALIASING, CONTROL_FLOW, MOVES_ELEMENTS
+from ..common.scalar_base import NARROW_FORMATS
+from ..common.errors import ExecutionError
 from .data_movement import cached_kernel
 from .elementwise import OPCODES as ELEMENTWISE
 from .launch import NARROW_TYPES, cuda_module, elementwise_launch, flat, jit_source
 from .scalar_cuda import cuda_namespace
 
-# Opcodes whose narrow results are canonical by construction (no rounding pass).
-EXACT_OPCODES = (frozenset(ELEMENTWISE) - {"reduce-precision"}) | frozenset({
-    "parameter", "constant", "tuple", "get-tuple-element", "while", "conditional", "call",
-    "async-start", "async-update", "async-done", "after-all", "add-dependency",
-    "opt-barrier", "domain", "copy", "copy-start", "copy-done", "reshape", "transpose",
-    "broadcast", "slice", "dynamic-slice", "dynamic-update-slice", "concatenate", "pad",
-    "reverse", "gather", "bitcast"})
+# Opcodes whose narrow results are canonical by construction (no rounding pass): the
+# elementwise kernels (their templates round), and everything that only moves values.
+EXACT_OPCODES = (frozenset(ELEMENTWISE) - {"reduce-precision"}) | ALIASING | MOVES_ELEMENTS \
+    | (CONTROL_FLOW - {"fusion"}) | frozenset({"constant", "async-update", "async-done",
+                                               "domain"})
+
 
 def _kernel(key, src: str, name: str, ns: dict | None = None):
     """A kernel over the scalar helpers (and `ns`), compiled once per process per key."""

@@ -34,7 +34,7 @@ import weakref
 
 import numpy as np
 
-from ..cpu.structural import ExecutionError
+from ..common.errors import ExecutionError
 from ..registry import kernel as _kernel
 from .data_movement import cached_kernel, fill_from_device, row_strides, size_of, tup
 from .launch import cuda_module, device_empty, flat, jit_source, launch_1d, simulating

@@ -19,7 +19,7 @@ import numpy as np
 from numba import cuda, uint64
 
 from ...hlo import dtypes as D
-from ..cpu.structural import ExecutionError
+from ..common.errors import ExecutionError
 from ..registry import kernel
 from .launch import flat, launch_1d
 

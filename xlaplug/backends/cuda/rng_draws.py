@@ -4,7 +4,7 @@ rng is cpu/rng.py's counter-based stream (see its docstring),
 so CUDA and CPU runs with the same seed draw the same values: element j's thread computes
 the Philox-4x32-10 block at counter (j, call) under the instruction's key and applies the
 same float64 transform.  The key and call counter are host-side bookkeeping shared with
-the CPU kernel (cpu_rng.rng_stream) and travel as scalar kernel arguments; the rank-0 bounds
+common/rng_streams.rng_stream and travel as scalar kernel arguments; the rank-0 bounds
 are read inside the kernels.  Nothing is copied between host and device.  Uniform floats
 and integers are bit-exact with the CPU (the multiply of lo + (hi - lo) * u is dmul_rn,
 which NVVM never contracts into an FMA); normal draws go through libdevice's log, cos and
@@ -23,9 +23,9 @@ import numpy as np
 from numba import cuda, float64, int64, uint64
 
 from ...hlo import dtypes as D
-from ..cpu import rng as cpu_rng
-from ..cpu.elementwise_scalar_base import NARROW_FORMATS
-from ..cpu.structural import ExecutionError
+from ..common.scalar_base import NARROW_FORMATS
+from ..common import rng_streams
+from ..common.errors import ExecutionError
 from ..registry import kernel
 from .launch import device_empty, flat, launch_1d, simulating
 from .rng import _M32, _S32, _philox_d
@@ -175,7 +175,7 @@ def _rng(ins, args, ctx):
     if t in D.FLOAT_TYPES and t not in ("f32", "f64") and t not in NARROW_FORMATS:
         raise ExecutionError(f"rng '{ins.name}': {t} results are not supported on cuda (no "
                              "rounding rule for the format)")
-    key, call = cpu_rng.rng_stream(ins, ctx)
+    key, call = rng_streams.rng_stream(ins, ctx)
     dims = tuple(int(d) for d in ins.shape.dims)
     n = int(np.prod(dims, dtype=np.int64)) if dims else 1
     stream = (n, _u64(key & 0xFFFFFFFF), _u64(key >> 32), _u64(call & 0xFFFFFFFF),
@@ -238,13 +238,13 @@ def _rng_get_and_update_state(ins, args, ctx):
             int(np.prod(ins.shape.dims, dtype=np.int64)) != 2:
         raise ExecutionError(f"rng-get-and-update-state '{ins.name}': expected a u64[2] "
                              f"result, got {ins.shape}")
-    states = cpu_rng._ctx_dict(ctx, "_xlaplug_rng_device_states")
+    states = rng_streams.ctx_dict(ctx, "_xlaplug_rng_device_states")
     st = states.get(id(ins))
     if st is None:
-        init = cpu_rng.initial_state(ctx)
+        init = rng_streams.initial_state(ctx)
         st = states[id(ins)] = cuda.device_array(2, np.uint64)
         _state_init_kernel[1, 1](st, _u64(init), _u64(init >> 64))
-    delta = cpu_rng.state_delta(ins)
+    delta = rng_streams.state_delta(ins)
     old = cuda.device_array(2, np.uint64)
     _state_step_kernel[1, 1](old, st, _u64(delta), _u64(delta >> 64))
     old = old.reshape(tuple(int(d) for d in ins.shape.dims))

@@ -5,7 +5,7 @@ device functions.
 the GPU: it turns a reducer, comparator, scatter combiner or map body (an HLO computation on
 scalars) into a `numba.cuda.jit(device=True)` function taking one scalar per parameter and
 returning a scalar, or a tuple of scalars for a tuple root.  The Python source is the very
-source scalar_jit generates from SCALAR_OPS (so it has the CPU kernels' semantics, FMA
+source common/scalar_codegen.py generates from SCALAR_OPS (extended by CUDA_SCALAR_OPS) (so it has the CPU kernels' semantics, FMA
 contraction included); only the names it calls are bound to CUDA versions:
 
 * `np` and `math` are stand-in modules (`cuda_namespace()["np"]`): numpy's scalar types and
@@ -13,12 +13,13 @@ contraction included); only the names it calls are bound to CUDA versions:
   (np.exp, np.floor, np.rint, np.power, np.nextafter, ...).  Each computes in float64
   (libdevice) -- as the templates already do for transcendentals -- so f32 results are a
   float64 result rounded once, like the CPU kernels'.
-* the `_x...` helpers of cpu/elementwise_scalar_{int,float,complex}.py are re-defined from
+* the `_x...` helpers of common/scalar_{int,float,complex}.py are re-defined from
   their own source in that namespace and wrapped as device functions; the four bit-view
   helpers (`_xbits32`, ...) get libdevice versions (float_as_int, double_as_longlong ...),
   since numba.cuda has no np.empty/view.
-* the `_y...` complex helpers of cuda/elementwise_complex.py (XLA's complex formulas, as the
-  CPU's elementwise_complex.py computes them) join the same namespace.
+* the `_y...` complex helpers of common/scalar_complex{,_fn}.py (XLA's complex formulas,
+  the ones every path uses) join the same namespace; their libm primitives get libdevice
+  versions on a GPU and Python's `math` (the CPU's libm) under the simulator.
 
 Values travel in SCALAR_COMPUTE_DTYPES (f16 as float32 holding an f16 value, pred as bool,
 the rest as themselves); a caller storing a result into an f16 array casts it (exactly).
@@ -31,7 +32,6 @@ returned dispatcher has `.param_types` / `.result_types` (element types), `.sour
 """
 from __future__ import annotations
 
-import cmath
 import inspect
 import linecache
 import math
@@ -42,11 +42,15 @@ import types
 import numpy as np
 
 from ...hlo.ir import Computation
-from ..cpu import elementwise_scalar_complex as _SC
-from ..cpu import elementwise_scalar_float as _SF
-from ..cpu import elementwise_scalar_int as _SI
-from ..cpu.elementwise_scalar import SCALAR_OPS, ScalarOpError, ScalarSig
-from ..cpu.scalar_jit import ScalarCompileError, _Gen, _result_types
+from ..common import scalar_complex as _SC
+from ..common import scalar_complex_fn as _SCF
+from ..common import scalar_float as _SF
+from ..common import scalar_int as _SI
+from ..common.scalar_ops import SCALAR_OPS, ScalarSig
+from ..common import scalar_codegen
+from ..common.scalar_codegen import ScalarCompileError, result_types
+from .device_helpers import BIT_HELPERS as _BIT_HELPERS
+from .device_helpers import GPU_BITS, GPU_LIBM, SIM_BITS, SIM_LIBM
 from .launch import cuda_module, simulating
 
 __all__ = ["compile_scalar_device_function", "cuda_namespace", "ScalarCompileError"]
@@ -67,42 +71,6 @@ _NP_UNARY = ("exp", "log", "sqrt", "sin", "cos", "tan", "tanh", "floor", "ceil",
 _NP_BINARY = {"fmod": "fmod", "power": "pow", "nextafter": "nextafter", "arctan2": "atan2",
               "copysign": "copysign"}
 _MATH_F64 = {"atan2": "atan2", "erf": "erf"}   # math.* redirected to float64 versions
-
-_GPU_BITS = '''
-def _xbits32(x):
-    return libdevice.float_as_int(np.float32(x))
-
-
-def _xfrom_bits32(i):
-    return libdevice.int_as_float(np.int32(i))
-
-
-def _xbits64(x):
-    return libdevice.double_as_longlong(np.float64(x))
-
-
-def _xfrom_bits64(i):
-    return libdevice.longlong_as_double(np.int64(i))
-'''
-
-_SIM_BITS = '''
-def _xbits32(x):
-    return np.array([x], np.float32).view(np.int32)[0]
-
-
-def _xfrom_bits32(i):
-    return np.array([i], np.int32).view(np.float32)[0]
-
-
-def _xbits64(x):
-    return np.array([x], np.float64).view(np.int64)[0]
-
-
-def _xfrom_bits64(i):
-    return np.array([i], np.int64).view(np.float64)[0]
-'''
-_BIT_HELPERS = ("_xbits32", "_xfrom_bits32", "_xbits64", "_xfrom_bits64")
-
 
 def _exec(src: str, ns: dict, label: str) -> None:
     filename = f"<xlaplug cuda helpers: {label}>"
@@ -146,16 +114,18 @@ def _stand_in_modules(sim: bool, cuda) -> tuple[types.ModuleType, types.ModuleTy
     return fnp, fmath
 
 
+_HELPER_MODULES = (_SI, _SF, _SC, _SCF)
+
+
 def _helper_sources() -> list[tuple[str, str]]:
-    """(name, source) of every `_x` helper of the CPU scalar modules and every `_y` helper of
-    cuda/elementwise_complex.py, decorators removed."""
-    from . import elementwise_complex as _YC
+    """(name, source) of every `_x` / `_y` helper of the common scalar modules, decorators
+    removed (the bit views and libm primitives excepted: they get device versions)."""
     out = []
-    for mod, prefix in ((_SI, "_x"), (_SF, "_x"), (_SC, "_x"), (_YC, "_y")):
+    for mod in _HELPER_MODULES:
         for name, fn in vars(mod).items():
-            if not (name.startswith(prefix) and inspect.isfunction(fn)):
+            if not (name.startswith(("_x", "_y")) and inspect.isfunction(fn)):
                 continue
-            if fn.__module__ != mod.__name__ or name in _BIT_HELPERS:
+            if fn.__module__ != mod.__name__ or name in _BIT_HELPERS + _SC.LIBM_HELPERS:
                 continue
             src = textwrap.dedent(inspect.getsource(fn))
             src = "\n".join(ln for ln in src.splitlines() if not ln.startswith("@"))
@@ -165,9 +135,8 @@ def _helper_sources() -> list[tuple[str, str]]:
 
 def _helper_constants() -> dict:
     """Module-level numbers (and tuples of them) the helpers read (_TINY32, ...)."""
-    from . import elementwise_complex as _YC
     consts = {}
-    for mod in (_SI, _SF, _SC, _YC):
+    for mod in _HELPER_MODULES:
         for name, v in vars(mod).items():
             number = isinstance(v, (int, float, np.generic)) and not isinstance(v, bool)
             coeffs = isinstance(v, tuple) and v and all(isinstance(e, float) for e in v)
@@ -178,7 +147,7 @@ def _helper_constants() -> dict:
 
 
 def cuda_namespace() -> dict:
-    """Globals for generated CUDA code: `np`, `math`, `cmath` and the `_x`/`_y` helpers as
+    """Globals for generated CUDA code: `np`, `math` and the `_x`/`_y` helpers as
     device functions (see the module docstring).  Built once; do not modify."""
     global _NAMESPACE
     with _LOCK:
@@ -187,15 +156,16 @@ def cuda_namespace() -> dict:
         cuda = cuda_module()
         sim = simulating()
         fnp, fmath = _stand_in_modules(sim, cuda)
-        ns: dict = {"np": fnp, "math": fmath, "cmath": cmath}
+        ns: dict = {"np": fnp, "math": fmath}
         ns.update(_helper_constants())
-        bits_ns: dict = {"np": np}
+        bits_ns: dict = {"np": np, "math": math}
         if not sim:
             from numba.cuda import libdevice
             bits_ns["libdevice"] = libdevice
-        _exec(_SIM_BITS if sim else _GPU_BITS, bits_ns, "bit views")
-        names = list(_BIT_HELPERS)
-        for name in _BIT_HELPERS:
+        _exec(SIM_BITS if sim else GPU_BITS, bits_ns, "bit views")
+        _exec(SIM_LIBM if sim else GPU_LIBM, bits_ns, "libm primitives")
+        names = list(_BIT_HELPERS + _SC.LIBM_HELPERS)
+        for name in names:
             ns[name] = bits_ns[name]
         for name, src in _helper_sources():
             _exec(src, ns, name)
@@ -216,31 +186,21 @@ def _quiet(fn):
     return quiet
 
 
-class _CudaGen(_Gen):
-    """scalar_jit's generator, plus scalar `bitcast`s that change the element type (XLA's
-    compiled comparators reinterpret f32 as s32 that way): a same-width bitcast-convert."""
+def _scalar_bitcast(sig: ScalarSig) -> str:
+    """A scalar `bitcast` that changes the element type (XLA's compiled comparators
+    reinterpret f32 as s32 that way): a same-width bitcast-convert.  (One of the same type
+    is the identity, which the generator handles before it reads the table.)"""
+    return SCALAR_OPS["bitcast-convert"](sig)
 
-    def expr(self, ins, names):
-        if ins.opcode == "bitcast" and len(ins.operands) == 1 and ins.shape.is_array \
-                and ins.shape.rank == 0 and ins.operands[0].shape.is_array \
-                and ins.operands[0].shape.rank == 0 \
-                and ins.operands[0].shape.element_type != ins.shape.element_type:
-            sig = ScalarSig(ins.shape.element_type, (ins.operands[0].shape.element_type,))
-            try:
-                return SCALAR_OPS["bitcast-convert"](sig).format(names[id(ins.operands[0])])
-            except ScalarOpError as e:
-                raise ScalarCompileError(f"'bitcast' (instruction '{ins.name}'): {e}") from None
-        return super().expr(ins, names)
+
+# The scalar op table on CUDA: the common one, extended by dict merge.
+CUDA_SCALAR_OPS = {**SCALAR_OPS, "bitcast": _scalar_bitcast}
 
 
 def generate_source(comp: Computation, fma: bool = True,
                     elementwise: bool = False) -> tuple[str, list, str]:
     """(module source, constants, entry function name), as scalar_jit.generate_source."""
-    g = _CudaGen()
-    g.fma = fma
-    g.elementwise = elementwise
-    entry = g.function(comp)
-    return "\n".join(g.funcs), g.consts, entry
+    return scalar_codegen.generate_source(comp, fma, elementwise, CUDA_SCALAR_OPS)
 
 
 def compile_scalar_device_function(comp: Computation, fma: bool = True,
@@ -270,7 +230,7 @@ def compile_scalar_device_function(comp: Computation, fma: bool = True,
                 ns[name] = cuda.jit(device=True)(fn)
         disp = ns[entry]
         attrs = {"param_types": tuple(p.shape.element_type for p in comp.parameters),
-                 "result_types": _result_types(comp), "source": src}
+                 "result_types": result_types(comp), "source": src}
         if not hasattr(disp, "py_func"):  # (a CUDADispatcher has its own)
             attrs["py_func"] = py_funcs[entry]
         for attr, value in attrs.items():

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cpu.structural import ExecutionError
+from ..common.errors import ExecutionError
 from ..registry import kernel as _kernel
 from .data_movement import row_strides, size_of, src_kernel, tup
 from .launch import cuda_module, device_empty, flat, jit_source, launch_1d

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..cpu.structural import ExecutionError
+from ..common.errors import ExecutionError
 from . import semantics as S
 
 _UFUNCS = {"sum": np.add, "average": np.add, "product": np.multiply, "min": np.minimum,

@@ -23,7 +23,7 @@ import enum
 from dataclasses import dataclass
 
 from ...hlo.ir import Instruction
-from ..cpu.structural import ExecutionError
+from ..common.errors import ExecutionError
 
 # Opcodes whose instruction carries use_global_device_ids (HloAllReduceInstructionBase and
 # HloAllGatherInstruction in XLA); the others read a channel_id as cross-partition.

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ...hlo.ir import Shape
-from ..cpu.structural import ExecutionError
+from ..common.errors import ExecutionError
 from ..registry import kernel
 from . import semantics as S
 from .groups import DeviceGrid, participants, permute_domain

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..cpu.structural import ExecutionError
+from ..common.errors import ExecutionError
 from .rendezvous import Aborted, CollectiveTimeout
 
 _ABORT, _STATUS_REQ, _STATUS_REP = 1, 2, 3

@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..cpu.structural import ExecutionError
+from ..common.errors import ExecutionError
 
 
 class CollectiveTimeout(ExecutionError):

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ...hlo.ir import Module
-from ..cpu.structural import ExecutionError
+from ..common.errors import ExecutionError
 from .groups import DeviceGrid
 from .kernels import Place
 from .rendezvous import Aborted, Rendezvous

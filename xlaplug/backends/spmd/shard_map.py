@@ -9,7 +9,7 @@ import numpy as np
 
 from ...hlo import sdy
 from ...hlo.errors import HloError
-from ..cpu.structural import ExecutionError
+from ..common.errors import ExecutionError
 from .groups import DeviceGrid
 from .kernels import place_of
 

@@ -82,11 +82,6 @@ def is_integral(t: str) -> bool:
     return t in dtypes.INTEGRAL_TYPES
 
 
-def is_signed(t: str) -> bool:
-    """XLA's ElementIsSigned: signed integers and floating point."""
-    return t in dtypes.SIGNED_TYPES or t in dtypes.FLOAT_TYPES
-
-
 def bit_width(t: str) -> int:
     return dtypes.bit_width(t)
 

@@ -3,11 +3,16 @@ same-as-operand ones (copy, domain, opt-barrier)."""
 from __future__ import annotations
 
 from .. import dtypes
+from ..dtypes import is_signed_or_float
 from ..ir import UNBOUNDED, Shape
 from .common import (_array, _attr, _err, _merge_dim, _ops, _shape, _with_type, compatible,
-                     higher_precision, is_complex, is_floating, is_integral, is_signed, rule, s,
+                     higher_precision, is_complex, is_floating, is_integral, rule, s,
                      same_dims, same_type_ignoring_fp)
-from .infer import _BINARY, _UNARY
+from ..opcodes import BINARY_ELEMENTWISE, UNARY_ELEMENTWISE
+
+# (copy is elementwise too, but has the same-as-operand rule below)
+_UNARY = UNARY_ELEMENTWISE - {"copy"}
+_BINARY = BINARY_ELEMENTWISE
 
 
 def _unary_check(op: str, t: str) -> str | None:
@@ -21,13 +26,13 @@ def _unary_check(op: str, t: str) -> str | None:
     if op in ("real", "imag"):
         return dtypes.complex_component(t) if is_complex(t) else (t if is_floating(t) else None)
     if op == "abs":
-        return dtypes.complex_component(t) if is_complex(t) else (t if is_signed(t) else None)
+        return dtypes.complex_component(t) if is_complex(t) else (t if is_signed_or_float(t) else None)
     if op in ("count-leading-zeros", "popcnt"):
         return t if is_integral(t) else None
     if op == "negate":
         return t if is_integral(t) or is_floating(t) or is_complex(t) else None
     if op == "sign":
-        return t if is_signed(t) or is_complex(t) else None
+        return t if is_signed_or_float(t) or is_complex(t) else None
     if op == "not":
         return t if t == "pred" or is_integral(t) else None
     if op == "is-finite":

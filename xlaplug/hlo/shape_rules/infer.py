@@ -2,24 +2,16 @@
 from __future__ import annotations
 
 from ..ir import Instruction, Shape
+from ..opcodes import BINARY_ELEMENTWISE, TERNARY_ELEMENTWISE, UNARY_ELEMENTWISE
 from .common import RULES, ShapeInferenceError, _err
 
 
 # ---- operand counts ----------------------------------------------------------------------
 
-_UNARY = {"abs", "cbrt", "ceil", "count-leading-zeros", "cosine", "erf", "erf-inv", "exponential",
-          "exponential-minus-one", "floor", "imag", "is-finite", "log", "log-plus-one",
-          "logistic", "negate", "not", "popcnt", "real", "round-nearest-afz",
-          "round-nearest-even", "rsqrt", "sign", "sine", "sqrt", "tan", "tanh",
-          "acos", "acosh", "asin", "asinh", "atanh", "cosh", "sinh"}
-_BINARY = {"add", "atan2", "complex", "divide", "maximum", "minimum", "multiply", "power",
-           "remainder", "subtract", "and", "or", "xor", "shift-left", "shift-right-arithmetic",
-           "shift-right-logical", "compare"}
-
 # Exact operand counts (XLA's HloOpcodeArity, plus the fixed-arity ops it leaves variadic).
 EXACT_OPERANDS: dict[str, int] = {
-    **{op: 1 for op in _UNARY}, **{op: 2 for op in _BINARY},
-    "select": 3, "clamp": 3, "copy": 1, "convert": 1, "bitcast-convert": 1,
+    **{op: 1 for op in UNARY_ELEMENTWISE}, **{op: 2 for op in BINARY_ELEMENTWISE},
+    **{op: 3 for op in TERNARY_ELEMENTWISE}, "convert": 1, "bitcast-convert": 1,
     "reduce-precision": 1, "stochastic-convert": 2, "bitcast": 1, "broadcast": 1, "reshape": 1,
     "transpose": 1, "reverse": 1, "slice": 1, "pad": 2, "iota": 0, "parameter": 0,
     "constant": 0, "replica-id": 0, "partition-id": 0, "rng-get-and-update-state": 0,

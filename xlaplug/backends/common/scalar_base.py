@@ -1,4 +1,4 @@
-"""Shared pieces of the scalar op table (see elementwise_scalar.py for the contract): the
+"""Shared pieces of the scalar op table (see scalar_ops.py for the contract): the
 signature type, compute types, narrow float formats, and the source-building utilities the
 emitters share."""
 from __future__ import annotations
@@ -41,6 +41,27 @@ NARROW_FORMATS = {}
 for _t, _k in _FMT_KIND.items():
     _fi = ml_dtypes.finfo(D.ELEMENT_DTYPES[_t])
     NARROW_FORMATS[_t] = (int(_fi.nmant), int(_fi.minexp), float(_fi.max), _k)
+
+
+_NUMBA_KINDS = {np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8,
+                                      np.uint16, np.uint32, np.uint64, np.float32, np.float64,
+                                      np.complex64, np.complex128)}
+
+
+def numba_dtype(dt) -> np.dtype:
+    """The dtype a value of `dt` travels as inside numba code, on the CPU and in numba.cuda
+    kernels alike (the compute types of SCALAR_COMPUTE_DTYPES, by numpy dtype)."""
+    dt = np.dtype(dt)
+    if dt in _NUMBA_KINDS:
+        return dt
+    name = D.from_dtype(dt)
+    if D.is_float(name):
+        return np.dtype(np.float32)
+    if D.is_signed(name):
+        return np.dtype(np.int8)
+    if D.is_unsigned(name):
+        return np.dtype(np.uint8)
+    raise TypeError(f"element type {name} cannot be used in a compiled loop")
 
 
 # ---- source-building utilities -----------------------------------------------------------

@@ -1,9 +1,13 @@
-"""Kernels that move values around without computing: tuples, calls, control flow."""
+"""Kernels that move values around without computing: tuples, calls, control flow.
+
+They only move values (through `ctx.memory` where they make one), so one definition serves
+every device."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..registry import kernel as _kernel
+from .errors import ExecutionError
 
 
 def kernel(*opcodes):
@@ -13,10 +17,6 @@ def kernel(*opcodes):
         _kernel(*opcodes, device="cuda")(fn)
         return fn
     return deco
-
-
-class ExecutionError(RuntimeError):
-    """A failure while running a module (clear, user-facing; exit code 2 at the CLI)."""
 
 
 @kernel("tuple")

@@ -1,9 +1,9 @@
 """Scalar emitters for convert, bitcast-convert, reduce-precision, real, imag, complex (part of
-SCALAR_OPS; see elementwise_scalar.py for the contract)."""
+SCALAR_OPS; see scalar_ops.py for the contract)."""
 from __future__ import annotations
 
 from ...hlo import dtypes as D
-from .elementwise_scalar_base import (ScalarOpError, ScalarSig, _ct, _daz,
+from .scalar_base import (ScalarOpError, ScalarSig, _ct, _daz,
                                       _fkind, _fres_norflush, _from_pat, _from_wide, _pat,
                                       _w, _wide)
 

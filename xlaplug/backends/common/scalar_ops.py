@@ -17,15 +17,15 @@ a placeholder may occur several times.
   divide/remainder/power/shift rules, saturating float->int converts, flush-to-zero of
   subnormal f32/f64/bf16 operands and results, rounding back to the narrow type after each
   op.  Transcendentals agree with the array kernels to ~1 ULP, not always bit for bit.
-* Names the expression uses live in ``SCALAR_NAMESPACE`` (``np``, ``math``, ``cmath`` and
-  the ``_x...`` helpers of elementwise_scalar_{int,float,complex}.py).  The helpers are numba
+* Names the expression uses live in ``SCALAR_NAMESPACE`` (``np``, ``math`` and the ``_x...``
+  / ``_y...`` helpers of scalar_{int,float,complex,complex_fn}.py).  The helpers are numba
   ``register_jitable`` functions: the same generated source compiles under
   ``@njit(error_model="numpy")`` and also runs as plain Python on numpy scalars (integer
   wrap-around then raises numpy RuntimeWarnings -- run it under ``np.errstate(all="ignore")``;
   numpy's transcendentals may differ from numba's in the last place).
 * ``emit`` raises :class:`ScalarOpError` (a ValueError naming the op and types) for any
   op/type combination it does not implement (e.g. f8e8m0fnu, size-changing bitcasts,
-  complex expm1/log1p), so callers can fall back to the interpreter.
+  complex min/max), so callers can fall back to the interpreter.
 * One XLA:CPU behaviour spans instructions and is the generator's job: a multiply whose only
   user is an add/subtract is contracted into one FMA (``_xfma32`` / ``_xfma64``; see
   scalar_jit.py).
@@ -37,20 +37,21 @@ Example::
 """
 from __future__ import annotations
 
-import cmath
 import math
 from typing import Any, Callable
 
 import numpy as np
 
 from ...hlo import dtypes as D
-from . import elementwise_scalar_complex as _SC
-from . import elementwise_scalar_float as _SF
-from . import elementwise_scalar_int as _SI
-from .elementwise_scalar_base import (SCALAR_COMPUTE_DTYPES, ScalarOpError,
+from . import scalar_complex as _SC
+from . import scalar_complex_fn as _SCF
+from . import scalar_ops_complex as C
+from . import scalar_float as _SF
+from . import scalar_int as _SI
+from .scalar_base import (SCALAR_COMPUTE_DTYPES, ScalarOpError,
                                       ScalarSig, _ct, _daz, _fkind, _fres, _fres_norflush,
                                       _from_pat, _from_wide, _mask, _pat, _w, _wide)
-from .elementwise_scalar_convert import (_bitcast, _complex, _convert, _imag, _real,
+from .scalar_convert import (_bitcast, _complex, _convert, _imag, _real,
                                          _reduce_precision)
 
 
@@ -86,15 +87,7 @@ def _arith(op: str):
                 return f"np.int64({a} {_BIN_PY[op]} {b})"
             return _from_wide(t, f"({a} {_BIN_PY[op]} {b})")
         if k == "complex":
-            if op in ("add", "subtract"):
-                fl = "_xcflush64" if t == "c64" else ""
-                e = f"({{0}} {_BIN_PY[op]} {{1}})"
-                return f"{fl}({e})" if fl else e
-            if op == "multiply":
-                return "_xcmul64({0}, {1})" if t == "c64" else "_xcmul128({0}, {1})"
-            if op == "divide":
-                return "_xcdiv64({0}, {1})" if t == "c64" else "_xcdiv128({0}, {1})"
-            raise ScalarOpError(f"{op} on {t} is not supported in compiled scalar code")
+            return C.binary(op, t)
         a, b = _daz(t, "{0}"), _daz(t, "{1}")
         if op == "remainder":  # exact fmod: only the divisor is flushed, not the result
             e = f"np.fmod(np.float64({{0}}), np.float64({b}))"
@@ -246,10 +239,7 @@ def _abs(sig: ScalarSig) -> str:
     if k in ("f32", "f64", "narrow"):
         return f"{_ct(t)}(abs({{0}}))"
     if k == "complex":
-        if t == "c64":
-            return ("_xftz32(np.float32(_xcabs(np.float64(_xftz32(np.float32({0}.real))), "
-                    "np.float64(_xftz32(np.float32({0}.imag))))))")
-        return "_xftz64(_xcabs(_xftz64({0}.real), _xftz64({0}.imag)))"
+        return C.absolute(t)
     raise ScalarOpError(f"abs is not defined on {t}")
 
 
@@ -264,6 +254,8 @@ def _sign(sig: ScalarSig) -> str:
         return "_xsign64(_xftz64({0}))"
     if k in ("f32", "narrow"):
         return f"np.float32(_xsign({_daz(t, 'np.float32({0})')}))"
+    if k == "complex":
+        return C.unary("sign", t)
     raise ScalarOpError(f"sign on {t} is not supported in compiled scalar code")
 
 # (np.* rather than math.*: numpy returns NaN where math raises in plain Python.)
@@ -280,10 +272,6 @@ _UNARY_F = {
 _UNARY_F32 = {"exponential-minus-one": "_xexpm1_32({x})", "log-plus-one": "_xlog1p32({x})",
               "tanh": "_xtanh32({x})", "exponential": "_xexp32({x})",
               "logistic": "_xlogistic32({x})"}
-_UNARY_C = {"exponential": "cmath.exp({x})", "log": "cmath.log({x})",
-            "sqrt": "cmath.sqrt({x})", "sine": "cmath.sin({x})", "cosine": "cmath.cos({x})",
-            "tan": "cmath.tan({x})", "tanh": "cmath.tanh({x})",
-            "rsqrt": "(1.0 / cmath.sqrt({x}))"}
 # XLA passes subnormal inputs of these straight through (no flushing); f64 tanh flushes.
 
 _UNARY_NO_FLUSH = {"sine", "tan", "tanh", "exponential-minus-one"}
@@ -293,11 +281,8 @@ def _unary_float(op: str):
     def emit(sig: ScalarSig) -> str:
         t = sig.result
         k = _fkind(t)
-        if k == "complex" and op in _UNARY_C:
-            e = _UNARY_C[op].format(x="{0}")
-            if t == "c64":
-                return f"_xcflush64(np.complex64({e}))"
-            return f"np.complex128({e})"
+        if k == "complex":
+            return C.unary(op, t)
         if k not in ("f32", "f64", "narrow"):
             raise ScalarOpError(f"{op} on {t} is not supported in compiled scalar code")
         flush = op not in _UNARY_NO_FLUSH or (op == "tanh" and t == "f64")
@@ -337,9 +322,10 @@ SCALAR_OPS: dict[str, Callable[[ScalarSig], str]] = {
     "real": _real, "imag": _imag, "complex": _complex,
 }
 
-SCALAR_NAMESPACE: dict[str, Any] = {"np": np, "math": math, "cmath": cmath}
-for _m in (_SI, _SF, _SC):
-    SCALAR_NAMESPACE.update({k: v for k, v in vars(_m).items() if k.startswith("_x")})
+SCALAR_NAMESPACE: dict[str, Any] = {"np": np, "math": math}
+for _m in (_SI, _SF, _SC, _SCF):
+    SCALAR_NAMESPACE.update({k: v for k, v in vars(_m).items()
+                             if k.startswith(("_x", "_y")) and callable(v)})
 
 __all__ = ["SCALAR_OPS", "SCALAR_NAMESPACE", "SCALAR_COMPUTE_DTYPES", "ScalarOpError",
            "ScalarSig"]
