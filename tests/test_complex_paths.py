@@ -1,7 +1,7 @@
 """One formula per complex op: c64 and c128 ops give the same bits unfused (the CPU's array
 kernels), fused (a kLoop fusion run as one compiled loop) and on CUDA (numba's simulator,
 unfused and fused) -- every path runs the helpers of backends/common/scalar_complex{,_fn}.py --
-and still match XLA through jax as tests/test_kernels_elementwise.py requires.
+and still match XLA through jax as tests/test_elementwise.py requires.
 
 On a real GPU (NUMBA_ENABLE_CUDASIM=0) the transcendental primitives are libdevice's, not
 the C library's, so there CUDA is held to the jax bounds instead of the CPU's bits."""
@@ -13,7 +13,7 @@ import pytest
 from jax import lax
 
 from oracle import assert_same, float_edges, pairs, rng
-from test_kernels_elementwise import _assert_close_complex
+from test_elementwise import _assert_close_complex
 from xlaplug.backends.cpu import fused_loop
 from xlaplug.backends.executor import run_module
 from xlaplug.hlo import dtypes as D

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from oracle import cuda_and_cpu, run_text, ulp_distance
-from xlaplug.backends.cpu.structural import ExecutionError
+from xlaplug.backends.common.errors import ExecutionError
 from xlaplug.hlo import parse_module
 from xlaplug.hlo.errors import HloError
 from xlaplug.hlo.verifier import verify_module

@@ -303,7 +303,7 @@ def _fma32_llvm(a, b, c):
 # XLA:CPU's f32 tanh (llvm_ir::EmitFastTanh): x itself below 4e-4 in magnitude, else a
 # [13/6] odd rational approximation of the input clamped to +-7.99881172..., its Horner
 # steps contracted into FMAs (the clamp at which the approximation is exactly +-1 with FMA).
-# Bit for bit XLA's on f32 (tests/test_kernels_elementwise.py), f16 and bf16 too (upcast).
+# Bit for bit XLA's on f32 (tests/test_elementwise.py), f16 and bf16 too (upcast).
 _TANH_CLAMP32 = np.float32(7.99881172180175781)
 _TANH_P32 = (-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11,
              5.12229709037114e-08, 1.48572235717979e-05, 6.37261928875436e-04,

@@ -2,7 +2,7 @@
 
 Transcendentals that XLA:CPU computes with its own approximations (exp, log, sin, tan, tanh,
 erf, atan2, cbrt ...) are computed here (nearly) correctly rounded -- f32 through f64 -- so they
-agree with XLA to a few ULP, not bit for bit (tests/test_kernels_elementwise.py ULP_BOUNDS).
+agree with XLA to a few ULP, not bit for bit (tests/test_elementwise.py ULP_BOUNDS).
 Ops XLA defines by a formula -- logistic = 1/(1+exp(-x)), expm1, log1p -- follow that formula
 step by step, flushing as XLA does; complex ops run the scalar table's formulas (written
 once, common/scalar_complex{,_fn}.py) in numba loops (elementwise_complex.py).
