@@ -67,7 +67,9 @@ def _host_args(ins, args, ctx) -> list[np.ndarray]:
     return [np.asarray(ctx.memory.to_host(a, o.shape)) for a, o in zip(args, ins.operands)]
 
 
-def _out(ins, results: list[np.ndarray], shape: Shape, ctx):
+def _out(ins, results: list[np.ndarray], shape: Shape, ctx, fresh: bool = False):
+    """The results as the instruction's value; `fresh`: the arrays are this device's own
+    (else they are copied: in threads a value may be another device's array)."""
     leaves = _leaf_shapes(shape, len(results))
     vals = []
     for r, s in zip(results, leaves):
@@ -76,8 +78,9 @@ def _out(ins, results: list[np.ndarray], shape: Shape, ctx):
             raise ExecutionError(f"{ins.opcode} '{ins.name}': the group's values make "
                                  f"{list(r.shape)}, the instruction declares {s} (does the "
                                  "device count fit the module?)")
-        # a copy: in threads the value may be another device's own array
-        vals.append(ctx.memory.to_device(np.array(r, dtype=s.dtype, order="C", copy=True)))
+        r = np.ascontiguousarray(r, dtype=s.dtype) if fresh else \
+            np.array(r, dtype=s.dtype, order="C", copy=True)
+        vals.append(ctx.memory.to_device(r))
     return vals[0] if len(results) == 1 and not shape.is_tuple else tuple(vals)
 
 
@@ -145,11 +148,11 @@ def _all_reduce(ins, args, ctx, shape):
     op = _native_op(ins, place, group, vals)
     if op is not None:
         return _out(ins, place.transport.allreduce(place.device, ins, group, vals, op),
-                    shape, ctx)
+                    shape, ctx, fresh=True)
     combine = _combiner(ins, ctx)
     every = place.exchange(ins, group, vals)
     res = [_reduce([v[i] for v in every], combine, vals[i].dtype) for i in range(len(vals))]
-    return _out(ins, res, shape, ctx)
+    return _out(ins, res, shape, ctx, fresh=True)  # reduce_in_rank_order made new arrays
 
 
 def _dim(ins) -> int:
