@@ -1005,5 +1005,5 @@ def test_stablehlo_check_on_conformance_file(tmp_path):
     r = cli("run", bad)
     assert r.exit_code == 1
     assert ("check.expect_close failed: 1 of 2 elements differ; first at [1]: got "
-            "np.float32(2.9436839), expected np.float32(2.5)") in r.output
+            "2.9436838626861572, expected 2.5 (max 1860945 ULP, allowed 1)") in r.output
     assert "Traceback" not in r.output

@@ -87,8 +87,9 @@ _ABBREV = {"elementwise_convert": "ew_conv", "elementwise_logic": "ew_logic",
            "linalg_fft_rng": "lin_f_rng", "compiled_while": "while_jit",
            "reduce_window": "red_win", "collectives": "collect", "structural": "struct",
            "reductions": "reduce", "reduction": "reduce", "conversion": "convert",
-           "fused_loop": "fused"}
-_LEGEND = ("ew = elementwise, mv = movement, gath_sc = gather_scatter, lin_f_rng = "
+           "fused_loop": "fused", "elementwise_expanded": "ew_exp"}
+_LEGEND = ("ew = elementwise, ew_exp = elementwise_expanded, spmd = backends/spmd/kernels, "
+           "mv = movement, gath_sc = gather_scatter, lin_f_rng = "
            "linalg_fft_rng, while_jit = compiled_while, red_win = reduce_window, r0 = rank-0 "
            "constants only; --json gives file:function")
 
@@ -97,7 +98,10 @@ def _short(loc: str | None) -> str:
     """`backends/cpu/elementwise_math.py:_unary` -> `ew_math`: the file, abbreviated."""
     if loc is None:
         return "-"
-    stem = loc.split(":")[0].rsplit("/", 1)[-1].removesuffix(".py")
+    path = loc.split(":")[0]
+    if "/spmd/" in path:  # the multi-device collectives (backends/spmd/kernels.py)
+        return "spmd"
+    stem = path.rsplit("/", 1)[-1].removesuffix(".py")
     return _ABBREV.get(stem, stem)
 
 

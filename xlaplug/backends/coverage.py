@@ -22,6 +22,8 @@ NOT_SUPPORTED: dict[str, str] = {
     "domain": "no kernel: a sharding-domain marker XLA removes (DomainRemover) before "
               "code generation",
     "dynamic-reshape": "no kernel: dynamic (runtime-sized) shapes are not run",
+    "scaled-dot": "no kernel yet: parsed and shape-checked (a dot of block-scaled low-precision "
+                  "operands); running it is a clear error",
     "erf-inv": "no kernel yet",
     "infeed": "no kernel: a run has no host infeed queue",
     "outfeed": "no kernel: a run has no host outfeed queue",

@@ -63,6 +63,32 @@ def _leaf_shapes(shape: Shape, n: int) -> list[Shape]:
     return [shape] if n == 1 and not shape.is_tuple else list(shape.tuple_shapes)
 
 
+def _alone(ins, args, ctx, shape):
+    """A collective whose group is this device alone: its operands as results, copied where
+    they live (no trip through the host on CUDA); None when the group is larger."""
+    place = place_of(ctx)
+    if place.grid.count != 1:
+        return None
+    participants(ins, place.grid, 0)  # the groups must still be valid ones
+    leaves = _leaf_shapes(shape, len(args))
+    out = []
+    for a, s in zip(args, leaves):
+        if tuple(a.shape) != tuple(s.dims):
+            raise ExecutionError(f"{ins.opcode} '{ins.name}': the group's values make "
+                                 f"{list(a.shape)}, the instruction declares {s} (does the "
+                                 "device count fit the module?)")
+        out.append(_device_copy(a, ctx))
+    return out[0] if len(args) == 1 and not shape.is_tuple else tuple(out)
+
+
+def _device_copy(a, ctx):
+    if getattr(ctx.memory, "name", "cpu") == "cuda":
+        copy = ctx.memory.cuda.device_array(a.shape, a.dtype)
+        copy.copy_to_device(a)
+        return copy
+    return np.array(a, copy=True)
+
+
 def _host_args(ins, args, ctx) -> list[np.ndarray]:
     return [np.asarray(ctx.memory.to_host(a, o.shape)) for a, o in zip(args, ins.operands)]
 
@@ -142,6 +168,9 @@ def _native_op(ins, place, group, vals) -> str | None:
 
 
 def _all_reduce(ins, args, ctx, shape):
+    alone = _alone(ins, args, ctx, shape)
+    if alone is not None:
+        return alone
     place = place_of(ctx)
     group = participants(ins, place.grid, place.device)
     vals = _host_args(ins, args, ctx)
@@ -160,6 +189,9 @@ def _dim(ins) -> int:
 
 
 def _all_gather(ins, args, ctx, shape):
+    alone = _alone(ins, args, ctx, shape)
+    if alone is not None:
+        return alone
     place = place_of(ctx)
     group = participants(ins, place.grid, place.device)
     every = place.exchange(ins, group, _host_args(ins, args, ctx))
@@ -201,6 +233,9 @@ def _done_element_1(ins, args, ctx):
 @kernel("reduce-scatter")
 @kernel("reduce-scatter", device="cuda")
 def _reduce_scatter(ins, args, ctx):
+    alone = _alone(ins, args, ctx, ins.shape)
+    if alone is not None:
+        return alone
     place = place_of(ctx)
     group = participants(ins, place.grid, place.device)
     rank = group.index(place.device)
@@ -214,6 +249,9 @@ def _reduce_scatter(ins, args, ctx):
 @kernel("all-to-all")
 @kernel("all-to-all", device="cuda")
 def _all_to_all(ins, args, ctx):
+    alone = _alone(ins, args, ctx, ins.shape)
+    if alone is not None:
+        return alone
     place = place_of(ctx)
     group = participants(ins, place.grid, place.device)
     rank = group.index(place.device)
@@ -233,6 +271,9 @@ def _all_to_all(ins, args, ctx):
 @kernel("collective-broadcast")
 @kernel("collective-broadcast", device="cuda")
 def _collective_broadcast(ins, args, ctx):
+    alone = _alone(ins, args, ctx, ins.shape)
+    if alone is not None:
+        return alone
     place = place_of(ctx)
     group = participants(ins, place.grid, place.device)
     every = place.exchange(ins, group, _host_args(ins, args, ctx))
@@ -252,6 +293,11 @@ def _permute(ins, args, ctx, shape):
             raise ExecutionError(f"{ins.opcode} '{ins.name}': pair {{{s},{t}}} names an id "
                                  f"outside 0..{len(domain) - 1}")
     leaves = _leaf_shapes(shape, len(args))
+    if place.grid.count == 1:  # device 0 alone: its own operand for a {0,0} pair, else zeros
+        src = S.permute_source(pairs, 0)
+        res = [_device_copy(a, ctx) if src is not None else ctx.memory.zeros(s.dims, s.dtype)
+               for a, s in zip(args, leaves)]
+        return res[0] if len(args) == 1 and not shape.is_tuple else tuple(res)
     vals = _host_args(ins, args, ctx)
     # Everyone in the domain meets (it is one exchange per permute, whichever pairs move).
     every = place.exchange(ins, domain, vals)
