@@ -75,8 +75,20 @@ KNOWN_FAILURES = {
         "fft_complex64_14_15_16_17": "check.expect_close",
         "fft_float32_14_15_16_17": "check.expect_close",
     },
-    "cuda": {},
+    # CUDA (numba's simulator) runs a sample: every 8th case under 32 KB (303 cases; the whole
+    # suite takes the simulator too long for CI: `scripts/conformance.py --device cuda` and
+    # scripts/gpu_check.sh run all of it).
+    "cuda": {
+        "log1p_complex64_20_20": "check.expect_close",  # as on the CPU: complex log1p rounding
+    },
 }
+
+
+def _cases(device: str) -> list[Path]:
+    cases = sorted(SUITE.glob("*.hlo"))
+    if device == "cpu":
+        return cases
+    return [p for i, p in enumerate(cases) if i % 8 == 0 and p.stat().st_size < 32_000]
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
@@ -84,7 +96,7 @@ def test_stablehlo_suite(device):
     if not SUITE.is_dir():
         pytest.skip(f"conformance suite not present at {SUITE}")
     known = KNOWN_FAILURES[device]
-    results = [run_case(p, device=device) for p in sorted(SUITE.glob("*.hlo"))]
+    results = [run_case(p, device=device) for p in _cases(device)]
     by_status = collections.defaultdict(list)
     for r in results:
         status = "elided" if r.status == "error" and "elided literal" in r.detail else r.status
@@ -98,9 +110,10 @@ def test_stablehlo_suite(device):
     for name, what in known.items():
         r = next(r for r in results if r.name == name)
         assert r.status == "fail" and what in r.detail, (name, r.detail)
-    assert len(results) == 2525
-    assert len(by_status["elided"]) == 0 and len(by_status["noinputs"]) == 200
-    assert len(by_status["pass"]) == 2525 - 200 - len(known)
+    if device == "cpu":
+        assert len(results) == 2525 and len(by_status["noinputs"]) == 200
+    assert not by_status["elided"]
+    assert len(by_status["pass"]) == len(results) - len(by_status["noinputs"]) - len(known)
 
 
 def test_max_ulp_bound_is_applied():
