@@ -13,6 +13,7 @@ which a rank that timed out sends to name the devices that did not arrive.
 """
 from __future__ import annotations
 
+import os
 import pickle
 import time
 from typing import Any
@@ -114,6 +115,7 @@ class MpiTransport:
             spins += 1
             if spins % 256:
                 if time.monotonic() - start < _SPIN_SECONDS:
+                    os.sched_yield()  # ranks may outnumber cores: let a peer progress
                     continue
                 time.sleep(pause)
                 pause = min(pause * 2 or 2e-5, 1e-3)
