@@ -188,13 +188,23 @@ def _dim(ins) -> int:
     return int(ins.attrs["dimensions"][0])
 
 
-def _all_gather(ins, args, ctx, shape):
+def _meet(ins, args, ctx, shape):
+    """(the value, None) for a device alone in its group (its operands, copied); else
+    (None, (group, this device's rank in it, every member's host operands in rank order))."""
     alone = _alone(ins, args, ctx, shape)
     if alone is not None:
-        return alone
+        return alone, None
     place = place_of(ctx)
     group = participants(ins, place.grid, place.device)
-    every = place.exchange(ins, group, _host_args(ins, args, ctx))
+    vals = _host_args(ins, args, ctx)
+    return None, (group, group.index(place.device), place.exchange(ins, group, vals))
+
+
+def _all_gather(ins, args, ctx, shape):
+    alone, met = _meet(ins, args, ctx, shape)
+    if met is None:
+        return alone
+    _, _, every = met
     res = [S.gather([v[i] for v in every], _dim(ins)) for i in range(len(args))]
     return _out(ins, res, shape, ctx)
 
@@ -233,14 +243,11 @@ def _done_element_1(ins, args, ctx):
 @kernel("reduce-scatter")
 @kernel("reduce-scatter", device="cuda")
 def _reduce_scatter(ins, args, ctx):
-    alone = _alone(ins, args, ctx, ins.shape)
-    if alone is not None:
+    alone, met = _meet(ins, args, ctx, ins.shape)
+    if met is None:
         return alone
-    place = place_of(ctx)
-    group = participants(ins, place.grid, place.device)
-    rank = group.index(place.device)
+    group, rank, every = met
     combine = _combiner(ins, ctx)
-    every = place.exchange(ins, group, _host_args(ins, args, ctx))
     res = [S.scatter_part(_reduce([v[i] for v in every], combine, every[0][i].dtype), _dim(ins),
                           len(group), rank) for i in range(len(args))]
     return _out(ins, res, ins.shape, ctx)
@@ -249,21 +256,19 @@ def _reduce_scatter(ins, args, ctx):
 @kernel("all-to-all")
 @kernel("all-to-all", device="cuda")
 def _all_to_all(ins, args, ctx):
-    alone = _alone(ins, args, ctx, ins.shape)
-    if alone is not None:
-        return alone
     place = place_of(ctx)
-    group = participants(ins, place.grid, place.device)
-    rank = group.index(place.device)
-    vals = _host_args(ins, args, ctx)
-    every = place.exchange(ins, group, vals)
+    size = len(participants(ins, place.grid, place.device))
+    if "dimensions" not in ins.attrs and len(args) != size:  # the tuple form: one per rank
+        raise ExecutionError(f"all-to-all '{ins.name}': {len(args)} operands for a group of "
+                             f"{size}")
+    alone, met = _meet(ins, args, ctx, ins.shape)
+    if met is None:
+        return alone
+    group, rank, every = met
     if "dimensions" in ins.attrs:  # array form: split and concatenate along one dimension
         d = _dim(ins)
-        res = [S.all_to_all_array([v[i] for v in every], d, d, rank) for i in range(len(vals))]
+        res = [S.all_to_all_array([v[i] for v in every], d, d, rank) for i in range(len(args))]
     else:  # tuple form: operand i goes to rank i; result i comes from rank i
-        if len(vals) != len(group):
-            raise ExecutionError(f"all-to-all '{ins.name}': {len(vals)} operands for a group "
-                                 f"of {len(group)}")
         res = [v[rank] for v in every]
     return _out(ins, res, ins.shape, ctx)
 
@@ -271,13 +276,10 @@ def _all_to_all(ins, args, ctx):
 @kernel("collective-broadcast")
 @kernel("collective-broadcast", device="cuda")
 def _collective_broadcast(ins, args, ctx):
-    alone = _alone(ins, args, ctx, ins.shape)
-    if alone is not None:
+    alone, met = _meet(ins, args, ctx, ins.shape)
+    if met is None:
         return alone
-    place = place_of(ctx)
-    group = participants(ins, place.grid, place.device)
-    every = place.exchange(ins, group, _host_args(ins, args, ctx))
-    return _out(ins, list(every[0]), ins.shape, ctx)  # the root: the group's first id
+    return _out(ins, list(met[2][0]), ins.shape, ctx)  # the root: the group's first id
 
 
 def _permute(ins, args, ctx, shape):
