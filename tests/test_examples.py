@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# Each test starts xlaplug processes (and mpiexec): out of the fast loop.
+pytestmark = pytest.mark.slow
 EXAMPLES = sorted((ROOT / "examples").glob("*.hlo"))
 
 

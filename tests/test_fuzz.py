@@ -4,11 +4,14 @@ import random
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
 import fuzz  # noqa: E402
 from fuzz_mutations import FAMILIES, mutate  # noqa: E402
+
 
 
 def test_mutants_are_deterministic():
@@ -29,6 +32,7 @@ def test_every_family_changes_text():
     assert mutate(text, random.Random(0))[0] != text
 
 
+@pytest.mark.slow  # mutants run in worker processes: out of the fast loop
 def test_short_fuzz_run_finds_no_crash_or_hang():
     report = fuzz.fuzz(seed=0, count=60, budget_s=240, timeout=20)
     counts = report["counts"]

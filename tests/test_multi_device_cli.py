@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# Each test starts xlaplug processes (and mpiexec): out of the fast loop.
+pytestmark = pytest.mark.slow
 ALLREDUCE = """HloModule allreduce, replica_count={n}
 
 add {{

@@ -16,7 +16,7 @@ from xlaplug.backends.spmd.runner import run_module_devices
 from xlaplug.hlo.parser import parse_module
 
 pytest.importorskip("jax")
-pytestmark = pytest.mark.jax
+pytestmark = [pytest.mark.jax, pytest.mark.slow]
 
 NAMES = ["shard_map_1d", "shard_map_int", "shard_map_2d", "ring_allreduce_fori",
          "auto_partitioned_matmul", "data_parallel_step"]
