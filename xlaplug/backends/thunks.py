@@ -64,32 +64,10 @@ class ThunkSequence:
 
 
 def schedule(comp: Computation) -> list[Instruction]:
-    """Program order, adjusted so operands and control predecessors come first."""
-    from ..hlo.errors import HloError
-    order: list[Instruction] = []
-    state: dict[int, int] = {}
-    for start in comp.instructions:
-        if id(start) in state:
-            continue
-        stack = [(start, False)]
-        while stack:
-            ins, done = stack.pop()
-            if done:
-                state[id(ins)] = 2
-                order.append(ins)
-                continue
-            if id(ins) in state:
-                continue
-            state[id(ins)] = 1
-            stack.append((ins, True))
-            for dep in reversed(ins.operands + ins.control_predecessors):
-                s = state.get(id(dep))
-                if s == 1:
-                    raise HloError(f"computation '{comp.name}' has a cycle through "
-                                   f"instruction '{dep.name}'")
-                if s is None:
-                    stack.append((dep, False))
-    return order
+    """Program order, adjusted so operands and control predecessors come first (the
+    verifier's definition order: a cycle is an error at the instruction, with its line)."""
+    from ..hlo.verifier_graph import definition_order
+    return definition_order(comp)
 
 
 def build_sequence(comp: Computation, resolve: Callable[[Instruction], Callable | None],
