@@ -10,8 +10,6 @@ reference on the same N devices.
 """
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from ..backends.device import flatten
@@ -89,8 +87,7 @@ def _custom(kentry, dentry, sentry, op, shapes, attrs, n, rng, label, trial) -> 
     from ..backends.spmd.communicator import Communicator
     from ..backends.spmd.groups import DeviceGrid
     from ..backends.spmd.kernels import Place
-    from ..backends.spmd.rendezvous import Rendezvous
-    from ..backends.spmd.runner import run_devices
+    from ..backends.spmd.runner import DeviceError, on_device_threads, run_devices
     plugin = kentry.plugin.name
     grid = DeviceGrid(n, 1)
     arrays = [[random_value(s, rng, f"operand {k}") for k, s in enumerate(shapes)]
@@ -108,31 +105,19 @@ def _custom(kentry, dentry, sentry, op, shapes, attrs, n, rng, label, trial) -> 
     declared = _as_tuple(bind_call(sentry.fn, f"plugin '{plugin}' shape rule for '{op}'",
                                    shapes, shape_rule_kwargs(sentry.fn, dict(attrs), n))) \
         if sentry is not None else _as_tuple(root.shape)
-    rendezvous = Rendezvous(n, 30.0)
-    got: list = [None] * n
-    errors: list = []
 
-    def device(d):
-        try:
-            outs = [np.empty(s.dims, s.dtype) for s in declared.leaves()]
-            kw = dict(attrs)
-            if kentry.communicator:
-                kw["comm"] = Communicator(Place(grid, d, rendezvous), op)
-            ret = bind_call(kentry.fn, f"plugin '{plugin}' kernel for '{op}'",
-                            [*arrays[d], *outs], kw)
-            got[d] = tuple(flatten(ret)) if ret is not None else tuple(outs)
-            rendezvous.finished(d)
-        except BaseException as e:  # noqa: BLE001 - reported as the check's failure
-            errors.append((d, e))
-            rendezvous.abort(d, e)
-    threads = [threading.Thread(target=device, args=(d,), daemon=True) for d in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        d, e = min(errors, key=lambda x: x[0])
-        return CheckResult(op, plugin, label, trial, False, f"device {d}: {e}")
+    def device(d, rendezvous):
+        outs = [np.empty(s.dims, s.dtype) for s in declared.leaves()]
+        kw = dict(attrs)
+        if kentry.communicator:
+            kw["comm"] = Communicator(Place(grid, d, rendezvous), op)
+        ret = bind_call(kentry.fn, f"plugin '{plugin}' kernel for '{op}'", [*arrays[d], *outs],
+                        kw)
+        return tuple(flatten(ret)) if ret is not None else tuple(outs)
+    try:
+        got = on_device_threads(n, 30.0, device)
+    except DeviceError as e:
+        return CheckResult(op, plugin, label, trial, False, e.message)
     return _compare(got, expected, op, plugin, label, trial, n, "decomposition")
 
 

@@ -90,10 +90,11 @@ class Communicator:
                 t.can_allreduce(_MPI_OPS[op], x.dtype):
             out = t.allreduce(self.device, self._key("allreduce"), self._world(), [x],
                               _MPI_OPS[op])[0]
-        else:
-            uf = _UFUNCS[op]
-            out = S.reduce_in_rank_order(self._exchange("allreduce", x),
-                                         lambda a, b: uf(a, b).astype(a.dtype, copy=False))
+        else:  # in rank order, as the core all-reduce (bf16 and f8 accumulated in f32)
+            from ...hlo import dtypes
+            from .kernels import reduce_values, ufunc_combiner
+            combine = ufunc_combiner(_UFUNCS[op], dtypes.from_dtype(x.dtype))
+            out = reduce_values(self._exchange("allreduce", x), combine, x.dtype)
         if op == "average":  # HLO's divide: integers truncate toward zero
             out = (out / np.asarray(self.size, out.dtype)).astype(x.dtype) \
                 if x.dtype.kind in "fc" else \

@@ -76,36 +76,26 @@ class DeviceError(ExecutionError):
         super().__init__(self.message)
 
 
-def run_devices(module: Module, device_args: list[list], grid: DeviceGrid,
-                make_context: Callable[[int], Any], timeout: float = 60.0) -> list:
-    """Runs the entry computation on every device of `grid`; `device_args[d]` are device d's
-    arguments (host values), `make_context(d)` makes device d's execution context (an
-    ExecContext).  Returns each device's result, host values, in device order."""
-    n = grid.count
-    if len(device_args) != n:
-        raise ExecutionError(f"{len(device_args)} argument sets for {n} devices")
+def on_device_threads(n: int, timeout: float, work: Callable[[int, Rendezvous], Any]) -> list:
+    """`work(d, rendezvous)` for every device d at once, one thread each (inline for one
+    device); their results in device order.  A device that fails stops the others waiting at
+    the rendezvous, and is raised as a DeviceError naming it."""
     rendezvous = Rendezvous(n, timeout)
     results: list[Any] = [None] * n
     errors: dict[int, BaseException] = {}
 
-    def work(d: int) -> None:
+    def device(d: int) -> None:
         try:
-            ctx = make_context(d)
-            ctx.spmd = Place(grid, d, rendezvous)
-            if n > 1 and _cuda_simulated(ctx):
-                _simulator_turns(ctx)
-            args = [a if isinstance(a, tuple) else np.asarray(a) for a in device_args[d]]
-            out = ctx.run(module.entry, ctx.memory.to_device(args))
-            results[d] = ctx.memory.to_host(out, module.entry.root.shape)
+            results[d] = work(d, rendezvous)
             rendezvous.finished(d)
         except BaseException as e:  # noqa: BLE001 - reported below, with its device
             errors[d] = e
             rendezvous.abort(d, e)
 
     if n == 1:
-        work(0)
+        device(0)
     else:
-        threads = [threading.Thread(target=work, args=(d,), name=f"xlaplug-device-{d}",
+        threads = [threading.Thread(target=device, args=(d,), name=f"xlaplug-device-{d}",
                                     daemon=True) for d in range(n)]
         with _blas_threads_per_device(n):
             for t in threads:
@@ -121,6 +111,27 @@ def run_devices(module: Module, device_args: list[list], grid: DeviceGrid,
             raise e
         raise DeviceError(d, e) from e
     return results
+
+
+def run_devices(module: Module, device_args: list[list], grid: DeviceGrid,
+                make_context: Callable[[int], Any], timeout: float = 60.0) -> list:
+    """Runs the entry computation on every device of `grid`; `device_args[d]` are device d's
+    arguments (host values), `make_context(d)` makes device d's execution context (an
+    ExecContext).  Returns each device's result, host values, in device order."""
+    n = grid.count
+    if len(device_args) != n:
+        raise ExecutionError(f"{len(device_args)} argument sets for {n} devices")
+
+    def work(d: int, rendezvous: Rendezvous):
+        ctx = make_context(d)
+        ctx.spmd = Place(grid, d, rendezvous)
+        if n > 1 and _cuda_simulated(ctx):
+            _simulator_turns(ctx)
+        args = [a if isinstance(a, tuple) else np.asarray(a) for a in device_args[d]]
+        out = ctx.run(module.entry, ctx.memory.to_device(args))
+        return ctx.memory.to_host(out, module.entry.root.shape)
+
+    return on_device_threads(n, timeout, work)
 
 
 def run_module_devices(module: Module, device_args: list[list], grid: DeviceGrid | None = None,
