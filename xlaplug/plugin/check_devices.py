@@ -1,9 +1,10 @@
 """`check-plugins --devices N`: each multi-device kernel on N devices (threads) against the
 reference on the same N devices.
 
-* A plugin op whose kernel asks for a communicator: every device draws its own random operands; the kernel runs
-  on all N at once with a communicator over them, the decomposition (built for N replicas)
-  runs through the executor's collectives; each device's outputs are compared.
+* A plugin op whose kernel asks for a communicator: every device draws its own random
+  operands; the kernel runs on all N at once with a communicator over them, the
+  decomposition (built for N replicas) runs through the executor's collectives; each
+  device's outputs are compared.
 * An override of a core opcode (a ring all-reduce replacing `all-reduce`, say): its
   examples are HLO module texts; the module runs with the override and with the core
   kernel, on N replicas, and each device's outputs are compared.

@@ -80,10 +80,10 @@ class MpiTransport:
             color = next((i for i, g in enumerate(key) if self.rank in g), self.MPI.UNDEFINED)
             order = key[color].index(self.rank) if color != self.MPI.UNDEFINED else 0
             comm = self.data.Split(color, order)
-            self._comms[key] = (comm, {g: comm for g in key if self.rank in g})
+            self._comms[key] = {g: comm for g in key if self.rank in g}  # this rank's group
 
     def _comm(self, ins, group):
-        for key, (comm, mine) in self._comms.items():
+        for mine in self._comms.values():
             if group in mine:
                 return mine[group]
         raise ExecutionError(f"{ins.opcode} '{ins.name}': group {list(group)} was not "
