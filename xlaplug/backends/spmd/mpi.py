@@ -73,6 +73,9 @@ class MpiTransport:
     def prepare(self, groups_sets: list[list[tuple[int, ...]]]) -> None:
         """Splits a communicator for every group set the module's collectives use; every
         rank must call this with the same list (collective over all ranks)."""
+        # Everyone is here first (a polled barrier): a rank that failed before the run would
+        # otherwise leave the others in a blocking Split.
+        self._wait([self.data.Ibarrier()], _Start(), 0, tuple(range(self.size)))
         for groups in groups_sets:
             key = tuple(sorted(groups))
             if key in self._comms:
@@ -248,3 +251,7 @@ class MpiTransport:
 
 class _End:
     opcode, name = "end of run", "(all devices)"
+
+
+class _Start:
+    opcode, name = "start of run", "(all devices)"
