@@ -75,7 +75,7 @@ def worker_mpi(sizes: list[int]) -> None:
     from xlaplug.backends.spmd.kernels import Place
     from xlaplug.backends.spmd.mpi import MpiTransport
     from xlaplug.backends.spmd.runner import collective_groups
-    from xlaplug.hlo.parser import parse_module
+    from xlaplug.hlo.text.parser import parse_module
     comm = MPI.COMM_WORLD
     rank, d = comm.Get_rank(), comm.Get_size()
     out = []
@@ -143,7 +143,7 @@ def worker_inprocess(sizes: list[int], d: int) -> None:
 
     from xlaplug.backends.spmd.groups import DeviceGrid
     from xlaplug.backends.spmd.runner import run_module_devices
-    from xlaplug.hlo.parser import parse_module
+    from xlaplug.hlo.text.parser import parse_module
     mesh = Mesh(np.array(jax.devices()[:d]), ("x",))
     f = jax.jit(shard_map(lambda a: jax.lax.psum(a, "x"), mesh=mesh, in_specs=P("x"),
                           out_specs=P("x")))
@@ -186,7 +186,7 @@ def _training_step(d: int) -> dict:
 
     from xlaplug.backends.spmd.groups import DeviceGrid
     from xlaplug.backends.spmd.runner import run_module_devices
-    from xlaplug.hlo.parser import parse_module
+    from xlaplug.hlo.text.parser import parse_module
     mesh = Mesh(np.array(jax.devices()[:d]), ("x",))
 
     def loss(params, x, y):

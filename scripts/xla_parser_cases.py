@@ -93,7 +93,7 @@ def _roundtrip(text: str, verify: bool = False) -> str:
     first error line."""
     from xlaplug.hlo import parse_module
     from xlaplug.hlo.errors import HloError
-    from xlaplug.hlo.printer import module_to_text
+    from xlaplug.hlo.text.printer import module_to_text
     from xlaplug.hlo.verifier import verify_module
     try:
         module = parse_module(text, "case.hlo")

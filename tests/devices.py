@@ -42,7 +42,7 @@ def cuda_against_cpu(text: str, args, compare=assert_same_bits, what: str = ""):
     """Runs HLO text on cuda and on cpu; `compare(cuda result, cpu result, what)`; returns the
     cuda result."""
     from xlaplug.backends.executor import run_module
-    from xlaplug.hlo.parser import parse_module
+    from xlaplug.hlo.text.parser import parse_module
     args = [np.asarray(a) for a in args]
     with np.errstate(all="ignore"):
         want = run_module(parse_module(text), list(args), device="cpu")

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from xlaplug.hlo import dtypes as D
-from xlaplug.hlo.parser import parse_module
+from xlaplug.hlo.text.parser import parse_module
 
 # The StableHLO conformance suite (one .hlo file per test), next to the repository.
 CONFORMANCE_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "conformance" / \

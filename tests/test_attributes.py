@@ -11,10 +11,10 @@ from xlaplug.hlo.attr_types import (BufferDonor, ComputationLayout, ConvDims, In
                                     OutputOperandAliasing, PadDim, Padding, Raw, ReplicaGroups,
                                     ResultAccuracy, Sharding, SliceDim, SliceRanges, Window,
                                     WindowDim, Word)
-from xlaplug.hlo.attributes import format_value
+from xlaplug.hlo.text.attributes import format_value
 from xlaplug.hlo.ir import UNBOUNDED, Computation, Instruction, Shape
-from xlaplug.hlo.parser import parse_module
-from xlaplug.hlo.printer import module_to_text
+from xlaplug.hlo.text.parser import parse_module
+from xlaplug.hlo.text.printer import module_to_text
 
 ADD = """add {
   x = f32[] parameter(0)

@@ -17,7 +17,7 @@ from test_elementwise import _assert_close_complex
 from xlaplug.backends.cpu import fused_loop
 from xlaplug.backends.executor import run_module
 from xlaplug.hlo import dtypes as D
-from xlaplug.hlo.parser import parse_module
+from xlaplug.hlo.text.parser import parse_module
 
 jax.config.update("jax_enable_x64", True)
 

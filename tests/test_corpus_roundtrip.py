@@ -13,9 +13,9 @@ import pytest
 
 import jax_corpus
 from oracle import CONFORMANCE_DIR
-from xlaplug.hlo.attributes import format_value
-from xlaplug.hlo.parser import parse_module
-from xlaplug.hlo.printer import module_to_text
+from xlaplug.hlo.text.attributes import format_value
+from xlaplug.hlo.text.parser import parse_module
+from xlaplug.hlo.text.printer import module_to_text
 
 
 def _literal_equal(x, y) -> bool:

@@ -18,7 +18,7 @@ from xlaplug.backends.common.errors import ExecutionError
 from xlaplug.backends.cuda import launch
 from xlaplug.backends.executor import run_module
 from xlaplug.hlo import dtypes as D
-from xlaplug.hlo.parser import parse_module
+from xlaplug.hlo.text.parser import parse_module
 
 FLOATS = ("bf16", "f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz", "f8e4m3", "f8e3m4",
           "f8e4m3b11fnuz", "f4e2m1fn")

@@ -435,6 +435,6 @@ ENTRY e {
   ROOT g = f32[4]{0} all-gather(a), replica_groups={{0,1}}, dimensions={0}
 }"""
     from xlaplug.backends.executor import run_module
-    from xlaplug.hlo.parser import parse_module
+    from xlaplug.hlo.text.parser import parse_module
     with pytest.raises(Exception, match="replica 1 in its groups does not exist"):
         run_module(parse_module(text), [f32(2)], device=device)

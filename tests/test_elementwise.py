@@ -41,7 +41,7 @@ from oracle import (as_list, assert_same, both, float_edges, float_inputs,  # no
                     int_edges, int_inputs, pairs, rng, run_text, subnormal, ulp_distance)
 from xlaplug.backends.executor import run_module  # noqa: E402
 from xlaplug.hlo import dtypes as D  # noqa: E402
-from xlaplug.hlo.parser import parse_module  # noqa: E402
+from xlaplug.hlo.text.parser import parse_module  # noqa: E402
 
 pytestmark = pytest.mark.jax
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,8 +9,8 @@ import lark
 import pytest
 
 from xlaplug.hlo import Module
-from xlaplug.hlo.parser import _lark, grammar_text, parse_module
-from xlaplug.hlo.printer import module_to_text
+from xlaplug.hlo.text.parser import _lark, grammar_text, parse_module
+from xlaplug.hlo.text.printer import module_to_text
 
 
 def test_grammar_placeholders_are_all_filled():
@@ -114,7 +114,7 @@ def test_pathological_inputs_fail_fast(text):
 
 def test_crlf_line_endings_and_byte_order_mark(tmp_path):
     from xlaplug.hlo import HloSyntaxError
-    from xlaplug.hlo.parser import parse_file
+    from xlaplug.hlo.text.parser import parse_file
     text = ("HloModule m\r\n\r\nENTRY e {\r\n  p = f32[2] parameter(0), metadata={op_name=\"x\"}\r\n"
             "  ROOT r = f32[2] negate(p)\r\n}\r\n")
     assert parse_module(text).entry.root.name == "r"

@@ -13,8 +13,8 @@ import pytest
 from xlaplug.backends.spmd.groups import DeviceGrid
 from xlaplug.backends.spmd.runner import run_module_devices
 from xlaplug.driver import compile_module
-from xlaplug.hlo.parser import parse_module
-from xlaplug.hlo.printer import module_to_text
+from xlaplug.hlo.text.parser import parse_module
+from xlaplug.hlo.text.printer import module_to_text
 from xlaplug.plugin import load_plugins
 from xlaplug.plugin.session import Session
 

@@ -2,9 +2,9 @@
 errors at their position, as in XLA's parser."""
 import pytest
 
-from xlaplug.hlo.attr_placement import ALLOWED, COMMON, misplaced_attribute
+from xlaplug.hlo.text.attr_placement import ALLOWED, COMMON, misplaced_attribute
 from xlaplug.hlo.errors import HloSyntaxError
-from xlaplug.hlo.parser import parse_module
+from xlaplug.hlo.text.parser import parse_module
 
 
 def _module(body: str) -> str:

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from xlaplug.cli import main
 from xlaplug.conformance import expect_close, expect_eq
 from xlaplug.hlo.errors import HloError
-from xlaplug.hlo.parser import parse_module
+from xlaplug.hlo.text.parser import parse_module
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "mlp.hlo"

@@ -9,7 +9,7 @@ import pytest
 from hostile_programs import call_chain, doubling_calls, many_calls, many_tuple_gtes
 from xlaplug.hlo.errors import HloError
 from xlaplug.hlo.ir import Module
-from xlaplug.hlo.parser import parse_module
+from xlaplug.hlo.text.parser import parse_module
 from xlaplug.hlo.rewrite import NameUniquer
 from xlaplug.hlo.verifier import verify_module
 from xlaplug.passes import PassContext, PassManager, resolve_pipeline

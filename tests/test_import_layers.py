@@ -50,3 +50,25 @@ def test_the_check_sees_imports():
     imports = _imports(PKG / "plugin" / "session.py")
     assert {"xlaplug.plugin.rules", "xlaplug.backends.registry"} <= imports
     assert "xlaplug.plugin.registry" in _imports(PKG / "passes" / "custom_call_lowering.py")
+
+
+def test_hlo_ir_imports_nothing_from_the_text_front_end():
+    """hlo/ (IR, dtypes, opcodes, builder, verifier, shape rules) is below hlo/text/: the text
+    front end builds on the IR, never the other way round (no circle inside hlo/)."""
+    ir_files = [*sorted((PKG / "hlo").glob("*.py")), *sorted((PKG / "hlo" / "shape_rules").glob("*.py"))]
+    assert len(ir_files) > 10
+    for path in ir_files:
+        if path.name == "__init__.py" and path.parent.name == "hlo":
+            # the package's lazy `parse_module` re-export (module __getattr__), not an import
+            # at import time
+            continue
+        text = {i for i in _imports(path) if i.startswith("xlaplug.hlo.text")}
+        assert not text, (path.name, text)
+
+
+def test_hlo_package_import_does_not_load_the_parser():
+    import subprocess
+    import sys
+    code = ("import sys, xlaplug.hlo; assert 'xlaplug.hlo.text' not in sys.modules; "
+            "from xlaplug.hlo import parse_module; assert 'xlaplug.hlo.text.parser' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -10,10 +10,10 @@ import pytest
 
 from xlaplug.hlo import HloSyntaxError, dtypes
 from xlaplug.hlo.ir import Shape
-from xlaplug.hlo.literals import LiteralError, format_literal, parse_literal
-from xlaplug.hlo.parser import parse_module
-from xlaplug.hlo.printer import module_to_text
-from xlaplug.hlo.shape_parser import parse_shape
+from xlaplug.hlo.text.literals import LiteralError, format_literal, parse_literal
+from xlaplug.hlo.text.parser import parse_module
+from xlaplug.hlo.text.printer import module_to_text
+from xlaplug.hlo.text.shape_parser import parse_shape
 
 
 def constant(shape: str, literal: str):

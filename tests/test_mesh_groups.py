@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from xlaplug.hlo.errors import HloError
-from xlaplug.hlo.parser import parse_module
-from xlaplug.hlo.printer import module_to_text
+from xlaplug.hlo.text.parser import parse_module
+from xlaplug.hlo.text.printer import module_to_text
 
 _MODULE = """HloModule m, replica_count=8
 

@@ -13,7 +13,7 @@ import pytest
 
 from xlaplug.hlo import HloSyntaxError
 from xlaplug.hlo.errors import HloError
-from xlaplug.hlo.parser import _describe, _lark, parse_file, parse_module
+from xlaplug.hlo.text.parser import _describe, _lark, parse_file, parse_module
 
 FILE = "bad.hlo"
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from xlaplug.hlo import HloSyntaxError, parse_module
-from xlaplug.hlo.printer import module_to_text
+from xlaplug.hlo.text.attributes import format_value
+from xlaplug.hlo.text.printer import module_to_text
 
 FILE = "forms.hlo"
 
@@ -303,7 +304,7 @@ ENTRY e {
   ROOT cc = f32[1,2,3]{0,2,1} custom-call(c), custom_call_target="foo", literal=( s32[4]{0} {4, 128, 128, 3}, pred[4]{0} {1, 0, 0, 0} )
 }
 """)
-    assert str(m.entry.root.attrs["literal"]) == \
+    assert format_value("literal", m.entry.root.attrs["literal"]) == \
         "( s32[4]{0} {4, 128, 128, 3}, pred[4]{0} {true, false, false, false} )"
 
 
@@ -388,7 +389,7 @@ _SMALL = "HloModule m\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n"
 ])
 def test_cli_and_library_read_the_same_text(tmp_path, data):
     from xlaplug.driver import load_module, read_text
-    from xlaplug.hlo.parser import parse_file
+    from xlaplug.hlo.text.parser import parse_file
     f = tmp_path / "m.hlo"
     f.write_bytes(data)
     text, name = read_text(str(f))
@@ -403,7 +404,7 @@ def test_cli_and_library_read_the_same_text(tmp_path, data):
 ])
 def test_cli_and_library_report_bad_bytes_alike(tmp_path, data, line, col, msg):
     from xlaplug.driver import read_text
-    from xlaplug.hlo.parser import parse_file
+    from xlaplug.hlo.text.parser import parse_file
     f = tmp_path / "bad.hlo"
     f.write_bytes(data)
     for read in (read_text, parse_file):
@@ -414,7 +415,7 @@ def test_cli_and_library_report_bad_bytes_alike(tmp_path, data, line, col, msg):
 
 
 def test_crlf_positions_match_lf(tmp_path):
-    from xlaplug.hlo.parser import parse_file
+    from xlaplug.hlo.text.parser import parse_file
     bad = "HloModule m\nENTRY e {\n  ROOT p = f32[2] nagate(0)\n}\n"
     heads = []
     for i, text in enumerate((bad, bad.replace("\n", "\r\n"))):
@@ -444,7 +445,7 @@ def test_short_form_needs_a_single_element():
 @pytest.mark.parametrize("stem, name", [("7digits", "_7digits"), ("my model", "my_model"),
                                         ("plain.v2", "plain.v2")])
 def test_module_without_header_is_named_after_its_file(tmp_path, stem, name):
-    from xlaplug.hlo.parser import parse_file
+    from xlaplug.hlo.text.parser import parse_file
     f = tmp_path / f"{stem}.hlo"
     f.write_text("ENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n")
     m = parse_file(str(f))
@@ -677,6 +678,6 @@ ENTRY e {
 
 @pytest.mark.parametrize("shape", ["b()", "b(s32[], f32[])", "b((f32[2]))"])
 def test_malformed_buffer_shapes(shape):
-    from xlaplug.hlo.shape_parser import ShapeError, parse_shape
+    from xlaplug.hlo.text.shape_parser import ShapeError, parse_shape
     with pytest.raises(ShapeError):
         parse_shape(shape)

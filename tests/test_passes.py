@@ -6,7 +6,7 @@ from golden import all_cases, format_cases, parse_cases, run_case, update_reques
 
 from xlaplug.hlo import parse_module
 from xlaplug.hlo.errors import HloError
-from xlaplug.hlo.printer import module_to_text
+from xlaplug.hlo.text.printer import module_to_text
 from xlaplug.hlo.verifier import verify_module
 from xlaplug.passes import DEFAULT_PIPELINE, PassContext, PassManager, resolve_pipeline
 from xlaplug.passes.loop_fusion import DEFAULT_MIN_ELEMENTS, LoopFusion

@@ -32,7 +32,7 @@ from oracle import (count_host_copies, cuda_and_cpu, leaf_pairs, leaves,  # noqa
                     xla_cpu_run)
 from xlaplug.backends.executor import run_module  # noqa: E402
 from xlaplug.hlo import dtypes as D  # noqa: E402
-from xlaplug.hlo.parser import parse_module  # noqa: E402
+from xlaplug.hlo.text.parser import parse_module  # noqa: E402
 
 pytestmark = pytest.mark.jax
 RNG = np.random.default_rng(99)

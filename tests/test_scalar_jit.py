@@ -21,7 +21,7 @@ from xlaplug.backends.common.scalar_ops import SCALAR_COMPUTE_DTYPES  # noqa: E4
 from xlaplug.backends.cpu.scalar_jit import (ScalarCompileError,  # noqa: E402
                                              compile_scalar_computation)
 from xlaplug.hlo import dtypes as D  # noqa: E402
-from xlaplug.hlo.parser import parse_module  # noqa: E402
+from xlaplug.hlo.text.parser import parse_module  # noqa: E402
 
 
 def scalar_comp(f, *example):

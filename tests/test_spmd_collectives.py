@@ -11,7 +11,7 @@ import pytest
 
 from xlaplug.backends.spmd.groups import DeviceGrid
 from xlaplug.backends.spmd.runner import run_module_devices
-from xlaplug.hlo.parser import parse_module
+from xlaplug.hlo.text.parser import parse_module
 
 from xla_devices import _raw, _typed
 
@@ -179,7 +179,7 @@ def test_mesh_device_ids_follow_xlas_rule():
     device_ids (its sdy.mesh has none), so XLA cannot be the oracle through jax here; the
     expectation follows xla/hlo/ir/replica_group.cc: the groups are those of the device array
     (row-major `device_ids`, or iota reshaped and transposed), not of device numbers."""
-    from xlaplug.hlo.mesh_groups import parse_mesh_groups
+    from xlaplug.hlo.text.mesh_groups import parse_mesh_groups
     explicit = parse_mesh_groups("mesh['x'=2,'y'=2,'z'=2], device_ids=(0,2,1,3,4,6,5,7) {'y'}")
     assert explicit.expanded() == ((0, 1), (2, 3), (4, 5), (6, 7))
     iota = parse_mesh_groups("mesh['a'=2,'b'=4], device_ids=([4,2]T(1,0)) {'a'}")

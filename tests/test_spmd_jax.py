@@ -13,7 +13,7 @@ import pytest
 
 from xlaplug.backends.spmd.groups import DeviceGrid
 from xlaplug.backends.spmd.runner import run_module_devices
-from xlaplug.hlo.parser import parse_module
+from xlaplug.hlo.text.parser import parse_module
 
 pytest.importorskip("jax")
 pytestmark = [pytest.mark.jax, pytest.mark.slow]

@@ -86,7 +86,7 @@ def setup_plugins(plugins_dirs, no_plugins, strict, device="cpu", prefer="kernel
 
 def _highlight(text: str) -> None:
     from rich.console import Console
-    from .hlo.highlight import THEME, HloHighlighter
+    from .hlo.text.highlight import THEME, HloHighlighter
     Console(highlighter=HloHighlighter(), theme=THEME, soft_wrap=True).print(text, end="",
                                                                           markup=False)
 
@@ -129,7 +129,7 @@ def compile_cmd(file, passes, emit, output, dump_dir, verify_each, device, prefe
     pm = compile_module(module, session, passes, dump_dir=dump_dir, verify_each=verify_each,
                         decompose_all=decompose_all)
     if emit == "hlo":
-        from .hlo.printer import module_to_text
+        from .hlo.text.printer import module_to_text
         out = module_to_text(module)
         if output is None and sys.stdout.isatty():
             _highlight(out)

@@ -159,7 +159,7 @@ def suite_session(device: str = "cpu", max_ulp: int = DEFAULT_MAX_ULP):
 
 def run_case(path: Path, max_ulp: int = DEFAULT_MAX_ULP, device: str = "cpu") -> CaseResult:
     from .driver import compile_module
-    from .hlo.parser import parse_file
+    from .hlo.text.parser import parse_file
     from .hlo.verifier import verify_module
     from .runner import RunError, execute
     t0 = time.perf_counter()

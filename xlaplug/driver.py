@@ -7,8 +7,8 @@ from pathlib import Path
 
 from .hlo.errors import HloError, one_line
 from .hlo.ir import Module
-from .hlo.parser import parse_module
-from .hlo.reader import read_hlo
+from .hlo.text.parser import parse_module
+from .hlo.text.reader import read_hlo
 from .hlo.verifier import verify_module
 from .passes import PassContext, PassManager, make_pass, resolve_pipeline
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .hlo.attributes import format_value
+from .hlo.text.attributes import format_value
 from .hlo.ir import Module
 
 

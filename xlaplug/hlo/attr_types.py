@@ -116,7 +116,6 @@ class ReplicaGroups:
             return self.groups
         if self.mesh is not None:
             return self.mesh.expanded()
-        from .attributes import expand_iota_groups
         return expand_iota_groups(self.iota)
 
     def __str__(self) -> str:
@@ -268,9 +267,8 @@ class LiteralValue:
     shape: object
     value: object
 
-    def __str__(self) -> str:
-        from .literals import format_literal
-        return f"{self.shape} {format_literal(self.value, self.shape)}"
+    # Printed by the text layer (hlo/text/attributes.format_value): the literal syntax
+    # lives there, and the IR imports nothing from it.
 
 
 @dataclass(frozen=True, eq=False)
@@ -279,5 +277,19 @@ class LiteralTuple:
     each with its own shape, as XLA prints it."""
     items: tuple
 
-    def __str__(self) -> str:
-        return "( " + ", ".join(map(str, self.items)) + " )"
+    # Printed by hlo/text/attributes.format_value, as LiteralValue is.
+
+
+def expand_iota_groups(text: str) -> tuple[tuple[int, ...], ...]:
+    """`[G,S]<=[dims]T(perm)`: iota over dims, transposed by perm, reshaped to G groups of S."""
+    import re
+
+    import numpy as np
+    m = re.fullmatch(r"\[([\d,\s]*)\]<=\[([\d,\s]*)\](?:T\(([\d,\s]*)\))?", text)
+    out_dims = [int(x) for x in m[1].split(",")]
+    src_dims = [int(x) for x in m[2].split(",")]
+    ids = np.arange(int(np.prod(src_dims))).reshape(src_dims)
+    if m[3]:
+        ids = ids.transpose([int(x) for x in m[3].split(",")])
+    ids = ids.reshape(out_dims[0], -1)
+    return tuple(tuple(int(x) for x in g) for g in ids)

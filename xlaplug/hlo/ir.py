@@ -148,8 +148,13 @@ class Instruction:
     literal_elided: bool = False
 
     def called_computations(self) -> list["Computation"]:
-        from .attributes import called_computations
-        return called_computations(self)
+        out = []
+        for v in self.attrs.values():
+            if isinstance(v, Computation):
+                out.append(v)
+            elif isinstance(v, list) and v and isinstance(v[0], Computation):
+                out.extend(v)
+        return out
 
     @property
     def dtype(self):

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from .attr_types import ComputationLayout
 from .errors import HloVerifyError
 from .ir import UNBOUNDED, Computation, Instruction, Module
 from .opcodes import MIXED_PRECISION_OK
@@ -189,44 +190,21 @@ def _structure_problem(ins: Instruction, members: set[int], comp_ids: set[int],
     return None
 
 
-def _split_program_shape(text: str) -> tuple[str, str] | None:
-    t = text.strip()
-    if t.startswith("{") and t.endswith("}"):
-        t = t[1:-1].strip()
-    depth = 0
-    for i, ch in enumerate(t):
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif depth == 0 and t.startswith("->", i):
-            return t[:i].strip(), t[i + 2:].strip()
-    return None
-
-
 def _entry_layout_problems(module: Module) -> Iterator[HloVerifyError]:
-    raw = module.attrs.get("entry_computation_layout")
-    if raw is None:
+    layout = module.attrs.get("entry_computation_layout")
+    # The parser types it (hlo/text/attr_shapes.p_computation_layout); other values were
+    # not read from text and carry no layout to check.
+    if not isinstance(layout, ComputationLayout):
         return
-    from .shape_parser import ShapeError, parse_shape
-    parts = _split_program_shape(str(raw))
-    if parts is None:
-        return
-    try:
-        params = parse_shape(parts[0])
-        result = parse_shape(parts[1])
-    except ShapeError:
-        return
+    params, result = layout.parameters, layout.result
     entry = module.entry
-    if not params.is_tuple:
-        return
     actual = [p.shape for p in entry.parameters]
-    if len(params.tuple_shapes) != len(actual):
-        yield _error(module, f"entry_computation_layout lists {len(params.tuple_shapes)} "
+    if len(params) != len(actual):
+        yield _error(module, f"entry_computation_layout lists {len(params)} "
                              f"parameters but entry computation '{entry.name}' has "
                              f"{len(actual)}", entry)
         return
-    for k, (want, got) in enumerate(zip(params.tuple_shapes, actual)):
+    for k, (want, got) in enumerate(zip(params, actual)):
         if not compatible(want, got):
             yield _error(module, f"entry computation '{entry.name}' parameter {k} is {s(got)} "
                                  f"but entry_computation_layout says {s(want)}", entry)

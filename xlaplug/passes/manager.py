@@ -182,7 +182,7 @@ class PassManager:
     log: list[tuple[str, bool]] = field(default_factory=list)
 
     def run(self, module: Module, ctx: PassContext) -> bool:
-        from ..hlo.printer import module_to_text
+        from ..hlo.text.printer import module_to_text
         from ..hlo.verifier import verify_module
         changed_any = False
         if self.dump_dir is not None:

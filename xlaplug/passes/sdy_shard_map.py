@@ -20,7 +20,7 @@ from ..hlo.errors import HloError
 from ..hlo.ir import Instruction, Module
 from ..hlo.opcodes import SHARD_MAP_TARGET
 from ..hlo.rewrite import replace_all_uses
-from ..hlo.sdy import meshes_text
+from ..hlo.text.sdy import meshes_text
 from .context import PassContext
 
 _TO_LOCAL, _TO_GLOBAL = "xla.sdy.GlobalToLocalShape", "xla.sdy.LocalToGlobalShape"

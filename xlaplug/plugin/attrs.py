@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..hlo.attr_types import Raw
-from ..hlo.attributes import unquote
+from ..hlo.text.attributes import unquote
 from .api import PluginError
 
 _MLIR_TYPES = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i1": np.bool_,

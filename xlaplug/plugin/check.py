@@ -17,7 +17,7 @@ from ..backends.device import flatten
 from ..hlo.builder import Builder
 from ..hlo.errors import HloError
 from ..hlo.ir import Computation, Shape
-from ..hlo.shape_parser import parse_shape
+from ..hlo.text.shape_parser import parse_shape
 from ..runner import DEFAULT_TOL, leaves, random_value
 from .api import OpEntry, bind_call
 from .rules import shape_rule_kwargs

@@ -18,7 +18,7 @@ from ..hlo.builder import Builder
 from ..hlo.errors import HloError
 from ..hlo.ir import Computation, Module
 from ..hlo.opcodes import ALL_OPCODES
-from ..hlo.shape_parser import parse_shape
+from ..hlo.text.shape_parser import parse_shape
 from ..runner import leaves, random_value
 from .api import bind_call
 from .check import CheckResult, _as_tuple, _close
@@ -125,7 +125,7 @@ def _custom(kentry, dentry, sentry, op, shapes, attrs, n, rng, label, trial) -> 
 def _override(session, op, plugin, text, n, seed, trial) -> CheckResult:
     from ..backends.spmd.groups import DeviceGrid
     from ..backends.spmd.runner import run_module_devices
-    from ..hlo.parser import parse_module
+    from ..hlo.text.parser import parse_module
     from ..multi_run import device_inputs
     from .session import Session
     module = parse_module(text, f"<{plugin} example>")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...hlo import sdy
+from ...hlo.text import sdy
 from ...hlo.errors import HloError
 from ..common.errors import ExecutionError
 from .groups import DeviceGrid

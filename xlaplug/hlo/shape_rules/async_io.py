@@ -144,11 +144,8 @@ def _outfeed(ins):
     _token_operand(ins, 1)
     raw = ins.attrs.get("outfeed_shape")
     if raw is not None:
-        from ..shape_parser import ShapeError, parse_shape
-        try:
-            want = parse_shape(str(raw))
-        except ShapeError:
-            want = None
+        # The parser types the value as a Shape; anything else was not parsed from text.
+        want = raw if isinstance(raw, Shape) else None
         if want is not None and not compatible(want, ins.operands[0].shape):
             raise _err(f"outfeed_shape {s(want)} does not match the operand "
                        f"{s(ins.operands[0].shape)}")

@@ -22,7 +22,7 @@ from .attr_config import (p_backend_config, p_braced_raw, p_debug_attributes,  #
 from .attr_sharding import p_sharding
 from .attr_shapes import p_computation_layout, p_literal, p_shape, p_shapes
 from .attr_text import AttrError, quote, split_top, split_top_at, unquote  # noqa: F401
-from .attr_types import (BufferDonor, ComputationLayout, ConvDims, InputOutputAlias,  # noqa: F401
+from ..attr_types import (BufferDonor, ComputationLayout, ConvDims, InputOutputAlias,  # noqa: F401
                          LiteralTuple, LiteralValue, OutputOperandAliasing, PadDim, Padding, Raw,
                          ReplicaGroups, ResultAccuracy, Sharding, SliceDim, SliceRanges, Window,
                          WindowDim, Word)
@@ -124,12 +124,11 @@ def name_ref(name: str) -> str:
 
 
 _STR_TYPES = (Window, SliceRanges, ConvDims, Padding, ReplicaGroups, Sharding, ComputationLayout,
-              InputOutputAlias, BufferDonor, OutputOperandAliasing, ResultAccuracy, LiteralValue,
-              LiteralTuple)
+              InputOutputAlias, BufferDonor, OutputOperandAliasing, ResultAccuracy)
 
 
 def format_value(name: str, v: Any) -> str:
-    from .ir import Computation, Instruction, Shape
+    from ..ir import Computation, Instruction, Shape
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (Raw, Word)):
@@ -144,6 +143,11 @@ def format_value(name: str, v: Any) -> str:
         return name_ref(v.name)
     if isinstance(v, _STR_TYPES):
         return str(v)
+    if isinstance(v, LiteralValue):
+        from .literals import format_literal
+        return f"{v.shape} {format_literal(v.value, v.shape)}"
+    if isinstance(v, LiteralTuple):
+        return "( " + ", ".join(format_value(name, x) for x in v.items) + " )"
     if isinstance(v, dict):
         if name == "metadata":
             return "{" + " ".join(f"{k}={format_value(k, x)}" for k, x in v.items()) + "}"
@@ -165,14 +169,3 @@ def format_value(name: str, v: Any) -> str:
     if isinstance(v, Instruction):
         return name_ref(v.name)
     raise TypeError(f"cannot print attribute {name}={v!r}")
-
-
-def called_computations(instr) -> list:
-    from .ir import Computation
-    out = []
-    for v in instr.attrs.values():
-        if isinstance(v, Computation):
-            out.append(v)
-        elif isinstance(v, list) and v and isinstance(v[0], Computation):
-            out.extend(v)
-    return out

@@ -9,8 +9,8 @@ import re
 
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
-from .dtypes import ELEMENT_TYPES
-from .errors import HloSyntaxError, position_of
+from ..dtypes import ELEMENT_TYPES
+from ..errors import HloSyntaxError, position_of
 from .parser_grammar import _NAME_RX, _STR
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .attr_collectives import _check_iota
 from .attr_cursor import _Cursor
 from .attr_text import AttrError
-from .attr_types import Sharding
+from ..attr_types import Sharding
 
 
 _SHARDING_FLAGS = ("replicated", "maximal", "manual", "unknown", "unreduced")

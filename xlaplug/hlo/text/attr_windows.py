@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from .attr_text import _INT, AttrError, _braced_body, _int, _short, split_top_at
-from .attr_types import ConvDims, PadDim, Padding, SliceDim, SliceRanges, Window, WindowDim
+from ..attr_types import ConvDims, PadDim, Padding, SliceDim, SliceRanges, Window, WindowDim
 
 
 _SLICE_DIM = re.compile(r"\[\s*(-?\d+)\s*:\s*(-?\d+)\s*(?::\s*(-?\d+)\s*)?\]")

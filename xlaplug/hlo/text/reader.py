@@ -11,7 +11,7 @@ import re
 import sys
 from pathlib import Path
 
-from .errors import HloError, HloSyntaxError, position_of
+from ..errors import HloError, HloSyntaxError, position_of
 
 _BOM = b"\xef\xbb\xbf"
 _CONTROL_BYTES = re.compile(rb"[\x00-\x08\x0e-\x1f\x7f]")

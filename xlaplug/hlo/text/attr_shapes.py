@@ -4,7 +4,7 @@ literal)."""
 from __future__ import annotations
 
 from .attr_text import AttrError, _braced_body, split_top_at
-from .attr_types import ComputationLayout, LiteralTuple, LiteralValue
+from ..attr_types import ComputationLayout, LiteralTuple, LiteralValue
 
 
 def p_shapes(t: str):

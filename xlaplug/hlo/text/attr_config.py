@@ -7,7 +7,7 @@ from typing import Any
 
 from .attr_cursor import _Cursor
 from .attr_text import _INT, AttrError, _braced_body, _short, split_top_at, unquote
-from .attr_types import Raw, ResultAccuracy
+from ..attr_types import Raw, ResultAccuracy
 from .attr_values import p_int_list, p_string
 
 

@@ -10,7 +10,7 @@ scatter, async ops, ...) and names we do not know (kept as Raw text) are not che
 """
 from __future__ import annotations
 
-from .opcodes import BINARY_ELEMENTWISE, UNARY_ELEMENTWISE
+from ..opcodes import BINARY_ELEMENTWISE, UNARY_ELEMENTWISE
 
 # Taken by every instruction (XLA parses these for any opcode).
 COMMON = frozenset({

@@ -5,8 +5,8 @@ import re
 from dataclasses import replace
 from functools import lru_cache
 
-from .dtypes import ELEMENT_TYPES, OPAQUE_TYPES
-from .ir import UNBOUNDED, Layout, Shape
+from ..dtypes import ELEMENT_TYPES, OPAQUE_TYPES
+from ..ir import UNBOUNDED, Layout, Shape
 
 _ARRAY = re.compile(r"\s*([a-z][a-z0-9]*)\[([^\]]*)\](\{[^}]*\})?\s*")
 _KNOWN_TYPES = ELEMENT_TYPES | OPAQUE_TYPES

@@ -9,7 +9,7 @@ blanked (newlines kept), so lines and columns of errors inside it are the file's
 from __future__ import annotations
 
 from .attr_values import CompRef
-from .ir import Computation
+from ..ir import Computation
 from .parser_diagnostics import StateView, _Ctx, _err
 from .parser_operands import split_top_level
 

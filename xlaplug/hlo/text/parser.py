@@ -20,10 +20,10 @@ from lark.exceptions import UnexpectedInput
 
 from .attr_config import RESULT_ACCURACY_OPS
 from .attr_placement import misplaced_attribute
-from .errors import HloSyntaxError, position_of
-from .ir import Computation, Instruction, Module, Shape
+from ..errors import HloSyntaxError, position_of
+from ..ir import Computation, Instruction, Module, Shape
 from .literals import LiteralError, parse_literal
-from .opcodes import ALL_OPCODES
+from ..opcodes import ALL_OPCODES
 from .parser_diagnostics import _Ctx, _describe, _err, _syntax_error, at_offset, parse_state  # noqa: F401
 from .parser_grammar import _ATTR, _NAME_RX, BRACE_DEPTH, grammar_text  # noqa: F401
 from .parser_attrs import _attr_tokens, _attrs, _attrs_of, _opt_attrs

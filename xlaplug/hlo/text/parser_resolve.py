@@ -4,8 +4,8 @@ go with it (duplicate names, ROOT, parameter numbers, the signature, ENTRY)."""
 from __future__ import annotations
 
 from . import attributes as A
-from .errors import HloSyntaxError
-from .ir import Computation, Instruction, Module
+from ..errors import HloSyntaxError
+from ..ir import Computation, Instruction, Module
 from .parser_diagnostics import StateView, _err
 
 
@@ -35,7 +35,7 @@ def _check_operand_shape(user: Instruction, target: Instruction, ref) -> None:
     if target.shape is None:
         return
     from .parser import _shape_at
-    from .shape_rules.common import compatible
+    from ..shape_rules.common import compatible
     written = _shape_at(ref.shape_text, ref.pos - len(ref.shape_text) - 1)
     if not compatible(written, target.shape):
         raise _err(f"operand '{ref.name}' of '{user.name}' is written with shape {written}, but "
@@ -107,8 +107,8 @@ _SHAPE_IGNORED = frozenset({"send", "send-done", "outfeed"})
 def _inferred_shape(ins: Instruction, written: bool = False):
     """The shape of an instruction written without one (or, `written`, one whose written
     shape XLA replaces), by XLA's shape rules."""
-    from .shape_rules.common import ShapeInferenceError
-    from .shape_rules.infer import infer_shape
+    from ..shape_rules.common import ShapeInferenceError
+    from ..shape_rules.infer import infer_shape
     where = dict(line=ins.line, column=ins.column)
     if not written and ins.opcode in _NEEDS_DECLARED:
         raise HloSyntaxError(f"instruction '{ins.name}' needs its shape written: XLA does not "

@@ -15,7 +15,7 @@ import re
 
 from lark import Token
 
-from .errors import HloSyntaxError, position_of
+from ..errors import HloSyntaxError, position_of
 from .parser_diagnostics import StateView
 
 MAX_DEPTH = 8192

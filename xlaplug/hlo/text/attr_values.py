@@ -9,7 +9,7 @@ from typing import Callable
 
 from .attr_text import (_INT, _NAME, _STRING, AttrError, _braced_body, _int, _short, split_top,
                         split_top_at, unquote)
-from .attr_types import Word
+from ..attr_types import Word
 
 
 @dataclass

@@ -13,8 +13,8 @@ import re
 
 import numpy as np
 
-from . import dtypes
-from .ir import Shape
+from .. import dtypes
+from ..ir import Shape
 
 
 class LiteralError(ValueError):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from .attributes import format_value, name_ref
-from .ir import Computation, Instruction, Module
+from ..ir import Computation, Instruction, Module
 from .literals import format_literal
 
 

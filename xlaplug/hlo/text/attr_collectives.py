@@ -7,7 +7,8 @@ import re
 
 from .attr_cursor import _Cursor
 from .attr_text import AttrError, _braced_body, _short, split_top_at
-from .attr_types import BufferDonor, InputOutputAlias, OutputOperandAliasing, ReplicaGroups
+from ..attr_types import (BufferDonor, InputOutputAlias, OutputOperandAliasing,  # noqa: F401
+                          ReplicaGroups, expand_iota_groups)
 from .attr_values import p_int_list
 
 
@@ -134,16 +135,3 @@ def p_buffer_donor(t: str) -> BufferDonor:
             break
     c.done()
     return BufferDonor(tuple(entries))
-
-
-def expand_iota_groups(text: str) -> tuple[tuple[int, ...], ...]:
-    """`[G,S]<=[dims]T(perm)`: iota over dims, transposed by perm, reshaped to G groups of S."""
-    import numpy as np
-    m = re.fullmatch(r"\[([\d,\s]*)\]<=\[([\d,\s]*)\](?:T\(([\d,\s]*)\))?", text)
-    out_dims = [int(x) for x in m[1].split(",")]
-    src_dims = [int(x) for x in m[2].split(",")]
-    ids = np.arange(int(np.prod(src_dims))).reshape(src_dims)
-    if m[3]:
-        ids = ids.transpose([int(x) for x in m[3].split(",")])
-    ids = ids.reshape(out_dims[0], -1)
-    return tuple(tuple(int(x) for x in g) for g in ids)

@@ -13,7 +13,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from .errors import HloError
+from ..errors import HloError
 
 _MESH = re.compile(r"(\w+)\s*=\s*#sdy\.mesh<\[(.*?)\](.*?)>")
 _AXIS = re.compile(r'"([^"]+)"\s*=\s*(\d+)')
