@@ -73,15 +73,16 @@ def plugin_options(fn):
 
 
 def setup_plugins(plugins_dirs, no_plugins, strict, device="cpu", prefer="kernel", quiet=False):
-    """This invocation's session: the plugins it loads and its device/prefer/strict."""
-    from .plugin import load_plugins
-    from .plugin.session import Session
-    reg = load_plugins(plugins_dirs, no_plugins=no_plugins, strict=strict)
-    if not quiet:
-        for rec in reg.records:
-            if rec.error:
-                click.echo(f"warning: plugin {rec.source} not loaded: {rec.error}", err=True)
-    return Session(reg, device=device, prefer=prefer, strict=strict)
+    """This invocation's session: the plugins it loads and its device/prefer/strict (a
+    plugin that fails to load is a `warning:` line unless `quiet`)."""
+    import warnings
+
+    from .api import load_session
+    with warnings.catch_warnings():
+        if quiet:
+            warnings.simplefilter("ignore")
+        return load_session(plugins_dirs, device=device, prefer=prefer, strict=strict,
+                            no_plugins=no_plugins)
 
 
 def _highlight(text: str) -> None:
@@ -114,20 +115,17 @@ def _highlight(text: str) -> None:
 def compile_cmd(file, passes, emit, output, dump_dir, verify_each, device, prefer, decompose_all,
                 plugins_dirs, no_plugins, strict):
     """Parse FILE (or - for stdin), verify it, run passes, print the result."""
-    from .driver import check_output_path, compile_module, load_module, write_atomic
+    from .api import compile as compile_hlo
+    from .driver import check_output_path, write_atomic
     from .report import module_json
 
     if output:
         check_output_path(output, "-o")
-
-    if device == "cuda":
-        from .backends.cuda_support import require_cuda
-        require_cuda()
     session = setup_plugins(plugins_dirs, no_plugins, strict, device,
                             "decomposition" if decompose_all else prefer)
-    module = load_module(file)
-    pm = compile_module(module, session, passes, dump_dir=dump_dir, verify_each=verify_each,
-                        decompose_all=decompose_all)
+    exe = compile_hlo(file, session=session, passes=passes, dump_dir=dump_dir,
+                      verify_each=verify_each, decompose_all=decompose_all)
+    module, pm = exe.module, exe.pass_manager
     if emit == "hlo":
         from .hlo.text.printer import module_to_text
         out = module_to_text(module)
@@ -137,11 +135,11 @@ def compile_cmd(file, passes, emit, output, dump_dir, verify_each, device, prefe
     elif emit == "json":
         from .backends.thunks import thunks_json
         obj = module_json(module, pm)
-        obj["thunks"] = thunks_json(_thunks(module, session))
+        obj["thunks"] = thunks_json(exe.thunks)
         out = json.dumps(obj, indent=2) + "\n"
     else:
         from .backends.thunks import thunks_table
-        seq = _thunks(module, session)
+        seq = exe.thunks
         if output is None:
             from rich.console import Console
             Console().print(thunks_table(seq))
@@ -151,13 +149,6 @@ def compile_cmd(file, passes, emit, output, dump_dir, verify_each, device, prefe
         write_atomic(output, out, "-o")
     else:
         click.echo(out, nl=False)
-
-
-def _thunks(module, session):
-    """The entry's thunk sequence, with the session's plugin kernels resolved as a run
-    would."""
-    from .backends.executor import ExecContext
-    return ExecContext(session.device, overrides=session.resolve).sequence(module.entry)
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
@@ -217,13 +208,11 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
             max_memory, max_while_iterations, interpret, as_json, prefer, replicas, partitions,
             collective_timeout, plugins_dirs, no_plugins, strict):
     """Compile FILE and run it; print, save and compare its outputs."""
-    import time
-
     import numpy as np
 
-    from .driver import (OptionError, check_output_path, compile_module, load_module,
-                         write_atomic)
-    from .runner import build_inputs, compare, execute, parse_bytes, summarize
+    from .api import compile as compile_hlo
+    from .driver import OptionError, check_output_path, write_atomic
+    from .runner import compare, parse_bytes, summarize
 
     # Options first: a bad one is reported before any work is done.
     limit = parse_bytes(max_memory) if max_memory is not None else None
@@ -235,16 +224,10 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
     if repeat < 1:
         raise OptionError(f"--repeat: must be 1 or more, got {repeat}")
 
-    if device == "cuda":
-        from .backends.cuda_support import require_cuda
-        require_cuda()
     session = setup_plugins(plugins_dirs, no_plugins, strict, device, prefer)
-    t0 = time.perf_counter()
-    module = load_module(file)
-    parse_s = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    compile_module(module, session, passes)
-    pipeline_s = time.perf_counter() - t1
+    exe = compile_hlo(file, session=session, passes=passes)
+    module = exe.module
+    parse_s, pipeline_s = exe.timings["parse_s"], exe.timings["pipeline_s"]
     npz = _load_npz(inputs_path, "--inputs") if inputs_path else None
     expected = _load_npz(expect_path, "--expect") if expect_path else None
     if npz is None and expected is not None and any(k.startswith("in") for k in expected):
@@ -258,10 +241,8 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
                            max_while_iterations, interpret, collective_timeout, rtol, atol,
                            out_path, expect_path, as_json, {"parse_s": parse_s,
                                                             "pipeline_s": pipeline_s}))
-    args = build_inputs(module, npz, seed)
-    res = execute(module, args, session, repeat=repeat,
-                  max_memory=limit,
-                  max_while_iterations=max_while_iterations, seed=seed, interpret=interpret)
+    res = exe.run(inputs=npz, seed=seed, repeat=repeat, max_memory=limit,
+                  max_while_iterations=max_while_iterations, interpret=interpret)
     if out_path:
         import io
         buf = io.BytesIO()
@@ -357,9 +338,6 @@ def check_plugins_cmd(ops, device, trials, seed, as_json, devices, plugins_dirs,
                       strict):
     """Run each plugin kernel against its decomposition on random inputs."""
     from .plugin.check import check_plugins, results_table
-    if device == "cuda":
-        from .backends.cuda_support import require_cuda
-        require_cuda()
     session = setup_plugins(plugins_dirs, no_plugins, strict, device)
     if devices > 1:
         from .plugin.check_devices import check_on_devices

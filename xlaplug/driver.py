@@ -30,7 +30,12 @@ def read_text(path: str) -> tuple[str, str]:
 
 
 def load_module(path: str) -> Module:
-    text, name = read_text(path)
+    """Read, parse and verify the HLO file at `path` (`-`: standard input)."""
+    return load_text(*read_text(path))
+
+
+def load_text(text: str, name: str = "<string>") -> Module:
+    """Parse and verify HLO text; errors carry `name` and the offending source line."""
     module = parse_module(text, name)
     try:
         verify_module(module)

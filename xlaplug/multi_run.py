@@ -227,11 +227,9 @@ def cli_multi(module: Module, session, grid: DeviceGrid, npz, expected, seed, re
 
     from .backends.spmd.mpi import launched_by_mpi
     from .driver import write_atomic
-    from .runner import parse_bytes, summarize
+    from .runner import parse_bytes, run_options, summarize
     device = session.device
-    options = {"max_while_iterations": max_while_iterations, "seed": seed}
-    if interpret:
-        options.update(fusion_min_elements=1 << 62, interpret_loops=True)
+    options = run_options(seed, max_while_iterations, interpret)
     use_mpi = launched_by_mpi()
     try:
         res = run_command(module, grid=grid, npz=npz, expected=expected, seed=seed,

@@ -193,6 +193,14 @@ def session_for(session=None, device: str | None = None):
     return session
 
 
+def run_options(seed: int, max_while_iterations: int | None, interpret: bool) -> dict:
+    """The executor options of one run, on one device or many."""
+    options = {"max_while_iterations": max_while_iterations, "seed": seed}
+    if interpret:  # no compiled fusions or while loops: every instruction its own kernel
+        options.update(fusion_min_elements=1 << 62, interpret_loops=True)
+    return options
+
+
 def execute(module: Module, args: list, session=None, *, device: str | None = None,
             repeat: int = 1, max_memory: int | None = None,
             max_while_iterations: int | None = None, seed: int = 0,
@@ -203,12 +211,9 @@ def execute(module: Module, args: list, session=None, *, device: str | None = No
     from .backends.executor import ExecContext
     t0 = time.perf_counter()
     session = session_for(session, device)
-    options = {"max_while_iterations": max_while_iterations, "seed": seed}
-    if fusion_min_elements is not None:  # loop fusions smaller than this are interpreted
-        options["fusion_min_elements"] = fusion_min_elements
-    if interpret:  # no compiled fusions or while loops: every instruction its own kernel
-        options["fusion_min_elements"] = 1 << 62
-        options["interpret_loops"] = True
+    options = run_options(seed, max_while_iterations, interpret)
+    if fusion_min_elements is not None and not interpret:
+        options["fusion_min_elements"] = fusion_min_elements  # smaller fusions interpreted
     ctx = ExecContext(session.device, options, overrides=session.resolve)
     seq = ctx.sequence(module.entry)
     _check_kernels(ctx, seq)

@@ -96,17 +96,23 @@ def plugin_dirs(extra_dirs=(), bundled: bool = True) -> list[Path]:
 
 
 def load_plugins(extra_dirs=(), *, no_plugins: bool = False, strict: bool = False,
-                 entry_points: bool = True) -> Registry:
+                 entry_points: bool = True, objects=(), bundled: bool = True) -> Registry:
+    """The plugins of one session: the bundled ones (unless `bundled=False`), those in
+    `extra_dirs` and XLAPLUG_PLUGIN_PATH, the `objects` (Plugin instances made in Python)
+    and the entry points.  `no_plugins`: none at all."""
     reg = Registry()
     if no_plugins:
         return reg
-    for d in plugin_dirs(extra_dirs):
+    for d in plugin_dirs(extra_dirs, bundled=bundled):
         if not d.is_dir():
             raise PluginError(f"plugins directory '{d}' does not exist")
         if d != BUNDLED_DIR:
             _check_permissions(d)
         for path in _candidates(d):
             _load_one(reg, path, lambda p=path: _import_path(p), strict)
+    for obj in objects:
+        _load_one(reg, Path(obj.source or obj.name), lambda obj=obj: [obj], strict,
+                  label=f"Python object {obj.name}")
     if entry_points:
         from importlib.metadata import entry_points as eps
         for ep in eps(group=ENTRY_POINT_GROUP):

@@ -1,0 +1,207 @@
+"""The Python API: `xlaplug.compile(...)` gives an `Executable`; calling it runs the module.
+
+    import xlaplug
+    exe = xlaplug.compile("examples/mlp.hlo")          # a path, or HLO text
+    (y,) = exe(x, w1, b1, w2, b2)                       # numpy (ml_dtypes) arrays in and out
+    print(exe.hlo)                                       # the module after the passes
+
+The CLI's `compile` and `run` are a layer over this module: every error is an
+`xlaplug.HloError` whose `str()` is the message the CLI prints.
+"""
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from .hlo.errors import HloError
+from .hlo.ir import Module
+
+
+def load_session(plugins: Iterable = (), *, device: str = "cpu", prefer: str = "kernel",
+                 strict: bool = False, bundled: bool = True, warn: bool = True,
+                 no_plugins: bool = False):
+    """A plugin.Session: the bundled plugins (unless `bundled=False`), the plugin
+    directories and `Plugin` objects in `plugins`, XLAPLUG_PLUGIN_PATH and the entry points.
+    A plugin that fails to load is a warning (an error with `strict`)."""
+    from .plugin import Plugin, load_plugins
+    from .plugin.session import Session
+    if device not in ("cpu", "cuda"):
+        raise HloError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    if prefer not in ("kernel", "decomposition"):
+        raise HloError(f"prefer must be 'kernel' or 'decomposition', got {prefer!r}")
+    items = [plugins] if isinstance(plugins, (str, os.PathLike, Plugin)) else list(plugins)
+    dirs = [p for p in items if isinstance(p, (str, os.PathLike))]
+    objects = [p for p in items if isinstance(p, Plugin)]
+    other = [p for p in items if not isinstance(p, (str, os.PathLike, Plugin))]
+    if other:
+        raise HloError(f"plugins: expected plugin directories or Plugin objects, got "
+                       f"{type(other[0]).__name__}")
+    if device == "cuda":
+        from .backends.cuda_support import require_cuda
+        require_cuda()
+    reg = load_plugins(dirs, objects=objects, bundled=bundled, strict=strict,
+                       no_plugins=no_plugins)
+    if warn:
+        for rec in reg.records:
+            if rec.error:
+                warnings.warn(f"plugin {rec.source} not loaded: {rec.error}", stacklevel=2)
+    return Session(reg, device=device, prefer=prefer, strict=strict)
+
+
+@dataclass(frozen=True)
+class ServedOp:
+    """How the plugins served one op of the module: `via` is "kernel" (on `device`) or
+    "decomposition" (lowered to core HLO by the passes); `count` instructions."""
+    op: str
+    plugin: str
+    via: str
+    device: str
+    count: int
+
+
+@dataclass
+class Executable:
+    """A module compiled for one session (its plugins, device and preference)."""
+    module: Module
+    session: Any
+    pass_manager: Any
+    served: list[ServedOp] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    _thunks: Any = None
+
+    @property
+    def hlo(self) -> str:
+        """The module after the passes, as canonical HLO text XLA reads back."""
+        from .hlo.text.printer import module_to_text
+        return module_to_text(self.module)
+
+    @property
+    def thunks(self):
+        """The entry computation's thunk sequence (kernels resolved as a run resolves them,
+        buffer assignment included); `thunks_text()` prints it."""
+        if self._thunks is None:
+            from .backends.executor import ExecContext
+            ctx = ExecContext(self.session.device, overrides=self.session.resolve)
+            self._thunks = ctx.sequence(self.module.entry)
+        return self._thunks
+
+    def thunks_text(self) -> str:
+        from .backends.thunks import thunks_table
+        return thunks_table(self.thunks, plain=True)
+
+    @property
+    def plugins(self) -> list[ServedOp]:
+        """What served each plugin op and core-opcode override of the module."""
+        return list(self.served)
+
+    @property
+    def grid(self):
+        """The devices the module runs on (replicas x partitions, from its header)."""
+        from .backends.spmd.groups import DeviceGrid
+        return DeviceGrid.of_module(self.module)
+
+    @property
+    def num_devices(self) -> int:
+        return self.grid.count
+
+    def __call__(self, *args) -> tuple:
+        """Run on `args` (one array per parameter); the output leaves, depth-first through
+        tuples.  On D > 1 devices each argument is the parameter's own shape (every device
+        gets it) or stacked on a new leading axis of length D, and so are the outputs."""
+        return tuple(self.run(*args).outputs)
+
+    def run(self, *args, inputs: dict | None = None, seed: int = 0, repeat: int = 1,
+            max_memory: int | None = None, max_while_iterations: int | None = None,
+            interpret: bool = False, collective_timeout: float = 60.0, replicas: int | None = None,
+            partitions: int | None = None):
+        """Run with positional `args`, or `inputs` as `{"in0": ..., ...}` with the missing
+        parameters drawn at random from `seed` (what `xlaplug run --inputs` does).  Returns
+        a runner.RunResult (one device) or a multi_run.MultiResult (several), both with
+        `.outputs` and `.timings`."""
+        from .multi_run import grid_for
+        from .runner import RunError, execute, run_options
+        params = self.module.entry.parameters
+        if args:
+            if inputs is not None:
+                raise RunError("give the arguments positionally or as inputs=, not both")
+            if len(args) != len(params):
+                raise RunError(f"module '{self.module.name}' takes {len(params)} arguments, "
+                               f"got {len(args)}")
+            inputs = {f"in{p.parameter_number}": a for p, a in zip(params, args)}
+        grid = grid_for(self.module, replicas, partitions)
+        if grid.count > 1:
+            from .multi_run import run_command
+            return run_command(self.module, grid=grid, npz=inputs, expected=None, seed=seed,
+                               device=self.session.device,
+                               options=run_options(seed, max_while_iterations, interpret),
+                               overrides=self.session.resolve, timeout=collective_timeout,
+                               repeat=repeat, max_memory=max_memory, rtol=None, atol=None,
+                               use_mpi=False)
+        from .runner import build_inputs
+        return execute(self.module, build_inputs(self.module, inputs, seed), self.session,
+                       repeat=repeat, max_memory=max_memory,
+                       max_while_iterations=max_while_iterations, seed=seed,
+                       interpret=interpret)
+
+
+def compile(source, *, plugins: Iterable = (), device: str = "cpu", passes: str | None = None,
+            decompose_all: bool = False, prefer: str = "kernel", strict: bool = False,
+            bundled_plugins: bool = True, session=None, dump_dir: str | None = None,
+            verify_each: bool = False) -> Executable:
+    """Parse, verify and compile `source` (a path, `-` for standard input, or HLO text)
+    with the plugins in `plugins` (directories or `Plugin` objects, beside the bundled
+    ones), for `device`.  `passes`: a pipeline spec as `--passes` takes it (None: the
+    default pipeline; "none": no passes).  `decompose_all`: every plugin op lowered to core
+    HLO (the portable artifact).  `session`: a ready plugin.Session instead of `plugins`,
+    `device`, `prefer` and `strict`."""
+    from .driver import compile_module, load_module, load_text
+    if session is None:
+        session = load_session(plugins, device=device,
+                               prefer="decomposition" if decompose_all else prefer,
+                               strict=strict, bundled=bundled_plugins)
+    t0 = time.perf_counter()
+    module = load_module(str(source)) if _is_path(source) else load_text(source)
+    t1 = time.perf_counter()
+    before = _plugin_ops(module, session)
+    pm = compile_module(module, session, passes, dump_dir=dump_dir, verify_each=verify_each,
+                        decompose_all=decompose_all)
+    after = _plugin_ops(module, session)
+    served = []
+    for (op, plugin), n in before.items():
+        kept = min(after.get((op, plugin), 0), n)  # what the passes left runs on a kernel
+        served += [ServedOp(op, plugin, via, session.device, k)
+                   for via, k in (("kernel", kept), ("decomposition", n - kept)) if k]
+    return Executable(module, session, pm, served,
+                      {"parse_s": t1 - t0, "pipeline_s": time.perf_counter() - t1})
+
+
+def _is_path(source) -> bool:
+    if isinstance(source, os.PathLike):
+        return True
+    if not isinstance(source, str):
+        raise HloError(f"compile: expected a path or HLO text, got {type(source).__name__}")
+    # HLO text has a newline or braces; a file name has neither.
+    return "\n" not in source and "{" not in source
+
+
+def _plugin_ops(module: Module, session) -> dict:
+    """{(op, plugin name): instruction count} of the custom ops the session's plugins
+    provide and the core opcodes they override on its device, across the module."""
+    from .plugin.attrs import op_name
+    reg, out = session.registry, {}
+    for comp in module.computations:
+        for ins in comp.instructions:
+            name = op_name(ins)
+            if name is None:
+                entry = reg.kernel_for(ins.opcode, session.device)
+                key = (ins.opcode, entry.plugin.name) if entry is not None else None
+            else:
+                entry = (reg.kernel_for(name, session.device) or reg.decompositions.get(name)
+                         or reg.shapes.get(name))
+                key = (name, entry.plugin.name) if entry is not None else None
+            if key is not None:
+                out[key] = out.get(key, 0) + 1
+    return out
