@@ -890,11 +890,34 @@ def test_list_plugins_json(tmp_path, acme):
     assert broken == [{"plugin": "-", "version": "-", "source": str(more / "broken.py"), "ops": [],
                        "decompositions": [], "kernels": {}, "overrides": [], "passes": [],
                        "status": f"{more / 'broken.py'}:2: ValueError: broken on purpose"}]
-    # The table form names them too.
-    r = cli("list-plugins", "--plugins-dir", acme, "--plugins-dir", more, env={"COLUMNS": "400"})
+    # The summary: one row per plugin, at 80 columns; the load error in full below it.
+    r = cli("list-plugins", "--plugins-dir", acme, "--plugins-dir", more, env={"COLUMNS": "80"})
     assert r.exit_code == 0
-    assert "acme.swish" in r.output and "negate (cpu)" in r.output and "acme-noop" in r.output
-    assert "broken on purpose" in r.output
+    lines = r.output.splitlines()
+    assert max(map(len, lines[:-1])) <= 80  # the error line is the terminal's to wrap
+    rows = {line.split()[0]: line.split()[1:] for line in lines[3:] if line.strip()}
+    # plugin: version, ops, decomposed, kernels on cpu and cuda, passes, status
+    assert rows["acme"] == ["2.0", "3", "2", "1", "2", "0", "ok"]
+    assert rows["neg_over"][1:] == ["0", "-", "1", "0", "0", "ok"]
+    assert rows["acme_passes"] == ["0.3", "0", "-", "0", "0", "1", "ok"]
+    assert rows["broken.py"][-2:] == ["not", "loaded"]
+    assert lines[-1] == (f"not loaded {more / 'broken.py'}: {more / 'broken.py'}:2: "
+                         "ValueError: broken on purpose")
+    # --verbose (or NAME): every op with its pieces, overrides and passes.
+    r = cli("list-plugins", "--plugins-dir", acme, "--plugins-dir", more, "--verbose",
+            env={"COLUMNS": "80"})
+    assert r.exit_code == 0
+    assert "acme.swish" in r.output and "overrides: negate (cpu)" in r.output
+    assert "passes: acme-noop" in r.output
+    one = cli("list-plugins", "acme", "--plugins-dir", acme, env={"COLUMNS": "80"})
+    assert one.exit_code == 0 and one.output.startswith("acme 2.0 -- acme ops for the tests\n")
+    ops = [line.split() for line in one.output.splitlines() if line.startswith(" acme.")]
+    assert ops == [["acme.gpu_only", "-", "-", "-", "yes"],  # a CUDA kernel alone
+                   ["acme.swish", "yes", "yes", "yes", "yes"],
+                   ["acme.swish_d", "-", "yes", "-", "-"]]  # a decomposition alone
+    assert "neg_over" not in one.output
+    bad = cli("list-plugins", "nope", "--plugins-dir", acme)
+    assert bad.exit_code == 2 and bad.output.startswith("error: no loaded plugin is named 'nope'")
 
 
 def test_check_plugins_passes_on_bundled_plugins():
@@ -905,6 +928,10 @@ def test_check_plugins_passes_on_bundled_plugins():
     rms = [x for x in obj["results"] if x["op"] == "example.rms_norm"]
     assert len(rms) == 9  # 3 examples x 3 trials
     assert all(x["ok"] and x["detail"] == "kernel matches decomposition" for x in rms)
+    # each example as a user writes it: shapes, then attributes (no numpy reprs)
+    assert sorted({x["example"] for x in rms}) == [
+        "f32[3,5,16], f32[16]; epsilon=0.001", "f32[8,64], f32[64]; epsilon=1e-06",
+        "f64[4,32], f64[32]; epsilon=1e-05"]
     horovod = [x for x in obj["results"] if x["op"].startswith("Horovod")]
     assert len(horovod) == 30  # 10 examples x 3 trials, on one device
     assert all(x["ok"] and x["detail"] == "kernel matches decomposition" for x in horovod)

@@ -261,7 +261,8 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
                                                 for m in mismatches]}
         click.echo(json.dumps(obj, indent=2))
     else:
-        _print_outputs(res.outputs, timings)
+        from .terminal import print_outputs
+        print_outputs(res.outputs, timings)
         if mismatches is not None:
             if mismatches:
                 for m in mismatches:
@@ -272,38 +273,30 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
         sys.exit(1)
 
 
-def _print_outputs(outputs, timings) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    from .runner import summarize
-    table = Table(title="outputs")
-    for h in ("name", "dtype", "shape", "min", "max", "mean", "first values"):
-        table.add_column(h)
-    for k, v in enumerate(outputs):
-        s = summarize(v)
-        fmt = lambda x: f"{x:.6g}" if isinstance(x, float) else "-"  # noqa: E731
-        table.add_row(f"out{k}", s["dtype"], str(tuple(s["shape"])), fmt(s.get("min")),
-                      fmt(s.get("max")), fmt(s.get("mean")), ", ".join(s.get("first", [])))
-    console = Console(soft_wrap=True)
-    console.print(table)
-    console.print(f"parse {timings['parse_s'] * 1e3:.1f} ms, compile {timings['compile_s'] * 1e3:.1f} ms, "
-                  f"run {timings['run_s'] * 1e3:.1f} ms (median)", highlight=False)
-
-
 @main.command("list-plugins")
+@click.argument("names", nargs=-1, metavar="[NAME]...")
+@click.option("--verbose", "-v", is_flag=True,
+              help="Every plugin in full: its ops, decompositions, kernels per device, "
+                   "overrides and passes.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @plugin_options
 @handle_errors
-def list_plugins_cmd(as_json, plugins_dirs, no_plugins, strict):
-    """List loaded plugins: ops, decompositions, kernels per device, overrides, passes."""
-    from .plugin.report import plugins_json, plugins_table
+def list_plugins_cmd(names, verbose, as_json, plugins_dirs, no_plugins, strict):
+    """List loaded plugins, one row each; NAME (or --verbose) shows a plugin in full."""
+    from .plugin.report import load_errors, plugin_details, plugins_json, plugins_summary
     session = setup_plugins(plugins_dirs, no_plugins, strict, quiet=True)
     if as_json:
         click.echo(json.dumps(plugins_json(session.registry), indent=2))
+        return
+    from rich.console import Console
+    console = Console()
+    if names or verbose:
+        for part in plugin_details(session.registry, names):
+            console.print(part)
     else:
-        from rich.console import Console
-        Console(soft_wrap=True).print(plugins_table(session.registry))
+        console.print(plugins_summary(session.registry))
+        for line in load_errors(session.registry):
+            console.print(line, soft_wrap=True)
 
 
 @main.command("list-opcodes")

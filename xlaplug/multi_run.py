@@ -262,10 +262,10 @@ def cli_multi(module: Module, session, grid: DeviceGrid, npz, expected, seed, re
                 {"leaf": m.leaf, "message": m.message} for m in res.mismatches]}
         click.echo(json.dumps(obj, indent=2))
     else:
-        from .cli import _print_outputs
+        from .terminal import print_outputs
         click.echo(f"{grid.count} devices ({grid.replicas} replicas x {grid.partitions} "
                    f"partitions) in {where}; outputs stacked by device")
-        _print_outputs(outputs, t)
+        print_outputs(outputs, t)
         if res.mismatches is not None:
             for m in res.mismatches:
                 click.echo(f"MISMATCH {m.leaf}: {m.message}", err=True)

@@ -168,8 +168,8 @@ def thunks_table(seq: ThunkSequence, plain: bool = False) -> Any:
         widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
         lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header] + rows]
         return "\n".join(lines) + "\n" + footer + "\n"
-    from rich.table import Table
-    table = Table(title=f"thunk sequence: {seq.computation.name}", caption=footer)
+    from ..terminal import table as terminal_table
+    table = terminal_table(f"thunk sequence: {seq.computation.name}", footer)
     for h in header:
         table.add_column(h, justify="right" if h in ("#", "bytes") else "left")
     for r in rows:

@@ -88,7 +88,10 @@ def check_plugins(session, ops=(), trials: int = 3, seed: int = 0) -> list[Check
             continue
         for ex in examples:
             shapes_txt, attrs = ex
-            label = ", ".join(shapes_txt) + (f" {attrs}" if attrs else "")
+            # as a user writes them: 1e-06, not np.float32(1e-06) or 9.99999997e-07
+            label = ", ".join(shapes_txt) + "".join(
+                f"; {k}={v:.7g}" if isinstance(v, (float, np.floating)) else f"; {k}={v}"
+                for k, v in attrs.items())
             shapes = [parse_shape(s) for s in shapes_txt]
             rng = np.random.default_rng(seed)
             for trial in range(trials):
@@ -169,11 +172,13 @@ def _shape_of(value) -> Shape:
 
 
 def results_table(results: list[CheckResult]):
-    from rich.table import Table
-    t = Table(title="plugin checks")
-    for h in ("op", "plugin", "example", "trial", "result", "detail"):
-        t.add_column(h)
+    from rich.markup import escape
+
+    from ..terminal import table
+    t = table("plugin checks")
+    for h in ("op", "example", "trial", "result", "detail"):
+        t.add_column(h, justify="right" if h == "trial" else "left")
     for r in results:
-        t.add_row(r.op, r.plugin, r.example, str(r.trial),
-                  "[green]ok[/green]" if r.ok else "[red]FAIL[/red]", r.detail)
+        t.add_row(escape(r.op), escape(r.example), str(r.trial),
+                  "[green]ok[/green]" if r.ok else "[red]FAIL[/red]", escape(r.detail))
     return t
