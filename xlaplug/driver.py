@@ -30,8 +30,14 @@ def read_text(path: str) -> tuple[str, str]:
 
 
 def load_module(path: str) -> Module:
-    text, name = read_text(path)
-    module = parse_module(text, name)
+    """FILE as a verified Module: HLO text, or MLIR (StableHLO / MHLO, text or bytecode)
+    converted to HLO through jaxlib (xla/source.py)."""
+    from .xla.source import explain_not_hlo, read_module_text
+    text, name = read_module_text(path)
+    try:
+        module = parse_module(text, name)
+    except HloError as e:
+        raise explain_not_hlo(e, text) from None
     try:
         verify_module(module)
     except HloError as e:

@@ -201,12 +201,14 @@ def _compile_and_run(computation: str | bytes, per_device, replicas: int, partit
     # Each device's own value, as a "replicated" global array (jax does not compare shards).
     replicated = NamedSharding(Mesh(np.array(devs), ("d",)), PartitionSpec())
     args = []
-    for k in range(len(per_device[0]) if per_device else 0):
-        vals = [np.asarray(per_device[d][k]) for d in range(n)]
-        bufs = [jax.device_put(v, dv) for v, dv in zip(vals, devs)]
-        args.append(jax.make_array_from_single_device_arrays(vals[0].shape, replicated, bufs))
     try:
-        res = exe.execute_sharded(args).disassemble_into_single_device_arrays()
+        with jax.enable_x64(True):  # f64 / s64 arguments stay 64-bit
+            for k in range(len(per_device[0]) if per_device else 0):
+                vals = [np.asarray(per_device[d][k]) for d in range(n)]
+                bufs = [jax.device_put(v, dv) for v, dv in zip(vals, devs)]
+                args.append(jax.make_array_from_single_device_arrays(vals[0].shape,
+                                                                     replicated, bufs))
+            res = exe.execute_sharded(args).disassemble_into_single_device_arrays()
     except Exception as e:
         raise XlaError(f"XLA:CPU failed running the module: {xla_message(e)}") from None
     return [[np.asarray(leaf[d]) for leaf in res] for d in range(n)]
