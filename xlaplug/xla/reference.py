@@ -1,8 +1,8 @@
 """`xlaplug run FILE --reference xla`, as XLA's `run_hlo_module --reference_platform`.
 
 The module xlaplug runs (plugin kernels and all) is held against XLA:CPU running the
-portable artifact of the same file: every plugin op replaced by its decomposition
-(`compile --decompose-all`), then XLA's own parser and compiler in jaxlib.  Both get the
+portable artifact of the same file: every plugin op replaced by its decomposition (as
+`compile --decompose-all`; see portable_text), then XLA's own parser and compiler in jaxlib.  Both get the
 same inputs.  One device runs XLA in this process; D > 1 runs it on D host devices in a
 subprocess (devices.py), since jax fixes its device count when it starts.
 """
@@ -25,14 +25,15 @@ class ReferenceInputError(HloError):
 
 
 def portable_text(module: Module, registry) -> str:
-    """`module` (freshly loaded, no passes run) with every plugin op decomposed, as the HLO
-    text XLA gets: the artifact `compile --decompose-all` writes, without xlaplug's own
-    passes (XLA runs its own)."""
+    """`module` (freshly loaded, no passes run) as the HLO text XLA gets: every plugin op
+    that has a decomposition replaced by it, as `compile --decompose-all` does; a custom
+    call whose plugin has only a kernel stays, for XLA to resolve (jax_lapack's
+    `lapack_*_ffi` targets are XLA:CPU's own; a target XLA has no handler for is its
+    compile error).  None of xlaplug's other passes: XLA runs its own."""
     from ..driver import compile_module
     from ..hlo.printer import module_to_text
     from ..plugin.session import Session
-    compile_module(module, Session(registry, prefer="decomposition"), "none",
-                   decompose_all=True)
+    compile_module(module, Session(registry, prefer="decomposition"), "custom-call-lowering")
     return module_to_text(module)
 
 

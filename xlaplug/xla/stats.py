@@ -31,8 +31,8 @@ class OutputDiff:
 def _order_keys(a: np.ndarray) -> np.ndarray:
     """Float bits as integers whose difference counts the representable values between."""
     bits = a.view(f"i{a.dtype.itemsize}").astype(np.int64)
-    sign = np.int64(1) << (a.dtype.itemsize * 8 - 1)
-    return np.where(bits < 0, -(bits & (sign - 1)), bits)
+    magnitude = np.int64((1 << (a.dtype.itemsize * 8 - 1)) - 1)
+    return np.where(bits < 0, -(bits & magnitude), bits)
 
 
 def max_ulp(got: np.ndarray, want: np.ndarray) -> int:
@@ -46,13 +46,24 @@ def max_ulp(got: np.ndarray, want: np.ndarray) -> int:
     if got.dtype.itemsize not in (1, 2, 4, 8):
         return 0
     g64, w64 = got.astype(np.float64), want.astype(np.float64)
-    d = np.abs(_order_keys(np.ascontiguousarray(got)) - _order_keys(np.ascontiguousarray(want)))
+    ka = _order_keys(np.ascontiguousarray(got))
+    kb = _order_keys(np.ascontiguousarray(want))
+    # Keys of one sign subtract exactly; across zero the distance is |ka| + |kb|, which for
+    # 64-bit keys may not fit an int64 (-inf against inf): summed as floats.
+    with np.errstate(over="ignore"):
+        d = np.where((ka >= 0) == (kb >= 0), np.abs(ka - kb).astype(np.float64),
+                     np.abs(ka).astype(np.float64) + np.abs(kb).astype(np.float64))
     gn, wn = np.isnan(g64), np.isnan(w64)
-    d = np.where(gn & wn, 0, np.where(gn != wn, 1 << 62, d))
-    return int(d.max())
+    d = np.where(gn & wn, 0.0, np.where(gn != wn, float(1 << 62), d))
+    return int(min(d.max(), float(1 << 62)))
 
 
 def diff(name: str, got: np.ndarray, want: np.ndarray, rtol=None, atol=None) -> OutputDiff:
+    with np.errstate(all="ignore"):  # NaN and inf of narrow floats widen as they are
+        return _diff(name, got, want, rtol, atol)
+
+
+def _diff(name: str, got: np.ndarray, want: np.ndarray, rtol, atol) -> OutputDiff:
     from ..hlo import dtypes
     got, want = np.asarray(got), np.asarray(want)
     etype = dtypes.from_dtype(got.dtype) if got.dtype in dtypes._DTYPE_TO_ELEMENT else \
