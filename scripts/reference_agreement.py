@@ -74,9 +74,11 @@ def corpus(registry) -> list[tuple[str, str, str]]:
     return rows
 
 
-def suite(registry, every: int) -> list[tuple[str, str, str]]:
+def suite(registry, every: int, folder: Path) -> list[tuple[str, str, str]]:
+    if not folder.is_dir():
+        raise SystemExit(f"error: no StableHLO suite at {folder} (--suite-dir)")
     rows = []
-    for k, path in enumerate(sorted(SUITE.glob("*.hlo"))):
+    for k, path in enumerate(sorted(folder.glob("*.hlo"))):
         if k % every:
             continue
         if path.name.startswith("dynamic__"):
@@ -92,6 +94,7 @@ def main(argv=None) -> int:
     ap.add_argument("--corpus", action="store_true")
     ap.add_argument("--suite", action="store_true")
     ap.add_argument("--every", type=int, default=1, help="every N-th suite case")
+    ap.add_argument("--suite-dir", default=str(SUITE), help=f"default: {SUITE}")
     ap.add_argument("--json", default=None, help="write every program's status here")
     args = ap.parse_args(argv)
     if not (args.corpus or args.suite):
@@ -100,7 +103,7 @@ def main(argv=None) -> int:
     registry = load_plugins(entry_points=False)
     report = {}
     for what, run in (("corpus", lambda: corpus(registry)),
-                      ("suite", lambda: suite(registry, args.every))):
+                      ("suite", lambda: suite(registry, args.every, Path(args.suite_dir)))):
         if not getattr(args, what):
             continue
         t0 = time.perf_counter()

@@ -148,7 +148,7 @@ def mlir_to_hlo_text(data: str | bytes, what: str) -> str:
     error becomes an XlaError at the line and column jaxlib gives, when it gives one."""
     convert = _name("jax._src.lib", "_jax.mlir.mlir_module_to_xla_computation", what)
     try:
-        return convert(data, use_tuple_args=False, return_tuple=False).as_hlo_text()
+        computation = convert(data, use_tuple_args=False, return_tuple=False)
     except Exception as e:
         text = str(e)
         m = _LOCATION.search(text)
@@ -156,6 +156,8 @@ def mlir_to_hlo_text(data: str | bytes, what: str) -> str:
             raise XlaError(m.group(3).strip(), line=int(m.group(1)),
                            column=int(m.group(2))) from None
         raise XlaError(f"cannot convert MLIR to HLO: {xla_message(e)}") from None
+    # Every constant's values (XLA's printer elides large ones as {...} by default).
+    return computation.as_hlo_text(print_large_constants=True)
 
 
 # ---- XLA:CPU ---------------------------------------------------------------------------------
