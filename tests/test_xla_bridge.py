@@ -328,3 +328,33 @@ def test_emit_stablehlo_decomposes_plugin_ops_and_round_trips(tmp_path):
     (xla,) = jaxlib_names.run_stablehlo_on_xla_cpu(text, [x])
     np.testing.assert_allclose(xla, np.load(tmp_path / "kernel.npz")["out0"], rtol=1e-6,
                                atol=1e-6)
+
+
+def test_tuple_parameter_is_refused_up_front(tmp_path):
+    (tmp_path / "t.hlo").write_text(
+        "HloModule t\nENTRY e {\n  p = (f32[2], f32[2]) parameter(0)\n"
+        "  ROOT a = f32[2] get-tuple-element(p), index=0\n}\n")
+    r = xlaplug("run", "t.hlo", "--reference", "xla", cwd=tmp_path)
+    assert one_error_line(r) == ("error: --reference xla: parameter 'p' is (f32[2], f32[2]); "
+                                 "XLA's runtime takes array parameters only")
+
+
+def test_max_ulp_and_differences():
+    """Our own arithmetic: ULP distances by hand."""
+    import ml_dtypes
+
+    from xlaplug.xla.stats import diff, max_ulp
+    one_up = np.nextafter(np.float32(1), np.float32(2))
+    assert max_ulp(np.float32([1, 2]), np.array([one_up, 2], np.float32)) == 1
+    # across zero: the smallest subnormals either side are 2 apart
+    tiny = np.float32(1e-45)
+    assert max_ulp(np.float32([-tiny]), np.float32([tiny])) == 2
+    assert max_ulp(np.float64([np.nan, -0.0]), np.float64([np.nan, 0.0])) == 0
+    assert max_ulp(np.float64([np.inf]), np.float64([-np.inf])) == 1 << 62
+    bf = ml_dtypes.bfloat16
+    assert max_ulp(np.array([2], bf), np.array([2.015625], bf)) == 1
+    assert max_ulp(np.complex64([1 + 1j]), np.complex64([1 + 1j * one_up])) == 1
+    d = diff("out0", np.int32([5, -3]), np.int32([5, 4]))
+    assert (d.max_abs, d.max_ulp, d.ok) == (7.0, 7, False)
+    d = diff("out0", np.float32([1.0, 4.0]), np.float32([1.0, 5.0]))
+    assert (d.max_abs, d.max_rel, d.ok) == (1.0, 0.2, False)
