@@ -61,7 +61,7 @@ class Result:
         self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
 
 
-def xlaplug(*args, cwd=None):
+def xlaplug(*args, cwd=None, input=None):
     """The CLI in this process (jax already started: fast), from `cwd`."""
     import os
 
@@ -71,7 +71,7 @@ def xlaplug(*args, cwd=None):
     old = os.getcwd()
     os.chdir(cwd or ROOT)
     try:
-        r = CliRunner(env={"COLUMNS": "120"}).invoke(main, [str(a) for a in args])
+        r = CliRunner(env={"COLUMNS": "120"}).invoke(main, [str(a) for a in args], input=input)
     finally:
         os.chdir(old)
     if r.exception is not None and not isinstance(r.exception, SystemExit):
@@ -358,3 +358,9 @@ def test_max_ulp_and_differences():
     assert (d.max_abs, d.max_ulp, d.ok) == (7.0, 7, False)
     d = diff("out0", np.float32([1.0, 4.0]), np.float32([1.0, 5.0]))
     assert (d.max_abs, d.max_rel, d.ok) == (1.0, 0.2, False)
+
+
+def test_reference_reads_standard_input_once():
+    r = xlaplug("run", "-", "--reference", "xla", input=(EXAMPLES / "mlp.hlo").read_text())
+    assert r.returncode == 0, r.stderr
+    assert "all 1 outputs match XLA:CPU" in r.stdout

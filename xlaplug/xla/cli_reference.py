@@ -11,11 +11,26 @@ import numpy as np
 from ..hlo.ir import Module
 
 
-def reference_command(file: str, module: Module, session, grid, npz, *, seed: int,
+def check_reference_options(expect_path, repeat) -> None:
+    """`--reference xla` is its own comparison, in this process: checked before any work."""
+    from ..backends.spmd.mpi import launched_by_mpi
+    from ..driver import OptionError
+    from .jaxlib_names import require_jax
+    if expect_path:
+        raise OptionError("--reference xla and --expect: give one thing to compare against")
+    if repeat != 1:
+        raise OptionError("--reference xla runs once: drop --repeat")
+    if launched_by_mpi():
+        raise OptionError("--reference xla runs its devices as threads: run it without "
+                          "mpiexec")
+    require_jax("--reference xla")
+
+
+def reference_command(pristine: str, module: Module, session, grid, npz, *, seed: int,
                       rtol, atol, max_memory, max_while_iterations, interpret: bool,
                       timeout: float, out_path, as_json: bool, timings: dict) -> int:
     from ..runner import execute, summarize
-    from .reference import check_arguments, compare_devices, reference_for_file
+    from .reference import check_arguments, compare_devices, reference_for_text
     from .stats import diff_table
     check_arguments(module)
     if grid.count == 1:
@@ -34,7 +49,7 @@ def reference_command(file: str, module: Module, session, grid, npz, *, seed: in
         res = run_in_process(module, grid, per_device, device=session.device,
                              options=options, overrides=session.resolve, timeout=timeout)
         ours, run_s = res.per_device, res.timings["run_s"]
-    theirs = reference_for_file(file, session.registry, per_device, grid.replicas,
+    theirs = reference_for_text(pristine, session.registry, per_device, grid.replicas,
                                 grid.partitions)
     diffs = compare_devices(ours, theirs, rtol, atol)
     ok = all(d.ok for d in diffs)

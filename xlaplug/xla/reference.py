@@ -56,11 +56,12 @@ def run_reference(text: str, per_device: list[list[np.ndarray]], replicas: int =
     return run_in_subprocess(text, replicas, partitions, per_device)
 
 
-def reference_for_file(path: str, registry, per_device: list[list[np.ndarray]],
+def reference_for_text(text: str, registry, per_device: list[list[np.ndarray]],
                        replicas: int = 1, partitions: int = 1) -> list[list[np.ndarray]]:
-    """XLA:CPU's outputs for FILE's portable artifact (the registry's decompositions)."""
-    from ..driver import load_module
-    module = load_module(path)
+    """XLA:CPU's outputs for the portable artifact of HLO `text` (the module as read, before
+    xlaplug's passes) with the registry's decompositions."""
+    from ..hlo.parser import parse_module
+    module = parse_module(text, "<reference>")
     check_arguments(module)
     return run_reference(portable_text(module, registry), per_device, replicas, partitions)
 
