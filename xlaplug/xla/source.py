@@ -77,8 +77,9 @@ def read_module_text(path: str) -> tuple[str, str]:
 
 def explain_not_hlo(e: HloError, text: str) -> HloError:
     """A parse error in text with no sign of HLO (no `HloModule`, no `ENTRY`) says the file
-    is neither HLO nor MLIR, keeping the parser's position and message."""
-    if not re.search(r"\b(HloModule|ENTRY)\b", text):
+    is neither HLO nor MLIR, keeping the parser's position and message.  (An empty file
+    keeps the parser's own `empty module` message.)"""
+    if _first_code(text) and not re.search(r"\b(HloModule|ENTRY)\b", text):
         e.message = f"{NEITHER}: {e.message}"
     return e
 
