@@ -21,18 +21,14 @@ def decomposition_module(entry, op: str, shapes, attrs) -> Module:
 
 
 def run_decomposition_on_xla(entry, op: str, shapes, arrays, attrs, ctx=None):
-    """XLA:CPU's result of the decomposition on `arrays`: one array, or a tuple of them."""
+    """XLA:CPU's result of the decomposition on `arrays`: one array, or a tuple of them
+    (as the decomposition returns)."""
     from ..hlo.printer import module_to_text
     from .jaxlib_names import run_on_xla_cpu
-    text = module_to_text(decomposition_module(entry, op, shapes, attrs))
-    (outs,) = run_on_xla_cpu(text, [list(arrays)], what="check-plugins --reference xla")
-    return outs[0] if len(outs) == 1 and not shapes_is_tuple(text) else tuple(outs)
+    module = decomposition_module(entry, op, shapes, attrs)
+    (outs,) = run_on_xla_cpu(module_to_text(module), [list(arrays)],
+                             what="check-plugins --reference xla")
+    return tuple(outs) if module.entry.root.shape.is_tuple else outs[0]
 
 
-def shapes_is_tuple(text: str) -> bool:
-    """Whether the entry's root (the last ROOT of the text) is a tuple."""
-    root = [line for line in text.splitlines() if line.lstrip().startswith("ROOT")][-1]
-    return " tuple(" in root
-
-
-run_decomposition_on_xla.where = " on XLA:CPU"
+run_decomposition_on_xla.where = " on XLA:CPU"  # in check-plugins' detail line
