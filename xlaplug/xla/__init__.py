@@ -6,7 +6,8 @@
 * `source`: reading `.mlir` / `.mlirbc` (StableHLO or MHLO) as HLO text, and writing a
   module as StableHLO text (`compile --emit stablehlo`).
 * `reference`: `run --reference xla`: the module with plugin ops decomposed, run on XLA:CPU
-  (host devices in a subprocess for D > 1: `devices`), each output compared (`stats`).
+  (host devices in a subprocess for D > 1: `devices`), each output compared (`stats`:
+  max abs, max relative, max ULP); `cli_reference` is the verb's body.
 * `check`: `check-plugins --reference xla`: each decomposition on XLA against its kernel.
 
 Nothing here imports jax at import time: without jax, using the bridge is a one-line error
