@@ -72,7 +72,8 @@ SLOW = {
     "test_cuda_plugins": {"test_rms_norm_cuda_kernel_in_a_run_matches_cpu"},
     "test_data_movement": {"test_iota_types", "test_iota_x64_types",
         "test_transpose_then_reshape_bitcasts"},
-    "test_docs_plugins": {"test_tutorial_end_to_end", "test_ring_allreduce_section"},
+    "test_docs_plugins": {"test_tutorial_end_to_end", "test_ring_allreduce_section",
+        "test_xla_section"},
     "test_horovod": {"test_kernels_match_decompositions", "test_decomposition_runs_the_same_on_xla",
         "test_kernels_over_mpi_match_threads"},
     "test_elementwise": {"test_compare_totalorder", "test_complex", "test_convert",
@@ -118,6 +119,8 @@ SLOW = {
     "test_scalar_jit": {"test_bitcast_and_reduce_precision", "test_complex", "test_convert",
         "test_float_binary", "test_float_unary", "test_fma_contraction_matches_xla",
         "test_integer", "test_total_order_comparator", "test_variadic_reducer_and_nested_call"},
+    "test_xla_bridge": {"test_without_jax_each_bridge_verb_is_one_line_naming_the_extra",
+        "test_reference_on_four_devices", "test_reference_table_and_json_on_a_plugin_op"},
     "test_verifier": {"test_jax_corruptions_are_caught", "test_jax_program_verifies",
         "test_jax_programs_cover_the_ops"},
 }

@@ -151,23 +151,9 @@ def both(f, *args):
 
 
 def xla_cpu_run(mlir_text, *args):
-    """Compile a StableHLO module with XLA:CPU (through jax's backend) and run it."""
-    import jax
-    try:
-        from jax._src import compiler, xla_bridge
-        from jax._src.interpreters import mlir
-        from jax._src.lib import xla_client as xc
-        from jax._src.lib.mlir import ir
-    except ImportError as e:  # pragma: no cover - jax internals moved
-        pytest.skip(f"jax internals unavailable: {e}")
-    backend = xla_bridge.get_backend("cpu")
-    with mlir.make_ir_context():
-        module = ir.Module.parse(mlir_text)
-        devs = xc.DeviceList(tuple(backend.local_devices()[:1]))
-        exe = compiler.backend_compile_and_load(backend, module, devs, xc.CompileOptions(), [])
-    dev = backend.local_devices()[0]
-    res = exe.execute_sharded([jax.device_put(a, dev) for a in args])
-    return [np.asarray(o[0]) for o in res.disassemble_into_single_device_arrays()]
+    """Compile a StableHLO module with XLA:CPU (through the bridge, xlaplug/xla) and run it."""
+    from xlaplug.xla.jaxlib_names import run_stablehlo_on_xla_cpu
+    return run_stablehlo_on_xla_cpu(mlir_text, list(args))
 
 
 def jax_shard_map():

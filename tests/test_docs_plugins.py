@@ -138,3 +138,57 @@ def test_ring_allreduce_section(tmp_path):
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert ring.returncode == 0, ring.stderr
     assert "all 1 outputs of 4 devices match core.npz" in ring.stdout
+
+
+def test_xla_section(tmp_path, monkeypatch, capsys):
+    """Section 6: xlaplug.jax from ffi_call to the kernel, check against XLA, `run
+    --reference xla`, `check-plugins --reference xla`, and the StableHLO artifact."""
+    blocks = code_blocks()
+    text = DOC.read_text()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("XLAPLUG_PLUGIN_PATH", raising=False)
+    exec(compile(blocks["swish_jax.py"], "swish_jax.py", "exec"), {"__name__": "swish_jax"})
+    (tmp_path / "plugins").mkdir(mode=0o755)
+    (tmp_path / "plugins" / "acme_swish.py").write_text(blocks["plugins/acme_swish.py"])
+    capsys.readouterr()
+
+    # xlaplug.jax: the kernel serves the ffi_call; check agrees with XLA running the
+    # decomposition.
+    ns: dict = {"__name__": "swish_layer"}
+    exec(compile(blocks["swish_layer.py"], "swish_layer.py", "exec"), ns)
+    printed = capsys.readouterr().out
+    assert "max ULP" in printed and "ok" in printed and ns["report"].ok
+    x, w = ns["x"], ns["w"]
+    hw = x @ w
+    want = np.asarray(hw * jax.nn.sigmoid(np.float32(1.5) * hw))
+    np.testing.assert_allclose(ns["h"], want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(ns["total"], want.sum(axis=1), rtol=1e-5, atol=1e-5)
+
+    # run --reference xla: the table the document shows (figures and all).
+    r = xlaplug("xlaplug run swish.hlo --plugins-dir plugins --inputs inputs.npz --reference "
+                "xla", tmp_path)
+    assert r.returncode == 0, r.stderr
+    shown = re.search(r"--reference xla\n(.*?)```", text, re.S).group(1)
+    assert [ln.rstrip() for ln in r.stdout.strip().splitlines()] == \
+        [ln.rstrip() for ln in shown.strip().splitlines()]
+
+    r = xlaplug("xlaplug check-plugins --plugins-dir plugins acme.swish --reference xla --json",
+                tmp_path)
+    assert r.returncode == 0, r.stderr
+    details = [x["detail"] for x in json.loads(r.stdout)["results"]]
+    assert details == ["kernel matches decomposition on XLA:CPU"] * 6
+    assert "`kernel matches decomposition on XLA:CPU`" in text
+
+    # the StableHLO artifact runs with no plugin, to the kernel's outputs.
+    r = xlaplug("xlaplug run swish.hlo --plugins-dir plugins --inputs inputs.npz --out "
+                "outputs.npz", tmp_path)
+    assert r.returncode == 0, r.stderr
+    r = xlaplug("xlaplug compile swish.hlo --plugins-dir plugins --emit stablehlo -o swish.mlir",
+                tmp_path)
+    assert r.returncode == 0, r.stderr
+    mlir = (tmp_path / "swish.mlir").read_text()
+    assert "stablehlo.logistic" in mlir and "acme.swish" not in mlir
+    r = xlaplug("xlaplug run swish.mlir --no-plugins --inputs inputs.npz --expect outputs.npz",
+                tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "all 1 outputs match outputs.npz" in r.stdout

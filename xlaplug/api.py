@@ -70,6 +70,9 @@ class Executable:
     pass_manager: Any
     served: list[ServedOp] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    # The module as read, printed before the passes (compile(..., keep_source=True)): what
+    # `--reference xla` hands to XLA.
+    source_text: str | None = None
     _thunks: Any = None
 
     @property
@@ -150,20 +153,26 @@ class Executable:
 def compile(source, *, plugins: Iterable = (), device: str = "cpu", passes: str | None = None,
             decompose_all: bool = False, prefer: str = "kernel", strict: bool = False,
             bundled_plugins: bool = True, session=None, dump_dir: str | None = None,
-            verify_each: bool = False) -> Executable:
+            verify_each: bool = False, keep_source: bool = False,
+            name: str = "<string>") -> Executable:
     """Parse, verify and compile `source` (a path, `-` for standard input, or HLO text)
     with the plugins in `plugins` (directories or `Plugin` objects, beside the bundled
     ones), for `device`.  `passes`: a pipeline spec as `--passes` takes it (None: the
     default pipeline; "none": no passes).  `decompose_all`: every plugin op lowered to core
     HLO (the portable artifact).  `session`: a ready plugin.Session instead of `plugins`,
-    `device`, `prefer` and `strict`."""
+    `device`, `prefer` and `strict`.  `keep_source`: keep the module as read, printed, in
+    `source_text`.  `name`: how errors in HLO text given as a string name it."""
     from .driver import compile_module, load_module, load_text
     if session is None:
         session = load_session(plugins, device=device,
                                prefer="decomposition" if decompose_all else prefer,
                                strict=strict, bundled=bundled_plugins)
     t0 = time.perf_counter()
-    module = load_module(str(source)) if _is_path(source) else load_text(source)
+    module = load_module(str(source)) if _is_path(source) else load_text(source, name)
+    source_text = None
+    if keep_source:
+        from .hlo.text.printer import module_to_text
+        source_text = module_to_text(module)
     t1 = time.perf_counter()
     before = _plugin_ops(module, session)
     pm = compile_module(module, session, passes, dump_dir=dump_dir, verify_each=verify_each,
@@ -175,7 +184,7 @@ def compile(source, *, plugins: Iterable = (), device: str = "cpu", passes: str 
         served += [ServedOp(op, plugin, via, session.device, k)
                    for via, k in (("kernel", kept), ("decomposition", n - kept)) if k]
     return Executable(module, session, pm, served,
-                      {"parse_s": t1 - t0, "pipeline_s": time.perf_counter() - t1})
+                      {"parse_s": t1 - t0, "pipeline_s": time.perf_counter() - t1}, source_text)
 
 
 def _is_path(source) -> bool:

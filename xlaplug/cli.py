@@ -98,8 +98,10 @@ def _highlight(text: str) -> None:
               help="Run exactly these passes (comma-separated, options in braces: "
                    "loop-fusion{min_elements=1}); 'none' runs none. "
                    "Default: the standard pipeline.")
-@click.option("--emit", type=click.Choice(["hlo", "json", "thunks"]), default="hlo",
-              show_default=True, help="What to print.")
+@click.option("--emit", type=click.Choice(["hlo", "json", "thunks", "stablehlo"]),
+              default="hlo", show_default=True,
+              help="What to print; stablehlo: the module, plugin ops decomposed, as "
+                   "StableHLO text (needs jax).")
 @click.option("-o", "--output", default=None, help="Write to this file instead of stdout.")
 @click.option("--dump-dir", default=None, help="Write the module after each pass as NN-pass.hlo.")
 @click.option("--verify-each/--no-verify-each", default=False,
@@ -121,6 +123,12 @@ def compile_cmd(file, passes, emit, output, dump_dir, verify_each, device, prefe
 
     if output:
         check_output_path(output, "-o")
+    if emit == "stablehlo":
+        from .xla.jaxlib_names import require_jax
+        require_jax("--emit stablehlo")
+        # The portable artifact: every plugin op decomposed; xlaplug's own passes only when
+        # asked for (the consumer runs its own).
+        decompose_all, passes = True, "none" if passes is None else passes
     session = setup_plugins(plugins_dirs, no_plugins, strict, device,
                             "decomposition" if decompose_all else prefer)
     exe = compile_hlo(file, session=session, passes=passes, dump_dir=dump_dir,
@@ -132,6 +140,10 @@ def compile_cmd(file, passes, emit, output, dump_dir, verify_each, device, prefe
         if output is None and sys.stdout.isatty():
             _highlight(out)
             return
+    elif emit == "stablehlo":
+        from .hlo.text.printer import module_to_text
+        from .xla.source import to_stablehlo
+        out = to_stablehlo(module_to_text(module))
     elif emit == "json":
         from .backends.thunks import thunks_json
         obj = module_json(module, pm)
@@ -202,11 +214,15 @@ def _load_npz(path: str, what: str) -> dict:
 @click.option("--collective-timeout", type=float, default=60.0, show_default=True,
               metavar="SECONDS", help="A collective that not every participant reaches "
                                       "within this fails, naming who did not come.")
+@click.option("--reference", type=click.Choice(["xla"]), default=None,
+              help="Also run the module, plugin ops decomposed, on XLA:CPU (through jax) "
+                   "with the same inputs and compare every output; exit 1 past the "
+                   "tolerance.")
 @plugin_options
 @handle_errors
 def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, repeat, passes,
             max_memory, max_while_iterations, interpret, as_json, prefer, replicas, partitions,
-            collective_timeout, plugins_dirs, no_plugins, strict):
+            collective_timeout, reference, plugins_dirs, no_plugins, strict):
     """Compile FILE and run it; print, save and compare its outputs."""
     import numpy as np
 
@@ -223,9 +239,14 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
                           f"{max_while_iterations}")
     if repeat < 1:
         raise OptionError(f"--repeat: must be 1 or more, got {repeat}")
+    if reference:
+        from .xla.cli_reference import check_reference_options
+        check_reference_options(expect_path, repeat)
 
     session = setup_plugins(plugins_dirs, no_plugins, strict, device, prefer)
-    exe = compile_hlo(file, session=session, passes=passes)
+    # --reference xla: XLA gets the module as read (its plugin ops decomposed), not as
+    # xlaplug's passes leave it
+    exe = compile_hlo(file, session=session, passes=passes, keep_source=bool(reference))
     module = exe.module
     parse_s, pipeline_s = exe.timings["parse_s"], exe.timings["pipeline_s"]
     npz = _load_npz(inputs_path, "--inputs") if inputs_path else None
@@ -235,6 +256,13 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
     from .backends.spmd.mpi import launched_by_mpi
     from .multi_run import grid_for
     grid = grid_for(module, replicas, partitions)
+    if reference:
+        from .xla.cli_reference import reference_command
+        sys.exit(reference_command(
+            exe.source_text, module, session, grid, npz, seed=seed, rtol=rtol, atol=atol,
+            max_memory=limit, max_while_iterations=max_while_iterations, interpret=interpret,
+            timeout=collective_timeout, out_path=out_path, as_json=as_json,
+            timings={"parse_s": parse_s, "pipeline_s": pipeline_s}))
     if grid.count > 1 or launched_by_mpi():
         from .multi_run import cli_multi
         sys.exit(cli_multi(module, session, grid, npz, expected, seed, repeat, max_memory,
@@ -325,18 +353,27 @@ def list_opcodes_cmd(as_json, plugins_dirs, no_plugins, strict):
               help="Check on this many devices at once (threads): multi-device kernels "
                    "against their decompositions, core-opcode overrides against the core "
                    "kernel.")
+@click.option("--reference", type=click.Choice(["xla"]), default=None,
+              help="Run each decomposition on XLA:CPU (through jax), not on xlaplug.")
 @plugin_options
 @handle_errors
-def check_plugins_cmd(ops, device, trials, seed, as_json, devices, plugins_dirs, no_plugins,
-                      strict):
+def check_plugins_cmd(ops, device, trials, seed, as_json, devices, reference, plugins_dirs,
+                      no_plugins, strict):
     """Run each plugin kernel against its decomposition on random inputs."""
     from .plugin.check import check_plugins, results_table
+    if reference:
+        from .xla.jaxlib_names import require_jax
+        require_jax("check-plugins --reference xla")
+        if devices > 1:
+            from .driver import OptionError
+            raise OptionError("check-plugins --reference xla checks on one device: drop "
+                              "--devices")
     session = setup_plugins(plugins_dirs, no_plugins, strict, device)
     if devices > 1:
         from .plugin.check_devices import check_on_devices
         results = check_on_devices(session, ops, n=devices, trials=trials, seed=seed)
     else:
-        results = check_plugins(session, ops, trials=trials, seed=seed)
+        results = check_plugins(session, ops, trials=trials, seed=seed, reference=reference)
     if as_json:
         click.echo(json.dumps({"device": device, "devices": devices,
                                "results": [r.__dict__ for r in results],

@@ -30,13 +30,22 @@ def read_text(path: str) -> tuple[str, str]:
 
 
 def load_module(path: str) -> Module:
-    """Read, parse and verify the HLO file at `path` (`-`: standard input)."""
-    return load_text(*read_text(path))
+    """Read, parse and verify FILE (`-`: standard input): HLO text, or MLIR (StableHLO /
+    MHLO, text or bytecode) converted to HLO through jaxlib (xla/source.py)."""
+    from .xla.source import read_module_text
+    return load_text(*read_module_text(path))
 
 
 def load_text(text: str, name: str = "<string>") -> Module:
-    """Parse and verify HLO text; errors carry `name` and the offending source line."""
-    module = parse_module(text, name)
+    """Parse and verify HLO text (MLIR text is converted first); errors carry `name` and the
+    offending source line."""
+    from .xla.source import explain_not_hlo, is_mlir, mlir_as_hlo_text
+    if is_mlir(text[:4096].encode(), name):
+        text, name = mlir_as_hlo_text(text.encode(), name), f"{name} (as HLO)"
+    try:
+        module = parse_module(text, name)
+    except HloError as e:
+        raise explain_not_hlo(e, text) from None
     try:
         verify_module(module)
     except HloError as e:

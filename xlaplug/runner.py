@@ -52,6 +52,10 @@ def coerce_input(value: np.ndarray, shape: Shape, name: str):
     if arr.dtype != want:
         if arr.dtype.kind == "V" and arr.dtype.itemsize == want.itemsize:
             arr = arr.view(want)  # npz stores ml_dtypes arrays as raw bytes
+        elif arr.dtype.kind in "OUSV" or (arr.dtype.kind == "c" and want.kind != "c"):
+            # strings, objects, records; complex into a real type would drop a part
+            raise RunError(f"input for parameter '{name}' has dtype {arr.dtype}, which does "
+                           f"not convert to the parameter's {shape.element_type}")
         else:
             arr = arr.astype(want)
     return arr

@@ -71,8 +71,14 @@ def _run_decomposition(entry: OpEntry, op: str, shapes, arrays, attrs, ctx):
     return ctx.run(comp, list(arrays))
 
 
-def check_plugins(session, ops=(), trials: int = 3, seed: int = 0) -> list[CheckResult]:
+def check_plugins(session, ops=(), trials: int = 3, seed: int = 0,
+                  reference: str | None = None) -> list[CheckResult]:
+    """`reference="xla"`: each decomposition runs on XLA:CPU (xla/check.py) instead of
+    xlaplug's CPU backend."""
     from ..backends.executor import ExecContext
+    run_reference = _run_decomposition
+    if reference == "xla":
+        from ..xla.check import run_decomposition_on_xla as run_reference
     reg = session.registry
     results: list[CheckResult] = []
     wanted = set(ops)
@@ -100,7 +106,7 @@ def check_plugins(session, ops=(), trials: int = 3, seed: int = 0) -> list[Check
                 try:
                     arrays = [random_value(s, rng, f"operand {k}") for k, s in enumerate(shapes)]
                     results.append(_one(op, kentry, dentry, sentry, shapes, arrays, dict(attrs),
-                                        ctx, label, trial, device))
+                                        ctx, label, trial, device, run_reference))
                 except HloError as e:
                     results.append(CheckResult(op, kentry.plugin.name, label, trial, False,
                                                e.message))
@@ -115,9 +121,9 @@ def check_plugins(session, ops=(), trials: int = 3, seed: int = 0) -> list[Check
 
 
 def _one(op, kentry, dentry, sentry, shapes, arrays, attrs, ctx, label, trial,
-         device: str) -> CheckResult:
-    """One trial: `ctx` runs the decomposition (the reference, on the CPU backend); the
-    kernel runs on `device`."""
+         device: str, run_reference=_run_decomposition) -> CheckResult:
+    """One trial: `run_reference` runs the decomposition (the reference: in `ctx` on the CPU
+    backend, or on XLA); the kernel runs on `device`."""
     name = kentry.plugin.name
     if sentry is not None:
         declared = _as_tuple(bind_call(sentry.fn, f"plugin '{name}' shape rule for '{op}'",
@@ -126,7 +132,8 @@ def _one(op, kentry, dentry, sentry, shapes, arrays, attrs, ctx, label, trial,
         declared = None
     else:
         return CheckResult(op, name, label, trial, False, "no shape rule and no decomposition")
-    expected = _run_decomposition(dentry, op, shapes, arrays, attrs, ctx) if dentry else None
+    expected = run_reference(dentry, op, shapes, arrays, attrs, ctx) if dentry else None
+    where = getattr(run_reference, "where", "")
     if declared is None:
         declared = _shape_of(expected)
     outs = [np.empty(s.dims, s.dtype) for s in declared.leaves()]
@@ -159,8 +166,8 @@ def _one(op, kentry, dentry, sentry, shapes, arrays, attrs, ctx, label, trial,
         msg = _close(g, e)
         if msg:
             return CheckResult(op, name, label, trial, False, f"output {k}: kernel vs "
-                               f"decomposition: {msg}")
-    return CheckResult(op, name, label, trial, True, "kernel matches decomposition")
+                               f"decomposition{where}: {msg}")
+    return CheckResult(op, name, label, trial, True, f"kernel matches decomposition{where}")
 
 
 def _shape_of(value) -> Shape:

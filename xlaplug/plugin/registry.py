@@ -96,5 +96,9 @@ class Registry:
             return "loaded plugins provide " + " and ".join(have)
         ops = sorted(set(self.shapes) | set(self.decompositions) |
                      {o for o, _ in self.kernels if o not in ALL_OPCODES})
-        return ("no loaded plugin provides it; loaded plugins provide: " + ", ".join(ops)
-                if ops else "no plugins are loaded")
+        if not ops:
+            return "no plugins are loaded"
+        import difflib
+        near = difflib.get_close_matches(op, ops, n=3, cutoff=0.75)
+        return ("no loaded plugin provides it; loaded plugins provide: " + ", ".join(ops) +
+                ("; near matches: " + ", ".join(f"'{n}'" for n in near) if near else ""))

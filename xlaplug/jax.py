@@ -1,0 +1,168 @@
+"""JAX functions run by xlaplug, so a custom op is served by a plugin kernel.
+
+    import xlaplug.jax
+    swish_x = xlaplug.jax.jit(f, plugins=["plugins"])   # dirs or Plugin objects
+    y = swish_x(x)                                       # numpy in, numpy out
+    report = xlaplug.jax.check(f, x, plugins=["plugins"])
+    assert report.ok, report
+
+`jit` lowers f with jax (`jax.jit(f, keep_unused=True).lower(*args).as_text(dialect="hlo")`)
+once per input signature (the arguments' tree, shapes and dtypes), compiles the HLO with
+xlaplug for a session holding the plugins, and runs it on numpy arrays: a
+`jax.ffi.ffi_call("acme.swish", ...)` inside f becomes a custom call whose target is the
+plugin op, served by its kernel (or its decomposition).  `check` runs f that way and runs the
+portable artifact (every plugin op decomposed) on XLA:CPU with the same inputs, and compares.
+
+The seam to the rest of xlaplug is `_Compiled` (module + session); the Python API
+(`xlaplug.compile`) can take its place.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .hlo.errors import HloError
+
+
+class JaxInputError(HloError):
+    """An argument xlaplug.jax cannot hand to the lowered module (one line)."""
+
+    def headline(self) -> str:
+        return f"error: {self.message}"
+
+    def __str__(self) -> str:
+        return self.headline()
+
+
+def _jax():
+    from .xla.jaxlib_names import require_jax
+    require_jax("xlaplug.jax")
+    import jax
+    return jax
+
+
+def make_session(plugins=(), device: str = "cpu", prefer: str = "kernel"):
+    """The Python API's session: the bundled plugins, XLAPLUG_PLUGIN_PATH, entry points, the
+    directories in `plugins` and the Plugin objects in it."""
+    from .api import load_session
+    return load_session(plugins, device=device, prefer=prefer)
+
+
+@dataclass
+class _Compiled:
+    text: str            # the HLO jax lowered
+    module: object       # after xlaplug's passes
+    out_tree: object
+    param_dtypes: list
+
+
+def _arrays(args, jax) -> tuple[list[np.ndarray], object]:
+    leaves, tree = jax.tree_util.tree_flatten(args)
+    arrays = []
+    for k, x in enumerate(leaves):
+        a = np.asarray(x)
+        if a.dtype.kind in "OUSMmV" and not a.dtype.type.__module__.startswith("ml_dtypes"):
+            raise JaxInputError(f"argument leaf {k}: dtype {a.dtype} is not an array type jax "
+                                f"lowers (give numeric or bool arrays)")
+        arrays.append(a)
+    return arrays, tree
+
+
+def _lower(f, args, session, jax) -> _Compiled:
+    from .api import compile as compile_hlo
+    name = f"<xlaplug.jax {getattr(f, '__name__', 'f')}>"
+    lowered = jax.jit(f, keep_unused=True).lower(*args)
+    text = lowered.as_text(dialect="hlo")
+    try:
+        module = compile_hlo(text, session=session, name=name).module
+    except HloError as e:
+        raise e.located(name, text) from None
+    return _Compiled(text, module, lowered.out_tree,
+                     [p.shape.dtype for p in module.entry.parameters])
+
+
+def _fit(arrays: list[np.ndarray], compiled: _Compiled) -> list[np.ndarray]:
+    """The arguments in the dtypes jax lowered them to (f64 -> f32 without x64, as jax.jit
+    does); a count that does not fit is an error."""
+    if len(arrays) != len(compiled.param_dtypes):
+        raise JaxInputError(f"{len(arrays)} argument leaves, the lowered module takes "
+                            f"{len(compiled.param_dtypes)}")
+    return [a if a.dtype == dt else a.astype(dt) for a, dt in zip(arrays, compiled.param_dtypes)]
+
+
+class Jitted:
+    """f compiled by xlaplug, per input signature; call it on numpy (or jax) arrays."""
+
+    def __init__(self, f, session):
+        self.f, self.session = f, session
+        self._cache: dict = {}
+
+    def compiled(self, *args) -> _Compiled:
+        jax = _jax()
+        arrays, tree = _arrays(args, jax)
+        key = (tree, tuple((a.shape, a.dtype.str) for a in arrays))
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._cache[key] = _lower(self.f, args, self.session, jax)
+        return hit
+
+    def run_flat(self, *args) -> tuple[list[np.ndarray], list[np.ndarray], _Compiled]:
+        """(inputs as run, output leaves, compiled entry)."""
+        from .runner import execute
+        jax = _jax()
+        compiled = self.compiled(*args)
+        arrays = _fit(_arrays(args, jax)[0], compiled)
+        return arrays, execute(compiled.module, arrays, self.session).outputs, compiled
+
+    def __call__(self, *args):
+        jax = _jax()
+        _, outs, compiled = self.run_flat(*args)
+        return jax.tree_util.tree_unflatten(compiled.out_tree, outs)
+
+    @property
+    def cache_size(self) -> int:
+        return len(self._cache)
+
+
+def jit(f, *, plugins=(), device: str = "cpu", prefer: str = "kernel") -> Jitted:
+    """f run by xlaplug with `plugins` (directories or Plugin objects, beside the bundled
+    ones) on `device`; lowered and compiled once per input signature."""
+    _jax()
+    return Jitted(f, make_session(plugins, device, prefer))
+
+
+@dataclass
+class Comparison:
+    """xlaplug (plugin kernels) against XLA:CPU (decompositions) for one call of f."""
+    ok: bool
+    outputs: list          # stats.OutputDiff per output leaf
+    ours: list             # output leaves, xlaplug
+    xla: list              # output leaves, XLA:CPU
+    portable_hlo: str      # what XLA ran
+
+    def __str__(self) -> str:
+        import io
+
+        from rich.console import Console
+
+        from .xla.stats import diff_table
+        buf = io.StringIO()
+        Console(file=buf, width=100, no_color=True).print(diff_table(self.outputs))
+        return buf.getvalue()
+
+
+def check(f, *args, plugins=(), device: str = "cpu", rtol=None, atol=None) -> Comparison:
+    """Run f(*args) on xlaplug with the plugin kernels and, decomposed, on XLA:CPU; compare
+    every output (runner.compare's tolerances; `rtol` / `atol` override)."""
+    from .hlo.text.parser import parse_module
+    from .xla.reference import (check_arguments, compare_devices, portable_text,
+                                run_reference)
+    jitted = jit(f, plugins=plugins, device=device)
+    arrays, ours, compiled = jitted.run_flat(*args)
+    fresh = parse_module(compiled.text, "<xlaplug.jax check>")
+    check_arguments(fresh)
+    text = portable_text(fresh, jitted.session.registry)
+    (theirs,) = run_reference(text, [arrays])
+    diffs = compare_devices([ours], [theirs], rtol, atol)
+    return Comparison(all(d.ok for d in diffs), diffs, ours, theirs, text)

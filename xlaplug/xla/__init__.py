@@ -1,0 +1,15 @@
+"""The bridge to real XLA through jax/jaxlib (the optional `xla` extra).
+
+* `jaxlib_names`: the one module that touches jaxlib's private names (XLA's HLO text parser,
+  the HLO <-> StableHLO converters, the XLA:CPU client); a jaxlib upgrade that moves one
+  breaks that file, and `tests/test_xla_bridge.py` names what moved.
+* `source`: reading `.mlir` / `.mlirbc` (StableHLO or MHLO) as HLO text, and writing a
+  module as StableHLO text (`compile --emit stablehlo`).
+* `reference`: `run --reference xla`: the module with plugin ops decomposed, run on XLA:CPU
+  (host devices in a subprocess for D > 1: `devices`), each output compared (`stats`:
+  max abs, max relative, max ULP); `cli_reference` is the verb's body.
+* `check`: `check-plugins --reference xla`: each decomposition on XLA against its kernel.
+
+Nothing here imports jax at import time: without jax, using the bridge is a one-line error
+naming the extra.
+"""

@@ -1,0 +1,221 @@
+"""The one place that touches jax's and jaxlib's private names.
+
+XLA's own HLO text parser, the HLO <-> StableHLO converters and the XLA:CPU client are not
+public jax API; they are reached here and nowhere else, so a jaxlib upgrade that moves one
+breaks this file only.  `PRIVATE_NAMES` lists every one of them and `missing_names()` says
+which moved (tests/test_xla_bridge.py asserts none did).
+
+Everything imports jax lazily: without jax (or with a jax whose names moved) the caller gets
+one `error: ... needs jax: pip install 'xlaplug[xla]'` line (`require_jax`).
+"""
+from __future__ import annotations
+
+import importlib
+import re
+
+import numpy as np
+
+from ..hlo.errors import HloError, one_line
+
+# (module, attribute path) of every private name used below.
+PRIVATE_NAMES = (
+    ("jaxlib._hlo", "hlo_module_from_text"),                # XLA's HLO text parser
+    ("jaxlib._hlo", "HloModule.as_serialized_hlo_module_proto"),
+    ("jax._src.lib", "_jax.mlir.hlo_to_stablehlo"),         # HLO proto -> StableHLO bytecode
+    ("jax._src.lib", "_jax.mlir.mlir_module_to_xla_computation"),  # StableHLO/MHLO -> HLO
+    ("jaxlib._hlo", "XlaComputation.as_hlo_text"),
+    ("jax._src.xla_bridge", "get_backend"),                 # the XLA:CPU client
+    ("jax._src.lib.xla_client", "CompileOptions"),
+    ("jax._src.lib.xla_client", "DeviceAssignment.create"),
+    ("jax._src.lib.xla_client", "DeviceList"),
+    ("jax._src.interpreters.mlir", "make_ir_context"),      # MLIR bytecode -> text
+    ("jax._src.lib.mlir.ir", "Module.parse"),
+)
+
+EXTRA = "pip install 'xlaplug[xla]'"
+BYTECODE_MAGIC = b"ML\xefR"
+
+
+class XlaError(HloError):
+    """XLA (through jaxlib) refused a module: its own message, on one line."""
+
+    def headline(self) -> str:
+        if self.line or self.file:
+            return super().headline()
+        return f"error: {one_line(self.message)}"
+
+    def __str__(self) -> str:
+        return self.headline() if not (self.line and self.source_line) else super().__str__()
+
+
+class NeedsJax(HloError):
+    """The bridge was asked for but jax (or one of its private names) is not there."""
+
+    def headline(self) -> str:
+        return f"error: {one_line(self.message)}"
+
+    def __str__(self) -> str:
+        return self.headline()
+
+
+def _resolve(module: str, path: str):
+    """`module.path` by attribute from the longest prefix that imports (jax._src.lib's
+    `_jax` and `xla_client` are attributes, not submodules)."""
+    parts = f"{module}.{path}".split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for part in parts[cut:]:
+            obj = getattr(obj, part)
+        return obj
+    raise ImportError(module)
+
+
+def missing_names() -> list[str]:
+    """`module.attribute` of each private name this jax does not have."""
+    missing = []
+    for module, path in PRIVATE_NAMES:
+        try:
+            _resolve(module, path)
+        except (ImportError, AttributeError):
+            missing.append(f"{module}.{path}")
+    return missing
+
+
+def require_jax(what: str) -> None:
+    """Raise NeedsJax (`error: WHAT needs jax: pip install 'xlaplug[xla]'`) unless jax and
+    jaxlib import."""
+    try:
+        import jax  # noqa: F401
+        import jaxlib  # noqa: F401
+    except ImportError:
+        raise NeedsJax(f"{what} needs jax: {EXTRA}") from None
+
+
+def _name(module: str, path: str, what: str):
+    require_jax(what)
+    try:
+        return _resolve(module, path)
+    except (ImportError, AttributeError):
+        import jax
+        raise NeedsJax(f"{what} needs jaxlib's {module}.{path}, which jax {jax.__version__} "
+                       f"does not have: {EXTRA} (a jax this xlaplug was built with)") from None
+
+
+def xla_message(e: BaseException) -> str:
+    """XLA's message without the status prefix jaxlib adds, as one line."""
+    text = str(e).strip() or type(e).__name__
+    text = re.sub(r"^(UNKNOWN|INVALID_ARGUMENT|INTERNAL|UNIMPLEMENTED|FAILED_PRECONDITION|"
+                  r"NOT_FOUND|UNAVAILABLE): ", "", text)
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+# ---- HLO text <-> StableHLO ------------------------------------------------------------------
+
+def hlo_proto(text: str, what: str) -> bytes:
+    """HLO text through XLA's own parser, as a serialized HloModuleProto."""
+    parse = _name("jaxlib._hlo", "hlo_module_from_text", what)
+    try:
+        return parse(text).as_serialized_hlo_module_proto()
+    except Exception as e:  # jaxlib raises its own runtime error types
+        raise XlaError(f"XLA's HLO parser refuses the module: {xla_message(e)}") from None
+
+
+def hlo_to_stablehlo_bytecode(text: str, what: str) -> bytes:
+    convert = _name("jax._src.lib", "_jax.mlir.hlo_to_stablehlo", what)
+    proto = hlo_proto(text, what)
+    try:
+        return convert(proto)
+    except Exception as e:
+        raise XlaError(f"XLA cannot convert the module to StableHLO: {xla_message(e)}") from None
+
+
+def bytecode_to_text(data: bytes, what: str) -> str:
+    """MLIR bytecode (or text) printed as MLIR text."""
+    context = _name("jax._src.interpreters.mlir", "make_ir_context", what)
+    ir = _name("jax._src.lib.mlir", "ir", what)
+    with context():
+        return str(ir.Module.parse(data))
+
+
+_LOCATION = re.compile(r"(?:^|\s)(?:-|<stdin>|[^\s:]*):(\d+):(\d+): error: (.*)")
+
+
+def mlir_to_hlo_text(data: str | bytes, what: str) -> str:
+    """StableHLO or MHLO (text or bytecode) as HLO text, through jaxlib's converter.  A parse
+    error becomes an XlaError at the line and column jaxlib gives, when it gives one."""
+    convert = _name("jax._src.lib", "_jax.mlir.mlir_module_to_xla_computation", what)
+    try:
+        computation = convert(data, use_tuple_args=False, return_tuple=False)
+    except Exception as e:
+        text = str(e)
+        m = _LOCATION.search(text)
+        if m:
+            raise XlaError(m.group(3).strip(), line=int(m.group(1)),
+                           column=int(m.group(2))) from None
+        raise XlaError(f"cannot convert MLIR to HLO: {xla_message(e)}") from None
+    # Every constant's values (XLA's printer elides large ones as {...} by default).
+    return computation.as_hlo_text(print_large_constants=True)
+
+
+# ---- XLA:CPU ---------------------------------------------------------------------------------
+
+def run_on_xla_cpu(text: str, per_device: list[list[np.ndarray]], replicas: int = 1,
+                   partitions: int = 1, *, what: str = "--reference xla"
+                   ) -> list[list[np.ndarray]]:
+    """Compile HLO text with XLA:CPU for replicas x partitions devices (the process's jax must
+    have that many host devices) and run it on each device's arguments; [device][leaf].
+    Device d is replica d // P, partition d % P, as XLA's default assignment."""
+    if partitions > 1:  # a per-device program: every instruction is manual to XLA's partitioner
+        text = _manual(text)
+    return _compile_and_run(hlo_to_stablehlo_bytecode(text, what), per_device, replicas,
+                            partitions, what)
+
+
+def run_stablehlo_on_xla_cpu(mlir: str | bytes, args: list[np.ndarray],
+                             what: str = "XLA:CPU") -> list[np.ndarray]:
+    """A StableHLO module compiled by XLA:CPU and run on one device (the tests' oracle)."""
+    return _compile_and_run(mlir, [list(args)], 1, 1, what)[0]
+
+
+def _compile_and_run(computation: str | bytes, per_device, replicas: int, partitions: int,
+                     what: str) -> list[list[np.ndarray]]:
+    get_backend = _name("jax._src.xla_bridge", "get_backend", what)
+    import jax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+    xc = _name("jax._src.lib", "xla_client", what)
+    n = replicas * partitions
+    backend = get_backend("cpu")
+    devs = backend.local_devices()[:n]
+    if len(devs) < n:
+        raise XlaError(f"XLA:CPU has {len(devs)} host devices, the module needs {n}")
+    opts = xc.CompileOptions()
+    opts.num_replicas, opts.num_partitions = replicas, partitions
+    opts.device_assignment = xc.DeviceAssignment.create(
+        np.arange(n).reshape(replicas, partitions))
+    opts.executable_build_options.use_spmd_partitioning = partitions > 1
+    try:
+        exe = backend.compile_and_load(computation, xc.DeviceList(tuple(devs)), opts)
+    except Exception as e:
+        raise XlaError(f"XLA:CPU cannot compile the module: {xla_message(e)}") from None
+    # Each device's own value, as a "replicated" global array (jax does not compare shards).
+    replicated = NamedSharding(Mesh(np.array(devs), ("d",)), PartitionSpec())
+    args = []
+    try:
+        with jax.enable_x64(True):  # f64 / s64 arguments stay 64-bit
+            for k in range(len(per_device[0]) if per_device else 0):
+                vals = [np.asarray(per_device[d][k]) for d in range(n)]
+                bufs = [jax.device_put(v, dv) for v, dv in zip(vals, devs)]
+                args.append(jax.make_array_from_single_device_arrays(vals[0].shape,
+                                                                     replicated, bufs))
+            res = exe.execute_sharded(args).disassemble_into_single_device_arrays()
+    except Exception as e:
+        raise XlaError(f"XLA:CPU failed running the module: {xla_message(e)}") from None
+    return [[np.asarray(leaf[d]) for leaf in res] for d in range(n)]
+
+
+def _manual(text: str) -> str:
+    return re.sub(r"^(\s*(?:ROOT\s+)?[\w.\-]+\s*=\s*.*?)\s*$", r"\1, sharding={manual}", text,
+                  flags=re.M)

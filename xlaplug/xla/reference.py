@@ -1,0 +1,77 @@
+"""`xlaplug run FILE --reference xla`, as XLA's `run_hlo_module --reference_platform`.
+
+The module xlaplug runs (plugin kernels and all) is held against XLA:CPU running the
+portable artifact of the same file: every plugin op replaced by its decomposition (as
+`compile --decompose-all`; see portable_text), then XLA's own parser and compiler in jaxlib.  Both get the
+same inputs.  One device runs XLA in this process; D > 1 runs it on D host devices in a
+subprocess (devices.py), since jax fixes its device count when it starts.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..hlo.errors import HloError
+from ..hlo.ir import Module
+
+
+class ReferenceInputError(HloError):
+    """A module or input the reference run cannot take (one line, exit 2)."""
+
+    def headline(self) -> str:
+        return f"error: --reference xla: {self.message}"
+
+    def __str__(self) -> str:
+        return self.headline()
+
+
+def portable_text(module: Module, registry) -> str:
+    """`module` (freshly loaded, no passes run) as the HLO text XLA gets: every plugin op
+    that has a decomposition replaced by it, as `compile --decompose-all` does; a custom
+    call whose plugin has only a kernel stays, for XLA to resolve (jax_lapack's
+    `lapack_*_ffi` targets are XLA:CPU's own; a target XLA has no handler for is its
+    compile error).  None of xlaplug's other passes: XLA runs its own."""
+    from ..driver import compile_module
+    from ..hlo.text.printer import module_to_text
+    from ..plugin.session import Session
+    compile_module(module, Session(registry, prefer="decomposition"), "custom-call-lowering")
+    return module_to_text(module)
+
+
+def check_arguments(module: Module) -> None:
+    """XLA's runtime takes arrays: a tuple or token parameter is refused up front."""
+    for p in module.entry.parameters:
+        if p.shape.is_tuple or p.shape.is_token:
+            raise ReferenceInputError(f"parameter '{p.name}' is {p.shape}; XLA's runtime takes "
+                                  f"array parameters only")
+
+
+def run_reference(text: str, per_device: list[list[np.ndarray]], replicas: int = 1,
+                  partitions: int = 1) -> list[list[np.ndarray]]:
+    """[device][leaf] outputs of XLA:CPU running HLO text on each device's arguments."""
+    from .jaxlib_names import require_jax, run_on_xla_cpu
+    require_jax("--reference xla")
+    if replicas * partitions == 1:
+        return run_on_xla_cpu(text, per_device, 1, 1)
+    from .devices import run_in_subprocess
+    return run_in_subprocess(text, replicas, partitions, per_device)
+
+
+def reference_for_text(text: str, registry, per_device: list[list[np.ndarray]],
+                       replicas: int = 1, partitions: int = 1) -> list[list[np.ndarray]]:
+    """XLA:CPU's outputs for the portable artifact of HLO `text` (the module as read, before
+    xlaplug's passes) with the registry's decompositions."""
+    from ..hlo.text.parser import parse_module
+    module = parse_module(text, "<reference>")
+    check_arguments(module)
+    return run_reference(portable_text(module, registry), per_device, replicas, partitions)
+
+
+def compare_devices(ours: list[list[np.ndarray]], theirs: list[list[np.ndarray]], rtol=None,
+                    atol=None):
+    """OutputDiffs of every device (named `outK` on one device, `outK device d` on many)."""
+    from .stats import diff_all
+    many = len(ours) > 1
+    out = []
+    for d, (a, b) in enumerate(zip(ours, theirs)):
+        out += diff_all(a, b, rtol, atol, f" device {d}" if many else "")
+    return out
