@@ -30,12 +30,14 @@ def read_text(path: str) -> tuple[str, str]:
 
 
 def load_module(path: str) -> Module:
+    from .passes.manager import cyclic_gc_paused
     text, name = read_text(path)
-    module = parse_module(text, name)
-    try:
-        verify_module(module)
-    except HloError as e:
-        raise e.located(name, text) from None
+    with cyclic_gc_paused():  # a large module: see cyclic_gc_paused
+        module = parse_module(text, name)
+        try:
+            verify_module(module)
+        except HloError as e:
+            raise e.located(name, text) from None
     return module
 
 
