@@ -5,6 +5,7 @@ No time is asserted: only that the parts sum to the whole and that counts are ri
 import json
 import math
 
+import pytest
 from click.testing import CliRunner
 
 from xlaplug.backends.profiler import Profiler
@@ -106,3 +107,14 @@ def test_profile_on_many_devices_is_a_usage_error(tmp_path):
     res = CliRunner().invoke(main, ["run", str(path), "--profile"])
     assert res.exit_code == 2
     assert "--profile" in res.output and "Traceback" not in res.output
+
+
+@pytest.mark.cuda
+def test_profile_on_cuda_adds_up(tmp_path):
+    """CUDA kernels are waited for one by one (numba's simulator here unless
+    NUMBA_ENABLE_CUDASIM=0): the parts still sum to the run."""
+    p = _profile(tmp_path, "--device", "cuda")
+    assert p["runs"] == 1
+    assert math.isclose(sum(r["time_s"] for r in p["thunks"]), p["wall_s"], rel_tol=1e-9)
+    rows = {(r["computation"], r["instruction"]): r for r in p["thunks"]}
+    assert rows[("body", "v2")]["calls"] == 5

@@ -66,6 +66,8 @@ class Profiler:
         start = prev = clock()
         nested = self._nested
         last = None
+        # CUDA kernels are launched asynchronously: wait for each, so the time is its own.
+        sync = getattr(ctx.memory, "synchronize", None)
         for t in seq.thunks:
             ins = t.ins
             st = self.entry(seq, t)
@@ -79,6 +81,8 @@ class Profiler:
                 t0 = clock()
                 try:
                     values[t.index] = fn(ins, operands, ctx)
+                    if sync is not None:
+                        sync()
                 finally:
                     t1 = clock()
                     inner = nested.pop()
