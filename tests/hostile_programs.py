@@ -45,3 +45,25 @@ def doubling_calls(levels: int) -> str:
     entry = (f"ENTRY main {{\n  x = f32[] parameter(0)\n"
              f"  ROOT r = f32[] call(x), to_apply=d{levels}\n}}")
     return "HloModule doubling\n" + "\n".join(comps + [entry]) + "\n"
+
+
+def mixed_module(n: int) -> str:
+    """About n instructions: calls, tuples, fusions and elementwise chains."""
+    s = "f32[256,256]"
+    lines = ["HloModule mixed", "", "f {", f"  a = {s} parameter(0)", f"  b = {s} parameter(1)",
+             f"  m = {s} multiply(a, b)", f"  ROOT r = {s} add(m, a)", "}", ""]
+    blocks = max(1, n // 10)
+    for k in range(blocks):
+        lines += [f"fc{k} {{", f"  p0 = {s} parameter(0)", f"  p1 = {s} parameter(1)",
+                  f"  ROOT s = {s} subtract(p0, p1)", "}", ""]
+    lines += ["ENTRY main {", f"  x0 = {s} parameter(0)", f"  w = {s} parameter(1)"]
+    for k in range(blocks):
+        lines += [f"  c{k} = {s} call(x{k}, w), to_apply=f",
+                  f"  t{k} = ({s}, {s}) tuple(c{k}, x{k})",
+                  f"  g{k} = {s} get-tuple-element(t{k}), index=0",
+                  f"  e{k} = {s} exponential(g{k})",
+                  f"  m{k} = {s} multiply(e{k}, w)",
+                  f"  u{k} = {s} fusion(m{k}, x{k}), kind=kLoop, calls=fc{k}",
+                  f"  x{k + 1} = {s} add(u{k}, g{k})"]
+    lines += [f"  ROOT out = {s} negate(x{blocks})", "}"]
+    return "\n".join(lines) + "\n"

@@ -126,3 +126,39 @@ def test_crlf_line_endings_and_byte_order_mark(tmp_path):
     assert str(info.value).split("\n") == [
         "crlf.hlo:5:19: error: unknown opcode 'negat' (did you mean 'negate'?)",
         "  ROOT r = f32[2] negat(p)", " " * 18 + "^"]
+
+
+def test_stored_parser_tables_are_current_and_used():
+    """hlo_tables.json is lark's serialization of today's grammar (regenerate with
+    `python -m xlaplug.hlo.text.parser_tables` after editing it), and the front end loads it
+    instead of building the grammar."""
+    from xlaplug.hlo.text import parser_tables
+    if parser_tables.lark.__version__ != __import__("json").loads(
+            parser_tables.TABLES.read_text())["lark"]:
+        pytest.skip("another lark than the one the tables were stored with: built instead")
+    # (lark's state numbering varies from process to process: the key is what is compared;
+    # test_stored_and_built_parsers_give_the_same_module compares what they do.)
+    stored = __import__("json").loads(parser_tables.TABLES.read_text())
+    assert stored["grammar"] == parser_tables.grammar_key(grammar_text())
+    assert _lark().source_path == "<deserialized>"
+
+
+def test_stale_parser_tables_are_not_used(tmp_path, monkeypatch):
+    from xlaplug.hlo.text import parser_tables
+    stale = tmp_path / "t.json"
+    stale.write_text(parser_tables.TABLES.read_text().replace(
+        parser_tables.grammar_key(grammar_text()), "0" * 64))
+    monkeypatch.setattr(parser_tables, "TABLES", stale)
+    assert parser_tables.load_parser(grammar_text()) is None
+    monkeypatch.setattr(parser_tables, "TABLES", tmp_path / "missing.json")
+    assert parser_tables.load_parser(grammar_text()) is None
+
+
+def test_stored_and_built_parsers_give_the_same_module():
+    from xlaplug.hlo.text import parser_tables
+    text = big_module(50)
+    built = lark.Lark(grammar_text(), **parser_tables.OPTIONS)
+    stored = parser_tables.load_parser(grammar_text())
+    if stored is None:
+        pytest.skip("no stored tables for this lark")
+    assert stored.parse(text) == built.parse(text)

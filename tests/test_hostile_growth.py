@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from hostile_programs import call_chain, doubling_calls, many_calls, many_tuple_gtes
+from hostile_programs import (call_chain, doubling_calls, many_calls, many_tuple_gtes,
+                              mixed_module)
 from xlaplug.hlo.errors import HloError
 from xlaplug.hlo.ir import Module
 from xlaplug.hlo.text.parser import parse_module
@@ -111,3 +112,26 @@ def test_exponential_inlining_is_refused_before_using_memory():
     verify_module(module)
     with pytest.raises(HloError, match=r"1,099,511,627,777 instructions"):
         PassManager(resolve_pipeline("inline-calls")).run(module, PassContext())
+
+
+def _compile_work(text: str) -> int:
+    """Calls made by parse + verify + the default pipeline + the final verify."""
+    def compile_all():
+        module = parse_module(text)
+        verify_module(module)
+        PassManager(resolve_pipeline(None)).run(module, PassContext())
+        verify_module(module)
+    return _calls_made(compile_all)
+
+
+@pytest.mark.parametrize("passes", ["loop-fusion", None])
+def test_default_pipeline_work_is_linear(passes):
+    """A module of calls, tuples, elementwise chains and kLoop fusions (what
+    benchmarks/compile_speed.py times at 100,000 instructions): loop-fusion alone, then
+    parse, verify and the whole default pipeline."""
+    if passes is None:
+        small, large = _compile_work(mixed_module(400)), _compile_work(mixed_module(1600))
+    else:
+        small = _pass_work(mixed_module(400), passes)
+        large = _pass_work(mixed_module(1600), passes)
+    assert large / small < LINEAR_BOUND, (small, large)

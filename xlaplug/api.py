@@ -119,11 +119,12 @@ class Executable:
     def run(self, *args, inputs: dict | None = None, seed: int = 0, repeat: int = 1,
             max_memory: int | None = None, max_while_iterations: int | None = None,
             interpret: bool = False, collective_timeout: float = 60.0, replicas: int | None = None,
-            partitions: int | None = None):
+            partitions: int | None = None, profiler=None):
         """Run with positional `args`, or `inputs` as `{"in0": ..., ...}` with the missing
         parameters drawn at random from `seed` (what `xlaplug run --inputs` does).  Returns
         a runner.RunResult (one device) or a multi_run.MultiResult (several), both with
-        `.outputs` and `.timings`."""
+        `.outputs` and `.timings`.  `profiler`: a backends.profiler.Profiler that records
+        each thunk's time and bytes (one device)."""
         from .multi_run import grid_for
         from .runner import RunError, execute, run_options
         params = self.module.entry.parameters
@@ -136,6 +137,8 @@ class Executable:
             inputs = {f"in{p.parameter_number}": a for p, a in zip(params, args)}
         grid = grid_for(self.module, replicas, partitions)
         if grid.count > 1:
+            if profiler is not None:
+                raise RunError(f"profiles a run on one device; this one runs on {grid.count}")
             from .multi_run import run_command
             return run_command(self.module, grid=grid, npz=inputs, expected=None, seed=seed,
                                device=self.session.device,
@@ -147,7 +150,7 @@ class Executable:
         return execute(self.module, build_inputs(self.module, inputs, seed), self.session,
                        repeat=repeat, max_memory=max_memory,
                        max_while_iterations=max_while_iterations, seed=seed,
-                       interpret=interpret)
+                       interpret=interpret, profiler=profiler)
 
 
 def compile(source, *, plugins: Iterable = (), device: str = "cpu", passes: str | None = None,

@@ -205,6 +205,9 @@ def _load_npz(path: str, what: str) -> dict:
               help="Run every instruction through its own kernel: no compiled loop fusions "
                    "or while loops (to compare against, or to debug).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--profile", is_flag=True,
+              help="Time every thunk (runs after the first when --repeat > 1): time, share, "
+                   "bytes and dispatch overhead per thunk, sorted.")
 @click.option("--prefer", type=click.Choice(["kernel", "decomposition"]), default="kernel",
               show_default=True, help="Use plugin kernels, or always their decompositions.")
 @click.option("--replicas", type=int, default=None,
@@ -221,8 +224,8 @@ def _load_npz(path: str, what: str) -> dict:
 @plugin_options
 @handle_errors
 def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, repeat, passes,
-            max_memory, max_while_iterations, interpret, as_json, prefer, replicas, partitions,
-            collective_timeout, reference, plugins_dirs, no_plugins, strict):
+            max_memory, max_while_iterations, interpret, as_json, profile, prefer, replicas,
+            partitions, collective_timeout, reference, plugins_dirs, no_plugins, strict):
     """Compile FILE and run it; print, save and compare its outputs."""
     import numpy as np
 
@@ -264,13 +267,25 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
             timeout=collective_timeout, out_path=out_path, as_json=as_json,
             timings={"parse_s": parse_s, "pipeline_s": pipeline_s}))
     if grid.count > 1 or launched_by_mpi():
+        if profile:
+            raise OptionError("--profile: profiles a run on one device; this one runs on "
+                              f"{grid.count} devices")
         from .multi_run import cli_multi
         sys.exit(cli_multi(module, session, grid, npz, expected, seed, repeat, max_memory,
                            max_while_iterations, interpret, collective_timeout, rtol, atol,
                            out_path, expect_path, as_json, {"parse_s": parse_s,
                                                             "pipeline_s": pipeline_s}))
+    profiler = None
+    if profile:
+        from .backends.profiler import Profiler
+        profiler = Profiler()
     res = exe.run(inputs=npz, seed=seed, repeat=repeat, max_memory=limit,
-                  max_while_iterations=max_while_iterations, interpret=interpret)
+                  max_while_iterations=max_while_iterations, interpret=interpret,
+                  profiler=profiler)
+    prof = None
+    if profiler is not None:
+        from .profile_report import profile_json
+        prof = profile_json(profiler, module.entry.name)
     if out_path:
         import io
         buf = io.BytesIO()
@@ -283,6 +298,8 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
         obj = {"module": module.name, "device": device,
                "outputs": {f"out{k}": summarize(v) for k, v in enumerate(res.outputs)},
                "peak_bytes": res.peak_bytes, "timings": timings, "repeat": repeat}
+        if prof is not None:
+            obj["profile"] = prof
         if mismatches is not None:
             obj["comparison"] = {"ok": not mismatches,
                                  "mismatches": [{"leaf": m.leaf, "message": m.message}
@@ -291,6 +308,9 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
     else:
         from .terminal import print_outputs
         print_outputs(res.outputs, timings)
+        if prof is not None:
+            from .profile_report import profile_table
+            click.echo(profile_table(prof), nl=False)
         if mismatches is not None:
             if mismatches:
                 for m in mismatches:

@@ -39,17 +39,19 @@ def load_module(path: str) -> Module:
 def load_text(text: str, name: str = "<string>") -> Module:
     """Parse and verify HLO text (MLIR text is converted first); errors carry `name` and the
     offending source line."""
+    from .passes.manager import cyclic_gc_paused
     from .xla.source import explain_not_hlo, is_mlir, mlir_as_hlo_text
     if is_mlir(text[:4096].encode(), name):
         text, name = mlir_as_hlo_text(text.encode(), name), f"{name} (as HLO)"
-    try:
-        module = parse_module(text, name)
-    except HloError as e:
-        raise explain_not_hlo(e, text) from None
-    try:
-        verify_module(module)
-    except HloError as e:
-        raise e.located(name, text) from None
+    with cyclic_gc_paused():  # a large module: see cyclic_gc_paused
+        try:
+            module = parse_module(text, name)
+        except HloError as e:
+            raise explain_not_hlo(e, text) from None
+        try:
+            verify_module(module)
+        except HloError as e:
+            raise e.located(name, text) from None
     return module
 
 

@@ -208,9 +208,12 @@ def run_options(seed: int, max_while_iterations: int | None, interpret: bool) ->
 def execute(module: Module, args: list, session=None, *, device: str | None = None,
             repeat: int = 1, max_memory: int | None = None,
             max_while_iterations: int | None = None, seed: int = 0,
-            fusion_min_elements: int | None = None, interpret: bool = False) -> RunResult:
+            fusion_min_elements: int | None = None, interpret: bool = False,
+            profiler=None) -> RunResult:
     """Run the module's entry on `args` for `session` (its device and plugin kernels; None:
-    no plugins, on `device`, default the CPU), `repeat` times after one setup."""
+    no plugins, on `device`, default the CPU), `repeat` times after one setup.  A
+    backends.profiler.Profiler, when given, times every thunk of every run but the first
+    (which holds one-time setup: numba compiles, cache loads), or of the only run."""
     from .backends.common.errors import ExecutionError
     from .backends.executor import ExecContext
     t0 = time.perf_counter()
@@ -229,7 +232,8 @@ def execute(module: Module, args: list, session=None, *, device: str | None = No
                        f"({limit / 2**20:.1f} MiB); refusing to run")
     compile_s = time.perf_counter() - t0
     times, result = [], None
-    for _ in range(max(repeat, 1)):
+    for k in range(max(repeat, 1)):
+        ctx.profiler = profiler if profiler is not None and (k > 0 or repeat == 1) else None
         t1 = time.perf_counter()
         try:
             with np.errstate(all="ignore"):
@@ -239,6 +243,8 @@ def execute(module: Module, args: list, session=None, *, device: str | None = No
         except ExecutionError as e:
             raise RunError(str(e)) from None
         times.append(time.perf_counter() - t1)
+        if ctx.profiler is not None:
+            profiler.finish_run()
     return RunResult(leaves(result), {"compile_s": compile_s, "run_s": statistics.median(times)},
                      peak, times)
 

@@ -31,6 +31,8 @@ def _map(fn, value):
 
 class HostMemory:
     name = "cpu"
+    # Kernels finish before they return: nothing to wait for when timing them (profiler.py).
+    synchronize = None
 
     def to_device(self, value):
         return value
@@ -92,6 +94,10 @@ class CudaMemory:
 
     def to_device(self, value):
         return _map(self._in, value)
+
+    def synchronize(self) -> None:
+        """Wait for the launched kernels (a profile times them, not their launches)."""
+        self.cuda.synchronize()
 
     def to_host(self, value, shape=None):
         """Copy a result back; with its Shape, narrow element types return to their dtype."""

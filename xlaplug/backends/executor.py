@@ -33,8 +33,12 @@ def _constant_kernel(ins, args, ctx):
 
 class ExecContext:
     def __init__(self, device: str = "cpu", options: dict | None = None,
-                 overrides: Callable[[Instruction], Callable | None] | None = None):
+                 overrides: Callable[[Instruction], Callable | None] | None = None,
+                 profiler=None):
         self.device = device
+        # A backends.profiler.Profiler times every thunk (`run --profile`); None: the plain
+        # loop below runs, at no cost.
+        self.profiler = profiler
         self.options = options or {}
         self._overrides = overrides
         self._sequences: dict[int, ThunkSequence] = {}
@@ -74,6 +78,8 @@ class ExecContext:
         values: list[Any] = [None] * len(seq.thunks)
         for p, a in zip(seq.params, args):
             values[p] = a
+        if self.profiler is not None:
+            return self.profiler.run_sequence(self, seq, values)
         for t in seq.thunks:
             ins = t.ins
             if ins.opcode != "parameter":

@@ -35,6 +35,14 @@ class NameUniquer:
         self.used = {i.name for c in module.computations for i in c.instructions}
         self.next_suffix: dict[str, int] = {}
 
+    @classmethod
+    def of_computations(cls, module: Module) -> "NameUniquer":
+        """The same, for computation names."""
+        u = cls.__new__(cls)
+        u.used = {c.name for c in module.computations}
+        u.next_suffix = {}
+        return u
+
     def __call__(self, base: str) -> str:
         if base not in self.used:
             self.used.add(base)

@@ -45,16 +45,22 @@ class LoopFusion:
 
     def run(self, module: Module, ctx: PassContext) -> bool:
         uniq = NameUniquer(module)
+        comp_names = NameUniquer.of_computations(module)
         skip = _overridden_opcodes(ctx.registry)
         changed = False
         bodies = {id(c) for comp in module.computations for i in comp.instructions
                   if i.opcode == "fusion" for c in i.attrs.get("calls", [])}
+        new_comps: dict[int, list[Computation]] = {}
         for comp in list(module.computations):
             if id(comp) in bodies:  # already a fusion's body
                 continue
-            for group in _groups(comp, self.min_elements, skip):
-                _outline(module, comp, group, uniq)
+            groups = _groups(comp, self.min_elements, skip)
+            if groups:
+                new_comps[id(comp)] = _outline_all(comp, groups, uniq, comp_names)
                 changed = True
+        if new_comps:  # each computation's fused bodies go just before it, in one pass
+            module.computations = [c for comp in module.computations
+                                   for c in new_comps.get(id(comp), []) + [comp]]
         return changed
 
 
@@ -77,6 +83,7 @@ def _groups(comp: Computation, min_elements: int, skip: frozenset) -> list[list[
     users = _users(comp)
     taken: set[int] = set()
     groups = []
+    order = {id(i): k for k, i in enumerate(comp.instructions)}
     for root in reversed(comp.instructions):
         n = _n(root.shape)
         if id(root) in taken or root.opcode not in LOOP_OPS or root.opcode in skip \
@@ -102,25 +109,42 @@ def _groups(comp: Computation, min_elements: int, skip: frozenset) -> list[list[
         if work_done < 2:
             continue
         taken |= {id(i) for i in group if not _cheap(i)}
-        order = {id(i): k for k, i in enumerate(comp.instructions)}
         groups.append(sorted(group, key=lambda i: order[id(i)]))
     return groups
 
 
-def _computation_name(module: Module, base: str) -> str:
-    """`base`, or `base.N`: a name no computation of the module has."""
-    taken = {c.name for c in module.computations}
-    if base not in taken:
-        return base
-    n = 1
-    while f"{base}.{n}" in taken:
-        n += 1
-    return f"{base}.{n}"
+def _outline_all(comp: Computation, groups: list[list[Instruction]], uniq: NameUniquer,
+                 comp_names: NameUniquer) -> list[Computation]:
+    """Replace each group (topological order, root last) by a fusion calling a new
+    computation; the new computations, in outline order.  One pass over the computation
+    for all groups (not one per group: a computation with k fusions would cost k passes)."""
+    fusions: dict[int, Instruction] = {}     # id(root) -> its fusion
+    inside: set[int] = set()
+    bodies = []
+    for group in groups:
+        fusion, fused = _outline(group, uniq, comp_names)
+        fusions[id(group[-1])] = fusion
+        inside.update(id(i) for i in group)
+        bodies.append(fused)
+    instructions = [fusions.get(id(i), i) for i in comp.instructions]
+    for ins in instructions:  # readers of a root read its fusion (fusions included)
+        if any(id(o) in fusions for o in ins.operands):
+            ins.operands = [fusions.get(id(o), o) for o in ins.operands]
+    comp.root = fusions.get(id(comp.root), comp.root)
+    # Members are gone, unless a cheap one is still read by an instruction that stays (a
+    # kept broadcast keeps its constant too: walk users before operands).
+    kept: set[int] = set()
+    for ins in reversed(instructions):
+        if id(ins) not in inside or id(ins) in kept:
+            kept.add(id(ins))
+            kept.update(id(o) for o in ins.operands)
+    comp.instructions = [i for i in instructions if id(i) in kept]
+    return bodies
 
 
-def _outline(module: Module, comp: Computation, group: list[Instruction],
-             uniq: NameUniquer) -> None:
-    """Replace `group` (topological order, root last) by a fusion calling a new computation."""
+def _outline(group: list[Instruction], uniq: NameUniquer,
+             comp_names: NameUniquer) -> tuple[Instruction, Computation]:
+    """The fusion instruction for `group` (reading the outside values) and its body."""
     root = group[-1]
     inside = {id(i) for i in group}
     params: list[Instruction] = []   # outside values, in order of first use
@@ -140,24 +164,8 @@ def _outline(module: Module, comp: Computation, group: list[Instruction],
         clone = clone_instruction(ins, ops, uniq(ins.name))
         mapping[id(ins)] = clone
         body.append(clone)
-    fused = Computation(_computation_name(module, "fused_computation"), body,
-                        mapping[id(root)])
+    fused = Computation(comp_names("fused_computation"), body, mapping[id(root)])
     fusion = Instruction(uniq("fusion"), "fusion", root.shape, list(params),
                          {"kind": Word("kLoop"), "calls": [fused]}, line=root.line,
                          column=root.column)
-    pos = comp.instructions.index(root)
-    comp.instructions[pos] = fusion
-    for ins in comp.instructions:
-        if any(o is root for o in ins.operands):
-            ins.operands = [fusion if o is root else o for o in ins.operands]
-    if comp.root is root:
-        comp.root = fusion
-    # Members are gone, unless a cheap one is still read by an instruction that stays (a
-    # kept broadcast keeps its constant too: walk users before operands).
-    kept: set[int] = set()
-    for ins in reversed(comp.instructions):
-        if id(ins) not in inside or id(ins) in kept:
-            kept.add(id(ins))
-            kept.update(id(o) for o in ins.operands)
-    comp.instructions = [i for i in comp.instructions if id(i) in kept]
-    module.computations.insert(module.computations.index(comp), fused)
+    return fusion, fused

@@ -20,12 +20,17 @@ from .api import PluginError
 _MLIR_TYPES = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i1": np.bool_,
                "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
                "ui8": np.uint8, "ui16": np.uint16, "ui32": np.uint32, "ui64": np.uint64,
-               "si32": np.int32, "si64": np.int64, "index": np.int64}
-try:
-    import ml_dtypes
-    _MLIR_TYPES["bf16"] = ml_dtypes.bfloat16
-except ImportError:  # pragma: no cover - ml_dtypes is a dependency
-    pass
+               "si32": np.int32, "si64": np.int64, "index": np.int64,
+               "bf16": None}  # ml_dtypes' bfloat16, looked up when used (_mlir_type)
+
+
+def _mlir_type(name):
+    """The numpy type of an MLIR element type name, or None."""
+    ty = _MLIR_TYPES.get(name)
+    if ty is None and name == "bf16":
+        from ..hlo.dtypes import to_dtype
+        return to_dtype("bf16").type
+    return ty
 
 
 class AttrSyntaxError(ValueError):
@@ -65,14 +70,14 @@ def _mlir_value(text: str) -> Any:
         return tuple(_mlir_value(x) for x in _split(t[1:-1]))
     m = re.fullmatch(r"array<(\w+)(?::\s*(.*))?>", t, re.S)
     if m:
-        ty = _MLIR_TYPES.get(m.group(1))
+        ty = _mlir_type(m.group(1))
         if ty is None:
             raise AttrSyntaxError(f"unknown array element type '{m.group(1)}'")
         items = [x.strip() for x in (m.group(2) or "").split(",") if x.strip()]
         return tuple(_scalar(x, m.group(1)) for x in items)
     m = re.fullmatch(r"dense<(.*)>\s*:\s*tensor<((?:\d+x)*)(\w+)>", t, re.S)
     if m:  # what jax.ffi.ffi_call prints for a numpy array attribute
-        ty = _MLIR_TYPES.get(m.group(3))
+        ty = _mlir_type(m.group(3))
         if ty is None:
             raise AttrSyntaxError(f"unknown tensor element type '{m.group(3)}'")
         dims = tuple(int(d) for d in m.group(2).split("x") if d)
@@ -83,7 +88,7 @@ def _mlir_value(text: str) -> Any:
         return vals.reshape(dims)
     m = re.fullmatch(r"(.+?)\s*:\s*(\w+)", t, re.S)
     if m:
-        ty = _MLIR_TYPES.get(m.group(2))
+        ty = _mlir_type(m.group(2))
         if ty is None:
             raise AttrSyntaxError(f"unknown attribute type '{m.group(2)}' in '{t}'")
         return _scalar(m.group(1).strip(), m.group(2))
@@ -95,7 +100,7 @@ def _mlir_value(text: str) -> Any:
 
 def _scalar(v: str, type_name: str):
     """One value of MLIR type `type_name` as that numpy scalar type (bool for i1)."""
-    ty = _MLIR_TYPES[type_name]
+    ty = _mlir_type(type_name)
     if ty is np.bool_:
         return v in ("true", "1")
     if v.lower().startswith("0x") and type_name in ("f16", "bf16", "f32", "f64"):

@@ -26,7 +26,6 @@ from __future__ import annotations
 import math
 import threading
 
-import ml_dtypes
 import numpy as np
 
 from ...hlo import dtypes as D
@@ -42,6 +41,7 @@ _COMPS: dict[tuple, Computation] = {}
 
 
 def _largest(t: str) -> float:
+    import ml_dtypes
     return float(ml_dtypes.finfo(D.to_dtype(t)).max)
 
 

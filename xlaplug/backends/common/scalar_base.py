@@ -3,9 +3,9 @@ signature type, compute types, narrow float formats, and the source-building uti
 emitters share."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import ml_dtypes
 import numpy as np
 
 from ...hlo import dtypes as D
@@ -37,10 +37,34 @@ for _t in D.ELEMENT_DTYPES:
 # 3: f4e2m1fn (saturates; NaN -> -0).
 _FMT_KIND = {"f16": 0, "bf16": 0, "f8e5m2": 0, "f8e4m3": 0, "f8e3m4": 0, "f8e4m3fn": 1,
              "f8e4m3fnuz": 2, "f8e5m2fnuz": 2, "f8e4m3b11fnuz": 2, "f4e2m1fn": 3}
-NARROW_FORMATS = {}
-for _t, _k in _FMT_KIND.items():
-    _fi = ml_dtypes.finfo(D.ELEMENT_DTYPES[_t])
-    NARROW_FORMATS[_t] = (int(_fi.nmant), int(_fi.minexp), float(_fi.max), _k)
+
+
+class _NarrowFormats(Mapping):
+    """t -> (mantissa bits, min normal exponent, max finite, kind), read from ml_dtypes'
+    finfo the first time a format is used (ml_dtypes is slow to import: see hlo/dtypes.py)."""
+
+    def __init__(self):
+        self._read: dict[str, tuple] = {}
+
+    def __getitem__(self, t: str) -> tuple:
+        v = self._read.get(t)
+        if v is None:
+            import ml_dtypes
+            fi = ml_dtypes.finfo(D.ELEMENT_DTYPES[t])  # KeyError for a type not listed
+            v = self._read[t] = (int(fi.nmant), int(fi.minexp), float(fi.max), _FMT_KIND[t])
+        return v
+
+    def __contains__(self, t) -> bool:
+        return t in _FMT_KIND
+
+    def __iter__(self):
+        return iter(_FMT_KIND)
+
+    def __len__(self) -> int:
+        return len(_FMT_KIND)
+
+
+NARROW_FORMATS: Mapping[str, tuple] = _NarrowFormats()
 
 
 _NUMBA_KINDS = {np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8,

@@ -30,7 +30,6 @@ Semantics shared by all kernels, checked against XLA:CPU through jax:
 """
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
 from ...hlo import dtypes as D
@@ -38,7 +37,6 @@ from ...hlo.dtypes import is_signed  # noqa: F401 - the kernels' import point
 
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
-BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
 
 # Float types computed in f32 and rounded back.
@@ -154,7 +152,7 @@ def fout(r, t: str, ftz: bool = True) -> np.ndarray:
         return flush(r) if ftz else r
     if t == "bf16":
         r = r.astype(F32, copy=False)
-        return (flush(r) if ftz else r).astype(BF16)
+        return (flush(r) if ftz else r).astype(D.to_dtype("bf16"))
     return to_narrow_float(r, t)
 
 

@@ -100,24 +100,13 @@ def _tanh(x):
     return _f32_loop("tanh", x) if x.dtype == F32 else np.tanh(x)
 
 
-_F32_LOOPS: dict = {}
-
-
 def _f32_loop(name: str, x):
     """XLA:CPU's f32 `name` (an `_x{name}32` scalar helper) over an f32 array, as a numba
-    loop compiled on first use (numba's start-up stays off the import path)."""
-    loop = _F32_LOOPS.get(name)
-    if loop is None:
-        from numba import njit
-
-        from ..common import scalar_float as SF
-        fn = getattr(SF, f"_x{name}32")
-
-        @njit(nogil=True)
-        def loop(x, out):
-            for i in range(x.shape[0]):
-                out[i] = fn(x[i])
-        _F32_LOOPS[name] = loop
+    loop in a generated module cached on disk (jit_cache.py): a later process loads the
+    machine code instead of compiling it (numba's start-up stays off the import path)."""
+    from .jit_cache import cached_function
+    loop = cached_function(f"def loop(x, out):\n    for i in range(x.shape[0]):\n"
+                           f"        out[i] = _x{name}32(x[i])\n", {}, "loop", nogil=True)
     out = np.empty(x.size, F32)
     loop(np.ascontiguousarray(x).reshape(-1), out)
     return out.reshape(x.shape)

@@ -38,11 +38,15 @@ from .shape_parser import ShapeError, parse_array_shape, parse_shape
 def _lark(strict: bool = False, with_transformer: bool = True) -> Lark:
     from .parser_deep import install, make_on_deep_attrs, on_deep_call
     from .parser_diagnostics import _diagnose_attrs
-    parser = Lark(grammar_text(), parser="lalr", lexer="contextual", strict=strict,
-                  transformer=_Builder() if with_transformer else None,
-                  maybe_placeholders=False,
-                  lexer_callbacks={"DEEP_CALL": on_deep_call,
-                                   "DEEP_ATTRS": make_on_deep_attrs(_diagnose_attrs)})
+    from .parser_tables import load_parser
+    options = dict(transformer=_Builder() if with_transformer else None,
+                   lexer_callbacks={"DEEP_CALL": on_deep_call,
+                                    "DEEP_ATTRS": make_on_deep_attrs(_diagnose_attrs)})
+    # The stored tables (parser_tables.py) unless strict (a check of the grammar itself).
+    parser = None if strict else load_parser(grammar_text(), **options)
+    if parser is None:
+        parser = Lark(grammar_text(), parser="lalr", lexer="contextual", strict=strict,
+                      maybe_placeholders=False, **options)
     install(parser)
     return parser
 
