@@ -96,6 +96,8 @@ def test_arguments_that_do_not_fit():
         xj.jit(lambda x: x)(np.array([object()]))
     with pytest.raises(HloError, match="plugins: expected plugin directories or Plugin"):
         xj.jit(lambda x: x, plugins=[42])
-    # f64 without x64 is lowered (and run) as f32, as jax.jit does
-    got = xj.jit(lambda x: x * 3)(np.arange(3, dtype=np.float64))
+    # f64 without x64 is lowered (and run) as f32, as jax.jit does (x64 off explicitly:
+    # other test files switch it on for their whole module)
+    with jax.enable_x64(False):
+        got = xj.jit(lambda x: x * 3)(np.arange(3, dtype=np.float64))
     assert got.dtype == np.float32
