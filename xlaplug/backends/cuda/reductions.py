@@ -15,14 +15,16 @@ reduce       one thread per output element folds the reduced elements in row-maj
              f(init, f(f(c0, c1), f(c2, c3))...).  That regrouping is exact for an
              associative reducer (XLA requires one) but float sums may round differently
              from the CPU kernel's numpy pairwise sums: they agree to a tolerance only.
-reduce-window one thread per output element; window positions on padding or in a
-             base-dilation hole are skipped (cpu/reduce_window.py's rules), the fold runs in
-             row-major window order from the init value.
+reduce-window one thread per output element walks its window through the window plan's
+             reach table (common/plans_window.py, which the CPU kernels walk too): positions
+             on padding or in a base-dilation hole are skipped, the fold runs in row-major
+             window order from the init value.
 select-and-scatter  phase 1: one thread per source element picks its window's element
              (first in-bounds, then replaced unless select(picked, e)); phase 2: one thread
              per operand element starts from the init value and applies
-             scatter(source, acc) for every source element that picked it, in row-major
-             source order -- deterministic, XLA's order, no atomics.
+             scatter(source, acc) for every source element that picked it (among those the
+             plan's cover ranges name), in row-major source order -- deterministic, XLA's
+             order, no atomics.
 map          one thread per element.
 
 Values of f16 travel as float32 inside the kernels (the device functions' compute type);
@@ -35,8 +37,10 @@ import weakref
 import numpy as np
 
 from ..common.errors import ExecutionError
+from ..common.plans import row_strides
+from ..common.plans_window import cover_ranges, window_plan
 from ..registry import kernel as _kernel
-from .data_movement import cached_kernel, fill_from_device, row_strides, size_of, tup
+from .data_movement import cached_kernel, fill_from_device, size_of, tup
 from .launch import cuda_module, device_empty, flat, jit_source, launch_1d, simulating
 
 # Tree-reduction thresholds (module globals so tests can force either path).
@@ -244,8 +248,7 @@ def _window_src(n, dts, tuple_root):
     ins_ = [f"i{j}" for j in range(n)]
     os_ = [f"o{j}" for j in range(n)]
     acc = [f"a{j}" for j in range(n)]
-    lines = [f"def rw(N, NW, odims, wdims, wst, plo, ldil, rdil, xdims, xst, "
-             f"{', '.join(xs + ins_ + os_)}):",
+    lines = [f"def rw(N, NW, odims, wdims, reach, roff, xst, {', '.join(xs + ins_ + os_)}):",
              "    o = cuda.grid(1)",
              "    if o < N:"]
     lines += [f"        {a} = {load(i, '0', dt)}" for a, i, dt in zip(acc, ins_, dts)]
@@ -259,12 +262,8 @@ def _window_src(n, dts, tuple_root):
               "                ro //= odims[d]",
               "                wc = rw_ % wdims[d]",
               "                rw_ //= wdims[d]",
-              "                pos = oc * wst[d] + wc * rdil[d] - plo[d]",
-              "                if pos < 0 or pos % ldil[d] != 0:",
-              "                    ok = False",
-              "                    break",
-              "                q = pos // ldil[d]",
-              "                if q >= xdims[d]:",
+              "                q = reach[roff[d] + oc * wdims[d] + wc]",
+              "                if q < 0:",
               "                    ok = False",
               "                    break",
               "                off += q * xst[d]",
@@ -274,34 +273,35 @@ def _window_src(n, dts, tuple_root):
     return "\n".join(lines) + "\n"
 
 
-def window_geometry(xshape, out_dims, window):
-    wd = window.dims
-    return (tup([w.size for w in wd], 1), tup([w.stride for w in wd], 1),
-            tup([w.pad_lo for w in wd], 0), tup([w.lhs_dilate for w in wd], 1),
-            tup([w.rhs_dilate for w in wd], 1), tup(xshape, 1), tup(row_strides(xshape), 0))
+def _table(values):
+    """A plan's int64 table on the device; rank 0 (an empty table) gets one unused entry,
+    as `tup` pads its tuples."""
+    return cuda_module().to_device(np.ascontiguousarray(values if len(values) else [0],
+                                                        dtype=np.int64))
+
+
+def window_geometry(plan):
+    """(wdims, reach, roff, xst): the window plan as a window kernel's arguments."""
+    return (tup(plan.sizes, 1), _table(plan.reach), tup(plan.reach_offsets, 0),
+            tup(plan.operand_strides, 0))
 
 
 @kernel("reduce-window")
 def _reduce_window(ins, args, ctx):
     n = len(args) // 2
     xs, inits = args[:n], args[n:]
-    window = ins.attrs["window"]
     comp = ins.attrs["to_apply"]
     shapes = _shapes(ins)
     outs = [device_empty(s) for s in shapes]
     out_dims = shapes[0].dims
     N = size_of(out_dims)
-    xshape = tuple(xs[0].shape)
-    if len(window.dims) != len(xshape):
-        raise ExecutionError(f"reduce-window '{ins.name}': a window of rank "
-                             f"{len(window.dims)} for an operand of rank {len(xshape)}")
+    plan = window_plan(ins, xs[0].shape, out_dims)
     if N:
         fn = device_function(ins, comp)
         tuple_root = returns_tuple(comp)
         src = _window_src(n, [a.dtype for a in xs], tuple_root)
         k = gen_kernel(("reduce_window", n, _type_key(xs), tuple_root), src, "rw", {"fn": fn})
-        NW = size_of([w.size for w in window.dims])
-        launch_1d(k, N, N, NW, tup(out_dims, 1), *window_geometry(xshape, out_dims, window),
+        launch_1d(k, N, N, plan.window_elements, tup(out_dims, 1), *window_geometry(plan),
                   *[flat(a) for a in list(xs) + list(inits) + outs], threads=128)
     return tuple(outs) if ins.shape.is_tuple else outs[0]
 
@@ -309,7 +309,7 @@ def _reduce_window(ins, args, ctx):
 # ---- select-and-scatter -------------------------------------------------------------------
 
 _SELECT_SRC = """
-def pick(S, NW, sdims, wdims, wst, plo, ldil, rdil, xdims, xst, x, sel):
+def pick(S, NW, sdims, wdims, reach, roff, xst, x, sel):
     s = cuda.grid(1)
     if s < S:
         picked = -1
@@ -324,12 +324,8 @@ def pick(S, NW, sdims, wdims, wst, plo, ldil, rdil, xdims, xst, x, sel):
                 ro //= sdims[d]
                 wc = rw_ % wdims[d]
                 rw_ //= wdims[d]
-                pos = oc * wst[d] + wc * rdil[d] - plo[d]
-                if pos < 0 or pos % ldil[d] != 0:
-                    ok = False
-                    break
-                q = pos // ldil[d]
-                if q >= xdims[d]:
+                q = reach[roff[d] + oc * wdims[d] + wc]
+                if q < 0:
                     ok = False
                     break
                 off += q * xst[d]
@@ -344,8 +340,10 @@ def pick(S, NW, sdims, wdims, wst, plo, ldil, rdil, xdims, xst, x, sel):
         sel[s] = picked
 """
 
+# Each operand element visits, in row-major source order, the source positions whose windows
+# can reach it (the plan's cover ranges) and applies those that picked it.
 _SCATTER_SRC = """
-def apply(N, sdims, sst, wdims, wst, plo, ldil, rdil, xdims, sel, src, init, out):
+def apply(N, sdims, sst, xdims, first, last, coff, sel, src, init, out):
     p = cuda.grid(1)
     if p < N:
         acc = {load_init}
@@ -354,14 +352,7 @@ def apply(N, sdims, sst, wdims, wst, plo, ldil, rdil, xdims, sel, src, init, out
         for d in range(len(xdims) - 1, -1, -1):
             pd = rp % xdims[d]
             rp //= xdims[d]
-            P = pd * ldil[d] + plo[d]
-            o_lo = -((-(P - (wdims[d] - 1) * rdil[d])) // wst[d])
-            o_hi = P // wst[d]
-            if o_lo < 0:
-                o_lo = 0
-            if o_hi > sdims[d] - 1:
-                o_hi = sdims[d] - 1
-            cnt = o_hi - o_lo + 1
+            cnt = last[coff[d] + pd] - first[coff[d] + pd] + 1
             if cnt < 0:
                 cnt = 0
             total *= cnt
@@ -372,14 +363,8 @@ def apply(N, sdims, sst, wdims, wst, plo, ldil, rdil, xdims, sel, src, init, out
             for d in range(len(xdims) - 1, -1, -1):
                 pd = rp % xdims[d]
                 rp //= xdims[d]
-                P = pd * ldil[d] + plo[d]
-                o_lo = -((-(P - (wdims[d] - 1) * rdil[d])) // wst[d])
-                o_hi = P // wst[d]
-                if o_lo < 0:
-                    o_lo = 0
-                if o_hi > sdims[d] - 1:
-                    o_hi = sdims[d] - 1
-                cnt = o_hi - o_lo + 1
+                o_lo = first[coff[d] + pd]
+                cnt = last[coff[d] + pd] - o_lo + 1
                 c = rt % cnt
                 rt //= cnt
                 s += (o_lo + c) * sst[d]
@@ -392,30 +377,30 @@ def apply(N, sdims, sst, wdims, wst, plo, ldil, rdil, xdims, sel, src, init, out
 @kernel("select-and-scatter")
 def _select_and_scatter(ins, args, ctx):
     operand, source, init = args
-    window = ins.attrs["window"]
     out = device_empty(ins.shape)
     N = size_of(operand.shape)
     S = size_of(source.shape)
+    xshape, sshape = tuple(operand.shape), tuple(source.shape)
+    plan = window_plan(ins, xshape, sshape)
     if N == 0:
         return out
     if S == 0:  # nothing scatters: every element keeps the init value
         return fill_from_device(out, init)
-    xshape, sshape = tuple(operand.shape), tuple(source.shape)
     sel_fn = device_function(ins, ins.attrs["select"])
     sca_fn = device_function(ins, ins.attrs["scatter"])
-    geo = window_geometry(xshape, sshape, window)  # wdims, wst, plo, ldil, rdil, xdims, xst
     sel = cuda_module().device_array(S, np.int64)
     xdt, sdt, idt = operand.dtype, source.dtype, init.dtype
     src1 = _SELECT_SRC.format(load_x0=load("x", "0", xdt), load_x=load("x", "off", xdt))
     k1 = gen_kernel(("sas_pick", np.dtype(xdt).str), src1, "pick", {"select": sel_fn})
-    NW = size_of([w.size for w in window.dims])
-    launch_1d(k1, S, S, NW, tup(sshape, 1), *geo, flat(operand), sel, threads=128)
+    launch_1d(k1, S, S, plan.window_elements, tup(sshape, 1), *window_geometry(plan),
+              flat(operand), sel, threads=128)
     src2 = _SCATTER_SRC.format(load_init=load("init", "0", idt), load_src=load("src", "s", sdt))
     k2 = gen_kernel(("sas_apply", np.dtype(sdt).str, np.dtype(idt).str), src2, "apply",
                     {"scatter": sca_fn})
-    wdims, wst, plo, ldil, rdil, xdims, _ = geo
-    launch_1d(k2, N, N, tup(sshape, 1), tup(row_strides(sshape), 0), wdims, wst, plo, ldil,
-              rdil, xdims, sel, flat(source), flat(init), flat(out), threads=128)
+    first, last, coff = cover_ranges(plan)
+    launch_1d(k2, N, N, tup(sshape, 1), tup(row_strides(sshape), 0), tup(xshape, 1),
+              _table(first), _table(last), tup(coff, 0), sel, flat(source), flat(init),
+              flat(out), threads=128)
     return out
 
 
