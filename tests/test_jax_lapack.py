@@ -39,11 +39,6 @@ batches <= 3: the simulator is slow.
 """
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -52,7 +47,7 @@ import jax.numpy as jnp  # noqa: E402
 import jax.scipy.linalg as jsl  # noqa: E402
 from jax import lax  # noqa: E402
 
-from devices import on_each_device  # noqa: E402
+from devices import on_each_device, ptx_check  # noqa: E402
 from xlaplug.driver import compile_module  # noqa: E402
 from xlaplug.hlo import parse_module  # noqa: E402
 from xlaplug.hlo.errors import HloError  # noqa: E402
@@ -717,13 +712,8 @@ def test_kernels_get_device_arrays_and_copy_nothing_back(lapack, monkeypatch):
 @pytest.mark.cuda
 def test_kernels_compile_for_a_real_gpu():
     """The simulator type-checks nothing: compile every kernel to PTX for each dtype with
-    numba's compile_ptx (needs NVVM, not a GPU); skipped where NVVM is unavailable."""
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}
-    proc = subprocess.run([sys.executable, "-c", _PTX_SCRIPT], capture_output=True, text=True,
-                          env=env, cwd=str(Path(__file__).resolve().parents[1]), timeout=300)
-    if proc.returncode == 3:
-        pytest.skip(proc.stdout.strip() or "NVVM unavailable")
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    numba's compile_ptx (needs NVVM, not a GPU)."""
+    ptx_check(source=_PTX_SCRIPT)
 
 
 _PTX_SCRIPT = r'''

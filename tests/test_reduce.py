@@ -11,11 +11,6 @@ chunked tree.
 """
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import ml_dtypes
 import numpy as np
 import pytest
@@ -24,7 +19,7 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
 
-from devices import check_on, cuda_against_cpu, on_each_device  # noqa: E402
+from devices import check_on, cuda_against_cpu, on_each_device, ptx_check  # noqa: E402
 from oracle import assert_leaves_close  # noqa: E402
 from xlaplug.backends.executor import run_module  # noqa: E402
 from xlaplug.hlo.text.parser import parse_module  # noqa: E402
@@ -324,17 +319,7 @@ def test_select_and_scatter_3d(device):
 def test_window_kernels_compile_to_ptx():
     """The simulator type-checks nothing: compile the reduce-window and select-and-scatter
     kernels with NVVM (no GPU needed; tests/cuda_ptx_check.py's `windows` group)."""
-    root = Path(__file__).resolve().parent.parent
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0",
-               PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, str(Path(__file__).with_name("cuda_ptx_check.py")),
-                        "windows"], capture_output=True, text=True, env=env, timeout=300,
-                       cwd=str(root))
-    if p.returncode == 3:
-        pytest.fail("NVVM unavailable (the test extra installs nvidia-cuda-nvcc-cu12): "
-                    + p.stdout.strip())
-    assert p.returncode == 0, p.stdout + p.stderr
-    assert p.stdout.strip().endswith("5 kernels, 0 failed"), p.stdout
+    assert ptx_check("windows").strip().endswith("5 kernels, 0 failed")
 
 
 # ---- sort / top_k ------------------------------------------------------------------------

@@ -14,11 +14,6 @@ its results.
 """
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import ml_dtypes
 import numpy as np
 import pytest
@@ -27,7 +22,7 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
 
-from devices import check_on, on_each_device  # noqa: E402
+from devices import check_on, on_each_device, ptx_check  # noqa: E402
 from oracle import (count_host_copies, cuda_and_cpu, leaf_pairs, leaves,  # noqa: E402
                     xla_cpu_run)
 from xlaplug.backends.executor import run_module  # noqa: E402
@@ -667,16 +662,7 @@ def test_rng_errors():
 @pytest.mark.cuda
 def test_fft_rng_kernels_compile_to_ptx():
     """The simulator type-checks nothing: compile the kernels with NVVM (no GPU needed)."""
-    root = Path(__file__).resolve().parent.parent
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0",
-               PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, str(Path(__file__).with_name("cuda_ptx_check.py")),
-                        "fft", "rng"], capture_output=True, text=True, env=env, timeout=300,
-                       cwd=str(root))
-    if p.returncode == 3:
-        pytest.fail("NVVM unavailable (the test extra installs nvidia-cuda-nvcc-cu12): "
-                    + p.stdout.strip())
-    assert p.returncode == 0, p.stdout + p.stderr
+    ptx_check("fft", "rng")
 
 
 _RNG_PTX_SCRIPT = r"""
@@ -732,12 +718,4 @@ def test_rng_draw_kernels_compile_to_ptx():
     """The rng / rng-get-and-update-state kernels compile for a GPU (NVVM, no device
     needed): integer kernels stay integer, and the uniform transform has no FMA (one would
     round differently from numpy's multiply then add)."""
-    root = Path(__file__).resolve().parent.parent
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0",
-               PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, "-c", _RNG_PTX_SCRIPT], capture_output=True,
-                       text=True, env=env, timeout=300, cwd=str(root))
-    if p.returncode == 3:
-        pytest.fail("NVVM unavailable (the test extra installs nvidia-cuda-nvcc-cu12): "
-                    + p.stdout.strip())
-    assert p.returncode == 0, p.stdout + p.stderr
+    ptx_check(source=_RNG_PTX_SCRIPT)

@@ -33,31 +33,31 @@ def _ints(v) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True)
-class GatherPlan:
+class IndexPlan:
+    """What gather and scatter share: which index array dims enumerate the slices/windows
+    and where each operand dimension's start comes from."""
     operand_dims: tuple[int, ...]
     index_vector_dim: int
-    batch_dims: tuple[int, ...]          # index array dims that enumerate the slices
-    out_batch_dims: tuple[int, ...]      # result dims over them, paired in order
-    out_offset_dims: tuple[int, ...]     # result dims inside a slice
-    offset_operand_dims: tuple[int, ...]  # operand dim each of out_offset_dims walks
-    slice_sizes: tuple[int, ...]
+    batch_dims: tuple[int, ...]          # index array dims that enumerate slices / windows
     start_component: tuple[int, ...]     # per operand dim: index-vector component, or -1
     start_batch: tuple[int, ...]         # per operand dim: position in batch_dims, or -1
-    start_hi: tuple[int, ...]            # per operand dim: the largest start
+    start_hi: tuple[int, ...]            # per operand dim: the largest start in bounds
 
 
 @dataclass(frozen=True)
-class ScatterPlan:
-    operand_dims: tuple[int, ...]
-    index_vector_dim: int
-    batch_dims: tuple[int, ...]          # index array dims that enumerate the windows
-    update_scatter_dims: tuple[int, ...]  # update dims over them, paired in order
+class GatherPlan(IndexPlan):
+    out_batch_dims: tuple[int, ...]      # result dims over batch_dims, paired in order
+    out_offset_dims: tuple[int, ...]     # result dims inside a slice
+    offset_operand_dims: tuple[int, ...]  # operand dim each of out_offset_dims walks
+    slice_sizes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ScatterPlan(IndexPlan):
+    update_scatter_dims: tuple[int, ...]  # update dims over batch_dims, paired in order
     update_window_dims: tuple[int, ...]  # update dims inside a window
     window_operand_dims: tuple[int, ...]  # operand dim each update window dim walks
     window_sizes: tuple[int, ...]        # per operand dim (1 where no window dim walks it)
-    start_component: tuple[int, ...]     # as GatherPlan's
-    start_batch: tuple[int, ...]
-    start_hi: tuple[int, ...]            # per operand dim: operand size - window size
 
 
 def _starts(ins, rank, batch_dims, index_map, operand_batching, index_batching, index_dims,
@@ -105,9 +105,12 @@ def gather_plan(ins, operand_dims, index_dims) -> GatherPlan:
     component, batch = _starts(ins, rank, batch_dims, _ints(a.get("start_index_map")),
                                batching, _ints(a.get("start_indices_batching_dims")), idims,
                                ivd)
-    return GatherPlan(xd, ivd, batch_dims, out_batch, offset_dims, offset_operand,
-                      slice_sizes, component, batch,
-                      tuple(n - s for n, s in zip(xd, slice_sizes)))
+    return GatherPlan(
+        operand_dims=xd, index_vector_dim=ivd, batch_dims=batch_dims,
+        start_component=component, start_batch=batch,
+        start_hi=tuple(n - s for n, s in zip(xd, slice_sizes)), out_batch_dims=out_batch,
+        out_offset_dims=offset_dims, offset_operand_dims=offset_operand,
+        slice_sizes=slice_sizes)
 
 
 def scatter_plan(ins, operand_dims, index_dims, update_dims) -> ScatterPlan:
@@ -134,5 +137,8 @@ def scatter_plan(ins, operand_dims, index_dims, update_dims) -> ScatterPlan:
     component, batch = _starts(ins, rank, batch_dims,
                                _ints(a.get("scatter_dims_to_operand_dims")), batching,
                                _ints(a.get("scatter_indices_batching_dims")), idims, ivd)
-    return ScatterPlan(xd, ivd, batch_dims, scatter_udims, uwd, window_operand, tuple(sizes),
-                       component, batch, tuple(n - s for n, s in zip(xd, sizes)))
+    return ScatterPlan(
+        operand_dims=xd, index_vector_dim=ivd, batch_dims=batch_dims,
+        start_component=component, start_batch=batch,
+        start_hi=tuple(n - s for n, s in zip(xd, sizes)), update_scatter_dims=scatter_udims,
+        update_window_dims=uwd, window_operand_dims=window_operand, window_sizes=tuple(sizes))
