@@ -329,20 +329,26 @@ def test_generators_typed_as_on_a_gpu():
 
 # ---- rng: cpu/rng.py's counter-based stream -------------------------------------------
 
-_RNG_HLO = """
+def _rng_hlo(n_uniform: int, n_normal: int, n_int: int, normal_t: str = "f32") -> str:
+    """A module drawing f32 uniforms on [lo, hi), normals (mean lo, deviation hi) and s32
+    uniforms on [ilo, ihi), from parameters lo, hi, ilo, ihi."""
+    u, n, i = f"f32[{n_uniform}]", f"{normal_t}[{n_normal}]", f"s32[{n_int}]"
+    return f"""
 HloModule m
-ENTRY e {
+ENTRY e {{
   lo = f32[] parameter(0)
   hi = f32[] parameter(1)
   ilo = s32[] parameter(2)
   ihi = s32[] parameter(3)
-  u = f32[20000] rng(lo, hi), distribution=rng_uniform
-  n = f32[20000] rng(lo, hi), distribution=rng_normal
-  i = s32[5000] rng(ilo, ihi), distribution=rng_uniform
-  ROOT t = (f32[20000], f32[20000], s32[5000]) tuple(u, n, i)
-}
+  u = {u} rng(lo, hi), distribution=rng_uniform
+  n = {n} rng(lo, hi), distribution=rng_normal
+  i = {i} rng(ilo, ihi), distribution=rng_uniform
+  ROOT t = ({u}, {n}, {i}) tuple(u, n, i)
+}}
 """
 
+
+_RNG_HLO = _rng_hlo(20000, 20000, 5000)
 
 
 def test_rng_distributions():
@@ -362,20 +368,7 @@ def test_rng_distributions():
     assert not np.array_equal(other[0], u)
 
 
-
-_RNG_HLO_SMALL = """
-HloModule m
-ENTRY e {
-  lo = f32[] parameter(0)
-  hi = f32[] parameter(1)
-  ilo = s32[] parameter(2)
-  ihi = s32[] parameter(3)
-  u = f32[50] rng(lo, hi), distribution=rng_uniform
-  n = f64[20] rng(lo, hi), distribution=rng_normal
-  i = s32[30] rng(ilo, ihi), distribution=rng_uniform
-  ROOT t = (f32[50], f64[20], s32[30]) tuple(u, n, i)
-}
-"""
+_RNG_HLO_SMALL = _rng_hlo(50, 20, 30, normal_t="f64")
 
 
 def assert_same_draws(got, want, what):

@@ -57,10 +57,7 @@ def _reduce_window(ins, args, ctx):
 
 
 def _fast_reduce_window(comp, x, init, plan, shape):
-    op = P.binary_op(comp)
-    if op is None or x.dtype != shape.dtype or not P.is_identity(op, init):
-        return None
-    uf = P.ufunc_for(op, shape.element_type, widened=True)
+    uf = P.identity_fold_ufunc(comp, x, init, shape)
     if uf is None:
         return None
     work = numba_array(x)
