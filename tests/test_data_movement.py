@@ -17,7 +17,7 @@ import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
 
 from devices import check_on, cuda_against_cpu, on_each_device  # noqa: E402
-from oracle import assert_leaves_close, jax_shard_map, run_text, xla_cpu_run  # noqa: E402
+from oracle import assert_leaves_close, entry, jax_shard_map, run_text, xla_cpu_run  # noqa: E402
 
 pytestmark = pytest.mark.jax
 RNG = np.random.default_rng(1234)
@@ -40,12 +40,6 @@ def run_on(device, text, args, want):
 
 def f32(*shape):
     return RNG.standard_normal(shape).astype(np.float32)
-
-
-def entry(*instructions: str) -> str:
-    """HLO text of one entry computation holding `instructions`, the last one its ROOT."""
-    *body, root = instructions
-    return "HloModule m\nENTRY e {\n" + "".join(f"  {i}\n" for i in body) + f"  ROOT {root}\n}}\n"
 
 
 # ---- broadcast / reshape / transpose / reverse ------------------------------------------

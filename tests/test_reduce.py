@@ -55,6 +55,15 @@ def f32(*shape):
     return RNG.standard_normal(shape).astype(np.float32)
 
 
+def _keep_larger(a, b, bump=0):
+    """A variadic reducer of (value, index) pairs: the larger value (the left one on ties)
+    with its index, plus `bump` -- which makes it non-associative, so XLA's order shows."""
+    (av, ai), (bv, bi) = a, b
+    take = av >= bv
+    idx = jnp.where(take, ai, bi)
+    return jnp.where(take, av, bv), (idx + bump if bump else idx)
+
+
 def ints(*shape, dt=np.int32, lo=-50, hi=50):
     return RNG.integers(lo, hi, shape).astype(dt)
 
@@ -116,11 +125,8 @@ def test_variadic_lax_reduce(device):
     x, y = f32(4, 6), ints(4, 6)
 
     def f(x, y):
-        def red(a, b):
-            (av, ai), (bv, bi) = a, b
-            take = av >= bv
-            return jnp.where(take, av, bv), jnp.where(take, ai, bi) + 1
-        return lax.reduce((x, y), (np.float32(-np.inf), np.int32(0)), red, (1,))
+        return lax.reduce((x, y), (np.float32(-np.inf), np.int32(0)),
+                          lambda a, b: _keep_larger(a, b, bump=1), (1,))
     check(device, f, x, y, modes=("lowered",), exact=True)
 
 
@@ -236,11 +242,7 @@ def test_reduce_window_variadic(device):
     x, i = f32(6, 8), ints(6, 8)
 
     def f(x, i):
-        def red(a, b):
-            (av, ai), (bv, bi) = a, b
-            take = av >= bv
-            return jnp.where(take, av, bv), jnp.where(take, ai, bi)
-        return lax.reduce_window((x, i), (np.float32(-np.inf), np.int32(-1)), red,
+        return lax.reduce_window((x, i), (np.float32(-np.inf), np.int32(-1)), _keep_larger,
                                  (2, 3), (2, 1), ((0, 1), (1, 1)))
     check(device, f, x, i, exact=True, modes=("lowered",))
     x2, i2 = f32(4, 5), ints(4, 5)

@@ -23,7 +23,7 @@ import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
 
 from devices import check_on, on_each_device, ptx_check  # noqa: E402
-from oracle import (count_host_copies, cuda_and_cpu, leaf_pairs, leaves,  # noqa: E402
+from oracle import (count_host_copies, cuda_and_cpu, entry, leaf_pairs, leaves,  # noqa: E402
                     xla_cpu_run)
 from xlaplug.backends.executor import run_module  # noqa: E402
 from xlaplug.hlo import dtypes as D  # noqa: E402
@@ -163,24 +163,16 @@ def test_fft_roundtrip_and_real_part_ignored(device):
     x = rrnd(3, 8)
     check(device, lambda x: jnp.fft.irfft(jnp.fft.rfft(x), n=8), x)
     # the imaginary parts of the DC and Nyquist bins are ignored by IRFFT
-    text = """
-HloModule m
-ENTRY e {
-  x = c64[2,5] parameter(0)
-  ROOT y = f32[2,8] fft(x), fft_type=IRFFT, fft_length={8}
-}"""
+    text = entry("x = c64[2,5] parameter(0)",
+                 "y = f32[2,8] fft(x), fft_type=IRFFT, fft_length={8}")
     y = crnd(2, 5)
     check_text(device, text, y, want=lambda: jnp.fft.irfft(y, n=8))
 
 
 @on_each_device
 def test_fft_zero_size(device):
-    text = """
-HloModule m
-ENTRY e {
-  x = c64[0,4] parameter(0)
-  ROOT y = c64[0,4] fft(x), fft_type=FFT, fft_length={4}
-}"""
+    text = entry("x = c64[0,4] parameter(0)",
+                 "y = c64[0,4] fft(x), fft_type=FFT, fft_length={4}")
     x = crnd(0, 4)
     got = check_text(device, text, x, want=lambda: jnp.fft.fft(x))
     assert got.shape == (0, 4)
@@ -251,12 +243,8 @@ module @m {{
     return %0#0, %0#1 : tensor<3xui64>, tensor<{n}xui{bits}>
   }}
 }}"""
-    hlo = f"""
-HloModule m
-ENTRY e {{
-  s = u64[3] parameter(0)
-  ROOT r = (u64[3], u{bits}[{n}]) rng-bit-generator(s), algorithm=rng_philox
-}}"""
+    hlo = entry("s = u64[3] parameter(0)",
+                f"r = (u64[3], u{bits}[{n}]) rng-bit-generator(s), algorithm=rng_philox")
     for st in ([1, 2 ** 64 - 2, 7], [5, 3, 2 ** 64 - 1], [9, 2 ** 64 - 1, 2 ** 64 - 1]):
         st = np.array(st, np.uint64)
 
@@ -293,12 +281,8 @@ def test_rng_bit_generator_state_words_and_types_on_cuda(alg):
     for words, st in ((2, [5, 2 ** 64 - 1]), (3, [1, 2 ** 64 - 2, 2 ** 64 - 1]),
                       (4, [9, 2 ** 64 - 1, 2 ** 64 - 1, 3])):
         for out in ("s32[2,3]", "f32[5]", "s8[9]", "f16[3,3]", "s64[3]", "u64[2,2]"):
-            text = f"""
-HloModule m
-ENTRY e {{
-  s = u64[{words}] parameter(0)
-  ROOT r = (u64[{words}], {out}) rng-bit-generator(s), algorithm={alg}
-}}"""
+            text = entry(f"s = u64[{words}] parameter(0)",
+                         f"r = (u64[{words}], {out}) rng-bit-generator(s), algorithm={alg}")
             check_text("cuda", text, np.array(st, np.uint64), exact=True)
 
 
@@ -428,13 +412,8 @@ def test_rng_stream_is_philox_blocks():
 
 
 def _rng_module(t, dist="rng_uniform", dims="4000"):
-    return parse_module(f"""
-HloModule m
-ENTRY e {{
-  a = {t}[] parameter(0)
-  b = {t}[] parameter(1)
-  ROOT r = {t}[{dims}] rng(a, b), distribution={dist}
-}}""")
+    return parse_module(entry(f"a = {t}[] parameter(0)", f"b = {t}[] parameter(1)",
+                              f"r = {t}[{dims}] rng(a, b), distribution={dist}"))
 
 
 @on_each_device
