@@ -87,20 +87,16 @@ def _window_jobs(arr, tup):
     for dt in (f32, f16):
         k = R.gen_kernel(("ptx_rw", np.dtype(dt).str), R._window_src(1, [dt], False), "rw",
                          {"fn": add})
-        jobs.append((k, (i64, i64, tup(2), tup(2), arr(np.int64), tup(2), tup(2), arr(dt),
-                         arr(dt), arr(dt))))
+        jobs.append((k, (i64, i64) + (tup(2),) * 8 + (arr(dt),) * 3))
     k = R.gen_kernel(("ptx_rw2",), R._window_src(2, [f32, np.int32], True), "rw", {"fn": pair})
-    jobs.append((k, (i64, i64, tup(3), tup(3), arr(np.int64), tup(3), tup(3), arr(f32),
-                     arr(np.int32), arr(f32), arr(np.int32), arr(f32), arr(np.int32))))
+    jobs.append((k, (i64, i64) + (tup(3),) * 8 + (arr(f32), arr(np.int32)) * 3))
     src = R._SELECT_SRC.format(load_x0=R.load("x", "0", f32), load_x=R.load("x", "off", f32))
     k = R.gen_kernel(("ptx_pick",), src, "pick", {"select": ge})
-    jobs.append((k, (i64, i64, tup(2), tup(2), arr(np.int64), tup(2), tup(2), arr(f32),
-                     arr(np.int64))))
+    jobs.append((k, (i64, i64) + (tup(2),) * 8 + (arr(f32), arr(np.int64))))
     src = R._SCATTER_SRC.format(load_init=R.load("init", "0", f32),
                                 load_src=R.load("src", "s", f32))
     k = R.gen_kernel(("ptx_apply",), src, "apply", {"scatter": add})
-    jobs.append((k, (i64, tup(2), tup(2), tup(2), arr(np.int64), arr(np.int64), tup(2),
-                     arr(np.int64), arr(f32), arr(f32), arr(f32))))
+    jobs.append((k, (i64,) + (tup(2),) * 8 + (arr(np.int64), arr(f32), arr(f32), arr(f32))))
     return jobs
 
 

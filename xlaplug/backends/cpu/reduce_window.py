@@ -23,10 +23,30 @@ from .jit_drivers import (from_numba, numba_array, numba_dtype, numba_scalar, pi
                           scalar_callable, select_and_scatter_loop, window_driver)
 
 
+def _reach_table(plan):
+    """(reach, offsets): `reach[offsets[d] + o * sizes[d] + w]` is the operand index along d
+    of output position o, window position w, or -1 (padding or a dilation hole) -- XLA's
+    placement (common/plans_window).  outputs x window entries per dimension: the fast path
+    never builds it."""
+    parts, offsets, off = [], [], 0
+    for d, (n, o_n) in enumerate(zip(plan.operand_dims, plan.out_dims)):
+        o = np.arange(o_n, dtype=np.int64)[:, None]
+        w = np.arange(plan.sizes[d], dtype=np.int64)[None, :]
+        pos = o * plan.strides[d] + w * plan.rhs_dilate[d] - plan.pad_lo[d]
+        idx = pos // plan.lhs_dilate[d]
+        ok = (pos >= 0) & (pos % plan.lhs_dilate[d] == 0) & (idx < n)
+        table = np.where(ok, idx, -1).reshape(-1)
+        parts.append(table)
+        offsets.append(off)
+        off += table.size
+    return (np.concatenate(parts) if parts else np.zeros(0, np.int64)), offsets
+
+
 def _window_args(plan):
     """The window drivers' geometry arguments (jit_drivers.window_driver)."""
+    reach, offsets = _reach_table(plan)
     return (np.array(plan.operand_strides, np.int64), np.array(plan.out_dims, np.int64),
-            np.array(plan.sizes, np.int64), plan.reach, np.array(plan.reach_offsets, np.int64))
+            np.array(plan.sizes, np.int64), reach, np.array(offsets, np.int64))
 
 
 @kernel("reduce-window")

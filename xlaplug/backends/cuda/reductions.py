@@ -15,16 +15,18 @@ reduce       one thread per output element folds the reduced elements in row-maj
              f(init, f(f(c0, c1), f(c2, c3))...).  That regrouping is exact for an
              associative reducer (XLA requires one) but float sums may round differently
              from the CPU kernel's numpy pairwise sums: they agree to a tolerance only.
-reduce-window one thread per output element walks its window through the window plan's
-             reach table (common/plans_window.py, which the CPU kernels walk too): positions
-             on padding or in a base-dilation hole are skipped, the fold runs in row-major
-             window order from the init value.
+reduce-window one thread per output element walks its window (the geometry is
+             common/plans_window's plan, as on the CPU; positions are computed in the kernel,
+             not read from the CPU's reach table, which grows as outputs x window -- a
+             cumsum's reduce-window would need N^2 entries): positions on padding or in a
+             base-dilation hole are skipped, the fold runs in row-major window order from
+             the init value.
 select-and-scatter  phase 1: one thread per source element picks its window's element
              (first in-bounds, then replaced unless select(picked, e)); phase 2: one thread
              per operand element starts from the init value and applies
-             scatter(source, acc) for every source element that picked it (among those the
-             plan's cover ranges name), in row-major source order -- deterministic, XLA's
-             order, no atomics.
+             scatter(source, acc) for every source element whose window can reach it and
+             that picked it, in row-major source order -- deterministic, XLA's order, no
+             atomics.
 map          one thread per element.
 
 Values of f16 travel as float32 inside the kernels (the device functions' compute type);
@@ -38,7 +40,7 @@ import numpy as np
 
 from ..common.errors import ExecutionError
 from ..common.plans import row_strides
-from ..common.plans_window import cover_ranges, window_plan
+from ..common.plans_window import window_plan
 from ..registry import kernel as _kernel
 from .data_movement import cached_kernel, fill_from_device, size_of, tup
 from .launch import cuda_module, device_empty, flat, jit_source, launch_1d, simulating
@@ -248,7 +250,8 @@ def _window_src(n, dts, tuple_root):
     ins_ = [f"i{j}" for j in range(n)]
     os_ = [f"o{j}" for j in range(n)]
     acc = [f"a{j}" for j in range(n)]
-    lines = [f"def rw(N, NW, odims, wdims, reach, roff, xst, {', '.join(xs + ins_ + os_)}):",
+    lines = [f"def rw(N, NW, odims, wdims, wst, plo, ldil, rdil, xdims, xst, "
+             f"{', '.join(xs + ins_ + os_)}):",
              "    o = cuda.grid(1)",
              "    if o < N:"]
     lines += [f"        {a} = {load(i, '0', dt)}" for a, i, dt in zip(acc, ins_, dts)]
@@ -262,8 +265,12 @@ def _window_src(n, dts, tuple_root):
               "                ro //= odims[d]",
               "                wc = rw_ % wdims[d]",
               "                rw_ //= wdims[d]",
-              "                q = reach[roff[d] + oc * wdims[d] + wc]",
-              "                if q < 0:",
+              "                pos = oc * wst[d] + wc * rdil[d] - plo[d]",
+              "                if pos < 0 or pos % ldil[d] != 0:",
+              "                    ok = False",
+              "                    break",
+              "                q = pos // ldil[d]",
+              "                if q >= xdims[d]:",
               "                    ok = False",
               "                    break",
               "                off += q * xst[d]",
@@ -273,16 +280,11 @@ def _window_src(n, dts, tuple_root):
     return "\n".join(lines) + "\n"
 
 
-def _table(values):
-    """A plan's int64 table on the device; rank 0 (an empty table) gets one unused entry,
-    as `tup` pads its tuples."""
-    return cuda_module().to_device(np.ascontiguousarray(values if len(values) else [0],
-                                                        dtype=np.int64))
-
-
 def window_geometry(plan):
-    """(wdims, reach, roff, xst): the window plan as a window kernel's arguments."""
-    return (tup(plan.sizes, 1), _table(plan.reach), tup(plan.reach_offsets, 0),
+    """(wdims, wst, plo, ldil, rdil, xdims, xst): the window plan (common/plans_window) as a
+    window kernel's arguments."""
+    return (tup(plan.sizes, 1), tup(plan.strides, 1), tup(plan.pad_lo, 0),
+            tup(plan.lhs_dilate, 1), tup(plan.rhs_dilate, 1), tup(plan.operand_dims, 1),
             tup(plan.operand_strides, 0))
 
 
@@ -309,7 +311,7 @@ def _reduce_window(ins, args, ctx):
 # ---- select-and-scatter -------------------------------------------------------------------
 
 _SELECT_SRC = """
-def pick(S, NW, sdims, wdims, reach, roff, xst, x, sel):
+def pick(S, NW, sdims, wdims, wst, plo, ldil, rdil, xdims, xst, x, sel):
     s = cuda.grid(1)
     if s < S:
         picked = -1
@@ -324,8 +326,12 @@ def pick(S, NW, sdims, wdims, reach, roff, xst, x, sel):
                 ro //= sdims[d]
                 wc = rw_ % wdims[d]
                 rw_ //= wdims[d]
-                q = reach[roff[d] + oc * wdims[d] + wc]
-                if q < 0:
+                pos = oc * wst[d] + wc * rdil[d] - plo[d]
+                if pos < 0 or pos % ldil[d] != 0:
+                    ok = False
+                    break
+                q = pos // ldil[d]
+                if q >= xdims[d]:
                     ok = False
                     break
                 off += q * xst[d]
@@ -340,10 +346,8 @@ def pick(S, NW, sdims, wdims, reach, roff, xst, x, sel):
         sel[s] = picked
 """
 
-# Each operand element visits, in row-major source order, the source positions whose windows
-# can reach it (the plan's cover ranges) and applies those that picked it.
 _SCATTER_SRC = """
-def apply(N, sdims, sst, xdims, first, last, coff, sel, src, init, out):
+def apply(N, sdims, sst, wdims, wst, plo, ldil, rdil, xdims, sel, src, init, out):
     p = cuda.grid(1)
     if p < N:
         acc = {load_init}
@@ -352,7 +356,14 @@ def apply(N, sdims, sst, xdims, first, last, coff, sel, src, init, out):
         for d in range(len(xdims) - 1, -1, -1):
             pd = rp % xdims[d]
             rp //= xdims[d]
-            cnt = last[coff[d] + pd] - first[coff[d] + pd] + 1
+            P = pd * ldil[d] + plo[d]
+            o_lo = -((-(P - (wdims[d] - 1) * rdil[d])) // wst[d])
+            o_hi = P // wst[d]
+            if o_lo < 0:
+                o_lo = 0
+            if o_hi > sdims[d] - 1:
+                o_hi = sdims[d] - 1
+            cnt = o_hi - o_lo + 1
             if cnt < 0:
                 cnt = 0
             total *= cnt
@@ -363,8 +374,14 @@ def apply(N, sdims, sst, xdims, first, last, coff, sel, src, init, out):
             for d in range(len(xdims) - 1, -1, -1):
                 pd = rp % xdims[d]
                 rp //= xdims[d]
-                o_lo = first[coff[d] + pd]
-                cnt = last[coff[d] + pd] - o_lo + 1
+                P = pd * ldil[d] + plo[d]
+                o_lo = -((-(P - (wdims[d] - 1) * rdil[d])) // wst[d])
+                o_hi = P // wst[d]
+                if o_lo < 0:
+                    o_lo = 0
+                if o_hi > sdims[d] - 1:
+                    o_hi = sdims[d] - 1
+                cnt = o_hi - o_lo + 1
                 c = rt % cnt
                 rt //= cnt
                 s += (o_lo + c) * sst[d]
@@ -388,19 +405,19 @@ def _select_and_scatter(ins, args, ctx):
         return fill_from_device(out, init)
     sel_fn = device_function(ins, ins.attrs["select"])
     sca_fn = device_function(ins, ins.attrs["scatter"])
+    geo = window_geometry(plan)  # wdims, wst, plo, ldil, rdil, xdims, xst
     sel = cuda_module().device_array(S, np.int64)
     xdt, sdt, idt = operand.dtype, source.dtype, init.dtype
     src1 = _SELECT_SRC.format(load_x0=load("x", "0", xdt), load_x=load("x", "off", xdt))
     k1 = gen_kernel(("sas_pick", np.dtype(xdt).str), src1, "pick", {"select": sel_fn})
-    launch_1d(k1, S, S, plan.window_elements, tup(sshape, 1), *window_geometry(plan),
-              flat(operand), sel, threads=128)
+    launch_1d(k1, S, S, plan.window_elements, tup(sshape, 1), *geo, flat(operand), sel,
+              threads=128)
     src2 = _SCATTER_SRC.format(load_init=load("init", "0", idt), load_src=load("src", "s", sdt))
     k2 = gen_kernel(("sas_apply", np.dtype(sdt).str, np.dtype(idt).str), src2, "apply",
                     {"scatter": sca_fn})
-    first, last, coff = cover_ranges(plan)
-    launch_1d(k2, N, N, tup(sshape, 1), tup(row_strides(sshape), 0), tup(xshape, 1),
-              _table(first), _table(last), tup(coff, 0), sel, flat(source), flat(init),
-              flat(out), threads=128)
+    wdims, wst, plo, ldil, rdil, xdims, _ = geo
+    launch_1d(k2, N, N, tup(sshape, 1), tup(row_strides(sshape), 0), wdims, wst, plo, ldil,
+              rdil, xdims, sel, flat(source), flat(init), flat(out), threads=128)
     return out
 
 
