@@ -3,9 +3,9 @@
 The simulator runs kernels as Python and type-checks nothing, so a kernel that passes every
 simulator test could still fail to compile on a GPU.  numba's compile_ptx needs only NVVM
 (the CUDA toolkit), not a driver or a device: this script compiles each kernel of the named
-groups (linalg, fft, rng) for representative argument types and prints one line per
-failure, then `N kernels, M failed`.  Exit status 0 when all compiled, 1 when one failed,
-3 when NVVM is unavailable (the caller skips).
+groups (linalg, fft, rng, windows: reduce-window and select-and-scatter) for representative
+argument types and prints one line per failure, then `N kernels, M failed`.  Exit status 0
+when all compiled, 1 when one failed, 3 when NVVM is unavailable (the caller skips).
 """
 from __future__ import annotations
 
@@ -66,11 +66,42 @@ def _jobs(groups):
                 jobs.append((G._philox_kernel, (arr(o), arr(s), i64, i64, b, u64, i64, i64)))
         for s in (np.uint64, np.int64):
             jobs.append((G._new_state_kernel, (arr(np.uint64), arr(s), b, i64, i64, i64, b)))
+    if "windows" in groups:
+        jobs += _window_jobs(arr, tup)
+    return jobs
+
+
+def _window_jobs(arr, tup):
+    """reduce-window (one operand and two: a variadic reducer) and select-and-scatter's two
+    phases, with scalar device functions standing in for the HLO computations."""
+    from numba import types as T
+
+    from xlaplug.backends.cuda import reductions as R
+    from xlaplug.backends.cuda.launch import jit_source
+    i64, f32, f16 = T.int64, np.float32, np.float16
+    add = jit_source("def add(a, b):\n    return a + b\n", "add", device=True)
+    pair = jit_source("def pair(a, i, b, j):\n    return (a, i) if a >= b else (b, j)\n",
+                      "pair", device=True)
+    ge = jit_source("def ge(a, b):\n    return a >= b\n", "ge", device=True)
+    jobs = []
+    for dt in (f32, f16):
+        k = R.gen_kernel(("ptx_rw", np.dtype(dt).str), R._window_src(1, [dt], False), "rw",
+                         {"fn": add})
+        jobs.append((k, (i64, i64) + (tup(2),) * 8 + (arr(dt),) * 3))
+    k = R.gen_kernel(("ptx_rw2",), R._window_src(2, [f32, np.int32], True), "rw", {"fn": pair})
+    jobs.append((k, (i64, i64) + (tup(3),) * 8 + (arr(f32), arr(np.int32)) * 3))
+    src = R._SELECT_SRC.format(load_x0=R.load("x", "0", f32), load_x=R.load("x", "off", f32))
+    k = R.gen_kernel(("ptx_pick",), src, "pick", {"select": ge})
+    jobs.append((k, (i64, i64) + (tup(2),) * 8 + (arr(f32), arr(np.int64))))
+    src = R._SCATTER_SRC.format(load_init=R.load("init", "0", f32),
+                                load_src=R.load("src", "s", f32))
+    k = R.gen_kernel(("ptx_apply",), src, "apply", {"scatter": add})
+    jobs.append((k, (i64,) + (tup(2),) * 8 + (arr(np.int64), arr(f32), arr(f32), arr(f32))))
     return jobs
 
 
 def main(argv) -> int:
-    groups = set(argv) or {"linalg", "fft", "rng"}
+    groups = set(argv) or {"linalg", "fft", "rng", "windows"}
     from numba import cuda
     try:  # NVVM present?
         from numba import float32

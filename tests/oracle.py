@@ -113,6 +113,12 @@ def strip_stack_tables(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def entry(*instructions: str) -> str:
+    """HLO text of one entry computation holding `instructions`, the last one its ROOT."""
+    *body, root = instructions
+    return "HloModule m\nENTRY e {\n" + "".join(f"  {i}\n" for i in body) + f"  ROOT {root}\n}}\n"
+
+
 def hlo_text(lowered, mode: str, strip_tables: bool = False) -> str:
     """The lowered HLO ("lowered"), or XLA:CPU's optimized HLO, as text (`strip_tables`: without
     the stack-frame tables)."""

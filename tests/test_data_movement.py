@@ -17,7 +17,7 @@ import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
 
 from devices import check_on, cuda_against_cpu, on_each_device  # noqa: E402
-from oracle import assert_leaves_close, jax_shard_map, run_text, xla_cpu_run  # noqa: E402
+from oracle import assert_leaves_close, entry, jax_shard_map, run_text, xla_cpu_run  # noqa: E402
 
 pytestmark = pytest.mark.jax
 RNG = np.random.default_rng(1234)
@@ -262,44 +262,26 @@ def test_copy_in_optimized_hlo(device):
 @on_each_device
 def test_bitcast_with_layouts(device):
     x = f32(8, 4)
-    text = """
-HloModule m
-ENTRY e {
-  p = f32[8,4]{1,0} parameter(0)
-  ROOT b = f32[4,8]{0,1} bitcast(p)
-}"""
+    p = "p = f32[8,4]{1,0} parameter(0)"
     # f32[4,8]{0,1} is the physical buffer of f32[8,4]{1,0}, read transposed.
-    run_on(device, text, [x], lambda: jnp.transpose(jnp.asarray(x)))
-    text2 = """
-HloModule m
-ENTRY e {
-  p = f32[8,4]{1,0} parameter(0)
-  ROOT b = f32[2,16]{1,0} bitcast(p)
-}"""
-    run_on(device, text2, [x], lambda: jnp.reshape(jnp.asarray(x), (2, 16)))
+    run_on(device, entry(p, "b = f32[4,8]{0,1} bitcast(p)"), [x],
+           lambda: jnp.transpose(jnp.asarray(x)))
+    run_on(device, entry(p, "b = f32[2,16]{1,0} bitcast(p)"), [x],
+           lambda: jnp.reshape(jnp.asarray(x), (2, 16)))
     # f32[2,3]{0,1} holds x.T row-major: read as s32[3,2]{1,0}, its bits
     y = f32(2, 3)
-    text3 = """
-HloModule m
-ENTRY e {
-  x = f32[2,3]{0,1} parameter(0)
-  ROOT b = s32[3,2]{1,0} bitcast(x)
-}"""
-    run_on(device, text3, [y], lambda: lax.bitcast_convert_type(jnp.asarray(y).T, jnp.int32))
+    run_on(device, entry("p = f32[2,3]{0,1} parameter(0)", "b = s32[3,2]{1,0} bitcast(p)"),
+           [y], lambda: lax.bitcast_convert_type(jnp.asarray(y).T, jnp.int32))
 
 
 @on_each_device
 def test_get_and_set_dimension_size(device):
     x = f32(3, 5)
-    text = """
-HloModule m
-ENTRY e {
-  p = f32[3,5]{1,0} parameter(0)
-  d0 = s32[] get-dimension-size(p), dimensions={0}
-  d1 = s32[] get-dimension-size(p), dimensions={1}
-  s = f32[3,<=5]{1,0} set-dimension-size(p, d1), dimensions={1}
-  ROOT t = (s32[], s32[], f32[3,<=5]) tuple(d0, d1, s)
-}"""
+    text = entry("p = f32[3,5]{1,0} parameter(0)",
+                 "d0 = s32[] get-dimension-size(p), dimensions={0}",
+                 "d1 = s32[] get-dimension-size(p), dimensions={1}",
+                 "s = f32[3,<=5]{1,0} set-dimension-size(p, d1), dimensions={1}",
+                 "t = (s32[], s32[], f32[3,<=5]) tuple(d0, d1, s)")
     if device == "cuda":
         cuda_against_cpu(text, [x])
         return
@@ -341,13 +323,9 @@ ENTRY e {
 @on_each_device
 def test_copy_start_done(device):
     x = f32(3, 4)
-    text = """
-HloModule m
-ENTRY e {
-  p = f32[3,4]{1,0} parameter(0)
-  cs = (f32[3,4]{1,0}, f32[3,4]{1,0}, u32[]) copy-start(p)
-  ROOT cd = f32[3,4]{1,0} copy-done(cs)
-}"""
+    text = entry("p = f32[3,4]{1,0} parameter(0)",
+                 "cs = (f32[3,4]{1,0}, f32[3,4]{1,0}, u32[]) copy-start(p)",
+                 "cd = f32[3,4]{1,0} copy-done(cs)")
     run_on(device, text, [x], lambda: jax.jit(lambda x: x + 0)(x))
 
 
@@ -428,12 +406,8 @@ def test_async_and_other_collectives(device):
 
 @on_each_device
 def test_collective_group_too_large_is_an_error(device):
-    text = """
-HloModule m
-ENTRY e {
-  a = f32[2]{0} parameter(0)
-  ROOT g = f32[4]{0} all-gather(a), replica_groups={{0,1}}, dimensions={0}
-}"""
+    text = entry("a = f32[2]{0} parameter(0)",
+                 "g = f32[4]{0} all-gather(a), replica_groups={{0,1}}, dimensions={0}")
     from xlaplug.backends.executor import run_module
     from xlaplug.hlo.text.parser import parse_module
     with pytest.raises(Exception, match="replica 1 in its groups does not exist"):

@@ -15,11 +15,7 @@ smaller (the simulator runs every CUDA thread as a Python thread: outputs of at 
 """
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -29,7 +25,7 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
 
-from devices import check_on, cuda_against_cpu, on_each_device  # noqa: E402
+from devices import check_on, cuda_against_cpu, on_each_device, ptx_check  # noqa: E402
 from oracle import leaf_pairs, leaves, xla_cpu_run  # noqa: E402
 from xlaplug.backends.executor import run_module  # noqa: E402
 from xlaplug.hlo.text.parser import parse_module  # noqa: E402
@@ -564,13 +560,4 @@ def test_cholesky_solve_program(device):
 @pytest.mark.cuda
 def test_linalg_kernels_compile_to_ptx():
     """The simulator type-checks nothing: compile every linalg kernel with NVVM (no GPU)."""
-    root = Path(__file__).resolve().parent.parent
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0",
-               PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, str(Path(__file__).with_name("cuda_ptx_check.py")),
-                        "linalg"], capture_output=True, text=True, env=env, timeout=300,
-                       cwd=str(root))
-    if p.returncode == 3:
-        pytest.fail("NVVM unavailable (the test extra installs nvidia-cuda-nvcc-cu12): "
-                    + p.stdout.strip())
-    assert p.returncode == 0, p.stdout + p.stderr
+    ptx_check("linalg")

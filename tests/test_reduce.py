@@ -19,7 +19,7 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
 
-from devices import check_on, cuda_against_cpu, on_each_device  # noqa: E402
+from devices import check_on, cuda_against_cpu, on_each_device, ptx_check  # noqa: E402
 from oracle import assert_leaves_close  # noqa: E402
 from xlaplug.backends.executor import run_module  # noqa: E402
 from xlaplug.hlo.text.parser import parse_module  # noqa: E402
@@ -53,6 +53,15 @@ def run_on(device, text, args, want=None, rtol=0.0):
 
 def f32(*shape):
     return RNG.standard_normal(shape).astype(np.float32)
+
+
+def _keep_larger(a, b, bump=0):
+    """A variadic reducer of (value, index) pairs: the larger value (the left one on ties)
+    with its index, plus `bump` -- which makes it non-associative, so XLA's order shows."""
+    (av, ai), (bv, bi) = a, b
+    take = av >= bv
+    idx = jnp.where(take, ai, bi)
+    return jnp.where(take, av, bv), (idx + bump if bump else idx)
 
 
 def ints(*shape, dt=np.int32, lo=-50, hi=50):
@@ -116,11 +125,8 @@ def test_variadic_lax_reduce(device):
     x, y = f32(4, 6), ints(4, 6)
 
     def f(x, y):
-        def red(a, b):
-            (av, ai), (bv, bi) = a, b
-            take = av >= bv
-            return jnp.where(take, av, bv), jnp.where(take, ai, bi) + 1
-        return lax.reduce((x, y), (np.float32(-np.inf), np.int32(0)), red, (1,))
+        return lax.reduce((x, y), (np.float32(-np.inf), np.int32(0)),
+                          lambda a, b: _keep_larger(a, b, bump=1), (1,))
     check(device, f, x, y, modes=("lowered",), exact=True)
 
 
@@ -236,11 +242,7 @@ def test_reduce_window_variadic(device):
     x, i = f32(6, 8), ints(6, 8)
 
     def f(x, i):
-        def red(a, b):
-            (av, ai), (bv, bi) = a, b
-            take = av >= bv
-            return jnp.where(take, av, bv), jnp.where(take, ai, bi)
-        return lax.reduce_window((x, i), (np.float32(-np.inf), np.int32(-1)), red,
+        return lax.reduce_window((x, i), (np.float32(-np.inf), np.int32(-1)), _keep_larger,
                                  (2, 3), (2, 1), ((0, 1), (1, 1)))
     check(device, f, x, i, exact=True, modes=("lowered",))
     x2, i2 = f32(4, 5), ints(4, 5)
@@ -315,6 +317,13 @@ def test_select_and_scatter_3d(device):
         x, rtol=1e-6)
 
 
+@pytest.mark.cuda
+def test_window_kernels_compile_to_ptx():
+    """The simulator type-checks nothing: compile the reduce-window and select-and-scatter
+    kernels with NVVM (no GPU needed; tests/cuda_ptx_check.py's `windows` group)."""
+    assert ptx_check("windows").strip().endswith("5 kernels, 0 failed")
+
+
 # ---- sort / top_k ------------------------------------------------------------------------
 
 def _with_nans(*shape):
@@ -372,25 +381,32 @@ def test_sort_float_first_of_two_keys(device):
     check(device, lambda x, y: lax.sort((x, y), dimension=1, num_keys=2), x, y, exact=True)
 
 
-_SORT_SUM_HLO = """
-HloModule sort_by_sum
-
-cmp {
-  a = s32[] parameter(0)
-  b = s32[] parameter(1)
-  c = s32[] parameter(2)
-  d = s32[] parameter(3)
-  ac = s32[] add(a, c)
-  bd = s32[] add(b, d)
-  ROOT lt = pred[] compare(ac, bd), direction=LT
-}
-
-ENTRY main {
-  x = s32[5,40]{1,0} parameter(0)
-  y = s32[5,40]{1,0} parameter(1)
-  ROOT s = (s32[5,40]{1,0}, s32[5,40]{1,0}) sort(x, y), dimensions={1}, is_stable=true, to_apply=cmp
-}
+def _sort_pair_hlo(key_t: str, val_t: str, shape, cmp_body: str) -> str:
+    """HLO sorting (key, value) arrays of `shape` along dimension 1, stably, with a comparator
+    of scalar parameters a, b (keys) and c, d (values) whose body (ROOT last) is `cmp_body`."""
+    dims = ",".join(str(d) for d in shape)
+    return f"""HloModule sort_pair
+cmp {{
+  a = {key_t}[] parameter(0)
+  b = {key_t}[] parameter(1)
+  c = {val_t}[] parameter(2)
+  d = {val_t}[] parameter(3)
+{cmp_body}
+}}
+ENTRY main {{
+  k = {key_t}[{dims}] parameter(0)
+  v = {val_t}[{dims}] parameter(1)
+  ROOT s = ({key_t}[{dims}], {val_t}[{dims}]) sort(k, v), dimensions={{1}}, is_stable=true,
+    to_apply=cmp
+}}
 """
+
+
+def _run_sort_pair(device, text, k, v, order):
+    """Runs `text` on (k, v): on cpu against both taken in jax's `order` along dimension 1,
+    on cuda against the cpu; returns the device's result."""
+    return run_on(device, text, [k, v],
+                  lambda: (np.take_along_axis(k, order, 1), np.take_along_axis(v, order, 1)))
 
 
 @on_each_device
@@ -398,8 +414,10 @@ def test_sort_general_comparator(device):
     # A comparator over two operands at once is no key compare: the numba merge sort runs.
     x, y = ints(5, 40, lo=0, hi=6), ints(5, 40, lo=0, hi=6)
     order = np.asarray(jax.jit(lambda s: jnp.argsort(s, axis=1, stable=True))(x + y))
-    run_on(device, _SORT_SUM_HLO, [x, y],
-           lambda: (np.take_along_axis(x, order, 1), np.take_along_axis(y, order, 1)))
+    _run_sort_pair(device, _sort_pair_hlo("s32", "s32", (5, 40), """\
+  ac = s32[] add(a, c)
+  bd = s32[] add(b, d)
+  ROOT lt = pred[] compare(ac, bd), direction=LT"""), x, y, order)
 
 
 @on_each_device
@@ -409,33 +427,15 @@ def test_sort_f64_x64(device):
     check(device, lambda x: (jnp.sort(x, axis=1), jnp.argsort(x, axis=0)), x, x64=True, exact=True)
 
 
-_SORT_GT_HLO = """
-HloModule sort_gt
-
-cmp {
-  a = s32[] parameter(0)
-  b = s32[] parameter(1)
-  c = f32[] parameter(2)
-  d = f32[] parameter(3)
-  ROOT gt = pred[] compare(a, b), direction=GT
-}
-
-ENTRY main {
-  k = s32[3,16]{1,0} parameter(0)
-  v = f32[3,16]{1,0} parameter(1)
-  ROOT s = (s32[3,16]{1,0}, f32[3,16]{1,0}) sort(k, v), dimensions={1}, is_stable=true, to_apply=cmp
-}
-"""
-
-
 @on_each_device
 def test_sort_descending_comparator(device):
     # compare(..., direction=GT) of one key: a descending stable sort; ties keep their order.
     k, v = ints(3, 16, lo=0, hi=4), f32(3, 16)
     order = np.asarray(jax.jit(lambda k: jnp.argsort(k, axis=1, descending=True,
                                                      stable=True))(k))
-    run_on(device, _SORT_GT_HLO, [k, v],
-           lambda: (np.take_along_axis(k, order, 1), np.take_along_axis(v, order, 1)))
+    _run_sort_pair(device, _sort_pair_hlo("s32", "f32", (3, 16),
+                                          "  ROOT gt = pred[] compare(a, b), direction=GT"),
+                   k, v, order)
 
 
 @on_each_device
@@ -450,32 +450,16 @@ def test_sort_mixed_cases(device):
                              num_keys=2), xi)
 
 
-_SORT_CUSTOM = """HloModule m
-cmp {
-  a = s32[] parameter(0)
-  b = s32[] parameter(1)
-  c = f32[] parameter(2)
-  d = f32[] parameter(3)
-  three = s32[] constant(3)
-  ma = s32[] remainder(a, three)
-  mb = s32[] remainder(b, three)
-  ROOT lt = pred[] compare(ma, mb), direction=GT
-}
-ENTRY e {
-  x = s32[2,11] parameter(0)
-  y = f32[2,11] parameter(1)
-  ROOT s = (s32[2,11], f32[2,11]) sort(x, y), dimensions={1}, is_stable=true, to_apply=cmp
-}
-"""
-
-
 @on_each_device
 def test_sort_custom_comparator_is_stable(device):
     x = np.arange(22, dtype=np.int32).reshape(2, 11)
     y = f32(2, 11)
     order = np.asarray(jax.jit(lambda k: jnp.argsort(-(k % 3), axis=1, stable=True))(x))
-    got = run_on(device, _SORT_CUSTOM, [x, y],
-                 lambda: (np.take_along_axis(x, order, 1), np.take_along_axis(y, order, 1)))
+    got = _run_sort_pair(device, _sort_pair_hlo("s32", "f32", (2, 11), """\
+  three = s32[] constant(3)
+  ma = s32[] remainder(a, three)
+  mb = s32[] remainder(b, three)
+  ROOT lt = pred[] compare(ma, mb), direction=GT"""), x, y, order)
     assert list(got[0][0]) == [2, 5, 8, 1, 4, 7, 10, 0, 3, 6, 9]
 
 

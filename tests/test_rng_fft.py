@@ -14,11 +14,6 @@ its results.
 """
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import ml_dtypes
 import numpy as np
 import pytest
@@ -27,8 +22,8 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
 
-from devices import check_on, on_each_device  # noqa: E402
-from oracle import (count_host_copies, cuda_and_cpu, leaf_pairs, leaves,  # noqa: E402
+from devices import check_on, on_each_device, ptx_check  # noqa: E402
+from oracle import (count_host_copies, cuda_and_cpu, entry, leaf_pairs, leaves,  # noqa: E402
                     xla_cpu_run)
 from xlaplug.backends.executor import run_module  # noqa: E402
 from xlaplug.hlo import dtypes as D  # noqa: E402
@@ -168,24 +163,16 @@ def test_fft_roundtrip_and_real_part_ignored(device):
     x = rrnd(3, 8)
     check(device, lambda x: jnp.fft.irfft(jnp.fft.rfft(x), n=8), x)
     # the imaginary parts of the DC and Nyquist bins are ignored by IRFFT
-    text = """
-HloModule m
-ENTRY e {
-  x = c64[2,5] parameter(0)
-  ROOT y = f32[2,8] fft(x), fft_type=IRFFT, fft_length={8}
-}"""
+    text = entry("x = c64[2,5] parameter(0)",
+                 "y = f32[2,8] fft(x), fft_type=IRFFT, fft_length={8}")
     y = crnd(2, 5)
     check_text(device, text, y, want=lambda: jnp.fft.irfft(y, n=8))
 
 
 @on_each_device
 def test_fft_zero_size(device):
-    text = """
-HloModule m
-ENTRY e {
-  x = c64[0,4] parameter(0)
-  ROOT y = c64[0,4] fft(x), fft_type=FFT, fft_length={4}
-}"""
+    text = entry("x = c64[0,4] parameter(0)",
+                 "y = c64[0,4] fft(x), fft_type=FFT, fft_length={4}")
     x = crnd(0, 4)
     got = check_text(device, text, x, want=lambda: jnp.fft.fft(x))
     assert got.shape == (0, 4)
@@ -256,12 +243,8 @@ module @m {{
     return %0#0, %0#1 : tensor<3xui64>, tensor<{n}xui{bits}>
   }}
 }}"""
-    hlo = f"""
-HloModule m
-ENTRY e {{
-  s = u64[3] parameter(0)
-  ROOT r = (u64[3], u{bits}[{n}]) rng-bit-generator(s), algorithm=rng_philox
-}}"""
+    hlo = entry("s = u64[3] parameter(0)",
+                f"r = (u64[3], u{bits}[{n}]) rng-bit-generator(s), algorithm=rng_philox")
     for st in ([1, 2 ** 64 - 2, 7], [5, 3, 2 ** 64 - 1], [9, 2 ** 64 - 1, 2 ** 64 - 1]):
         st = np.array(st, np.uint64)
 
@@ -298,12 +281,8 @@ def test_rng_bit_generator_state_words_and_types_on_cuda(alg):
     for words, st in ((2, [5, 2 ** 64 - 1]), (3, [1, 2 ** 64 - 2, 2 ** 64 - 1]),
                       (4, [9, 2 ** 64 - 1, 2 ** 64 - 1, 3])):
         for out in ("s32[2,3]", "f32[5]", "s8[9]", "f16[3,3]", "s64[3]", "u64[2,2]"):
-            text = f"""
-HloModule m
-ENTRY e {{
-  s = u64[{words}] parameter(0)
-  ROOT r = (u64[{words}], {out}) rng-bit-generator(s), algorithm={alg}
-}}"""
+            text = entry(f"s = u64[{words}] parameter(0)",
+                         f"r = (u64[{words}], {out}) rng-bit-generator(s), algorithm={alg}")
             check_text("cuda", text, np.array(st, np.uint64), exact=True)
 
 
@@ -334,20 +313,26 @@ def test_generators_typed_as_on_a_gpu():
 
 # ---- rng: cpu/rng.py's counter-based stream -------------------------------------------
 
-_RNG_HLO = """
+def _rng_hlo(n_uniform: int, n_normal: int, n_int: int, normal_t: str = "f32") -> str:
+    """A module drawing f32 uniforms on [lo, hi), normals (mean lo, deviation hi) and s32
+    uniforms on [ilo, ihi), from parameters lo, hi, ilo, ihi."""
+    u, n, i = f"f32[{n_uniform}]", f"{normal_t}[{n_normal}]", f"s32[{n_int}]"
+    return f"""
 HloModule m
-ENTRY e {
+ENTRY e {{
   lo = f32[] parameter(0)
   hi = f32[] parameter(1)
   ilo = s32[] parameter(2)
   ihi = s32[] parameter(3)
-  u = f32[20000] rng(lo, hi), distribution=rng_uniform
-  n = f32[20000] rng(lo, hi), distribution=rng_normal
-  i = s32[5000] rng(ilo, ihi), distribution=rng_uniform
-  ROOT t = (f32[20000], f32[20000], s32[5000]) tuple(u, n, i)
-}
+  u = {u} rng(lo, hi), distribution=rng_uniform
+  n = {n} rng(lo, hi), distribution=rng_normal
+  i = {i} rng(ilo, ihi), distribution=rng_uniform
+  ROOT t = ({u}, {n}, {i}) tuple(u, n, i)
+}}
 """
 
+
+_RNG_HLO = _rng_hlo(20000, 20000, 5000)
 
 
 def test_rng_distributions():
@@ -367,20 +352,7 @@ def test_rng_distributions():
     assert not np.array_equal(other[0], u)
 
 
-
-_RNG_HLO_SMALL = """
-HloModule m
-ENTRY e {
-  lo = f32[] parameter(0)
-  hi = f32[] parameter(1)
-  ilo = s32[] parameter(2)
-  ihi = s32[] parameter(3)
-  u = f32[50] rng(lo, hi), distribution=rng_uniform
-  n = f64[20] rng(lo, hi), distribution=rng_normal
-  i = s32[30] rng(ilo, ihi), distribution=rng_uniform
-  ROOT t = (f32[50], f64[20], s32[30]) tuple(u, n, i)
-}
-"""
+_RNG_HLO_SMALL = _rng_hlo(50, 20, 30, normal_t="f64")
 
 
 def assert_same_draws(got, want, what):
@@ -440,13 +412,8 @@ def test_rng_stream_is_philox_blocks():
 
 
 def _rng_module(t, dist="rng_uniform", dims="4000"):
-    return parse_module(f"""
-HloModule m
-ENTRY e {{
-  a = {t}[] parameter(0)
-  b = {t}[] parameter(1)
-  ROOT r = {t}[{dims}] rng(a, b), distribution={dist}
-}}""")
+    return parse_module(entry(f"a = {t}[] parameter(0)", f"b = {t}[] parameter(1)",
+                              f"r = {t}[{dims}] rng(a, b), distribution={dist}"))
 
 
 @on_each_device
@@ -667,16 +634,7 @@ def test_rng_errors():
 @pytest.mark.cuda
 def test_fft_rng_kernels_compile_to_ptx():
     """The simulator type-checks nothing: compile the kernels with NVVM (no GPU needed)."""
-    root = Path(__file__).resolve().parent.parent
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0",
-               PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, str(Path(__file__).with_name("cuda_ptx_check.py")),
-                        "fft", "rng"], capture_output=True, text=True, env=env, timeout=300,
-                       cwd=str(root))
-    if p.returncode == 3:
-        pytest.fail("NVVM unavailable (the test extra installs nvidia-cuda-nvcc-cu12): "
-                    + p.stdout.strip())
-    assert p.returncode == 0, p.stdout + p.stderr
+    ptx_check("fft", "rng")
 
 
 _RNG_PTX_SCRIPT = r"""
@@ -732,12 +690,4 @@ def test_rng_draw_kernels_compile_to_ptx():
     """The rng / rng-get-and-update-state kernels compile for a GPU (NVVM, no device
     needed): integer kernels stay integer, and the uniform transform has no FMA (one would
     round differently from numpy's multiply then add)."""
-    root = Path(__file__).resolve().parent.parent
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0",
-               PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, "-c", _RNG_PTX_SCRIPT], capture_output=True,
-                       text=True, env=env, timeout=300, cwd=str(root))
-    if p.returncode == 3:
-        pytest.fail("NVVM unavailable (the test extra installs nvidia-cuda-nvcc-cu12): "
-                    + p.stdout.strip())
-    assert p.returncode == 0, p.stdout + p.stderr
+    ptx_check(source=_RNG_PTX_SCRIPT)

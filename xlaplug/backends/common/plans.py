@@ -7,7 +7,10 @@ which type it accumulates in.
 * `conv_plan`: a convolution's geometry -- batch, features, groups, window, output
   spatial sizes, checked against each other -- and its compute type (both devices then
   run im2col and a batched matmul);
-* `physical_order`: a shape's dimensions major to minor, per its layout (bitcast).
+* `physical_order`: a shape's dimensions major to minor, per its layout (bitcast);
+  `row_strides`: the element strides of row-major dims.
+
+Window and gather/scatter plans live beside this module (plans_window, plans_gather).
 """
 from __future__ import annotations
 
@@ -157,3 +160,11 @@ def physical_order(shape) -> tuple[int, ...]:
     if lay is None or len(lay.minor_to_major) != rank:
         return tuple(range(rank))
     return tuple(reversed(lay.minor_to_major))
+
+
+def row_strides(dims) -> tuple[int, ...]:
+    """Row-major element strides of `dims`."""
+    s = [1] * len(dims)
+    for d in range(len(dims) - 2, -1, -1):
+        s[d] = s[d + 1] * int(dims[d + 1])
+    return tuple(s)

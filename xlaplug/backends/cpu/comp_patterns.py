@@ -83,6 +83,16 @@ def is_identity(op: str, init) -> bool:
     return init.reshape(()).tobytes() == ident.reshape(()).tobytes()
 
 
+def identity_fold_ufunc(comp: Computation, x, init, shape):
+    """The (widened) ufunc that folds like the reducer `comp` when `comp` is one binary op,
+    `init` is that op's identity and `x` already has the result's type -- the case a fast
+    numpy reduce or reduce-window may take instead of the scalar loop; else None."""
+    op = binary_op(comp)
+    if op is None or x.dtype != shape.dtype or not is_identity(op, init):
+        return None
+    return ufunc_for(op, shape.element_type, widened=True)
+
+
 def returns_param(comp: Computation, first: int) -> bool:
     """True when `comp` returns parameters first.. in order (e.g. scatter's `set` combiner:
     the update replaces the operand)."""

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..common.plans_gather import gather_plan, scatter_plan
+from ..common.plans import row_strides
 from ..registry import kernel
 from . import comp_patterns as P
 from .jit_drivers import from_numba, numba_array, pick, scalar_callable, scatter_driver
@@ -30,104 +32,76 @@ def _index_vectors(indices: np.ndarray, index_vector_dim: int):
     return batch_shape, flat
 
 
-def _batch_coord(batch_shape, index_vector_dim: int, indices_dim: int) -> np.ndarray:
-    """For each batch position (row-major), its coordinate along `indices_dim` of the index
-    array (a dimension other than the index vector dim)."""
-    pos = indices_dim if indices_dim < index_vector_dim else indices_dim - 1
+def _batch_coord(batch_shape, j: int) -> np.ndarray:
+    """For each batch position (row-major), its coordinate along batch dimension j."""
     n = int(np.prod(batch_shape, dtype=np.int64))
     shape = [1] * len(batch_shape)
-    shape[pos] = batch_shape[pos]
-    coord = np.arange(batch_shape[pos], dtype=np.int64).reshape(shape)
+    shape[j] = batch_shape[j]
+    coord = np.arange(batch_shape[j], dtype=np.int64).reshape(shape)
     return np.broadcast_to(coord, batch_shape).reshape(n)
 
 
-def _full_starts(rank, batch_shape, vectors, index_map, operand_batching, indices_batching,
-                 index_vector_dim):
-    starts = np.zeros((vectors.shape[0], rank), np.int64)
-    if len(index_map):
-        starts[:, list(index_map)] = vectors
-    for od, sd in zip(operand_batching, indices_batching):
-        starts[:, od] = _batch_coord(batch_shape, index_vector_dim, sd)
+def _full_starts(plan, batch_shape, vectors):
+    """Each slice's start in every operand dimension (plans_gather's start maps)."""
+    starts = np.zeros((vectors.shape[0], len(plan.operand_dims)), np.int64)
+    for d, (k, j) in enumerate(zip(plan.start_component, plan.start_batch)):
+        if k >= 0:
+            starts[:, d] = vectors[:, k]
+        elif j >= 0:
+            starts[:, d] = _batch_coord(batch_shape, j)
     return starts
 
 
 @kernel("gather")
 def _gather(ins, args, ctx):
-    operand, indices = np.asarray(args[0]), args[1]
-    a = ins.attrs
-    offset_dims = tuple(a.get("offset_dims", ()))
-    collapsed = set(a.get("collapsed_slice_dims", ()))
-    batching = tuple(a.get("operand_batching_dims", ()))
-    slice_sizes = tuple(a["slice_sizes"])
-    ivd = a["index_vector_dim"]
+    operand, indices = np.asarray(args[0]), np.asarray(args[1])
     out_dtype = ins.shape.dtype
     if operand.size == 0 or ins.shape.num_elements() == 0:
         return np.zeros(ins.shape.dims, out_dtype)
+    plan = gather_plan(ins, operand.shape, indices.shape)
     rank = operand.ndim
-    batch_shape, vectors = _index_vectors(indices, ivd)
-    starts = _full_starts(rank, batch_shape, vectors, a.get("start_index_map", ()), batching,
-                          a.get("start_indices_batching_dims", ()), ivd)
-    hi = np.array(operand.shape, np.int64) - np.array(slice_sizes, np.int64)
-    starts = np.clip(starts, 0, hi)
+    batch_shape, vectors = _index_vectors(indices, plan.index_vector_dim)
+    starts = np.clip(_full_starts(plan, batch_shape, vectors), 0,
+                     np.array(plan.start_hi, np.int64))
     nb = starts.shape[0]
     index = []
-    for d in range(rank):
+    for d, size in enumerate(plan.slice_sizes):
         shape = [1] * (rank + 1)
         shape[0] = nb
         s = starts[:, d].reshape(shape)
         shape = [1] * (rank + 1)
-        shape[d + 1] = slice_sizes[d]
-        index.append(s + np.arange(slice_sizes[d], dtype=np.int64).reshape(shape))
+        shape[d + 1] = size
+        index.append(s + np.arange(size, dtype=np.int64).reshape(shape))
     g = operand[tuple(index)]                       # (nb, *slice_sizes)
-    dropped = collapsed | set(batching)
-    offset_sizes = [slice_sizes[d] for d in range(rank) if d not in dropped]
+    offset_sizes = [plan.slice_sizes[d] for d in plan.offset_operand_dims]
     g = g.reshape(tuple(batch_shape) + tuple(offset_sizes))
+    # g holds (batch dims..., offset dims...): move each to its result dimension.
     nbd = len(batch_shape)
-    perm, bi, oi = [], 0, 0
-    for i in range(ins.shape.rank):
-        if i in offset_dims:
-            perm.append(nbd + oi)
-            oi += 1
-        else:
-            perm.append(bi)
-            bi += 1
+    perm = [0] * ins.shape.rank
+    for j, od in enumerate(plan.out_batch_dims):
+        perm[od] = j
+    for q, od in enumerate(plan.out_offset_dims):
+        perm[od] = nbd + q
     # np.ascontiguousarray would turn a rank-0 result into shape (1,): reshape it back.
     out = np.ascontiguousarray(g.transpose(perm)).astype(out_dtype, copy=False)
     return out.reshape(ins.shape.dims)
 
 
-def _scatter_plan(operand_shape, indices, update_shape, a):
-    """(flat operand positions in application order, without out-of-bounds windows; the
-    update dims permutation putting scatter dims before window dims; which windows are in
-    bounds; elements per window)."""
-    rank = len(operand_shape)
-    uwd = tuple(a.get("update_window_dims", ()))
-    inserted = set(a.get("inserted_window_dims", ()))
-    batching = tuple(a.get("input_batching_dims", ()))
-    ivd = a["index_vector_dim"]
-    batch_shape, vectors = _index_vectors(indices, ivd)
-    starts = _full_starts(rank, batch_shape, vectors, a.get("scatter_dims_to_operand_dims", ()),
-                          batching, a.get("scatter_indices_batching_dims", ()), ivd)
-    window_operand_dims = [d for d in range(rank) if d not in inserted and d not in batching]
-    wsize = [1] * rank
-    for d, ud in zip(window_operand_dims, uwd):
-        wsize[d] = update_shape[ud]
-    dims = np.array(operand_shape, np.int64)
-    valid = np.all((starts >= 0) & (starts <= dims - np.array(wsize, np.int64)), axis=1)
-    strides = np.ones(rank, np.int64)
-    for d in range(rank - 2, -1, -1):
-        strides[d] = strides[d + 1] * dims[d + 1]
+def _scatter_positions(plan, indices):
+    """(flat operand positions in application order, without out-of-bounds windows; which
+    windows are in bounds; elements per window)."""
+    rank = len(plan.operand_dims)
+    batch_shape, vectors = _index_vectors(indices, plan.index_vector_dim)
+    starts = _full_starts(plan, batch_shape, vectors)
+    valid = np.all((starts >= 0) & (starts <= np.array(plan.start_hi, np.int64)), axis=1)
+    strides = np.array(row_strides(plan.operand_dims), np.int64)
     if rank:
         base = starts[valid] @ strides
-        offs = strides @ np.indices(wsize, dtype=np.int64).reshape(rank, -1)
+        offs = strides @ np.indices(plan.window_sizes, dtype=np.int64).reshape(rank, -1)
     else:
         base, offs = np.zeros(int(valid.sum()), np.int64), np.zeros(1, np.int64)
     flat = (base[:, None] + offs[None, :]).reshape(-1)
-    # Updates reordered to (scatter dims..., window dims...) match that order.
-    scatter_dims = [d for d in range(len(update_shape)) if d not in uwd]
-    order = scatter_dims + list(uwd)
-    nw = int(np.prod([update_shape[d] for d in uwd], dtype=np.int64))
-    return flat, order, valid, nw
+    return flat, valid, int(np.prod(plan.window_sizes, dtype=np.int64))
 
 
 @kernel("scatter")
@@ -140,8 +114,10 @@ def _scatter(ins, args, ctx):
     out_shapes = ins.shape.tuple_shapes if ins.shape.is_tuple else (ins.shape,)
     outs = [np.array(x, dtype=s.dtype, copy=True).reshape(-1) for x, s in zip(operands, out_shapes)]
     if operands[0].size and updates[0].size:
-        flat, order, valid, nw = _scatter_plan(operands[0].shape, indices, updates[0].shape,
-                                               ins.attrs)
+        plan = scatter_plan(ins, operands[0].shape, np.shape(indices), updates[0].shape)
+        flat, valid, nw = _scatter_positions(plan, indices)
+        # Updates reordered to (scatter dims..., window dims...): the positions' order.
+        order = plan.update_scatter_dims + plan.update_window_dims
         ups = []
         for u in updates:
             u = np.transpose(u, order).reshape(valid.shape[0], nw)[valid].reshape(-1)

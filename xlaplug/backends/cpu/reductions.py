@@ -48,10 +48,7 @@ def _reduce(ins, args, ctx):
 
 
 def _fast_reduce(comp, x, init, dims, shape):
-    op = P.binary_op(comp)
-    if op is None or x.dtype != shape.dtype or not P.is_identity(op, init):
-        return None
-    uf = P.ufunc_for(op, shape.element_type, widened=True)
+    uf = P.identity_fold_ufunc(comp, x, init, shape)
     if uf is None:
         return None
     if x.size == 0 or not dims:

@@ -21,7 +21,7 @@ value): nothing is copied to the device besides the data.  Semantics are those o
 kernels (cpu/data_movement.py); bitcast honours both layouts (physical element order).
 Kernel sources avoid the builtins min()/max() on scalars: numba 0.68's CUDA target cannot
 compile their varargs overload ("Signature mismatch"), which the simulator does not show.
-Helpers here (`row_strides`, `tup`, `start_code`, `copy_contiguous`) are shared by the
+Helpers here (`tup`, `start_code`, `copy_contiguous`; `row_strides` from common/plans) are shared by the
 other CUDA modules of the same author (reductions, sorting, gather_scatter).
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ import threading
 import numpy as np
 
 from ..common.errors import ExecutionError
-from ..common.plans import physical_order
+from ..common.plans import physical_order, row_strides
 from ..registry import kernel as _kernel
 from .launch import (NARROW_TYPES, cuda_module, device_dtype, device_empty, device_zeros, flat,
                      jit_source, launch_1d)
@@ -42,14 +42,6 @@ def kernel(*opcodes):
 
 
 # ---- shared helpers -----------------------------------------------------------------------
-
-def row_strides(dims) -> tuple[int, ...]:
-    """Row-major element strides of `dims`."""
-    s = [1] * len(dims)
-    for d in range(len(dims) - 2, -1, -1):
-        s[d] = s[d + 1] * int(dims[d + 1])
-    return tuple(s)
-
 
 def tup(values, pad: int = 0) -> tuple[int, ...]:
     """A tuple of Python ints for a kernel argument (numba types it as UniTuple(int64));

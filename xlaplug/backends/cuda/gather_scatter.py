@@ -1,6 +1,7 @@
 """CUDA gather and scatter, with full dimension numbers (explicit batching dims included).
 
-Semantics are those of the CPU kernels (cpu/gather_scatter.py, HloEvaluator):
+Semantics are those of the CPU kernels (cpu/gather_scatter.py, HloEvaluator); both read
+their dimension maps from common/plans_gather.py:
   gather   one thread per result element: its batch coordinates pick an index vector, read
            on the device from the index array (any integer type), each start clamped into
            [0, operand_dim - slice_size] (unsigned indices past int64 clamp high); operand
@@ -22,10 +23,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..common.errors import ExecutionError
+from ..common.plans import row_strides
+from ..common.plans_gather import gather_plan, scatter_plan
 from ..registry import kernel as _kernel
-from .data_movement import (copy_contiguous, fill_value, int_list, row_strides, size_of,
-                            src_kernel, tup)
+from .data_movement import copy_contiguous, fill_value, size_of, src_kernel, tup
 from .launch import cuda_module, device_empty, flat, jit_source, launch_1d
 from .reductions import device_function, gen_kernel, load
 from .sorting import sort_permutation
@@ -33,10 +34,6 @@ from .sorting import sort_permutation
 
 def kernel(*opcodes):
     return _kernel(*opcodes, device="cuda")
-
-
-def _indices_batch_dims(idx_rank: int, ivd: int) -> list[int]:
-    return [d for d in range(idx_rank) if d != ivd]
 
 
 _GATHER = """
@@ -80,51 +77,43 @@ def _int64_ns():
 @kernel("gather")
 def _gather(ins, args, ctx):
     x, idx = args[0], args[1]
-    a = ins.attrs
-    offset_dims = int_list(a.get("offset_dims"))
-    collapsed = set(int_list(a.get("collapsed_slice_dims")))
-    batching = int_list(a.get("operand_batching_dims"))
-    idx_batching = int_list(a.get("start_indices_batching_dims"))
-    start_map = int_list(a.get("start_index_map"))
-    slice_sizes = int_list(a["slice_sizes"])
-    ivd = int(a["index_vector_dim"])
     out = device_empty(ins.shape)
     N = ins.shape.num_elements()
     if N == 0:
         return out
     xshape, ishape = tuple(x.shape), tuple(idx.shape)
-    rank = len(xshape)
     if size_of(xshape) == 0:
         return fill_value(out, 0)
-    if len(slice_sizes) != rank:
-        raise ExecutionError(f"gather '{ins.name}': {len(slice_sizes)} slice sizes for an "
-                             f"operand of rank {rank}")
+    plan = gather_plan(ins, xshape, ishape)
     out_dims = tuple(ins.shape.dims)
-    ist = row_strides(ishape)
-    xst = row_strides(xshape)
-    ibatch = _indices_batch_dims(len(ishape), ivd)
-    dropped = collapsed | set(batching)
-    window_dims = [d for d in range(rank) if d not in dropped]
+    ist, xst = row_strides(ishape), row_strides(xshape)
+    # Per result dim, its step through the index array (batch dims) or the operand (offset
+    # dims); per operand dim, where its start comes from (mode 1: index-vector component
+    # xkey, mode 2: the coordinate of result dim xkey).
     oistep, oxstep = [0] * len(out_dims), [0] * len(out_dims)
-    batch_out = [od for od in range(len(out_dims)) if od not in offset_dims]
-    if len(batch_out) != len(ibatch) or len(offset_dims) != len(window_dims):
-        raise ExecutionError(f"gather '{ins.name}': dimension numbers do not match the shapes")
-    for od, idim in zip(batch_out, ibatch):
+    for od, idim in zip(plan.out_batch_dims, plan.batch_dims):
         oistep[od] = ist[idim]
-    for od, d in zip(offset_dims, window_dims):
+    for od, d in zip(plan.out_offset_dims, plan.offset_operand_dims):
         oxstep[od] = xst[d]
-    xmode, xkey = [0] * rank, [0] * rank
-    for k, d in enumerate(start_map):
-        xmode[d], xkey[d] = 1, k
-    for od_d, sd in zip(batching, idx_batching):
-        xmode[od_d], xkey[od_d] = 2, batch_out[ibatch.index(sd)]
-    hi = [max(n - z, 0) for n, z in zip(xshape, slice_sizes)]
-    ivs = ist[ivd] if ivd < len(ishape) else 0
+    xmode, xkey = _start_modes(plan, plan.out_batch_dims)
+    ivs = ist[plan.index_vector_dim] if plan.index_vector_dim < len(ishape) else 0
     k = src_kernel("gather", _GATHER, "gather", _int64_ns())
     launch_1d(k, N, flat(out), flat(x), flat(idx), N, tup(out_dims, 1),
               tup(row_strides(out_dims), 1), tup(oistep, 0), tup(oxstep, 0), tup(xmode, 0),
-              tup(xkey, 0), tup(hi, 0), tup(xst, 0), ivs)
+              tup(xkey, 0), tup(plan.start_hi, 0), tup(xst, 0), ivs)
     return out
+
+
+def _start_modes(plan, batch_keys):
+    """The kernels' start encoding of a plan: per operand dim, mode 1 with the index-vector
+    component, mode 2 with batch_keys[its batch position], or mode 0 (start 0)."""
+    xmode, xkey = [0] * len(plan.operand_dims), [0] * len(plan.operand_dims)
+    for d, (k, j) in enumerate(zip(plan.start_component, plan.start_batch)):
+        if k >= 0:
+            xmode[d], xkey[d] = 1, k
+        elif j >= 0:
+            xmode[d], xkey[d] = 2, batch_keys[j]
+    return xmode, xkey
 
 
 _TARGETS = """
@@ -220,47 +209,29 @@ def _scatter(ins, args, ctx):
         for o, x in zip(outs, operands):
             copy_contiguous(o, x)
         return tuple(outs) if ins.shape.is_tuple else outs[0]
-    rank = len(xshape)
-    uwd = int_list(a.get("update_window_dims"))
-    inserted = set(int_list(a.get("inserted_window_dims")))
-    batching = int_list(a.get("input_batching_dims"))
-    idx_batching = int_list(a.get("scatter_indices_batching_dims"))
-    sd2od = int_list(a.get("scatter_dims_to_operand_dims"))
-    ivd = int(a["index_vector_dim"])
+    plan = scatter_plan(ins, xshape, ishape, ushape)
     ist, ust, xst = row_strides(ishape), row_strides(ushape), row_strides(xshape)
-    ibatch = _indices_batch_dims(len(ishape), ivd)
-    scatter_udims = [d for d in range(len(ushape)) if d not in uwd]
-    if len(scatter_udims) != len(ibatch):
-        raise ExecutionError(f"scatter '{ins.name}': dimension numbers do not match the shapes")
-    sdims = [ushape[d] for d in scatter_udims]
+    sdims = [ushape[d] for d in plan.update_scatter_dims]
     sstr = row_strides(sdims)
-    wdims = [ushape[d] for d in uwd]
+    wdims = [ushape[d] for d in plan.update_window_dims]
     wstr = row_strides(wdims)
-    window_operand_dims = [d for d in range(rank) if d not in inserted and d not in batching]
-    if len(window_operand_dims) != len(uwd):
-        raise ExecutionError(f"scatter '{ins.name}': {len(uwd)} update window dims for "
-                             f"{len(window_operand_dims)} operand window dims")
-    xmode, xkey, wpos = [0] * rank, [0] * rank, [-1] * rank
-    wsize = [1] * rank
-    for k, d in enumerate(sd2od):
-        xmode[d], xkey[d] = 1, k
-    for d, sd in zip(batching, idx_batching):
-        xmode[d], xkey[d] = 2, ibatch.index(sd)
-    for q, d in enumerate(window_operand_dims):
+    xmode, xkey = _start_modes(plan, range(len(plan.batch_dims)))
+    wpos = [-1] * len(xshape)
+    for q, d in enumerate(plan.window_operand_dims):
         wpos[d] = q
-        wsize[d] = wdims[q]
-    hi = [n_ - z for n_, z in zip(xshape, wsize)]
     NW = size_of(wdims)
     T = size_of(sdims) * NW
-    ivs = ist[ivd] if ivd < len(ishape) else 0
+    ivs = ist[plan.index_vector_dim] if plan.index_vector_dim < len(ishape) else 0
     cuda = cuda_module()
     key = cuda.device_array(T, np.int64)
     uidx = cuda.device_array(T, np.int64)
     k1 = src_kernel("scatter_targets", _TARGETS, "targets", _int64_ns())
-    launch_1d(k1, T, T, NW, N, tup(sdims, 1), tup(sstr, 1), tup([ust[d] for d in scatter_udims], 0),
-              tup([ist[d] for d in ibatch], 0), tup(wdims, 1), tup(wstr, 1),
-              tup([ust[d] for d in uwd], 0), tup(xmode, 0), tup(xkey, 0), tup(wpos, -1),
-              tup(hi, 0), tup(xst, 0), ivs, flat(idx), key, uidx, threads=128)
+    launch_1d(k1, T, T, NW, N, tup(sdims, 1), tup(sstr, 1),
+              tup([ust[d] for d in plan.update_scatter_dims], 0),
+              tup([ist[d] for d in plan.batch_dims], 0), tup(wdims, 1), tup(wstr, 1),
+              tup([ust[d] for d in plan.update_window_dims], 0), tup(xmode, 0), tup(xkey, 0),
+              tup(wpos, -1), tup(plan.start_hi, 0), tup(xst, 0), ivs, flat(idx), key, uidx,
+              threads=128)
     perm = sort_permutation(_less_fn(), [key], 1, T, [1], [0], 1)
     # 3. fold each element's updates in order
     fn = device_function(ins, comp)

@@ -15,14 +15,18 @@ reduce       one thread per output element folds the reduced elements in row-maj
              f(init, f(f(c0, c1), f(c2, c3))...).  That regrouping is exact for an
              associative reducer (XLA requires one) but float sums may round differently
              from the CPU kernel's numpy pairwise sums: they agree to a tolerance only.
-reduce-window one thread per output element; window positions on padding or in a
-             base-dilation hole are skipped (cpu/reduce_window.py's rules), the fold runs in
-             row-major window order from the init value.
+reduce-window one thread per output element walks its window (the geometry is
+             common/plans_window's plan, as on the CPU; positions are computed in the kernel,
+             not read from the CPU's reach table, which grows as outputs x window -- a
+             cumsum's reduce-window would need N^2 entries): positions on padding or in a
+             base-dilation hole are skipped, the fold runs in row-major window order from
+             the init value.
 select-and-scatter  phase 1: one thread per source element picks its window's element
              (first in-bounds, then replaced unless select(picked, e)); phase 2: one thread
              per operand element starts from the init value and applies
-             scatter(source, acc) for every source element that picked it, in row-major
-             source order -- deterministic, XLA's order, no atomics.
+             scatter(source, acc) for every source element whose window can reach it and
+             that picked it, in row-major source order -- deterministic, XLA's order, no
+             atomics.
 map          one thread per element.
 
 Values of f16 travel as float32 inside the kernels (the device functions' compute type);
@@ -35,8 +39,10 @@ import weakref
 import numpy as np
 
 from ..common.errors import ExecutionError
+from ..common.plans import row_strides
+from ..common.plans_window import window_plan
 from ..registry import kernel as _kernel
-from .data_movement import cached_kernel, fill_from_device, row_strides, size_of, tup
+from .data_movement import cached_kernel, fill_from_device, size_of, tup
 from .launch import cuda_module, device_empty, flat, jit_source, launch_1d, simulating
 
 # Tree-reduction thresholds (module globals so tests can force either path).
@@ -274,34 +280,30 @@ def _window_src(n, dts, tuple_root):
     return "\n".join(lines) + "\n"
 
 
-def window_geometry(xshape, out_dims, window):
-    wd = window.dims
-    return (tup([w.size for w in wd], 1), tup([w.stride for w in wd], 1),
-            tup([w.pad_lo for w in wd], 0), tup([w.lhs_dilate for w in wd], 1),
-            tup([w.rhs_dilate for w in wd], 1), tup(xshape, 1), tup(row_strides(xshape), 0))
+def window_geometry(plan):
+    """(wdims, wst, plo, ldil, rdil, xdims, xst): the window plan (common/plans_window) as a
+    window kernel's arguments."""
+    return (tup(plan.sizes, 1), tup(plan.strides, 1), tup(plan.pad_lo, 0),
+            tup(plan.lhs_dilate, 1), tup(plan.rhs_dilate, 1), tup(plan.operand_dims, 1),
+            tup(plan.operand_strides, 0))
 
 
 @kernel("reduce-window")
 def _reduce_window(ins, args, ctx):
     n = len(args) // 2
     xs, inits = args[:n], args[n:]
-    window = ins.attrs["window"]
     comp = ins.attrs["to_apply"]
     shapes = _shapes(ins)
     outs = [device_empty(s) for s in shapes]
     out_dims = shapes[0].dims
     N = size_of(out_dims)
-    xshape = tuple(xs[0].shape)
-    if len(window.dims) != len(xshape):
-        raise ExecutionError(f"reduce-window '{ins.name}': a window of rank "
-                             f"{len(window.dims)} for an operand of rank {len(xshape)}")
+    plan = window_plan(ins, xs[0].shape, out_dims)
     if N:
         fn = device_function(ins, comp)
         tuple_root = returns_tuple(comp)
         src = _window_src(n, [a.dtype for a in xs], tuple_root)
         k = gen_kernel(("reduce_window", n, _type_key(xs), tuple_root), src, "rw", {"fn": fn})
-        NW = size_of([w.size for w in window.dims])
-        launch_1d(k, N, N, NW, tup(out_dims, 1), *window_geometry(xshape, out_dims, window),
+        launch_1d(k, N, N, plan.window_elements, tup(out_dims, 1), *window_geometry(plan),
                   *[flat(a) for a in list(xs) + list(inits) + outs], threads=128)
     return tuple(outs) if ins.shape.is_tuple else outs[0]
 
@@ -392,24 +394,24 @@ def apply(N, sdims, sst, wdims, wst, plo, ldil, rdil, xdims, sel, src, init, out
 @kernel("select-and-scatter")
 def _select_and_scatter(ins, args, ctx):
     operand, source, init = args
-    window = ins.attrs["window"]
     out = device_empty(ins.shape)
     N = size_of(operand.shape)
     S = size_of(source.shape)
+    xshape, sshape = tuple(operand.shape), tuple(source.shape)
+    plan = window_plan(ins, xshape, sshape)
     if N == 0:
         return out
     if S == 0:  # nothing scatters: every element keeps the init value
         return fill_from_device(out, init)
-    xshape, sshape = tuple(operand.shape), tuple(source.shape)
     sel_fn = device_function(ins, ins.attrs["select"])
     sca_fn = device_function(ins, ins.attrs["scatter"])
-    geo = window_geometry(xshape, sshape, window)  # wdims, wst, plo, ldil, rdil, xdims, xst
+    geo = window_geometry(plan)  # wdims, wst, plo, ldil, rdil, xdims, xst
     sel = cuda_module().device_array(S, np.int64)
     xdt, sdt, idt = operand.dtype, source.dtype, init.dtype
     src1 = _SELECT_SRC.format(load_x0=load("x", "0", xdt), load_x=load("x", "off", xdt))
     k1 = gen_kernel(("sas_pick", np.dtype(xdt).str), src1, "pick", {"select": sel_fn})
-    NW = size_of([w.size for w in window.dims])
-    launch_1d(k1, S, S, NW, tup(sshape, 1), *geo, flat(operand), sel, threads=128)
+    launch_1d(k1, S, S, plan.window_elements, tup(sshape, 1), *geo, flat(operand), sel,
+              threads=128)
     src2 = _SCATTER_SRC.format(load_init=load("init", "0", idt), load_src=load("src", "s", sdt))
     k2 = gen_kernel(("sas_apply", np.dtype(sdt).str, np.dtype(idt).str), src2, "apply",
                     {"scatter": sca_fn})

@@ -25,8 +25,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..common.errors import ExecutionError
+from ..common.plans import row_strides
 from ..registry import kernel as _kernel
-from .data_movement import row_strides, size_of, src_kernel, tup
+from .data_movement import size_of, src_kernel, tup
 from .launch import cuda_module, device_empty, flat, jit_source, launch_1d
 from .reductions import device_function, gen_kernel, load
 
