@@ -92,7 +92,7 @@ SLOW = {
         "test_second_process_loads_compiled_code"},
     "test_linalg": {"test_conv_1d_3d_and_no_spatial", "test_conv_batch_groups",
         "test_conv_feature_groups", "test_conv_integer_narrow_and_complex_types",
-        "test_conv_large_is_fast", "test_conv_nchw", "test_conv_nhwc_and_odd_orders",
+        "test_conv_large_matches_xla", "test_conv_nchw", "test_conv_nhwc_and_odd_orders",
         "test_conv_transpose_gradient", "test_dot_general_batch_and_contracting_orders",
         "test_dot_int8_to_int32", "test_dot_matmul_and_vector_forms", "test_dot_multiple_tiles",
         "test_dot_narrow_floats", "test_dot_pred_and_mixed_operand_types_on_cuda",

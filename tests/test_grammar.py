@@ -69,15 +69,12 @@ def test_large_module_builds_no_parse_tree(monkeypatch):
         real_init(self, *args, **kwargs)
 
     monkeypatch.setattr(lark.Tree, "__init__", counting_init)
-    t0 = time.process_time()
     module = parse_module(text)
-    elapsed = time.process_time() - t0
     assert isinstance(module, Module)
     assert module.instruction_count() == 5000 + 1 + 3
+    # No tree: the transformer runs inside the parser.  (Speed is benchmarks/parse_speed.py's
+    # to measure, never a test's.)
     assert made == [], f"parse trees were built: {made[:5]}"
-    # Generous bound (the benchmark checks the real speed): a tree-building or
-    # per-character parser would be far slower than this.
-    assert elapsed < 5.0, f"parsing 5000 instructions took {elapsed:.2f}s of CPU"
 
 
 def test_large_module_round_trips():
