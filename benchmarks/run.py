@@ -368,13 +368,20 @@ def time_xla(jax, jf, args, dev, repeat: int):
     t0 = time.perf_counter()
     compiled = lowered.compile()
     compile_s = time.perf_counter() - t0
+    peak = None
+    try:  # XLA's buffer assignment: arguments + outputs + temporaries, less what aliases
+        m = compiled.memory_analysis()
+        peak = int(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
+                   - m.alias_size_in_bytes)
+    except Exception:  # noqa: BLE001 - a backend without the analysis: the column says "-"
+        pass
     t0 = time.perf_counter()
     compiled(*dev_args).block_until_ready()
     first_s = time.perf_counter() - t0
     times, out = time_calls(lambda: compiled(*dev_args).block_until_ready(), repeat, 1)
     rec = {"platform": dev.platform, "lower_ms": ms(lower_s), "compile_ms": ms(compile_s),
            "first_call_ms": ms(first_s), "run_ms": ms(statistics.median(times)),
-           "run_times_ms": [ms(t) for t in times]}
+           "run_times_ms": [ms(t) for t in times], "peak_bytes": peak}
     return rec, lowered.as_text(dialect="hlo"), np.asarray(out)
 
 
@@ -436,6 +443,10 @@ def print_rows(results: list[dict]) -> None:
         parts = f"parse {fmt(x.get('parse_ms'))} + pipeline {fmt(x.get('pipeline_ms'))}"
         if "setup_ms" in x:
             parts += f" + setup {fmt(x['setup_ms'])} ms; first run {fmt(x['first_run_ms'])} ms"
+        mine, xla = x.get("peak_bytes"), r["xla"].get("peak_bytes")
+        if mine is not None and xla:
+            parts += (f"; buffers {mine / 2**20:.2f} MiB vs XLA's {xla / 2**20:.2f} MiB "
+                      f"({mine / xla:.2f}x)")
         print(f"  {r['workload']:<12} {r['desc']}; xlaplug vs XLA: {check}; {parts}")
 
 
