@@ -166,11 +166,13 @@ def worker_inprocess(sizes: list[int], d: int) -> None:
 
 def _compiled_once(module, args, grid):
     """A run of `module` on every device with each device's context (its thunk sequences,
-    compiled kernels) made once and kept, as XLA keeps its executable."""
+    compiled kernels) and thread made once and kept, as XLA keeps its executable."""
     from xlaplug.backends.executor import ExecContext
+    from xlaplug.backends.spmd.device_threads import DeviceThreads
     from xlaplug.backends.spmd.runner import run_devices
     contexts = [ExecContext("cpu", {}) for _ in range(grid.count)]
-    return lambda: run_devices(module, args, grid, lambda d: contexts[d], 60.0)
+    threads = DeviceThreads(grid.count)  # daemon threads, kept to the process's end
+    return lambda: run_devices(module, args, grid, lambda d: contexts[d], 60.0, threads)
 
 
 def _training_step(d: int) -> dict:

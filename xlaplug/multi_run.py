@@ -105,17 +105,20 @@ def _context_factory(device, options, overrides):
 def run_in_process(module: Module, grid: DeviceGrid, args: list[list], *, device: str,
                    options: dict, overrides, timeout: float, repeat: int = 1) -> MultiResult:
     from .backends.common.errors import ExecutionError
+    from .backends.spmd.device_threads import DeviceThreads
     from .backends.spmd.runner import run_devices
     times, results = [], None
-    for _ in range(max(repeat, 1)):
-        t0 = time.perf_counter()
-        try:
-            with np.errstate(all="ignore"):
-                results = run_devices(module, args, grid,
-                                      _context_factory(device, options, overrides), timeout)
-        except ExecutionError as e:
-            raise RunError(str(e)) from None
-        times.append(time.perf_counter() - t0)
+    with DeviceThreads(grid.count) as threads:  # started once for every repeat
+        for _ in range(max(repeat, 1)):
+            t0 = time.perf_counter()
+            try:
+                with np.errstate(all="ignore"):
+                    results = run_devices(module, args, grid,
+                                          _context_factory(device, options, overrides),
+                                          timeout, threads)
+            except ExecutionError as e:
+                raise RunError(str(e)) from None
+            times.append(time.perf_counter() - t0)
     return MultiResult(grid, [leaves(r) for r in results],
                        {"run_s": float(np.median(times))}, run_times=times)
 

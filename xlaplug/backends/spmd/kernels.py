@@ -16,6 +16,7 @@ from ..common.errors import ExecutionError
 from ..registry import kernel
 from . import semantics as S
 from .groups import DeviceGrid, participants, permute_domain
+from .shares import SHARE_FROM_BYTES, contiguous, outputs_like, reduce_my_chunk
 
 
 @dataclass
@@ -39,11 +40,21 @@ class Place:
         if self.transport is None:
             raise ExecutionError(f"{ins.opcode} '{ins.name}': group {list(group)} has "
                                  f"{len(group)} members, but this runs on one device")
+        return self._unturned(self.transport.exchange, self.device, ins, group, value)
+
+    def share(self, ins, group: tuple[int, ...], value, work) -> None:
+        """`Rendezvous.share`: meet, `work(every member's value)`, meet again."""
+        if len(group) == 1:
+            work([value])
+            return
+        self._unturned(self.transport.share, self.device, ins, group, value, work)
+
+    def _unturned(self, fn, *args):
         if self.turn is None:
-            return self.transport.exchange(self.device, ins, group, value)
+            return fn(*args)
         self.turn.release()
         try:
-            return self.transport.exchange(self.device, ins, group, value)
+            return fn(*args)
         finally:
             self.turn.acquire()
 
@@ -139,7 +150,18 @@ def ufunc_combiner(uf, et: str):
     and f8e4m3fn sums match f32 accumulation, f16 sums match f16 steps)."""
     if et == "bf16" or et.startswith("f8"):
         return _widened(uf)
-    return lambda a, b: uf(a, b).astype(a.dtype, copy=False)
+    return _plain(uf)
+
+
+class _plain:
+    """A combiner that is one ufunc on the element type (`ufunc`: shares.py applies it in
+    place)."""
+
+    def __init__(self, uf):
+        self.ufunc = uf
+
+    def __call__(self, a, b):
+        return self.ufunc(a, b).astype(a.dtype, copy=False)
 
 
 class _widened:
@@ -184,6 +206,12 @@ def _all_reduce(ins, args, ctx, shape):
         return _out(ins, place.transport.allreduce(place.device, ins, group, vals, op),
                     shape, ctx, fresh=True)
     combine = _combiner(ins, ctx)
+    if hasattr(place.transport, "share") and sum(v.nbytes for v in vals) >= SHARE_FROM_BYTES:
+        # Threads of one process: each reduces its chunk into everyone's outputs.
+        vals, outs, rank = contiguous(vals), outputs_like(vals), group.index(place.device)
+        place.share(ins, group, (vals, outs),
+                    lambda every: reduce_my_chunk(every, rank, combine, reduce_values))
+        return _out(ins, outs, shape, ctx, fresh=True)
     every = place.exchange(ins, group, vals)
     res = [reduce_values([v[i] for v in every], combine, vals[i].dtype)
            for i in range(len(vals))]
@@ -254,8 +282,9 @@ def _reduce_scatter(ins, args, ctx):
         return alone
     group, rank, every = met
     combine = _combiner(ins, ctx)
-    res = [S.scatter_part(reduce_values([v[i] for v in every], combine, every[0][i].dtype),
-                          _dim(ins), len(group), rank) for i in range(len(args))]
+    # Only this rank's part is reduced (elementwise, so the same bits as reducing it all).
+    res = [reduce_values([S.scatter_part(v[i], _dim(ins), len(group), rank) for v in every],
+                         combine, every[0][i].dtype) for i in range(len(args))]
     return _out(ins, res, ins.shape, ctx)
 
 

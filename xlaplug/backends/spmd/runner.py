@@ -12,6 +12,7 @@ import numpy as np
 
 from ...hlo.ir import Module
 from ..common.errors import ExecutionError
+from .device_threads import DeviceThreads
 from .groups import DeviceGrid
 from .kernels import Place
 from .rendezvous import Aborted, Rendezvous
@@ -76,10 +77,12 @@ class DeviceError(ExecutionError):
         super().__init__(self.message)
 
 
-def on_device_threads(n: int, timeout: float, work: Callable[[int, Rendezvous], Any]) -> list:
+def on_device_threads(n: int, timeout: float, work: Callable[[int, Rendezvous], Any],
+                      threads: DeviceThreads | None = None) -> list:
     """`work(d, rendezvous)` for every device d at once, one thread each (inline for one
-    device); their results in device order.  A device that fails stops the others waiting at
-    the rendezvous, and is raised as a DeviceError naming it."""
+    device; on `threads` when given, else on threads started for this call); their results
+    in device order.  A device that fails stops the others waiting at the rendezvous, and
+    is raised as a DeviceError naming it."""
     rendezvous = Rendezvous(n, timeout)
     results: list[Any] = [None] * n
     errors: dict[int, BaseException] = {}
@@ -94,14 +97,14 @@ def on_device_threads(n: int, timeout: float, work: Callable[[int, Rendezvous], 
 
     if n == 1:
         device(0)
-    else:
-        threads = [threading.Thread(target=device, args=(d,), name=f"xlaplug-device-{d}",
-                                    daemon=True) for d in range(n)]
+    elif threads is not None:
+        if threads.n != n:
+            raise ExecutionError(f"{threads.n} device threads for {n} devices")
         with _blas_threads_per_device(n):
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
+            threads.run(device)
+    else:
+        with DeviceThreads(n) as started, _blas_threads_per_device(n):
+            started.run(device)
     if errors:
         first = rendezvous.failure
         d, e = first if first is not None else next(iter(errors.items()))
@@ -114,10 +117,12 @@ def on_device_threads(n: int, timeout: float, work: Callable[[int, Rendezvous], 
 
 
 def run_devices(module: Module, device_args: list[list], grid: DeviceGrid,
-                make_context: Callable[[int], Any], timeout: float = 60.0) -> list:
+                make_context: Callable[[int], Any], timeout: float = 60.0,
+                threads: DeviceThreads | None = None) -> list:
     """Runs the entry computation on every device of `grid`; `device_args[d]` are device d's
     arguments (host values), `make_context(d)` makes device d's execution context (an
-    ExecContext).  Returns each device's result, host values, in device order."""
+    ExecContext); `threads`: kept device threads to run on (see device_threads.py).
+    Returns each device's result, host values, in device order."""
     n = grid.count
     if len(device_args) != n:
         raise ExecutionError(f"{len(device_args)} argument sets for {n} devices")
@@ -131,7 +136,7 @@ def run_devices(module: Module, device_args: list[list], grid: DeviceGrid,
         out = ctx.run(module.entry, ctx.memory.to_device(args))
         return ctx.memory.to_host(out, module.entry.root.shape)
 
-    return on_device_threads(n, timeout, work)
+    return on_device_threads(n, timeout, work, threads)
 
 
 def run_module_devices(module: Module, device_args: list[list], grid: DeviceGrid | None = None,
