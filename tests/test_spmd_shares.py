@@ -108,3 +108,18 @@ def test_kept_threads_run_many_jobs_and_report_errors():
     assert sorted(x[1] for x in seen[9:]) == [0, 1, 2]
     with pytest.raises(RuntimeError):
         threads.run(lambda d: None)
+
+
+def test_mpi_buffers_are_reused_only_when_no_value_refers_to_them():
+    from xlaplug.backends.spmd.mpi import MpiTransport  # imports no MPI by itself
+    pool: dict = {}
+    a = MpiTransport._buffer(pool, np.float32, 1 << 20)
+    assert a.ctypes.data % 4096 == 0
+    kept = a[3:9].reshape(2, 3)  # a result's view keeps the buffer busy
+    del a
+    b = MpiTransport._buffer(pool, np.float32, 1 << 20)
+    assert not np.shares_memory(b, kept)
+    del b, kept
+    c = MpiTransport._buffer(pool, np.float32, 1 << 20)
+    assert any(c.base is owner for owner in pool[(np.dtype(np.float32), 1 << 20)])
+    assert MpiTransport._buffer(pool, np.float32, 1 << 22).ctypes.data % (2 << 20) == 0

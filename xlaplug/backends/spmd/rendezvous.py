@@ -40,13 +40,14 @@ class _Slot:
 class Rendezvous:
     """Meeting points of one multi-device run of `n` devices."""
 
-    def __init__(self, n: int, timeout: float = 60.0):
+    def __init__(self, n: int, timeout: float = 60.0, first: int = 0):
+        """Devices first .. first + n - 1 (an MPI rank's, when it runs several)."""
         self.n = n
         self.timeout = timeout
         self._lock = threading.Lock()  # guards everything below
         self._slots: dict[tuple, _Slot] = {}
         self._calls: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        self._where: dict[int, str] = {d: "running" for d in range(n)}
+        self._where: dict[int, str] = {d: "running" for d in range(first, first + n)}
         self._failed: tuple[int, BaseException] | None = None
 
     # ---- status, for the messages ----------------------------------------------------
@@ -89,13 +90,22 @@ class Rendezvous:
         self._meet(device, ins, group, None, call, "shares done")
         return every
 
+    def meet_again(self, device: int, ins, group: tuple[int, ...], value: Any, step: str,
+                   timeout: float | None = None) -> list[Any]:
+        """A further meeting of the same call (the last `exchange` of `ins` by `device`),
+        told apart by `step`; `timeout` overrides the rendezvous's own."""
+        with self._lock:
+            call = self._calls[device][ins.name] - 1
+        return self._meet(device, ins, group, value, call, step, timeout)
+
     def _count(self, device: int, ins) -> int:
         with self._lock:
             call = self._calls[device][ins.name]
             self._calls[device][ins.name] = call + 1
             return call
 
-    def _meet(self, device: int, ins, group, value, call: int, step: str) -> list[Any]:
+    def _meet(self, device: int, ins, group, value, call: int, step: str,
+              timeout: float | None = None) -> list[Any]:
         with self._lock:
             key = (ins.name, call, group, step)
             slot = self._slots.get(key)
@@ -105,7 +115,7 @@ class Rendezvous:
             self._where[device] = f"waiting at {ins.opcode} '{ins.name}' (call {call + 1})"
             if len(slot.values) == len(group):
                 slot.arrived.notify_all()
-            deadline = time.monotonic() + self.timeout
+            deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
             while len(slot.values) < len(group):
                 if self._failed is not None:
                     raise Aborted(f"device {device}: stopped because device "

@@ -78,18 +78,20 @@ class DeviceError(ExecutionError):
 
 
 def on_device_threads(n: int, timeout: float, work: Callable[[int, Rendezvous], Any],
-                      threads: DeviceThreads | None = None) -> list:
-    """`work(d, rendezvous)` for every device d at once, one thread each (inline for one
-    device; on `threads` when given, else on threads started for this call); their results
-    in device order.  A device that fails stops the others waiting at the rendezvous, and
-    is raised as a DeviceError naming it."""
-    rendezvous = Rendezvous(n, timeout)
+                      threads: DeviceThreads | None = None, first: int = 0) -> list:
+    """`work(d, rendezvous)` for devices d = first .. first + n - 1 at once, one thread each
+    (inline for one device; on `threads` when given, else on threads started for this
+    call); their results in device order.  A device that fails stops the others waiting at
+    the rendezvous, and is raised as a DeviceError naming it; when every failure is an
+    Aborted (another MPI rank failed), that Aborted is raised."""
+    rendezvous = Rendezvous(n, timeout, first)
     results: list[Any] = [None] * n
     errors: dict[int, BaseException] = {}
 
-    def device(d: int) -> None:
+    def device(i: int) -> None:
+        d = first + i
         try:
-            results[d] = work(d, rendezvous)
+            results[i] = work(d, rendezvous)
             rendezvous.finished(d)
         except BaseException as e:  # noqa: BLE001 - reported below, with its device
             errors[d] = e
@@ -106,10 +108,13 @@ def on_device_threads(n: int, timeout: float, work: Callable[[int, Rendezvous], 
         with DeviceThreads(n) as started, _blas_threads_per_device(n):
             started.run(device)
     if errors:
-        first = rendezvous.failure
-        d, e = first if first is not None else next(iter(errors.items()))
-        if isinstance(e, Aborted):  # pragma: no cover - the first failure is never an abort
-            d, e = next((k, v) for k, v in errors.items() if not isinstance(v, Aborted))
+        failed = rendezvous.failure
+        d, e = failed if failed is not None else next(iter(errors.items()))
+        if isinstance(e, Aborted):  # stopped from outside (another rank), or a later failure
+            d, e = next(((k, v) for k, v in errors.items() if not isinstance(v, Aborted)),
+                        (d, e))
+            if isinstance(e, Aborted):
+                raise e
         if n == 1:
             raise e
         raise DeviceError(d, e) from e
