@@ -12,7 +12,8 @@ import pytest
 from xlaplug.backends.spmd.device_threads import DeviceThreads
 from xlaplug.backends.spmd.kernels import reduce_values, ufunc_combiner
 from xlaplug.backends.spmd.rendezvous import Aborted, CollectiveTimeout, Rendezvous
-from xlaplug.backends.spmd.shares import chunk, outputs_like, reduce_my_chunk
+from xlaplug.backends.spmd.buffers import BufferPool
+from xlaplug.backends.spmd.shares import chunk, reduce_my_chunk
 
 
 class _Ins:
@@ -35,7 +36,7 @@ def test_every_rank_reducing_its_chunk_gives_the_whole_reduction(dtype, et, uf):
     n, rng = 3, np.random.default_rng(0)
     inputs = [[(rng.standard_normal((7, 3)) * 50).astype(dtype)] for _ in range(n)]
     combine = ufunc_combiner(uf, et)
-    every = [(x, outputs_like(x)) for x in inputs]
+    every = [(x, [np.empty_like(v) for v in x]) for x in inputs]
     for rank in range(n):
         reduce_my_chunk(every, rank, combine, reduce_values)
     want = reduce_values([x[0] for x in inputs], combine, np.dtype(dtype))
@@ -110,16 +111,17 @@ def test_kept_threads_run_many_jobs_and_report_errors():
         threads.run(lambda d: None)
 
 
-def test_mpi_buffers_are_reused_only_when_no_value_refers_to_them():
-    from xlaplug.backends.spmd.mpi import MpiTransport  # imports no MPI by itself
-    pool: dict = {}
-    a = MpiTransport._buffer(pool, np.float32, 1 << 20)
+def test_pooled_buffers_are_reused_only_when_no_value_refers_to_them():
+    pool = BufferPool()
+    a = pool.take(np.float32, 1 << 20)
     assert a.ctypes.data % 4096 == 0
     kept = a[3:9].reshape(2, 3)  # a result's view keeps the buffer busy
     del a
-    b = MpiTransport._buffer(pool, np.float32, 1 << 20)
+    b = pool.take(np.float32, 1 << 20)
     assert not np.shares_memory(b, kept)
     del b, kept
-    c = MpiTransport._buffer(pool, np.float32, 1 << 20)
-    assert any(c.base is owner for owner in pool[(np.dtype(np.float32), 1 << 20)])
-    assert MpiTransport._buffer(pool, np.float32, 1 << 22).ctypes.data % (2 << 20) == 0
+    c = pool.take(np.float32, 1 << 20)
+    assert any(c.base is owner for owner in pool._owners[(np.dtype(np.float32), 1 << 20)])
+    assert pool.take(np.float32, 1 << 22).ctypes.data % (2 << 20) == 0
+    shaped = pool.like([np.zeros((3, 70000), np.int32)])[0]
+    assert shaped.shape == (3, 70000) and shaped.dtype == np.int32

@@ -108,13 +108,16 @@ def run_in_process(module: Module, grid: DeviceGrid, args: list[list], *, device
     from .backends.spmd.device_threads import DeviceThreads
     from .backends.spmd.runner import run_devices
     times, results = [], None
-    with DeviceThreads(grid.count) as threads:  # started once for every repeat
+    # Threads and contexts (thunk sequences, compiled kernels, collective buffers) made
+    # once for every repeat, as XLA runs one executable many times.
+    make = _context_factory(device, options, overrides)
+    contexts = [make(d) for d in range(grid.count)]
+    with DeviceThreads(grid.count) as threads:
         for _ in range(max(repeat, 1)):
             t0 = time.perf_counter()
             try:
                 with np.errstate(all="ignore"):
-                    results = run_devices(module, args, grid,
-                                          _context_factory(device, options, overrides),
+                    results = run_devices(module, args, grid, contexts.__getitem__,
                                           timeout, threads)
             except ExecutionError as e:
                 raise RunError(str(e)) from None

@@ -16,7 +16,8 @@ from ..common.errors import ExecutionError
 from ..registry import kernel
 from . import semantics as S
 from .groups import DeviceGrid, participants, permute_domain
-from .shares import SHARE_FROM_BYTES, contiguous, outputs_like, reduce_my_chunk
+from .buffers import BufferPool
+from .shares import SHARE_FROM_BYTES, contiguous, reduce_my_chunk
 
 
 @dataclass
@@ -208,7 +209,8 @@ def _all_reduce(ins, args, ctx, shape):
     combine = _combiner(ins, ctx)
     if hasattr(place.transport, "share") and sum(v.nbytes for v in vals) >= SHARE_FROM_BYTES:
         # Threads of one process: each reduces its chunk into everyone's outputs.
-        vals, outs, rank = contiguous(vals), outputs_like(vals), group.index(place.device)
+        vals, rank = contiguous(vals), group.index(place.device)
+        outs = ctx.kernel_cache.table("spmd").setdefault("results", BufferPool()).like(vals)
         place.share(ins, group, (vals, outs),
                     lambda every: reduce_my_chunk(every, rank, combine, reduce_values))
         return _out(ins, outs, shape, ctx, fresh=True)

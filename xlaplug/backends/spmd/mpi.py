@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import sys
 import threading
 import time
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..common.errors import ExecutionError
+from .buffers import BufferPool
 from .rendezvous import Aborted, CollectiveTimeout
 
 _ABORT, _STATUS_REQ, _STATUS_REP = 1, 2, 3
@@ -30,7 +30,6 @@ _SPIN_SECONDS = 0.02  # busy-poll this long before sleeping between polls
 # From this many bytes an all-reduce waits for every member, then makes the blocking call
 # (measured with MPICH 5 on 2 ranks: 16 MiB 11.0 ms non-blocking, 6.7 ms blocking).
 _BLOCKING_BYTES = 4 << 20
-_POOL_FROM_BYTES = 64 << 10  # smaller buffers come from malloc's free lists, faults paid
 # numpy dtypes MPI reduces natively (mpi4py maps them to MPI datatypes).
 _NATIVE = {np.dtype(t) for t in ("int8", "uint8", "int16", "uint16", "int32", "uint32",
                                  "int64", "uint64", "float32", "float64", "complex64",
@@ -70,8 +69,8 @@ class MpiTransport:
         self.ctl = world.Dup()    # aborts and status queries, never mixed with data
         self._comms: dict[tuple, Any] = {}
         self._calls: dict[str, int] = {}
-        self._send: dict[tuple, list] = {}   # fused send buffers, by (dtype, size)
-        self._recv: dict[tuple, list] = {}   # all-reduce results, by (dtype, size)
+        self._send = BufferPool()   # fused send buffers
+        self._recv = BufferPool()   # all-reduce results (see buffers.py: why reused)
         self.where = "running"
         self.aborted: tuple[int, Any] | None = None  # (rank, message) once one failed
         self._ctl_lock = threading.Lock()
@@ -217,9 +216,9 @@ class MpiTransport:
             if len(idx) == 1:
                 send = np.ascontiguousarray(arrays[idx[0]]).reshape(-1)
             else:
-                send = self._buffer(self._send, dt, sum(arrays[i].size for i in idx))
+                send = self._send.take(dt, sum(arrays[i].size for i in idx))
                 np.concatenate([np.asarray(arrays[i]).reshape(-1) for i in idx], out=send)
-            bufs.append((idx, send, self._buffer(self._recv, dt, send.size)))
+            bufs.append((idx, send, self._recv.take(dt, send.size)))
         if sum(b[1].nbytes for b in bufs) >= _BLOCKING_BYTES:
             # Large: once every member has arrived (a polled barrier: no unbounded wait),
             # the blocking MPI_Allreduce, whose algorithms beat the non-blocking one's there.
@@ -239,26 +238,6 @@ class MpiTransport:
                 at += n
         self.where = "running"
         return out
-
-    @staticmethod
-    def _buffer(pool: dict, dtype, size: int) -> np.ndarray:
-        """A buffer of `size` elements from `pool`, reused when no value still refers to it.
-        Fresh memory costs a page fault per page on first touch: at 16 MiB a new receive
-        buffer per call made the all-reduce 2.3x raw MPI_Allreduce (measured, MPICH, D=2).
-        The pool keeps the memory's owner; every array handed out, and every view of one,
-        names that owner as its numpy `base`, so the owner's reference count says whether
-        any value still uses it: a busy one is never reused."""
-        dtype = np.dtype(dtype)
-        if size * dtype.itemsize < _POOL_FROM_BYTES:
-            return np.empty(size, dtype)
-        owners = pool.setdefault((dtype, size), [])
-        for i in range(len(owners)):
-            if sys.getrefcount(owners[i]) == 2:  # the pool's reference and the argument
-                return _aligned_view(owners[i], size, dtype)
-        owner = _aligned_owner(size * dtype.itemsize)
-        if len(owners) < 2:
-            owners.append(owner)
-        return _aligned_view(owner, size, dtype)
 
     def sendrecv(self, device: int, ins, x: np.ndarray, dest: int, source: int) -> np.ndarray:
         """Send x to `dest` and receive what `source` sends (a plugin communicator's
@@ -294,22 +273,6 @@ class MpiTransport:
         self._wait([r], _End(), 0, tuple(range(self.size)), 2 * self.timeout + 5)
         gathered = self.data.gather(results, root=0)  # every rank is past the barrier
         return bool(flags.all()), gathered if self.rank == 0 else None
-
-
-def _alignment(nbytes: int) -> int:
-    """A page, or a huge page's 2 MiB from 2 MiB: MPICH moved 16 MiB 1.2-1.3x faster into a
-    2 MiB-aligned receive buffer than into one at malloc's offset (measured, D=2, one run)."""
-    return 2 << 20 if nbytes >= 2 << 20 else 4096
-
-
-def _aligned_owner(nbytes: int) -> np.ndarray:
-    return np.empty(nbytes + _alignment(nbytes), np.uint8)
-
-
-def _aligned_view(owner: np.ndarray, size: int, dtype: np.dtype) -> np.ndarray:
-    nbytes = size * dtype.itemsize
-    at = -owner.ctypes.data % _alignment(nbytes)
-    return owner[at:at + nbytes].view(dtype)
 
 
 class _End:

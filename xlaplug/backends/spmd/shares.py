@@ -25,11 +25,6 @@ def chunk(count: int, n: int, rank: int) -> slice:
     return slice(min(size * rank, count), min(size * (rank + 1), count))
 
 
-def outputs_like(values: list[np.ndarray]) -> list[np.ndarray]:
-    """This device's own result buffers (every participant writes its chunk into them)."""
-    return [np.empty(v.shape, v.dtype) for v in values]
-
-
 def reduce_my_chunk(every: list[tuple[list[np.ndarray], list[np.ndarray]]], rank: int,
                     combine, reduce_values) -> None:
     """`every[j]` = (inputs, outputs) of rank j; reduces chunk `rank` of each leaf into every
