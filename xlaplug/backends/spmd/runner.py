@@ -138,7 +138,8 @@ def run_devices(module: Module, device_args: list[list], grid: DeviceGrid,
         if n > 1 and _cuda_simulated(ctx):
             _simulator_turns(ctx)
         args = [a if isinstance(a, tuple) else np.asarray(a) for a in device_args[d]]
-        out = ctx.run(module.entry, ctx.memory.to_device(args))
+        with np.errstate(all="ignore"):  # as one device runs (errstate is per thread)
+            out = ctx.run(module.entry, ctx.memory.to_device(args))
         return ctx.memory.to_host(out, module.entry.root.shape)
 
     return on_device_threads(n, timeout, work, threads)
