@@ -103,7 +103,8 @@ CASES = [
   ROOT t = (bf16[64], f16[64]) tuple(a, b)""", ADDB + ADDB.replace("bf16", "f16").replace(
         "addb", "addh")), [("bf16", (64,)), ("f16", (64,))]),
     # From 256 KiB per device each participant reduces one chunk into everyone's output
-    # (shares.py): lengths that 4 does not divide, a fused tuple, subgroups, bf16 in f32.
+    # (shares.py): lengths that 4 does not divide, a fused tuple, subgroups (of one device
+    # too), bf16 in f32.
     ("chunked_all_reduce", 4, 1, _module(4, 1, """
   p = f32[65541] parameter(0)
   q = s32[70001] parameter(1)
@@ -112,7 +113,8 @@ CASES = [
   b = s32[70001] all-reduce(q), replica_groups={{0,2},{1,3}}, to_apply=maxi
   c = (f32[65541], f32[65541]) all-reduce(p, p), replica_groups={{3,1,0,2}}, to_apply=add
   d = bf16[131075] all-reduce(h), replica_groups={}, to_apply=addb
-  ROOT t = (f32[65541], s32[70001], (f32[65541], f32[65541]), bf16[131075]) tuple(a, b, c, d)""",
+  e = f32[65541] all-reduce(p), replica_groups={{0},{1},{2},{3}}, to_apply=add
+  ROOT t = (f32[65541], s32[70001], (f32[65541], f32[65541]), bf16[131075], f32[65541]) tuple(a, b, c, d, e)""",
         ADD + MAXI + ADDB), [("f32", (65541,)), ("s32", (70001,)), ("bf16", (131075,))]),
     ("permute_in_while_ring", 4, 1, _module(4, 1, """
   p = f32[3] parameter(0)

@@ -44,6 +44,13 @@ def test_every_rank_reducing_its_chunk_gives_the_whole_reduction(dtype, et, uf):
         assert out.dtype == want.dtype and out.tobytes() == want.tobytes()
 
 
+def test_a_group_of_one_gets_its_own_values():
+    x = [np.arange(10, dtype=np.float32)]
+    every = [(x, [np.empty_like(x[0])])]
+    reduce_my_chunk(every, 0, ufunc_combiner(np.add, "f32"), reduce_values)
+    assert every[0][1][0].tobytes() == x[0].tobytes()
+
+
 def _on_threads(n, fn):
     errors = {}
 

@@ -15,7 +15,8 @@ import numpy as np
 
 # Below this many bytes per device, dividing the work costs more than it saves (a second
 # meeting of the device threads against a few microseconds of adds): every device reduces
-# the whole buffer itself.  Measured on 2 cores, D = 4.
+# the whole buffer itself.  Measured on 2 cores, D = 4, f32 sum: at 64 KiB no gain, at
+# 1 MiB 1.1 ms divided against 4.7 ms whole.
 SHARE_FROM_BYTES = 256 << 10
 
 
@@ -39,7 +40,9 @@ def reduce_my_chunk(every: list[tuple[list[np.ndarray], list[np.ndarray]]], rank
         xs = [x[part] for x in ins]
         dest = outs[0][part]
         uf = getattr(combine, "ufunc", None)
-        if uf is not None and dest.dtype.kind in "biufc":
+        if n == 1:  # a group of one device: its own values
+            np.copyto(dest, xs[0])
+        elif uf is not None and dest.dtype.kind in "biufc":
             # Into the destination: the same ufunc on the same types as combine(acc, x),
             # with no temporaries and no separate copy of rank 0's chunk.
             uf(xs[0], xs[1], out=dest)
