@@ -1,5 +1,5 @@
-"""`xlaplug run` on many devices: in one process (a thread per device) or one device per MPI
-rank under `mpiexec -n D`.
+"""`xlaplug run` on many devices: in one process (a thread per device), or under `mpiexec -n N`
+one device per MPI rank (N = D) or D / N devices per rank on threads (N divides D).
 
 npz layout, for D = replicas x partitions devices (device d = replica d // P, partition
 d % P): an input `inK` holds either the parameter's own shape (every device gets it) or one
