@@ -153,7 +153,6 @@ def worker_inprocess(sizes: list[int], d: int) -> None:
         from jax.experimental.shard_map import shard_map
 
     from xlaplug.backends.spmd.groups import DeviceGrid
-    from xlaplug.backends.spmd.runner import run_module_devices
     from xlaplug.hlo.parser import parse_module
     mesh = Mesh(np.array(jax.devices()[:d]), ("x",))
     f = jax.jit(shard_map(lambda a: jax.lax.psum(a, "x"), mesh=mesh, in_specs=P("x"),

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from xlaplug.backends.spmd.device_threads import DeviceThreads
-from xlaplug.backends.spmd.kernels import reduce_values, ufunc_combiner
+from xlaplug.backends.spmd.reducers import reduce_values, ufunc_combiner
 from xlaplug.backends.spmd.rendezvous import Aborted, CollectiveTimeout, Rendezvous
 from xlaplug.backends.spmd.buffers import BufferPool
 from xlaplug.backends.spmd.shares import chunk, reduce_my_chunk
