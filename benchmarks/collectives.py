@@ -6,15 +6,17 @@
 
 Across processes (one device per process):
   xlaplug   `mpiexec -n D`: an HLO module holding one f32 all-reduce (sum over all replicas)
-            run by xlaplug's executor with its MPI transport (one non-blocking MPI_Iallreduce
-            polled against the collective timeout)
+            run by xlaplug's executor with its MPI transport (below 4 MiB one non-blocking
+            MPI_Iallreduce polled against the collective timeout; from 4 MiB a polled
+            barrier, then the blocking MPI_Allreduce into a reused receive buffer)
   mpi4py    the same buffer through `comm.Allreduce` (the floor xlaplug's transport adds to)
   jax       D processes with jax.distributed (gloo CPU collectives), a jitted shard_map psum
 In one process, D = 4: xlaplug's threads against XLA:CPU with 4 host devices (the same
 shard_map psum), and a data-parallel training step (MLP gradients, pmean, SGD).
 
 Each figure is the median time of one all-reduce after warm-up (iterations between
-barriers, so every rank measures the same window).  Bus bandwidth = bytes * 2(D-1)/D / time,
+barriers, so every rank measures the same window), xlaplug and its reference measured in
+alternating rounds, so a shared machine's load falls on both alike.  Bus bandwidth = bytes * 2(D-1)/D / time,
 as NCCL and Horovod report it.  Ratios are xlaplug's time over the other's (below 1: faster).
 """
 from __future__ import annotations
@@ -52,16 +54,24 @@ def iterations(nbytes: int) -> int:
 
 
 def _timed(fn, iters: int, barrier) -> float:
-    fn()  # warm-up
-    fn()
-    times = []
-    for _ in range(5):
-        barrier()
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            fn()
-        times.append((time.perf_counter() - t0) / iters)
-    return statistics.median(times)
+    return _timed_ab({"x": fn}, iters, barrier)["x"]
+
+
+def _timed_ab(fns: dict, iters: int, barrier, rounds: int = 7) -> dict:
+    """Median time per call of each function, measured in alternating rounds (A, B, A, B,
+    ...) so that a shared machine's changing load falls on all of them alike."""
+    for fn in fns.values():  # warm-up
+        fn()
+        fn()
+    times: dict = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            barrier()
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                fn()
+            times[k].append((time.perf_counter() - t0) / iters)
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 # ---- workers -------------------------------------------------------------------------------
@@ -93,8 +103,9 @@ def worker_mpi(sizes: list[int]) -> None:
         comm.Allreduce(x, recv, op=MPI.SUM)
         ok = bool(np.allclose(got, recv, rtol=1e-5, atol=1e-5))
         iters = iterations(nbytes)
-        t_x = _timed(lambda: ctx.run(module.entry, [x]), iters, comm.Barrier)
-        t_m = _timed(lambda: comm.Allreduce(x, recv, op=MPI.SUM), iters, comm.Barrier)
+        t = _timed_ab({"x": lambda: ctx.run(module.entry, [x]),
+                       "m": lambda: comm.Allreduce(x, recv, op=MPI.SUM)}, iters, comm.Barrier)
+        t_x, t_m = t["x"], t["m"]
         t_x, t_m = comm.allreduce(t_x, op=MPI.MAX), comm.allreduce(t_m, op=MPI.MAX)
         out.append({"bytes": nbytes, "xlaplug_s": t_x, "mpi4py_s": t_m, "agree": ok})
     if rank == 0:
@@ -142,7 +153,6 @@ def worker_inprocess(sizes: list[int], d: int) -> None:
         from jax.experimental.shard_map import shard_map
 
     from xlaplug.backends.spmd.groups import DeviceGrid
-    from xlaplug.backends.spmd.runner import run_module_devices
     from xlaplug.hlo.text.parser import parse_module
     mesh = Mesh(np.array(jax.devices()[:d]), ("x",))
     f = jax.jit(shard_map(lambda a: jax.lax.psum(a, "x"), mesh=mesh, in_specs=P("x"),
@@ -156,9 +166,10 @@ def worker_inprocess(sizes: list[int], d: int) -> None:
         module = parse_module(ALLREDUCE_HLO.format(d=d, n=n))
         args = [[p] for p in parts]
         iters = max(3, iterations(nbytes) // 4)
-        t_x = _timed(_compiled_once(module, args, DeviceGrid(d, 1)), iters, nothing)
         x = jax.device_put(np.concatenate(parts), NamedSharding(mesh, P("x")))
-        t_j = _timed(lambda: f(x).block_until_ready(), iters, nothing)
+        t = _timed_ab({"x": _compiled_once(module, args, DeviceGrid(d, 1)),
+                       "j": lambda: f(x).block_until_ready()}, iters, nothing)
+        t_x, t_j = t["x"], t["j"]
         out.append({"bytes": nbytes, "xlaplug_s": t_x, "xla_s": t_j})
     out.append(_training_step(d))
     print(json.dumps(out))
@@ -166,11 +177,13 @@ def worker_inprocess(sizes: list[int], d: int) -> None:
 
 def _compiled_once(module, args, grid):
     """A run of `module` on every device with each device's context (its thunk sequences,
-    compiled kernels) made once and kept, as XLA keeps its executable."""
+    compiled kernels) and thread made once and kept, as XLA keeps its executable."""
     from xlaplug.backends.executor import ExecContext
+    from xlaplug.backends.spmd.device_threads import DeviceThreads
     from xlaplug.backends.spmd.runner import run_devices
     contexts = [ExecContext("cpu", {}) for _ in range(grid.count)]
-    return lambda: run_devices(module, args, grid, lambda d: contexts[d], 60.0)
+    threads = DeviceThreads(grid.count)  # daemon threads, kept to the process's end
+    return lambda: run_devices(module, args, grid, lambda d: contexts[d], 60.0, threads)
 
 
 def _training_step(d: int) -> dict:
@@ -211,8 +224,9 @@ def _training_step(d: int) -> dict:
     ok = all(np.allclose(o, np.asarray(t), rtol=1e-4, atol=1e-5)
              for o, t in zip(ours[0], theirs))
     nothing = lambda: None  # noqa: E731
-    t_x = _timed(_compiled_once(module, args, DeviceGrid(1, d)), 5, nothing)
-    t_j = _timed(lambda: jax.block_until_ready(compiled(w1, w2, x, y)), 5, nothing)
+    t = _timed_ab({"x": _compiled_once(module, args, DeviceGrid(1, d)),
+                   "j": lambda: jax.block_until_ready(compiled(w1, w2, x, y))}, 5, nothing)
+    t_x, t_j = t["x"], t["j"]
     return {"workload": f"data-parallel MLP step 256x512x64, batch 64/device, D={d}",
             "xlaplug_s": t_x, "xla_s": t_j, "agree": ok}
 

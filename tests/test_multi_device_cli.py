@@ -146,12 +146,70 @@ def test_devices_that_disagree_end_within_the_timeout(tmp_path, mpi):
 
 def test_rank_count_that_does_not_fit(allreduce_case):
     hlo, _, _ = allreduce_case(4)
-    p = xlaplug("run", hlo, mpi=2)
+    p = xlaplug("run", hlo, mpi=3)
     assert p.returncode == 2
     assert p.stderr.strip().endswith("the module runs on 4 devices (4 replicas x 1 "
-                                     "partitions) but mpiexec started 2 processes: use "
-                                     "mpiexec -n 4"), p.stderr
+                                     "partitions) but mpiexec started 3 processes: use "
+                                     "mpiexec -n 4 (or a divisor of 4: several devices per "
+                                     "process)"), p.stderr
     assert p.stderr.count("error:") == 1
+
+
+# Groups within a rank, across ranks, and both, when 2 ranks run 2 devices each.
+PER_RANK = """HloModule per_rank, replica_count=4
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+maxi {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  ROOT m = s32[] maximum(a, b)
+}
+
+ENTRY e {
+  x = f32[6] parameter(0)
+  q = s32[4] parameter(1)
+  all = f32[6] all-reduce(x), replica_groups={}, to_apply=add
+  across = s32[4] all-reduce(q), replica_groups={{0,2},{1,3}}, to_apply=maxi
+  within = f32[6] all-reduce(x), replica_groups={{1,0},{3,2}}, to_apply=add
+  g = f32[12] all-gather(x), replica_groups={{3,0},{1,2}}, dimensions={0}
+  rs = f32[3] reduce-scatter(x), replica_groups={{0,1},{2,3}}, dimensions={0}, to_apply=add
+  cp = f32[6] collective-permute(x), source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
+  id = u32[] replica-id()
+  ROOT t = (f32[6], s32[4], f32[6], f32[12], f32[3], f32[6], u32[]) tuple(all, across, within, g, rs, cp, id)
+}
+"""
+
+
+def test_two_devices_per_rank_match_threads(tmp_path):
+    hlo = tmp_path / "per_rank.hlo"
+    hlo.write_text(PER_RANK)
+    threads = xlaplug("run", hlo, "--seed", 3, "--out", tmp_path / "threads.npz")
+    assert threads.returncode == 0, threads.stderr
+    p = xlaplug("run", hlo, "--seed", 3, "--out", tmp_path / "mpi.npz", "--expect",
+                tmp_path / "threads.npz", mpi=2)
+    assert p.returncode == 0, p.stderr
+    assert "all 7 outputs of 4 devices match" in p.stdout, p.stdout
+    want, got = np.load(tmp_path / "threads.npz"), np.load(tmp_path / "mpi.npz")
+    assert sorted(got) == sorted(want)
+    for k in want:  # rank-order reductions: the same bits as threads in one process
+        assert got[k].tobytes() == want[k].tobytes(), k
+
+
+def test_a_rank_that_never_comes_ends_within_the_timeout(tmp_path):
+    hlo = tmp_path / "disagree.hlo"  # devices 0 and 1 (rank 0) reduce, 2 and 3 (rank 1) do not
+    hlo.write_text(DISAGREE.format(n=4).replace("constant(0)", "constant(2)").replace(
+        "direction=EQ", "direction=LT"))
+    p = xlaplug("run", hlo, "--collective-timeout", 3, mpi=2, timeout=60)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    errors = [ln for ln in p.stderr.splitlines() if "error:" in ln]
+    assert len(errors) == 1, p.stderr
+    assert "device 0: all-reduce 'r' (call 1): rank 1 did not arrive within 3 s; rank 1 " \
+           "finished" in errors[0], errors[0]
 
 
 def test_input_of_the_wrong_stacked_shape(allreduce_case, tmp_path):

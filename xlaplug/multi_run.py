@@ -1,5 +1,5 @@
-"""`xlaplug run` on many devices: in one process (a thread per device) or one device per MPI
-rank under `mpiexec -n D`.
+"""`xlaplug run` on many devices: in one process (a thread per device), or under `mpiexec -n N`
+one device per MPI rank (N = D) or D / N devices per rank on threads (N divides D).
 
 npz layout, for D = replicas x partitions devices (device d = replica d // P, partition
 d % P): an input `inK` holds either the parameter's own shape (every device gets it) or one
@@ -105,17 +105,23 @@ def _context_factory(device, options, overrides):
 def run_in_process(module: Module, grid: DeviceGrid, args: list[list], *, device: str,
                    options: dict, overrides, timeout: float, repeat: int = 1) -> MultiResult:
     from .backends.common.errors import ExecutionError
+    from .backends.spmd.device_threads import DeviceThreads
     from .backends.spmd.runner import run_devices
     times, results = [], None
-    for _ in range(max(repeat, 1)):
-        t0 = time.perf_counter()
-        try:
-            with np.errstate(all="ignore"):
-                results = run_devices(module, args, grid,
-                                      _context_factory(device, options, overrides), timeout)
-        except ExecutionError as e:
-            raise RunError(str(e)) from None
-        times.append(time.perf_counter() - t0)
+    # Threads and contexts (thunk sequences, compiled kernels, collective buffers) made
+    # once for every repeat, as XLA runs one executable many times.
+    make = _context_factory(device, options, overrides)
+    contexts = [make(d) for d in range(grid.count)]
+    with DeviceThreads(grid.count) as threads:
+        for _ in range(max(repeat, 1)):
+            t0 = time.perf_counter()
+            try:
+                with np.errstate(all="ignore"):
+                    results = run_devices(module, args, grid, contexts.__getitem__,
+                                          timeout, threads)
+            except ExecutionError as e:
+                raise RunError(str(e)) from None
+            times.append(time.perf_counter() - t0)
     return MultiResult(grid, [leaves(r) for r in results],
                        {"run_s": float(np.median(times))}, run_times=times)
 
@@ -131,34 +137,43 @@ class QuietStop(Exception):
     """This rank stops because another failed (that rank reports); exit non-zero quietly."""
 
 
-def run_over_mpi(module: Module, grid: DeviceGrid, args_of_rank, *, device: str,
+def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, device: str,
                  options: dict, overrides, timeout: float, expected: dict | None, rtol,
                  atol) -> MultiResult:
-    """This rank's device; rank 0's result holds every device's outputs and mismatches."""
+    """This rank's devices (D / ranks of them: one, or several on threads); rank 0's result
+    holds every device's outputs and mismatches."""
     from .backends.common.errors import ExecutionError
     from .backends.executor import ExecContext
     from .backends.spmd.kernels import Place
     from .backends.spmd.mpi import MpiTransport
+    from .backends.spmd.mpi_threads import run_rank_devices
     from .backends.spmd.rendezvous import Aborted
-    from .backends.spmd.runner import collective_groups
+    from .backends.spmd.runner import DeviceError, collective_groups
     transport = MpiTransport(timeout)
-    if transport.size != grid.count:  # every rank sees it: rank 0 reports
+    if grid.count % transport.size:  # every rank sees it: rank 0 reports
         if transport.rank != 0:
             raise QuietStop()
         raise RunError(f"the module runs on {grid.count} devices ({grid.replicas} replicas x "
                        f"{grid.partitions} partitions) but mpiexec started {transport.size} "
-                       f"processes: use mpiexec -n {grid.count}")
-    rank = transport.rank
+                       f"processes: use mpiexec -n {grid.count} (or a divisor of "
+                       f"{grid.count}: several devices per process)")
+    rank, k = transport.rank, grid.count // transport.size
     t0 = time.perf_counter()
     try:
-        transport.prepare(collective_groups(module, grid))
-        ctx = ExecContext(device, options, overrides=overrides)
-        ctx.spmd = Place(grid, rank, transport)
-        with np.errstate(all="ignore"):
-            out = ctx.memory.to_host(ctx.run(module.entry, ctx.memory.to_device(
-                args_of_rank(rank))), module.entry.root.shape)
-        mine = leaves(out)
-        bad = compare_devices([mine], expected, rtol, atol, rank) if expected else []
+        if k == 1:
+            transport.prepare(collective_groups(module, grid))
+            ctx = ExecContext(device, options, overrides=overrides)
+            ctx.spmd = Place(grid, rank, transport)
+            with np.errstate(all="ignore"):
+                outs = [ctx.memory.to_host(ctx.run(module.entry, ctx.memory.to_device(
+                    args_of_device(rank))), module.entry.root.shape)]
+        else:  # the leaders of a rank's devices talk point to point: no communicators
+            transport.prepare([])
+            outs = run_rank_devices(module, grid, transport,
+                                    _context_factory(device, options, overrides),
+                                    args_of_device, timeout)
+        mine = [leaves(o) for o in outs]
+        bad = compare_devices(mine, expected, rtol, atol, rank * k) if expected else []
         run_s = time.perf_counter() - t0
         all_ok, gathered = transport.finish(not bad, (mine, bad, run_s))
     except Aborted:
@@ -166,13 +181,14 @@ def run_over_mpi(module: Module, grid: DeviceGrid, args_of_rank, *, device: str,
     except (ExecutionError, RunError, Exception) as e:  # noqa: BLE001 - others must hear it
         text = _message(e)
         transport.abort_others(text)
-        err = RunError(f"device {rank}: {text}")
+        err = RunError(text if isinstance(e, DeviceError) else
+                       f"{'device' if k == 1 else 'rank'} {rank}: {text}")
         err.rank_local = True  # only this rank knows it: it reports, whatever its rank
         raise err from None
     if rank != 0:
-        return MultiResult(grid, [mine], {"run_s": run_s}, [] if expected else None, rank,
+        return MultiResult(grid, mine, {"run_s": run_s}, [] if expected else None, rank,
                            all_ok)
-    per = [g[0] for g in gathered]
+    per = [dev for g in gathered for dev in g[0]]
     mism = [m for g in gathered for m in g[1]] if expected is not None else None
     return MultiResult(grid, per, {"run_s": max(g[2] for g in gathered)}, mism, 0, all_ok)
 

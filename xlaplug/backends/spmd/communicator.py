@@ -92,7 +92,7 @@ class Communicator:
                               _MPI_OPS[op])[0]
         else:  # in rank order, as the core all-reduce (bf16 and f8 accumulated in f32)
             from ...hlo import dtypes
-            from .kernels import reduce_values, ufunc_combiner
+            from .reducers import reduce_values, ufunc_combiner
             combine = ufunc_combiner(_UFUNCS[op], dtypes.from_dtype(x.dtype))
             out = reduce_values(self._exchange("allreduce", x), combine, x.dtype)
         if op == "average":  # HLO's divide: integers truncate toward zero

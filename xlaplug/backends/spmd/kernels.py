@@ -16,6 +16,9 @@ from ..common.errors import ExecutionError
 from ..registry import kernel
 from . import semantics as S
 from .groups import DeviceGrid, participants, permute_domain
+from .buffers import BufferPool
+from .reducers import combiner, reduce_values
+from .shares import SHARE_FROM_BYTES, contiguous, reduce_my_chunk
 
 
 @dataclass
@@ -39,11 +42,21 @@ class Place:
         if self.transport is None:
             raise ExecutionError(f"{ins.opcode} '{ins.name}': group {list(group)} has "
                                  f"{len(group)} members, but this runs on one device")
+        return self._unturned(self.transport.exchange, self.device, ins, group, value)
+
+    def share(self, ins, group: tuple[int, ...], value, work) -> None:
+        """`Rendezvous.share`: meet, `work(every member's value)`, meet again."""
+        if len(group) == 1:
+            work([value])
+            return
+        self._unturned(self.transport.share, self.device, ins, group, value, work)
+
+    def _unturned(self, fn, *args):
         if self.turn is None:
-            return self.transport.exchange(self.device, ins, group, value)
+            return fn(*args)
         self.turn.release()
         try:
-            return self.transport.exchange(self.device, ins, group, value)
+            return fn(*args)
         finally:
             self.turn.acquire()
 
@@ -110,53 +123,6 @@ def _out(ins, results: list[np.ndarray], shape: Shape, ctx, fresh: bool = False)
     return vals[0] if len(results) == 1 and not shape.is_tuple else tuple(vals)
 
 
-def _combiner(ins, ctx):
-    """fn(acc, x) applying the reducer computation elementwise (a numpy ufunc when it is a
-    plain add / multiply / maximum / minimum / and / or, else the compiled scalar form)."""
-    from ..cpu import comp_patterns as P
-    from ..cpu.jit_drivers import (from_numba, map_driver, numba_array, pick,
-                                   scalar_callable)
-    comp = ins.attrs["to_apply"]
-    op = P.binary_op(comp)
-    et = comp.root.shape.element_type
-    uf = P.ufunc_for(op, et) if op is not None else None
-    if uf is not None:
-        return ufunc_combiner(uf, et)
-
-    def apply(a, b):
-        xs = [np.ascontiguousarray(numba_array(v)).reshape(-1) for v in (a, b)]
-        out = np.empty(xs[0].size, xs[0].dtype)
-        if out.size:
-            fn, jit = scalar_callable(ctx, comp)
-            pick(map_driver(2), jit)(fn, out, *xs)
-        return from_numba(out, a.dtype).reshape(a.shape)
-    return apply
-
-
-def ufunc_combiner(uf, et: str):
-    """fn(acc, x) combining with the numpy ufunc `uf` as XLA:CPU does for element type `et`:
-    bf16 and f8 in f32, rounded once by `reduce_values` (measured against jax 0.10.2: bf16
-    and f8e4m3fn sums match f32 accumulation, f16 sums match f16 steps)."""
-    if et == "bf16" or et.startswith("f8"):
-        return _widened(uf)
-    return lambda a, b: uf(a, b).astype(a.dtype, copy=False)
-
-
-class _widened:
-    """A combiner that accumulates in f32; `finish` rounds to the element type once."""
-
-    def __init__(self, uf):
-        self.uf = uf
-
-    def __call__(self, a, b):
-        return self.uf(a.astype(np.float32), np.asarray(b).astype(np.float32))
-
-
-def reduce_values(values, combine, dtype):
-    acc = S.reduce_in_rank_order(values, combine)
-    return acc.astype(dtype) if isinstance(combine, _widened) else acc
-
-
 # ---- the collectives ---------------------------------------------------------------------
 
 def _native_op(ins, place, group, vals) -> str | None:
@@ -183,7 +149,14 @@ def _all_reduce(ins, args, ctx, shape):
     if op is not None:
         return _out(ins, place.transport.allreduce(place.device, ins, group, vals, op),
                     shape, ctx, fresh=True)
-    combine = _combiner(ins, ctx)
+    combine = combiner(ins, ctx)
+    if hasattr(place.transport, "share") and sum(v.nbytes for v in vals) >= SHARE_FROM_BYTES:
+        # Threads of one process: each reduces its chunk into everyone's outputs.
+        vals, rank = contiguous(vals), group.index(place.device)
+        outs = ctx.kernel_cache.table("spmd").setdefault("results", BufferPool()).like(vals)
+        place.share(ins, group, (vals, outs),
+                    lambda every: reduce_my_chunk(every, rank, combine, reduce_values))
+        return _out(ins, outs, shape, ctx, fresh=True)
     every = place.exchange(ins, group, vals)
     res = [reduce_values([v[i] for v in every], combine, vals[i].dtype)
            for i in range(len(vals))]
@@ -253,9 +226,10 @@ def _reduce_scatter(ins, args, ctx):
     if met is None:
         return alone
     group, rank, every = met
-    combine = _combiner(ins, ctx)
-    res = [S.scatter_part(reduce_values([v[i] for v in every], combine, every[0][i].dtype),
-                          _dim(ins), len(group), rank) for i in range(len(args))]
+    combine = combiner(ins, ctx)
+    # Only this rank's part is reduced (elementwise, so the same bits as reducing it all).
+    res = [reduce_values([S.scatter_part(v[i], _dim(ins), len(group), rank) for v in every],
+                         combine, every[0][i].dtype) for i in range(len(args))]
     return _out(ins, res, ins.shape, ctx)
 
 

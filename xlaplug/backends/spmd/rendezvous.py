@@ -14,7 +14,7 @@ import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ..common.errors import ExecutionError
 
@@ -29,6 +29,10 @@ class Aborted(ExecutionError):
 
 @dataclass
 class _Slot:
+    # Its own condition on the rendezvous's lock: a deposit wakes only this meeting's
+    # waiters, once, when the last member comes (with 4 device threads a shared condition
+    # woke every waiter at every deposit, each taking the GIL in turn).
+    arrived: threading.Condition
     values: dict[int, Any] = field(default_factory=dict)
     readers: int = 0
 
@@ -36,27 +40,33 @@ class _Slot:
 class Rendezvous:
     """Meeting points of one multi-device run of `n` devices."""
 
-    def __init__(self, n: int, timeout: float = 60.0):
+    def __init__(self, n: int, timeout: float = 60.0, first: int = 0):
+        """Devices first .. first + n - 1 (an MPI rank's, when it runs several)."""
         self.n = n
         self.timeout = timeout
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()  # guards everything below
         self._slots: dict[tuple, _Slot] = {}
         self._calls: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        self._where: dict[int, str] = {d: "running" for d in range(n)}
+        self._where: dict[int, str] = {d: "running" for d in range(first, first + n)}
         self._failed: tuple[int, BaseException] | None = None
 
     # ---- status, for the messages ----------------------------------------------------
     def finished(self, device: int) -> None:
-        with self._cond:
+        with self._lock:
             self._where[device] = "finished"
-            self._cond.notify_all()
+            self._wake_all()
 
     def abort(self, device: int, error: BaseException) -> None:
-        with self._cond:
+        with self._lock:
             self._where[device] = f"failed ({type(error).__name__})"
             if self._failed is None:
                 self._failed = (device, error)
-            self._cond.notify_all()
+            self._wake_all()
+
+    def _wake_all(self) -> None:
+        """Every waiter re-checks (a device finished or failed); under the lock."""
+        for slot in self._slots.values():
+            slot.arrived.notify_all()
 
     @property
     def failure(self) -> tuple[int, BaseException] | None:
@@ -65,15 +75,47 @@ class Rendezvous:
     # ---- the meeting -----------------------------------------------------------------
     def exchange(self, device: int, ins, group: tuple[int, ...], value: Any) -> list[Any]:
         """`value` of every member of `group` (in group order), once all have deposited."""
-        with self._cond:
+        return self._meet(device, ins, group, value, self._count(device, ins), "values")
+
+    def share(self, device: int, ins, group: tuple[int, ...], value: Any,
+              work: Callable[[list[Any]], None]) -> list[Any]:
+        """Meets as `exchange`, runs `work(every member's value)` on this device's thread,
+        then meets again: it returns once every member's work is done.  So each member may
+        do its share of one result -- read the others' inputs, write into their outputs --
+        and reads its own output only when all shares are in (XLA:CPU's in-process
+        collectives divide the work so)."""
+        call = self._count(device, ins)
+        every = self._meet(device, ins, group, value, call, "values")
+        work(every)
+        self._meet(device, ins, group, None, call, "shares done")
+        return every
+
+    def meet_again(self, device: int, ins, group: tuple[int, ...], value: Any, step: str,
+                   timeout: float | None = None) -> list[Any]:
+        """A further meeting of the same call (the last `exchange` of `ins` by `device`),
+        told apart by `step`; `timeout` overrides the rendezvous's own."""
+        with self._lock:
+            call = self._calls[device][ins.name] - 1
+        return self._meet(device, ins, group, value, call, step, timeout)
+
+    def _count(self, device: int, ins) -> int:
+        with self._lock:
             call = self._calls[device][ins.name]
             self._calls[device][ins.name] = call + 1
-            key = (ins.name, call, group)
-            slot = self._slots.setdefault(key, _Slot())
+            return call
+
+    def _meet(self, device: int, ins, group, value, call: int, step: str,
+              timeout: float | None = None) -> list[Any]:
+        with self._lock:
+            key = (ins.name, call, group, step)
+            slot = self._slots.get(key)
+            if slot is None:
+                slot = self._slots[key] = _Slot(threading.Condition(self._lock))
             slot.values[device] = value
             self._where[device] = f"waiting at {ins.opcode} '{ins.name}' (call {call + 1})"
-            self._cond.notify_all()
-            deadline = time.monotonic() + self.timeout
+            if len(slot.values) == len(group):
+                slot.arrived.notify_all()
+            deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
             while len(slot.values) < len(group):
                 if self._failed is not None:
                     raise Aborted(f"device {device}: stopped because device "
@@ -84,7 +126,7 @@ class Rendezvous:
                 if left <= 0 or (gone and len(gone) + len(slot.values) == len(group)):
                     raise CollectiveTimeout(self._timeout_message(device, ins, call, group,
                                                                   slot))
-                self._cond.wait(left)
+                slot.arrived.wait(left)
             out = [slot.values[d] for d in group]
             slot.readers += 1
             if slot.readers == len(group):

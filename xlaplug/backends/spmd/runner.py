@@ -12,6 +12,7 @@ import numpy as np
 
 from ...hlo.ir import Module
 from ..common.errors import ExecutionError
+from .device_threads import DeviceThreads
 from .groups import DeviceGrid
 from .kernels import Place
 from .rendezvous import Aborted, Rendezvous
@@ -76,17 +77,21 @@ class DeviceError(ExecutionError):
         super().__init__(self.message)
 
 
-def on_device_threads(n: int, timeout: float, work: Callable[[int, Rendezvous], Any]) -> list:
-    """`work(d, rendezvous)` for every device d at once, one thread each (inline for one
-    device); their results in device order.  A device that fails stops the others waiting at
-    the rendezvous, and is raised as a DeviceError naming it."""
-    rendezvous = Rendezvous(n, timeout)
+def on_device_threads(n: int, timeout: float, work: Callable[[int, Rendezvous], Any],
+                      threads: DeviceThreads | None = None, first: int = 0) -> list:
+    """`work(d, rendezvous)` for devices d = first .. first + n - 1 at once, one thread each
+    (inline for one device; on `threads` when given, else on threads started for this
+    call); their results in device order.  A device that fails stops the others waiting at
+    the rendezvous, and is raised as a DeviceError naming it; when every failure is an
+    Aborted (another MPI rank failed), that Aborted is raised."""
+    rendezvous = Rendezvous(n, timeout, first)
     results: list[Any] = [None] * n
     errors: dict[int, BaseException] = {}
 
-    def device(d: int) -> None:
+    def device(i: int) -> None:
+        d = first + i
         try:
-            results[d] = work(d, rendezvous)
+            results[i] = work(d, rendezvous)
             rendezvous.finished(d)
         except BaseException as e:  # noqa: BLE001 - reported below, with its device
             errors[d] = e
@@ -94,19 +99,22 @@ def on_device_threads(n: int, timeout: float, work: Callable[[int, Rendezvous], 
 
     if n == 1:
         device(0)
-    else:
-        threads = [threading.Thread(target=device, args=(d,), name=f"xlaplug-device-{d}",
-                                    daemon=True) for d in range(n)]
+    elif threads is not None:
+        if threads.n != n:
+            raise ExecutionError(f"{threads.n} device threads for {n} devices")
         with _blas_threads_per_device(n):
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
+            threads.run(device)
+    else:
+        with DeviceThreads(n) as started, _blas_threads_per_device(n):
+            started.run(device)
     if errors:
-        first = rendezvous.failure
-        d, e = first if first is not None else next(iter(errors.items()))
-        if isinstance(e, Aborted):  # pragma: no cover - the first failure is never an abort
-            d, e = next((k, v) for k, v in errors.items() if not isinstance(v, Aborted))
+        failed = rendezvous.failure
+        d, e = failed if failed is not None else next(iter(errors.items()))
+        if isinstance(e, Aborted):  # stopped from outside (another rank), or a later failure
+            d, e = next(((k, v) for k, v in errors.items() if not isinstance(v, Aborted)),
+                        (d, e))
+            if isinstance(e, Aborted):
+                raise e
         if n == 1:
             raise e
         raise DeviceError(d, e) from e
@@ -114,10 +122,12 @@ def on_device_threads(n: int, timeout: float, work: Callable[[int, Rendezvous], 
 
 
 def run_devices(module: Module, device_args: list[list], grid: DeviceGrid,
-                make_context: Callable[[int], Any], timeout: float = 60.0) -> list:
+                make_context: Callable[[int], Any], timeout: float = 60.0,
+                threads: DeviceThreads | None = None) -> list:
     """Runs the entry computation on every device of `grid`; `device_args[d]` are device d's
     arguments (host values), `make_context(d)` makes device d's execution context (an
-    ExecContext).  Returns each device's result, host values, in device order."""
+    ExecContext); `threads`: kept device threads to run on (see device_threads.py).
+    Returns each device's result, host values, in device order."""
     n = grid.count
     if len(device_args) != n:
         raise ExecutionError(f"{len(device_args)} argument sets for {n} devices")
@@ -128,10 +138,11 @@ def run_devices(module: Module, device_args: list[list], grid: DeviceGrid,
         if n > 1 and _cuda_simulated(ctx):
             _simulator_turns(ctx)
         args = [a if isinstance(a, tuple) else np.asarray(a) for a in device_args[d]]
-        out = ctx.run(module.entry, ctx.memory.to_device(args))
+        with np.errstate(all="ignore"):  # as one device runs (errstate is per thread)
+            out = ctx.run(module.entry, ctx.memory.to_device(args))
         return ctx.memory.to_host(out, module.entry.root.shape)
 
-    return on_device_threads(n, timeout, work)
+    return on_device_threads(n, timeout, work, threads)
 
 
 def run_module_devices(module: Module, device_args: list[list], grid: DeviceGrid | None = None,

@@ -1,0 +1,134 @@
+"""The in-process all-reduce's division of work (shares.py), the rendezvous's two-step
+meeting and kept device threads: our own logic, checked against the whole-buffer reduction
+(the collectives themselves are checked against XLA in test_spmd_collectives.py)."""
+from __future__ import annotations
+
+import threading
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from xlaplug.backends.spmd.device_threads import DeviceThreads
+from xlaplug.backends.spmd.reducers import reduce_values, ufunc_combiner
+from xlaplug.backends.spmd.rendezvous import Aborted, CollectiveTimeout, Rendezvous
+from xlaplug.backends.spmd.buffers import BufferPool
+from xlaplug.backends.spmd.shares import chunk, reduce_my_chunk
+
+
+class _Ins:
+    opcode, name = "all-reduce", "r"
+
+
+def test_chunks_cover_the_buffer_as_xla_cuts_it():
+    # ceil(5 / 4) = 2 elements each: the last rank gets nothing.
+    assert [chunk(5, 4, r) for r in range(4)] == [slice(0, 2), slice(2, 4), slice(4, 5),
+                                                  slice(5, 5)]
+    for count, n in [(0, 3), (1, 4), (7, 2), (65541, 4)]:
+        covered = np.concatenate([np.arange(count)[chunk(count, n, r)] for r in range(n)])
+        assert covered.tolist() == list(range(count))
+
+
+@pytest.mark.parametrize("dtype, et, uf", [
+    (np.float32, "f32", np.add), (np.float16, "f16", np.add), (np.int32, "s32", np.maximum),
+    (ml_dtypes.bfloat16, "bf16", np.add), (np.bool_, "pred", np.logical_or)])
+def test_every_rank_reducing_its_chunk_gives_the_whole_reduction(dtype, et, uf):
+    n, rng = 3, np.random.default_rng(0)
+    inputs = [[(rng.standard_normal((7, 3)) * 50).astype(dtype)] for _ in range(n)]
+    combine = ufunc_combiner(uf, et)
+    every = [(x, [np.empty_like(v) for v in x]) for x in inputs]
+    for rank in range(n):
+        reduce_my_chunk(every, rank, combine, reduce_values)
+    want = reduce_values([x[0] for x in inputs], combine, np.dtype(dtype))
+    for _, (out,) in every:
+        assert out.dtype == want.dtype and out.tobytes() == want.tobytes()
+
+
+def test_a_group_of_one_gets_its_own_values():
+    x = [np.arange(10, dtype=np.float32)]
+    every = [(x, [np.empty_like(x[0])])]
+    reduce_my_chunk(every, 0, ufunc_combiner(np.add, "f32"), reduce_values)
+    assert every[0][1][0].tobytes() == x[0].tobytes()
+
+
+def _on_threads(n, fn):
+    errors = {}
+
+    def run(d):
+        try:
+            fn(d)
+        except BaseException as e:  # noqa: BLE001 - checked by the caller
+            errors[d] = e
+    threads = [threading.Thread(target=run, args=(d,)) for d in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return errors
+
+
+def test_share_returns_only_when_every_share_is_done():
+    r = Rendezvous(3, timeout=10)
+    done = []
+
+    def device(d):
+        r.share(d, _Ins, (0, 1, 2), d, lambda every: done.append(d))
+        assert len(done) == 3  # nobody leaves before all three did their work
+    assert _on_threads(3, device) == {}
+
+
+def test_a_failed_share_stops_the_others():
+    r = Rendezvous(2, timeout=10)
+
+    def device(d):
+        def work(every):
+            if d == 1:
+                raise ValueError("boom")
+        try:
+            r.share(d, _Ins, (0, 1), d, work)
+        except ValueError as e:
+            r.abort(d, e)
+            raise
+    errors = _on_threads(2, device)
+    assert isinstance(errors[1], ValueError) and isinstance(errors[0], Aborted)
+
+
+def test_a_missing_member_times_out_naming_it():
+    r = Rendezvous(2, timeout=0.2)
+    errors = _on_threads(1, lambda d: r.share(d, _Ins, (0, 1), d, lambda every: None))
+    assert isinstance(errors[0], CollectiveTimeout)
+    assert "device 1 did not arrive within 0.2 s" in str(errors[0])
+
+
+def test_kept_threads_run_many_jobs_and_report_errors():
+    seen = []
+    with DeviceThreads(3) as threads:
+        for k in range(3):
+            threads.run(lambda d, k=k: seen.append((k, d)))
+
+        def failing(d):
+            if d == 2:
+                raise KeyError("x")
+        with pytest.raises(KeyError):
+            threads.run(failing)
+        threads.run(lambda d: seen.append(("after", d)))
+    assert sorted(seen[:9]) == [(k, d) for k in range(3) for d in range(3)]
+    assert sorted(x[1] for x in seen[9:]) == [0, 1, 2]
+    with pytest.raises(RuntimeError):
+        threads.run(lambda d: None)
+
+
+def test_pooled_buffers_are_reused_only_when_no_value_refers_to_them():
+    pool = BufferPool()
+    a = pool.take(np.float32, 1 << 20)
+    assert a.ctypes.data % 4096 == 0
+    kept = a[3:9].reshape(2, 3)  # a result's view keeps the buffer busy
+    del a
+    b = pool.take(np.float32, 1 << 20)
+    assert not np.shares_memory(b, kept)
+    del b, kept
+    c = pool.take(np.float32, 1 << 20)
+    assert any(c.base is owner for owner in pool._owners[(np.dtype(np.float32), 1 << 20)])
+    assert pool.take(np.float32, 1 << 22).ctypes.data % (2 << 20) == 0
+    shaped = pool.like([np.zeros((3, 70000), np.int32)])[0]
+    assert shaped.shape == (3, 70000) and shaped.dtype == np.int32
