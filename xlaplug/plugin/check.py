@@ -58,15 +58,22 @@ def _close(a: np.ndarray, b: np.ndarray) -> str | None:
     return f"{int((~ok).sum())} of {a.size} elements differ, max abs err {err:.3g}"
 
 
-def _run_decomposition(entry: OpEntry, op: str, shapes, arrays, attrs, ctx):
+def decomposition_computation(entry: OpEntry, op: str, shapes, attrs,
+                              name: str) -> tuple[Computation, list[Computation]]:
+    """The decomposition of `op` on operands of `shapes` as a computation named `name` that
+    takes the operands as parameters, and the computations it made (reducers)."""
     b = Builder(name_hint="check")
     params = [b.parameter(k, s) for k, s in enumerate(shapes)]
     out = bind_call(entry.fn, f"plugin '{entry.plugin.name}' decomposition of '{op}'",
                     [b, *params], attrs)
     if isinstance(out, (list, tuple)):
         out = b.tuple(*out)
-    comp = Computation(f"{op}.decomposition", b.instructions, out)
-    for c in b.computations:  # reducers the decomposition made
+    return Computation(name, b.instructions, out), list(b.computations)
+
+
+def _run_decomposition(entry: OpEntry, op: str, shapes, arrays, attrs, ctx):
+    comp, made = decomposition_computation(entry, op, shapes, attrs, f"{op}.decomposition")
+    for c in made:
         ctx.sequence(c)
     return ctx.run(comp, list(arrays))
 

@@ -2,22 +2,16 @@
 own and run by XLA:CPU, is the reference its kernel is held against."""
 from __future__ import annotations
 
-from ..hlo.builder import Builder
-from ..hlo.ir import Computation, Module
-from ..plugin.api import bind_call
+from ..hlo.ir import Module
 
 
 def decomposition_module(entry, op: str, shapes, attrs) -> Module:
     """The decomposition of `op` on operands of `shapes` as a module: its entry takes the
     operands as parameters and returns what the decomposition returns."""
-    b = Builder(name_hint="check")
-    params = [b.parameter(k, s) for k, s in enumerate(shapes)]
-    out = bind_call(entry.fn, f"plugin '{entry.plugin.name}' decomposition of '{op}'",
-                    [b, *params], attrs)
-    if isinstance(out, (list, tuple)):
-        out = b.tuple(*out)
-    comp = Computation(f"{op.replace('.', '_')}_decomposition", b.instructions, out)
-    return Module(f"check_{op.replace('.', '_')}", [*b.computations, comp], comp)
+    from ..plugin.check import decomposition_computation
+    comp, made = decomposition_computation(entry, op, shapes, attrs,
+                                           f"{op.replace('.', '_')}_decomposition")
+    return Module(f"check_{op.replace('.', '_')}", [*made, comp], comp)
 
 
 def run_decomposition_on_xla(entry, op: str, shapes, arrays, attrs, ctx=None):
