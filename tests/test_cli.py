@@ -115,9 +115,12 @@ def test_compile_thunks_of_the_example_name_every_instruction(tmp_path):
     assert r.exit_code == 0, r.output
     lines = out.read_text().splitlines()
     assert lines[0].split() == ["#", "thunk", "opcodes", "buffers", "shapes", "bytes"]
-    assert lines[-1] == "46 thunks in main.3; 6 buffers, peak 2.0 KiB (with nested sequences " \
-        "2.0 KiB)"
-    assert [ln.split()[0] for ln in lines[1:-1]] == [str(i) for i in range(46)]
+    # (the GELU's multiply-adds are fused, as XLA contracts them into FMAs at any size)
+    assert lines[-1] == "28 thunks in main.3; 4 buffers, peak 1.1 KiB (with nested sequences " \
+        "3.1 KiB)"
+    firsts = [ln.split()[0] for ln in lines[1:-1]]
+    assert [f for f in firsts if "." not in f] == [str(i) for i in range(28)]
+    assert all(f.split(".")[0] in firsts for f in firsts)  # a fusion's body under its row
 
 
 def test_compile_output_file_and_dump_dir(tmp_path, simple):

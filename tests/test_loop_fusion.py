@@ -42,9 +42,9 @@ def _spy_compiled(monkeypatch) -> list:
     calls = []
     real = fused_loop.compiled_loop_fn
 
-    def spy(comp, roles):
+    def spy(comp, roles, **kw):
         calls.append(roles)
-        return real(comp, roles)
+        return real(comp, roles, **kw)
     monkeypatch.setattr(fused_loop, "compiled_loop_fn", spy)
     return calls
 
@@ -141,23 +141,65 @@ def test_fusion_shrinks_the_thunk_sequence_and_peak_memory():
 
 
 def test_threshold_keeps_small_arrays_unfused():
-    text, _ = _jax(lambda x, y: x * y + y, X, Y)
+    text, _ = _jax(lambda x, y: (x + y) * y, X, Y)  # (no multiply-add to contract)
     m = parse_module(text)
     compile_module(m, None)  # default threshold: 65,536 elements
     assert not _fusions(m)
     big = np.zeros((256, 256), np.float32)
-    text, _ = _jax(lambda x, y: x * y + y, big, big)
+    text, _ = _jax(lambda x, y: (x + y) * y, big, big)
     m = parse_module(text)
     compile_module(m, None)
     assert len(_fusions(m)) == 1
 
 
 def test_small_fusion_runs_through_the_interpreter(monkeypatch):
-    m = _fused(_jax(lambda x, y: x * y + y, X, Y)[0])
+    m = _fused(_jax(lambda x, y: (x + y) * y, X, Y)[0])
     compiled = _spy_compiled(monkeypatch)
     got = execute(m, [X, Y]).outputs  # default fusion_min_elements: too small to compile
     assert not compiled
-    np.testing.assert_allclose(got[0], X * Y + Y, rtol=1e-6)
+    np.testing.assert_allclose(got[0], (X + Y) * Y, rtol=1e-6)
+
+
+SMALL_FMA = {  # XLA:CPU contracts these multiply-adds into FMAs on arrays of any size
+    "sin_mul_add": lambda x, y: jnp.sin(x) * y + 1,
+    "sub_of_product": lambda x, y: 0.5 - x * y,
+    "through_reshape": lambda x, y: (x * y).reshape(-1) + y.reshape(-1),
+    "f64": lambda x, y: x.astype(jnp.float64) * y + x,
+}
+
+
+@pytest.mark.parametrize("name", sorted(SMALL_FMA))
+def test_small_multiply_add_is_an_fma_as_in_xla(name, monkeypatch):
+    """Default thresholds: a 12-element chain with a contractible multiply-add is fused and
+    run compiled (serially), so it rounds once, bit for bit XLA's; per-op kernels round
+    twice (1 ULP off on some elements)."""
+    x = np.linspace(-2.3, 2.9, 12, dtype=np.float32).reshape(3, 4)
+    y = np.linspace(1.7, -3.1, 12, dtype=np.float32).reshape(3, 4) / np.float32(3)
+    with jax.enable_x64(name == "f64"):
+        text, want = _jax(SMALL_FMA[name], x, y)
+    compiled = _spy_compiled(monkeypatch)
+    m = parse_module(text)
+    compile_module(m, None)
+    assert len(_fusions(m)) == 1
+    got = execute(m, [x, y]).outputs
+    assert compiled == [("array", "array")]
+    np.testing.assert_array_equal(got[0].view(f"u{got[0].itemsize}"),
+                                  want[0].view(f"u{want[0].itemsize}"))
+
+
+def test_small_fma_in_a_while_body_is_xlas_compiled_or_not():
+    """A small fused multiply-add inside a while body: the iterations run before the loop
+    compiles (fusion kernel) and the compiled loop (loop_codegen.py) both contract it, so
+    the result is XLA's bit for bit."""
+    x = np.linspace(0.05, 0.95, 12, dtype=np.float32).reshape(3, 4)
+
+    def f(v):  # the logistic map: chaotic, so one double rounding shows in the result
+        return lax.fori_loop(0, 40, lambda i, v: v * 3.9 - v * v * 3.9, v)
+    text, want = _jax(f, x)
+    m = parse_module(text)
+    compile_module(m, None)
+    got = execute(m, [x]).outputs
+    np.testing.assert_array_equal(got[0].view(np.uint32), want[0].view(np.uint32))
 
 
 def test_non_loop_fusion_is_interpreted(monkeypatch):

@@ -21,7 +21,9 @@ A producer joins its consumer's fusion when every user of it is in that fusion (
 is computed twice), it is not the computation's root, and no loaded plugin overrides its
 opcode (the plugin's kernel must still run).  Only results of at least `min_elements`
 elements start a fusion: below that, the one-time compile of a fused loop costs more than
-it saves.  A fusion needs two pieces of work (elementwise ops or array broadcasts).
+it saves -- except a chain holding a multiply-add XLA:CPU contracts into an FMA
+(fusion_contents.contracts), fused at any size from 2 elements so its rounding is XLA's.
+A fusion needs two pieces of work (elementwise ops or array broadcasts).
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from typing import ClassVar
 
 from ..backends.common.fusion_contents import (DEFAULT_MIN_ELEMENTS, LOOP_OPS,  # noqa: F401
                                                SHAPE_OPS as _SHAPE_OPS, cheap as _cheap,
+                                               contracts as _contracts,
                                                edge_broadcast as _edge_broadcast,
                                                loop_shape, member as _member,
                                                n_elements as _n, param_index_map)
@@ -87,8 +90,9 @@ def _groups(comp: Computation, min_elements: int, skip: frozenset) -> list[list[
     for root in reversed(comp.instructions):
         n = _n(root.shape)
         if id(root) in taken or root.opcode not in LOOP_OPS or root.opcode in skip \
-                or n < max(min_elements, 2) or not _member(root, n):
+                or n < 2 or not _member(root, n):
             continue
+        small = n < min_elements  # fused only if it holds an FMA (see the module docstring)
         group, members = [root], {id(root)}
         work = list(root.operands)
         while work:
@@ -106,7 +110,7 @@ def _groups(comp: Computation, min_elements: int, skip: frozenset) -> list[list[
             if not _edge_broadcast(p):  # (an edge broadcast's operand stays a parameter)
                 work.extend(p.operands)
         work_done = sum(1 for i in group if i.opcode in LOOP_OPS or _edge_broadcast(i))
-        if work_done < 2:
+        if work_done < 2 or (small and not _contracts(group, users)):
             continue
         taken |= {id(i) for i in group if not _cheap(i)}
         groups.append(sorted(group, key=lambda i: order[id(i)]))

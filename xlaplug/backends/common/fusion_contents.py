@@ -51,6 +51,35 @@ def member(ins: Instruction, n: int) -> bool:
     return cheap(ins)
 
 
+def contracts(instructions, users: dict) -> bool:
+    """Does this loop (its instructions; `users`: id -> the instructions reading it) hold a
+    multiply XLA:CPU contracts into an FMA: an f32/f64 multiply whose only user is an add or
+    subtract of the loop, through single-user reshapes/copies (scalar_codegen's rule, which
+    then does the contracting)?  XLA does it in every fused loop, whatever its size, so such
+    a chain is fused, and run compiled, however small (one rounding, not two)."""
+    inside = {id(i) for i in instructions}
+    for ins in instructions:
+        if ins.opcode not in ("add", "subtract") or len(ins.operands) != 2 or \
+                ins.shape.element_type not in ("f32", "f64"):
+            continue
+        for m in ins.operands:
+            while m.opcode in SHAPE_OPS and id(m) in inside and len(users.get(id(m), ())) == 1:
+                m = m.operands[0]
+            if (m.opcode == "multiply" and id(m) in inside and len(users.get(id(m), ())) == 1
+                    and m.shape.element_type == ins.shape.element_type):
+                return True
+    return False
+
+
+def computation_contracts(comp: Computation) -> bool:
+    """`contracts` for a fusion's body."""
+    users: dict[int, list] = {}
+    for ins in comp.instructions:
+        for o in ins.operands:
+            users.setdefault(id(o), []).append(ins)
+    return contracts(comp.instructions, users)
+
+
 def param_index_map(b: Instruction) -> str:
     """For `b = broadcast(p)` in a loop over b's elements: p's flat index, as an expression
     of the loop index `i` (row-major coordinates of b, those p keeps, p's strides)."""

@@ -312,7 +312,7 @@ _TANH_Q32 = (1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03,
              4.89352518554385e-03)
 
 
-@register_jitable
+@register_jitable(inline="always")
 def _xtanh32(x):
     x = np.float32(x)
     if x != x or abs(x) < np.float32(0.0004):
@@ -333,38 +333,61 @@ def _xtanh32(x):
 # 1/2), r = x - m ln2 in two steps (Cephes' split of ln2), a degree-7 polynomial in r, times
 # 2^m; subnormal results flush to zero.  Bit for bit XLA's below x = 88.3763 (0 mismatches
 # in 400k inputs over [-120, 88.37]); in the last 0.35 before overflow XLA rounds
-# differently (1 ULP) and the correctly rounded value is used there.
-_POW2 = np.array([2.0 ** k for k in range(-160, 131)])  # 2^m for m in [-160, 130]
+# differently (1 ULP) and the correctly rounded value is used there (_xexp32_edge).
+# Written without branches or calls (selects, 2^m built from its bits) so that a loop
+# calling it vectorizes: every lane computes every case and picks its own.
 _EXP_P32 = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
             1.6666665459e-1, 5.0000001201e-1)
+_EXP885 = np.float64(np.exp(np.float64(88.5)))
+_EXP_LO32 = np.float32(-104.0)
+_EXP_HI32 = np.float32(88.3762626647950)
+_EXP_INF32 = np.float32(88.72283935546875)
 
 
 @register_jitable
+def _xexp32_edge(x):
+    """exp(x) in f64 for f32 x in [88.37, 88.73]: e^88.5 times a degree-12 Taylor
+    polynomial of x - 88.5 (relative error ~3e-16; rounded to f32 it equals the correctly
+    rounded exp on every f32 input of [88, 89], checked exhaustively)."""
+    t = np.float64(x) - 88.5
+    p = 1.0 / 479001600.0
+    p = p * t + 1.0 / 39916800.0
+    p = p * t + 1.0 / 3628800.0
+    p = p * t + 1.0 / 362880.0
+    p = p * t + 1.0 / 40320.0
+    p = p * t + 1.0 / 5040.0
+    p = p * t + 1.0 / 720.0
+    p = p * t + 1.0 / 120.0
+    p = p * t + 1.0 / 24.0
+    p = p * t + 1.0 / 6.0
+    p = p * t + 0.5
+    p = p * t + 1.0
+    p = p * t + 1.0
+    return p * _EXP885
+
+
+@register_jitable(inline="always")
 def _xexp32(x):
     x = np.float32(x)
-    if x != x:
-        return x
-    if x > np.float32(88.72283935546875):
-        return np.float32(np.inf)
-    if x > np.float32(88.3762626647950):
-        return np.float32(np.exp(np.float64(x)))
-    if x < np.float32(-104.0):
-        x = np.float32(-104.0)
-    m = np.float32(np.floor(_xfma32(x, np.float32(1.44269504088896341), np.float32(0.5))))
-    r = _xfma32(m, np.float32(-0.693359375), x)
+    xc = x if x > _EXP_LO32 else _EXP_LO32  # (NaN takes the low clamp; picked out below)
+    xc = xc if xc < _EXP_HI32 else _EXP_HI32
+    m = np.float32(np.floor(_xfma32(xc, np.float32(1.44269504088896341), np.float32(0.5))))
+    r = _xfma32(m, np.float32(-0.693359375), xc)
     r = _xfma32(m, np.float32(2.12194440e-4), r)
     r2 = np.float32(r * r)
     y = np.float32(_EXP_P32[0])
     for k in range(1, 6):
         y = _xfma32(y, r, np.float32(_EXP_P32[k]))
     y = np.float32(_xfma32(y, r2, r) + np.float32(1.0))
-    res = np.float32(np.float64(y) * _POW2[int(m) + 160])  # (ldexp is a slow libm call)
-    if res < _TINY32:
-        return np.float32(0.0)
-    return res
+    # y * 2^m in f64 (exact; m in [-150, 128]), rounded once to f32
+    res = np.float32(np.float64(y) * _xfrom_bits64((np.int64(m) + np.int64(1023)) << np.int64(52)))
+    res = res if res >= _TINY32 else np.float32(0.0)
+    res = np.float32(_xexp32_edge(x)) if x > _EXP_HI32 else res
+    res = np.float32(np.inf) if x > _EXP_INF32 else res
+    return x if x != x else res
 
 
-@register_jitable
+@register_jitable(inline="always")
 def _xlogistic32(x):
     """XLA's logistic in f32 steps: 1 / (1 + exp(-x)), each step flushed."""
     one = np.float32(1.0)
@@ -385,32 +408,70 @@ def _xexpm1_32(x):
     return _xftz32(t * _xftz32(e + np.float32(1.0)))
 
 
-@register_jitable
+# Bit views.  These bodies (through a one-element array) are what plain Python runs (CUDA
+# has its own, device_helpers.py); numba on the CPU compiles the overloads below instead: an
+# LLVM bitcast, which -- unlike an array allocation -- lets a loop calling them vectorize.
 def _xbits32(x):
     a = np.empty(1, np.float32)
     a[0] = x
     return a.view(np.int32)[0]
 
 
-@register_jitable
 def _xfrom_bits32(i):
     a = np.empty(1, np.int32)
     a[0] = i
     return a.view(np.float32)[0]
 
 
-@register_jitable
 def _xbits64(x):
     a = np.empty(1, np.float64)
     a[0] = x
     return a.view(np.int64)[0]
 
 
-@register_jitable
 def _xfrom_bits64(i):
     a = np.empty(1, np.int64)
     a[0] = i
     return a.view(np.float64)[0]
+
+
+_LLVM_FLOAT = {32: llvm_ir.FloatType(), 64: llvm_ir.DoubleType()}
+
+
+@intrinsic
+def _llvm_bitcast(typingctx, x, to):
+    """x reinterpreted as the same-width type `to` (a numba type given as a typeref)."""
+    dst = getattr(to, "instance_type", None)
+    if not isinstance(dst, (types.Integer, types.Float)) or dst.bitwidth != x.bitwidth:
+        return None
+    if not isinstance(x, (types.Integer, types.Float)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        t = _LLVM_FLOAT[dst.bitwidth] if isinstance(dst, types.Float) else \
+            llvm_ir.IntType(dst.bitwidth)
+        return builder.bitcast(args[0], t)
+    return dst(x, to), codegen
+
+
+@overload(_xbits32)
+def _bits32_llvm(x):
+    return lambda x: _llvm_bitcast(np.float32(x), np.int32)
+
+
+@overload(_xfrom_bits32)
+def _from_bits32_llvm(i):
+    return lambda i: _llvm_bitcast(np.int32(i), np.float32)
+
+
+@overload(_xbits64)
+def _bits64_llvm(x):
+    return lambda x: _llvm_bitcast(np.float64(x), np.int64)
+
+
+@overload(_xfrom_bits64)
+def _from_bits64_llvm(i):
+    return lambda i: _llvm_bitcast(np.int64(i), np.float64)
 
 
 @register_jitable

@@ -13,31 +13,52 @@ so the chain makes one pass over memory instead of one per instruction, on the c
 has.  The module is cached on disk (jit_cache.py): later processes load the machine code.  Any other fusion (kInput reductions, transposes, several outputs, ...) and fusions of
 fewer than the run option `fusion_min_elements` elements (default the pass's threshold:
 compiling costs more than a small loop saves) run their computation through the
-interpreter, as before.  A computation scalar_jit cannot compile falls back the same way.
+interpreter, as before -- unless the body holds a multiply-add XLA contracts into an FMA
+(fusion_contents.contracts): the per-op kernels would round twice, so such a fusion runs
+compiled at any size, as a serial loop (no threads to wake for a few elements; compiled
+once, then loaded from the disk cache).  Interpreting runs (`interpret_loops`) compile
+nothing.  A computation scalar_jit cannot compile falls back the same way.
 """
 from __future__ import annotations
 
 import numpy as np
 from numba.core.errors import TypingError
 
-from ..common.fusion_contents import DEFAULT_MIN_ELEMENTS, element_index, loop_plan, loop_shape
+from ..common.fusion_contents import (DEFAULT_MIN_ELEMENTS, computation_contracts,
+                                      element_index, loop_plan, loop_shape)
 from ..registry import kernel
 from .jit_cache import cached_function, scalar_piece
 from .jit_drivers import from_numba, numba_array, numba_dtype, numba_scalar
 
-def compiled_loop_fn(comp, roles: tuple[str, ...]):
-    """The fusion as one parallel loop -- its body (scalar_jit's elementwise source) called
-    with each array parameter at i and each scalar once -- in a module numba caches on disk
-    (jit_cache.py), so later processes skip the compile."""
+def compiled_loop_fn(comp, roles: tuple[str, ...], parallel: bool = True):
+    """The fusion as one loop (parallel: over numba's threads) -- its body (scalar_jit's
+    elementwise source) called with each array parameter at i and each scalar once -- in a
+    module numba caches on disk (jit_cache.py), so later processes skip the compile."""
     body, consts, fname = scalar_piece(comp, "F", elementwise=True)
     names = [f"p{k}" for k in range(len(roles))]
     call = ", ".join(x if r == "scalar" else f"{x}[{element_index(r)}]"
                      for x, r in zip(names, roles))
     loop = (f"def loop(out{''.join(', ' + x for x in names)}):\n"
-            f"    for i in prange(out.shape[0]):\n"
+            f"    for i in {'prange' if parallel else 'range'}(out.shape[0]):\n"
             f"        out[i] = {fname}({call})\n")
-    return cached_function(body + "\n" + loop, consts, "loop", nogil=True, parallel=True,
+    return cached_function(body + "\n" + loop, consts, "loop", nogil=True, parallel=parallel,
                            error_model="numpy")
+
+
+def _serial_loop_fn(comp, roles: tuple[str, ...]):
+    return compiled_loop_fn(comp, roles, parallel=False)
+
+
+def _small_plan(ctx, comp):
+    """The serial compiled loop of a fusion below the size threshold, when its body holds
+    a contracted multiply-add (see the module docstring); else None."""
+    if ctx.options.get("interpret_loops"):
+        return None
+    holds = ctx.kernel_cache.table("_fused_contracts")
+    if id(comp) not in holds:
+        holds[id(comp)] = computation_contracts(comp)
+    return loop_plan(ctx, comp, _serial_loop_fn, "_fused_small_plans") if holds[id(comp)] \
+        else None
 
 
 def _compiled_loop(ins) -> bool:
@@ -52,8 +73,9 @@ def _fusion(ins, args, ctx):
     comp = ins.attrs["calls"][0]
     n = ins.shape.num_elements() if ins.shape.is_array else 0
     if n < ctx.options.get("fusion_min_elements", DEFAULT_MIN_ELEMENTS):
-        return ctx.run(comp, args)
-    plan = loop_plan(ctx, comp, compiled_loop_fn)
+        plan = _small_plan(ctx, comp) if n > 0 else None
+    else:
+        plan = loop_plan(ctx, comp, compiled_loop_fn)
     if plan is None:
         return ctx.run(comp, args)
     fn, roles = plan
@@ -63,7 +85,8 @@ def _fusion(ins, args, ctx):
     try:
         fn(out, *vals)
     except TypingError:  # numba cannot type it after all: interpret, and remember
-        ctx.kernel_cache.table("_fused_loop_plans")[id(comp)] = None
+        for table in ("_fused_loop_plans", "_fused_small_plans"):
+            ctx.kernel_cache.table(table)[id(comp)] = None
         return ctx.run(comp, args)
     return from_numba(out, ins.shape.dtype).reshape(ins.shape.dims)
 

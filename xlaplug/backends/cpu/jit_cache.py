@@ -102,9 +102,13 @@ def scalar_piece(comp: Computation, prefix: str, elementwise: bool = False):
     prefixed with `prefix`."""
     src, consts, entry = generate_source(comp, elementwise=elementwise)
     src = re.sub(r"\b_(c|K)(\d+)\b", lambda m: f"{prefix}_{m[1]}{m[2]}", src)
-    # Callable from the module's njit functions (and plain Python): register_jitable.
+    # Callable from the module's njit functions (and plain Python): register_jitable.  A loop
+    # fusion's body is inlined into its loop in numba's IR: left to LLVM, a body with a few
+    # transcendentals is too big to inline, and a loop that calls a function does not
+    # vectorize.
     defs = re.findall(rf"^def ({prefix}_c\d+)\(", src, flags=re.M)
-    src += "".join(f"{d} = register_jitable({d})\n" for d in defs)
+    how = '(inline="always")' if elementwise else ""
+    src += "".join(f"{d} = register_jitable{how}({d})\n" for d in defs)
     named = {f"{prefix}_K{i}": c for i, c in enumerate(consts)}
     return src, named, f"{prefix}_c{entry[2:]}"
 

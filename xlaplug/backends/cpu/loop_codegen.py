@@ -114,7 +114,8 @@ class ArrayCodegen:
         if op in ("fusion", "call"):
             callee = ins.attrs.get("calls") or ins.attrs.get("to_apply")
             callee = callee[0] if isinstance(callee, list) else callee
-            return self._inline(callee, [self.names[id(o)] for o in ins.operands], name)
+            return self._inline(callee, [self.names[id(o)] for o in ins.operands], name,
+                                fusion=op == "fusion")
         if op in ("reshape", "copy") and ins.operands[0].shape.num_elements() == \
                 ins.shape.num_elements():
             return self.names[id(ins.operands[0])]  # row-major order is unchanged
@@ -127,17 +128,45 @@ class ArrayCodegen:
             return name
         raise Unsupported(f"'{op}' (instruction '{ins.name}')")
 
-    def _inline(self, comp: Computation, args: list[str], tag: str) -> str:
+    def _inline(self, comp: Computation, args: list[str], tag: str, fusion: bool = False) -> str:
         """A fusion's or call's computation, emitted in place (XLA wraps a loop condition's
-        compare in a fusion); returns the name of its root's value."""
+        compare in a fusion); returns the name of its root's value.  In a fusion's body the
+        multiply-adds XLA contracts are FMAs, as the fusion kernel computes them
+        (cpu/fused_loop.py) -- the iterations run before the loop compiles included."""
         if any(not p.shape.is_array for p in comp.parameters) or not comp.root.shape.is_array:
             raise Unsupported(f"computation '{comp.name}' takes or returns a tuple")
         for p in comp.parameters:
             self.names[id(p)] = args[p.parameter_number]
+        contract, fused = {}, set()
+        if fusion:
+            users: dict[int, int] = {}
+            for ins in comp.instructions:
+                for o in ins.operands:
+                    users[id(o)] = users.get(id(o), 0) + 1
+            contract = ScalarGen._contractions(comp.instructions, users, comp, True)
+            fused = {id(x) for m, _, via in contract.values() for x in (m, *via)}
         for k, ins in enumerate(comp.instructions):
-            if ins.opcode != "parameter":
+            if ins.opcode == "parameter" or id(ins) in fused:
+                continue  # (a contracted multiply, and reshapes after it: its add has them)
+            if id(ins) in contract:
+                self._fma(ins, *contract[id(ins)][:2], f"{tag}_{k}")
+                self.names[id(ins)] = f"{tag}_{k}"
+            else:
                 self.names[id(ins)] = self.emit(ins, f"{tag}_{k}")
         return self.names[id(comp.root)]
+
+    def _fma(self, ins: Instruction, m: Instruction, k: int, name: str) -> None:
+        """add/subtract `ins` with its multiply operand `m` (operand k) contracted."""
+        n = ins.shape.num_elements()
+        refs = {}
+        for o in (*m.operands, ins.operands[1 - k]):
+            size = o.shape.num_elements() if o.shape.is_array else -1
+            if size not in (1, n) or id(o) not in self.names:
+                raise Unsupported(f"'{ins.opcode}' operand of another size")
+            refs[id(o)] = f"{self.names[id(o)]}[{'o' if size == n else '0'}]"
+        self._alloc(ins, name)
+        self.lines += [f"for o in range({n}):",
+                       f"    {name}[o] = {ScalarGen._fma_expr(ins, m, k, refs)}"]
 
     def _alloc(self, ins: Instruction, name: str) -> None:
         dt = "np." + numba_dtype(ins.shape.dtype).name

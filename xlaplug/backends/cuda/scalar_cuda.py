@@ -140,7 +140,7 @@ def _helper_constants() -> dict:
         for name, v in vars(mod).items():
             number = isinstance(v, (int, float, np.generic)) and not isinstance(v, bool)
             coeffs = isinstance(v, tuple) and v and all(isinstance(e, float) for e in v)
-            table = isinstance(v, np.ndarray) and v.dtype.kind in "fiu"  # (_POW2)
+            table = isinstance(v, np.ndarray) and v.dtype.kind in "fiu"  # (lookup tables)
             if name.startswith("_") and (number or coeffs or table):  # (coeffs: _TANH_P32)
                 consts[name] = v
     return consts
