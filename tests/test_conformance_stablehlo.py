@@ -15,7 +15,10 @@ import pytest
 
 from xlaplug.conformance import run_case
 
-SUITE = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "stablehlo"
+# The suite lies next to the repository (../shared); from a git worktree, further up.
+SUITE = next((d / "shared" / "conformance" / "stablehlo" for d in Path(__file__).resolve().parents
+              if (d / "shared" / "conformance" / "stablehlo").is_dir()),
+             Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "stablehlo")
 
 KNOWN_FAILURES = {
     "cpu": {
