@@ -2,7 +2,7 @@
 compare the two bit for bit as well as each against the suite's expected values.
 
   python scripts/conformance_xla.py [--dir DIR] [--max-ulp N] [--json OUT] [--fold]
-                                    [--only-ours-failing] [PATTERN]
+                                    [--fuse-all] [--names FILE] [--device D] [PATTERN]
 
 Each case is rewritten so that XLA can compile it and nothing is folded at compile time:
   * the `inputs.N` constants become entry parameters (XLA's constant folding would otherwise
@@ -32,7 +32,7 @@ DEFAULT_DIR = next((d / "shared" / "conformance" / "stablehlo"
                    Path(__file__).resolve().parents[1].parent / "shared")
 CHECK_RE = re.compile(r"^\s*[\w.\-]+ = \(\) custom-call\(([\w.\-]+), ([\w.\-]+)\), "
                       r'custom_call_target="(check\.\w+)".*$')
-INPUTS_RE = re.compile(r"^(\s*)([\w.\-]+) = (.+?) call\(\), to_apply=(inputs\.\d+)\s*$")
+INPUTS_RE = re.compile(r"^(\s*)(?:ROOT )?([\w.\-]+) = (.+?) call\(\), to_apply=(inputs\.\d+)\s*$")
 
 
 def _blocks(text: str) -> dict[str, tuple[int, int]]:
@@ -159,13 +159,18 @@ def xla_run(text: str, args: list[np.ndarray]) -> list[np.ndarray]:
     return [np.asarray(o[0]) for o in res.disassemble_into_single_device_arrays()]
 
 
-def ours_run(text: str, args: list[np.ndarray], device: str) -> list[np.ndarray]:
+def ours_run(text: str, args: list[np.ndarray], device: str, fuse_all: bool = False
+             ) -> list[np.ndarray]:
     from xlaplug.conformance import suite_session
     from xlaplug.driver import compile_module
     from xlaplug.hlo.parser import parse_module
     from xlaplug.runner import execute
     module = parse_module(text)
     session = suite_session(device)
+    if fuse_all:  # fuse as XLA:CPU does at any size (FMA contraction included)
+        compile_module(module, session, options={"loop-fusion": {"min_elements": 1}})
+        return execute(module, list(args), session, max_while_iterations=10_000_000,
+                       fusion_min_elements=1).outputs
     compile_module(module, session)
     return execute(module, list(args), session, max_while_iterations=10_000_000).outputs
 
@@ -195,7 +200,7 @@ def ulps_between(ours: np.ndarray, xla: np.ndarray) -> int | None:
     return worst
 
 
-def compare(path: Path, fold: bool, max_ulp: int, device: str) -> dict:
+def compare(path: Path, fold: bool, max_ulp: int, device: str, fuse_all: bool = False) -> dict:
     r = {"name": path.stem}
     try:
         text, args, checks = build(path, fold)
@@ -206,7 +211,7 @@ def compare(path: Path, fold: bool, max_ulp: int, device: str) -> dict:
     except Exception as e:  # noqa: BLE001
         return r | {"status": "xla-error", "detail": str(e).splitlines()[0][:200]}
     try:
-        ours = ours_run(text, args, device)
+        ours = ours_run(text, args, device, fuse_all)
     except Exception as e:  # noqa: BLE001
         return r | {"status": "our-error", "detail": str(e).splitlines()[0][:200]}
     xv, ov = verdict(xla, checks, max_ulp), verdict(ours, checks, max_ulp)
@@ -223,6 +228,8 @@ def main() -> int:
     ap.add_argument("--max-ulp", type=int, default=1)
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--fold", action="store_true", help="keep inputs as constants (XLA folds)")
+    ap.add_argument("--fuse-all", action="store_true",
+                    help="xlaplug fuses elementwise chains of any size (default: >= 65,536)")
     ap.add_argument("--names", default=None, help="file with one case name per line")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
@@ -233,7 +240,7 @@ def main() -> int:
         files = [p for p in files if p.stem in wanted]
     results = []
     for p in files:
-        r = compare(p, args.fold, args.max_ulp, args.device)
+        r = compare(p, args.fold, args.max_ulp, args.device, args.fuse_all)
         results.append(r)
         if r["status"] != "ok" or not (r["xla_pass"] and r["ours_pass"]) or r["ulps_vs_xla"]:
             if r["status"] != "ok":

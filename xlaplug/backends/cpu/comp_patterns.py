@@ -35,11 +35,16 @@ def binary_op(comp: Computation) -> str | None:
     return root.opcode
 
 
-def ufunc_for(op: str, element_type: str, widened: bool = False):
+def ufunc_for(op: str, element_type: str, widened: bool = False, xla_loop: bool = False):
     """The numpy ufunc computing `op` on elements of `element_type`, or None.  With
     `widened` (values of narrow types held as f32 / s8 / u8), None for add and multiply of
-    narrow types: the wide type would skip the rounding or wrapping XLA does every step."""
+    narrow types: the wide type would skip the rounding or wrapping XLA does every step.
+    With `xla_loop` (reduce, reduce-window: XLA:CPU runs the computation in its compiled
+    loop), None for complex multiply: XLA's contracts into FMAs, numpy's does not
+    (scalar_complex.py's multiply does, as XLA)."""
     if widened and op in ("add", "multiply") and element_type in NARROW_TYPES:
+        return None
+    if xla_loop and op == "multiply" and element_type in ("c64", "c128"):
         return None
     if element_type == "pred":
         return _BOOL_OPS.get(op)

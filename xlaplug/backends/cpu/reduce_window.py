@@ -86,7 +86,7 @@ def _fast_reduce_window(comp, x, init, window, shape):
     op = P.binary_op(comp)
     if op is None or x.dtype != shape.dtype or not P.is_identity(op, init):
         return None
-    uf = P.ufunc_for(op, shape.element_type, widened=True)
+    uf = P.ufunc_for(op, shape.element_type, widened=True, xla_loop=True)
     if uf is None:
         return None
     work = numba_array(x)
