@@ -10,7 +10,7 @@ from numba.extending import register_jitable
 
 from .scalar_complex import (_yabs_parts, _yatan2, _ycabs, _ycos, _yexp, _yexpm1, _yfl,
                              _yfma, _ylog, _ylog1p, _ypow, _yq, _ysin)
-from .scalar_float import _xfmax, _xfmin
+from .scalar_float import _xexpm1_32, _xfmax, _xfmin
 
 # cos(x) - 1 for |x|^2 <= 0.61685 (Cephes), as XLA evaluates it
 _Y_C0 = 4.7377507964246204691685E-14
@@ -100,11 +100,16 @@ def _ycosm1(x, is32):
 
 @register_jitable
 def _ycexpm1(a, b, is32):
-    em1 = _yq(_yexpm1(a), is32)
+    # XLA: expm1(a) * cos(b) + cosm1(b) (the multiply-add contracted into an FMA)
+    # + i (expm1(a) + 1) sin(b).  For c64 expm1 is XLA's f32 one (the f32
+    # exponential-minus-one op's helper, its own polynomials: the same bits on every
+    # path); for c128 libm's, as the other c128 primitives (XLA's f64 expm1 goes through
+    # exp and tanh, which numpy, numba and CUDA's libdevice round differently).
+    em1 = np.float64(_xexpm1_32(np.float32(a))) if is32 else _yexpm1(a)
     cm1 = _ycosm1(b, is32)
     one = np.float64(1.0)
     ea = _yq(em1 + one, is32)
-    re = _yq(_yq(em1 * _yq(cm1 + one, is32), is32) + cm1, is32)
+    re = _yfma(em1, _yq(cm1 + one, is32), cm1, is32)
     im = np.float64(0.0) if b == 0 else _yq(ea * _yq(_ysin(b), is32), is32)
     return re, im
 
