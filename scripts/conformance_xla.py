@@ -50,17 +50,30 @@ def _blocks(text: str) -> dict[str, tuple[int, int]]:
 
 def _shape_of(lines: list[str], name: str) -> str:
     for line in lines:
-        m = re.match(rf"^\s*(?:ROOT )?{re.escape(name)} = (\S+) ", line)
+        m = re.match(rf"^\s*(?:ROOT )?{re.escape(name)} = (.+?) [a-z][\w\-]*\(", line)
         if m:
             return m.group(1)
     raise ValueError(f"no definition of {name}")
 
 
+def _drop_entry_layout(text: str) -> str:
+    """The header without `entry_computation_layout={...}` (the entry's result changes);
+    the braces may nest."""
+    key = ", entry_computation_layout={"
+    start = text.find(key)
+    if start < 0:
+        return text
+    depth, i = 1, start + len(key)
+    while depth:
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        i += 1
+    return text[:start] + text[i:]
+
+
 def rewrite(text: str, fold: bool):
     """(rewritten text, [(check target, index of actual, index of expected)], inputs
     computation name or None, its line range) -- see the module docstring."""
-    text = re.sub(r", entry_computation_layout=\{.*?\}(?=[,\s]|$)", "", text, count=1,
-                  flags=re.M)
+    text = _drop_entry_layout(text)
     lines = text.splitlines()
     blocks = _blocks(text)
     entry = next(n for n in blocks if lines[blocks[n][0]].startswith("ENTRY"))
@@ -234,7 +247,7 @@ def main() -> int:
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     files = sorted(p for p in Path(args.dir).glob("*.hlo")
-                   if fnmatch.fnmatch(p.stem, args.pattern) and "dynamic_" not in p.stem)
+                   if fnmatch.fnmatch(p.stem, args.pattern) and not p.stem.startswith("dynamic__"))
     if args.names:
         wanted = set(Path(args.names).read_text().split())
         files = [p for p in files if p.stem in wanted]
