@@ -270,7 +270,7 @@ _UNARY_F = {
 }
 
 _UNARY_F32 = {"exponential-minus-one": "_xexpm1_32({x})", "log-plus-one": "_xlog1p32({x})",
-              "tanh": "_xtanh32({x})", "exponential": "_xexp32({x})",
+              "tanh": "_xtanh32({x})", "exponential": "_xexp32({x})", "log": "_xlog32({x})",
               "logistic": "_xlogistic32({x})"}
 # XLA passes subnormal inputs of these straight through (no flushing); f64 tanh flushes.
 
