@@ -121,7 +121,8 @@ def build(path: Path, fold: bool):
         if shape.startswith("("):
             leaf_shapes = _leaf_shapes(shape)
             params = [f"  xla.in{k} = {s} parameter({k})" for k, s in enumerate(leaf_shapes)]
-            params.append(f"  {name} = {shape} tuple({', '.join(f'xla.in{k}' for k in range(len(leaf_shapes)))})")
+            names = ", ".join(f"xla.in{k}" for k in range(len(leaf_shapes)))
+            params.append(f"  {name} = {shape} tuple({names})")
         else:
             params = [f"  {name} = {shape} parameter(0)"]
         body[i:i + 1] = params

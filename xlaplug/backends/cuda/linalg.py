@@ -14,9 +14,10 @@ Every value stays on the device; the host only computes index metadata from the 
     triangular-solve), batched, following XLA's expanders as the CPU kernel does.
 
 Types follow the CPU kernel (cpu/linalg.py): f16 accumulates in f32 and rounds once; f32
-in f32, f64 in f64, complex as the CPU's four real sums (cuda/dot_complex.py); integer dots and convolutions
-accumulate in int64 with wrap-around and are truncated to the result width (bit-exact with
-the CPU kernel: arithmetic mod 2^64 agrees with exact arithmetic mod the result width);
+in f32, f64 in f64, complex dots as the CPU's four real sums (cuda/dot_complex.py); integer
+dots and convolutions accumulate in int64 with wrap-around and are truncated to the result
+width (bit-exact with the CPU kernel: arithmetic mod 2^64 agrees with exact arithmetic mod
+the result width);
 pred is `sum != 0`.  Floating-point results differ from the CPU kernel (BLAS) only by the
 order of accumulation (and FMA contraction on a GPU).  bf16/f8 operands arrive as float32
 values and accumulate in f32 (as XLA upcasts them); their results are rounded to the type
