@@ -30,7 +30,7 @@ KNOWN_FAILURES = {
     "cpu": {
         # complex inverse trigonometric functions through CHLO expansions, 1-2 ULP in 1-4 of
         # 400 elements: XLA:CPU calls libm's atan2f / atan2 (0 of 2,000 random results
-        # differ); our atan2 kernel is numpy's arctan2 (f32 through f64), 8% (f64) to 37%
+        # differ); our atan2 kernel is numpy's arctan2 (f32 through f64): 8% (f64) and 16%
         # (f32) of results 1 ULP away from libm's.  XLA passes these; the evaluator fails
         # all but acosh.
         "acos_complex64_20_20_chlo": "check.expect_close",
