@@ -366,6 +366,15 @@ def _xexp32(x):
     return res
 
 
+@register_jitable
+def _xatan2f(a, b):
+    """f32 atan2 as XLA:CPU computes it: it calls libm's atan2f (numba's math.atan2 on two
+    float32 values does too; atan2 in f64 rounded to f32 differs in 1 of 6 results).
+    CUDA gets its own version (device_helpers.py: libdevice's atan2f, libm's under the
+    simulator)."""
+    return math.atan2(np.float32(a), np.float32(b))
+
+
 # XLA:CPU's f32 log is Cephes' logf as Eigen evaluates it: log(m) for the mantissa
 # m - 1 in [sqrt(1/2) - 1, sqrt(2) - 1) by a degree-8 polynomial split in three parts (for
 # instruction-level parallelism), multiply-adds fused; log(2) enters in two parts.

@@ -239,14 +239,6 @@ def _int_power(a, e, t):
     return L.ipow(p, q, mask, np.int64(w)).reshape(np.shape(a))  # iout wraps / sign-extends
 
 
-def _via64_2(fn):
-    def g(a, b):
-        if a.dtype == F32:
-            return fn(a.astype(F64), b.astype(F64)).astype(F32)
-        return fn(a, b)
-    return g
-
-
 def _pow(a, b):
     """XLA's pow reads subnormal exponents as they are and every nonzero subnormal base as
     +-2^-150 (f32) / +-2^-1075 (f64) -- its log2 of a subnormal; the result is flushed."""
@@ -265,8 +257,29 @@ def _pow(a, b):
 
 FLOAT_BINARY = {
     "add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
-    "atan2": _via64_2(np.arctan2),
+    "atan2": lambda a, b: _atan2(a, b),
 }
+
+
+_ATAN2_LOOPS: dict = {}
+
+
+def _atan2(a, b):
+    """XLA:CPU calls libm's atan2f (f32) and atan2 (f64); numba's math.atan2 does the same
+    per dtype (numpy's arctan2 is its own SIMD code: 1 in 12 f64 results differ)."""
+    loop = _ATAN2_LOOPS.get("loop")
+    if loop is None:
+        from numba import njit
+
+        @njit(nogil=True)
+        def loop(a, b, out):
+            for i in range(a.shape[0]):
+                out[i] = math.atan2(a[i], b[i])
+        _ATAN2_LOOPS["loop"] = loop
+    a, b = np.broadcast_arrays(a, b)
+    out = np.empty(a.size, a.dtype)
+    loop(np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1), out)
+    return out.reshape(a.shape)
 
 
 @kernel("add", "subtract", "multiply", "divide", "remainder", "power", "atan2")
