@@ -29,10 +29,11 @@ SUITE = next((d / "shared" / "conformance" / "stablehlo" for d in Path(__file__)
 KNOWN_FAILURES = {
     "cpu": {
         # complex inverse trigonometric functions through CHLO expansions, 1-2 ULP in 1-4 of
-        # 400 elements: XLA:CPU calls libm's atan2f / atan2 (0 of 2,000 random results
-        # differ); our atan2 kernel is numpy's arctan2 (f32 through f64): 8% (f64) and 16%
-        # (f32) of results 1 ULP away from libm's.  XLA passes these; the evaluator fails
-        # all but acosh.
+        # 400 elements.  Every f32 primitive they call now gives XLA's bits (log, log1p,
+        # atan2, sqrt; c128: XLA's f64 log differs from libm's in 6 of 2,000); what remains
+        # is which multiply-adds XLA's fused loop contracts into FMAs (ours, even fused with
+        # `loop-fusion{min_elements=1}`, contracts other pairs here).  XLA passes these; the
+        # evaluator fails all but acosh.
         "acos_complex64_20_20_chlo": "check.expect_close",
         "acosh_complex128_20_20_chlo": "check.expect_close",
         "asin_complex128_20_20_chlo": "check.expect_close",
