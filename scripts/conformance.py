@@ -17,7 +17,10 @@ from pathlib import Path
 
 from xlaplug.conformance import run_case
 
-DEFAULT_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "stablehlo"
+# The suite lies next to the repository (../shared); from a git worktree, further up.
+DEFAULT_DIR = next((d / "shared" / "conformance" / "stablehlo" for d in Path(__file__).resolve().parents
+              if (d / "shared" / "conformance" / "stablehlo").is_dir()),
+             Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "stablehlo")
 
 
 def classify(r) -> str:

@@ -24,8 +24,8 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
 
-from devices import check_on, cuda_against_cpu, on_each_device, ptx_check  # noqa: E402
-from oracle import leaf_pairs, leaves, xla_cpu_run  # noqa: E402
+from devices import assert_same_bits, check_on, cuda_against_cpu, on_each_device, ptx_check  # noqa: E402,E501
+from oracle import assert_same, leaf_pairs, leaves, xla_cpu_run  # noqa: E402
 from xlaplug.backends.executor import run_module  # noqa: E402
 from xlaplug.hlo.text.parser import parse_module  # noqa: E402
 
@@ -198,6 +198,33 @@ def test_dot_f64_and_complex(device):
           rnd(6, 3, dtype=np.complex64))
     check(device, lambda x, y: jnp.einsum("bij,bjk->bik", x, y),
           rnd(2, 4, 6, dtype=np.complex128), rnd(2, 6, 3, dtype=np.complex128), x64=True)
+
+
+# Shapes where Eigen (XLA:CPU's complex dot) adds k in plain sequence, so the four-sum order
+# (cpu/dot_complex.py) gives XLA's bits: k below its 8-step unrolling, or rows past its last
+# full packet (not vector products, which XLA runs as a gemv); the suite's 4x3x6
+# real-by-complex dots among them.
+_COMPLEX_DOT_SHAPES = [(4, 3, 6), (3, 17, 6), (16, 5, 16)]
+
+
+@on_each_device
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_dot_complex_in_xla_order(device, dtype):
+    for m, k, n in _COMPLEX_DOT_SHAPES if device == "cpu" else _COMPLEX_DOT_SHAPES[:1]:
+        real = rnd(m, k, dtype=np.float32 if dtype == np.complex64 else np.float64)
+        a, b = rnd(m, k, dtype=dtype), rnd(k, n, dtype=dtype)
+        b[0, 0] = np.inf  # an infinity spreads as XLA's sums spread it
+        for f, x in ((lambda x, y: x.astype(y.dtype) @ y, real), (lambda x, y: x @ y, a)):
+            with jax.enable_x64(dtype == np.complex128):
+                lowered = jax.jit(f).lower(x, b)
+                text = lowered.as_text(dialect="hlo")
+                want = np.asarray(lowered.compile()(x, b))
+            if device == "cuda":
+                cuda_against_cpu(text, [x, b], assert_same_bits)
+                continue
+            with np.errstate(all="ignore"):
+                got = np.asarray(run_module(parse_module(text), [x, b]))
+            assert_same(got, want, 0, f"{dtype.__name__} {x.dtype} [{m},{k}]x[{k},{n}]")
 
 
 @on_each_device

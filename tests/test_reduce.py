@@ -152,6 +152,20 @@ def test_reduce_complex(device):
     check(device, lambda y: (jnp.sum(y, axis=0), jnp.max(y.real, axis=1)), y, rtol=1e-12, x64=True)
 
 
+@pytest.mark.parametrize("dt", [np.complex64, np.complex128])
+@on_each_device
+def test_complex_products_give_xla_bits(device, dt):
+    # XLA's complex multiply contracts into FMAs inside its reduce and reduce-window
+    # (cumprod) loops; a numpy product (no FMA) is 1-160 ULP off XLA's bits.
+    x = (RNG.standard_normal((3, 7)) + 1j * RNG.standard_normal((3, 7))).astype(dt)
+    x[2, 3] = complex(np.inf, 1.0)
+
+    def f(x):
+        return jnp.prod(x, axis=0), jnp.prod(x[:2], axis=1), jnp.cumprod(x, axis=1)
+    with np.errstate(all="ignore"):
+        check(device, f, x, x64=dt == np.complex128, exact=True)
+
+
 @on_each_device
 def test_reduce_general_reducer(device):
     # An init value that is not the reducer's identity takes the compiled-loop path.

@@ -10,7 +10,7 @@ from numba.extending import register_jitable
 
 from .scalar_complex import (_yabs_parts, _yatan2, _ycabs, _ycos, _yexp, _yexpm1, _yfl,
                              _yfma, _ylog, _ylog1p, _ypow, _yq, _ysin)
-from .scalar_float import _xfmax, _xfmin
+from .scalar_float import _xexpm1_32, _xfmax, _xfmin, _xftz32, _xlog1p32, _xlog32
 
 # cos(x) - 1 for |x|^2 <= 0.61685 (Cephes), as XLA evaluates it
 _Y_C0 = 4.7377507964246204691685E-14
@@ -23,6 +23,23 @@ _Y_C6 = 4.1666666666666666609054E-2
 
 
 @register_jitable
+def _ylogq(x, is32):
+    """log of a component, rounded to its type: for c64 XLA's own f32 log (the f32 log
+    op's helper; operands denormals-are-zero), for c128 libm's."""
+    if is32:
+        return np.float64(_xlog32(_xftz32(np.float32(x))))
+    return _ylog(x)
+
+
+@register_jitable
+def _ylog1pq(x, is32):
+    """log1p of a component: XLA's f32 log1p for c64, libm's for c128."""
+    if is32:
+        return np.float64(_xlog1p32(_xftz32(np.float32(x))))
+    return _ylog1p(x)
+
+
+@register_jitable
 def _ycexp(a, b, is32):
     e = _yq(_yexp(a), is32)
     return _yq(e * _yq(_ycos(b), is32), is32), _yq(e * _yq(_ysin(b), is32), is32)
@@ -30,7 +47,7 @@ def _ycexp(a, b, is32):
 
 @register_jitable
 def _yclog(a, b, is32):
-    return _yq(_ylog(_ycabs(a, b, is32)), is32), _yq(_yatan2(b, a), is32)
+    return _ylogq(_ycabs(a, b, is32), is32), _yq(_yatan2(b, a), is32)
 
 
 @register_jitable
@@ -100,11 +117,16 @@ def _ycosm1(x, is32):
 
 @register_jitable
 def _ycexpm1(a, b, is32):
-    em1 = _yq(_yexpm1(a), is32)
+    # XLA: expm1(a) * cos(b) + cosm1(b) (the multiply-add contracted into an FMA)
+    # + i (expm1(a) + 1) sin(b).  For c64 expm1 is XLA's f32 one (the f32
+    # exponential-minus-one op's helper, its own polynomials: the same bits on every
+    # path); for c128 libm's, as the other c128 primitives (XLA's f64 expm1 goes through
+    # exp and tanh, which numpy, numba and CUDA's libdevice round differently).
+    em1 = np.float64(_xexpm1_32(np.float32(a))) if is32 else _yexpm1(a)
     cm1 = _ycosm1(b, is32)
     one = np.float64(1.0)
     ea = _yq(em1 + one, is32)
-    re = _yq(_yq(em1 * _yq(cm1 + one, is32), is32) + cm1, is32)
+    re = _yfma(em1, _yq(cm1 + one, is32), cm1, is32)
     im = np.float64(0.0) if b == 0 else _yq(ea * _yq(_ysin(b), is32), is32)
     return re, im
 
@@ -119,8 +141,8 @@ def _yclog1p(a, b, is32):
     mn = _xfmin(aa1, ab)
     mx_m1 = a if a1 > ab else _yq(mx - one, is32)
     ratio = _yq(mn / mx, is32)
-    r = _yq(_yq(np.float64(0.5) * _yq(_ylog1p(_yq(ratio * ratio, is32)), is32), is32)
-            + _yq(_ylog1p(mx_m1), is32), is32)
+    r = _yq(_yq(np.float64(0.5) * _ylog1pq(_yq(ratio * ratio, is32), is32), is32)
+            + _ylog1pq(mx_m1, is32), is32)
     if r != r:
         r = mn
     return r, _yq(_yatan2(b, a1), is32)
@@ -196,7 +218,7 @@ def _ycpow(a, b, c, d, is32):
     abs_to_c = _yq(_ypow(ab, c), is32)
     arg = _yq(_yatan2(b, a), is32)
     coeff = _yq(abs_to_c * _yq(_yexp(_yq(-d * arg, is32)), is32), is32)
-    q = _yfma(c, arg, _yfl(_yq(d * _yq(_ylog(ab), is32), is32), is32), is32)
+    q = _yfma(c, arg, _yfl(_yq(d * _ylogq(ab, is32), is32), is32), is32)
     re = _yq(coeff * _yq(_ycos(q), is32), is32)
     im = _yq(coeff * _yq(_ysin(q), is32), is32)
     if ab == 0 and d == 0 and zero <= c:

@@ -100,8 +100,10 @@ def _arith(op: str):
                 return _fres(t, f"_xpow({{0}}, {{1}}, {float(np.finfo(np.float32).tiny)!r}, "
                                 "-150.0)")
             return _fres(t, "_xpow({0}, {1}, 0.0, 0.0)")
-        if op == "atan2":
-            return _fres(t, f"math.atan2({a}, {b})")
+        if op == "atan2":  # XLA:CPU: libm's atan2 (f64), atan2f (f32 and narrower)
+            if t == "f64":
+                return _fres(t, f"math.atan2({a}, {b})")
+            return _fres(t, f"_xatan2f({a}, {b})")
         if t == "f64":
             return _fres(t, f"({a} {_BIN_PY[op]} {b})")
         # f32 and narrow floats: f32 arithmetic is exactly rounded once
@@ -270,7 +272,7 @@ _UNARY_F = {
 }
 
 _UNARY_F32 = {"exponential-minus-one": "_xexpm1_32({x})", "log-plus-one": "_xlog1p32({x})",
-              "tanh": "_xtanh32({x})", "exponential": "_xexp32({x})",
+              "tanh": "_xtanh32({x})", "exponential": "_xexp32({x})", "log": "_xlog32({x})",
               "logistic": "_xlogistic32({x})"}
 # XLA passes subnormal inputs of these straight through (no flushing); f64 tanh flushes.
 

@@ -35,11 +35,16 @@ def binary_op(comp: Computation) -> str | None:
     return root.opcode
 
 
-def ufunc_for(op: str, element_type: str, widened: bool = False):
+def ufunc_for(op: str, element_type: str, widened: bool = False, xla_loop: bool = False):
     """The numpy ufunc computing `op` on elements of `element_type`, or None.  With
     `widened` (values of narrow types held as f32 / s8 / u8), None for add and multiply of
-    narrow types: the wide type would skip the rounding or wrapping XLA does every step."""
+    narrow types: the wide type would skip the rounding or wrapping XLA does every step.
+    With `xla_loop` (reduce, reduce-window: XLA:CPU runs the computation in its compiled
+    loop), None for complex multiply: XLA's contracts into FMAs, numpy's does not
+    (scalar_complex.py's multiply does, as XLA)."""
     if widened and op in ("add", "multiply") and element_type in NARROW_TYPES:
+        return None
+    if xla_loop and op == "multiply" and element_type in ("c64", "c128"):
         return None
     if element_type == "pred":
         return _BOOL_OPS.get(op)
@@ -86,11 +91,12 @@ def is_identity(op: str, init) -> bool:
 def identity_fold_ufunc(comp: Computation, x, init, shape):
     """The (widened) ufunc that folds like the reducer `comp` when `comp` is one binary op,
     `init` is that op's identity and `x` already has the result's type -- the case a fast
-    numpy reduce or reduce-window may take instead of the scalar loop; else None."""
+    numpy reduce or reduce-window may take instead of the scalar loop; else None (complex
+    multiply among them: XLA's loop contracts it into FMAs, numpy's does not)."""
     op = binary_op(comp)
     if op is None or x.dtype != shape.dtype or not is_identity(op, init):
         return None
-    return ufunc_for(op, shape.element_type, widened=True)
+    return ufunc_for(op, shape.element_type, widened=True, xla_loop=True)
 
 
 def returns_param(comp: Computation, first: int) -> bool:

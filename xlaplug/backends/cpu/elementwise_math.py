@@ -61,53 +61,38 @@ def _expm1(x):
     return np.where(flush(x * half) == 0, x, r)
 
 
-_LOG1P_P = (4.5270000862445199635215E-5, 4.9854102823193375972212E-1,
-            6.5787325942061044846969E0, 2.9911919328553073277375E1,
-            6.0949667980987787057556E1, 5.7112963590585538103336E1,
-            2.0039553499201281259648E1)
-_LOG1P_Q = (1., 1.5062909083469192043167E1, 8.3047565967967209469434E1,
-            2.2176239823732856465394E2, 3.0909872225312059774938E2,
-            2.1642788614495947685003E2, 6.0118660497603843919306E1)
-
-
-def _poly(x, coeffs):
-    # Horner, highest-degree coefficient last in XLA's tables (EvaluatePolynomial).
-    acc = np.zeros_like(x)
-    for c in coeffs:
-        acc = flush(acc * x + x.dtype.type(c))
-    return acc
-
-
 def _log1p(x):
-    # XLA: |x| < sqrt(2)-1 -> x - x^2/2 + x^3 * P(x)/Q(x) (Cephes); else log(x + 1).
-    one = x.dtype.type(1)
-    large = _log(flush(x + one))
-    xx = flush(x * x)
-    small = flush(_poly(x, _LOG1P_P) / _poly(x, _LOG1P_Q))
-    small = flush(flush(x * xx) * small)
-    small = flush(x.dtype.type(-0.5) * xx + small)
-    small = x + small
-    return np.where(np.abs(x) < x.dtype.type(0.41421356237309504880), small, large)
+    """XLA: |x| < sqrt(2)-1 -> x - x^2/2 + x^3 * P(x)/Q(x) (Cephes, Horner steps fused
+    into FMAs, which numpy cannot do array-wise); else log(x + 1).  The scalar helpers
+    (common.scalar_float._xlog1p32 / _xlog1p) in a loop."""
+    return _f32_loop("log1p", x) if x.dtype == F32 else _f32_loop("log1p", x, f64=True)
 
 
 def _exp(x):
     """f32: XLA:CPU's own exp (common.scalar_float._xexp32); f64: libm's."""
     return _f32_loop("exp", x) if x.dtype == F32 else np.exp(x)
-_log = _via64(np.log)
+def _log(x):
+    """f32: XLA:CPU's own log (common.scalar_float._xlog32: Cephes' logf, FMAs);
+    f64: libm's."""
+    return _f32_loop("log", x) if x.dtype == F32 else np.log(x)
+
+
 def _tanh(x):
     """f32: XLA:CPU's own approximation, bit for bit (see common.scalar_float._xtanh32
     for the formula); f64: libm's."""
     return _f32_loop("tanh", x) if x.dtype == F32 else np.tanh(x)
 
 
-def _f32_loop(name: str, x):
-    """XLA:CPU's f32 `name` (an `_x{name}32` scalar helper) over an f32 array, as a numba
-    loop in a generated module cached on disk (jit_cache.py): a later process loads the
-    machine code instead of compiling it (numba's start-up stays off the import path)."""
+def _f32_loop(name: str, x, f64: bool = False):
+    """XLA:CPU's f32 `name` (an `_x{name}32` scalar helper; with `f64`, `_x{name}` on an f64
+    array) over an array, as a numba loop in a generated module cached on disk
+    (jit_cache.py): a later process loads the machine code instead of compiling it
+    (numba's start-up stays off the import path)."""
     from .jit_cache import cached_function
+    helper = f"_x{name}" if f64 else f"_x{name}32"
     loop = cached_function(f"def loop(x, out):\n    for i in range(x.shape[0]):\n"
-                           f"        out[i] = _x{name}32(x[i])\n", {}, "loop", nogil=True)
-    out = np.empty(x.size, F32)
+                           f"        out[i] = {helper}(x[i])\n", {}, "loop", nogil=True)
+    out = np.empty(x.size, F64 if f64 else F32)
     loop(np.ascontiguousarray(x).reshape(-1), out)
     return out.reshape(x.shape)
 _sin = _via64(np.sin)
@@ -243,14 +228,6 @@ def _int_power(a, e, t):
     return L.ipow(p, q, mask, np.int64(w)).reshape(np.shape(a))  # iout wraps / sign-extends
 
 
-def _via64_2(fn):
-    def g(a, b):
-        if a.dtype == F32:
-            return fn(a.astype(F64), b.astype(F64)).astype(F32)
-        return fn(a, b)
-    return g
-
-
 def _pow(a, b):
     """XLA's pow reads subnormal exponents as they are and every nonzero subnormal base as
     +-2^-150 (f32) / +-2^-1075 (f64) -- its log2 of a subnormal; the result is flushed."""
@@ -269,8 +246,29 @@ def _pow(a, b):
 
 FLOAT_BINARY = {
     "add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
-    "atan2": _via64_2(np.arctan2),
+    "atan2": lambda a, b: _atan2(a, b),
 }
+
+
+_ATAN2_LOOPS: dict = {}
+
+
+def _atan2(a, b):
+    """XLA:CPU calls libm's atan2f (f32) and atan2 (f64); numba's math.atan2 does the same
+    per dtype (numpy's arctan2 is its own SIMD code: 1 in 12 f64 results differ)."""
+    loop = _ATAN2_LOOPS.get("loop")
+    if loop is None:
+        from numba import njit
+
+        @njit(nogil=True)
+        def loop(a, b, out):
+            for i in range(a.shape[0]):
+                out[i] = math.atan2(a[i], b[i])
+        _ATAN2_LOOPS["loop"] = loop
+    a, b = np.broadcast_arrays(a, b)
+    out = np.empty(a.size, a.dtype)
+    loop(np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1), out)
+    return out.reshape(a.shape)
 
 
 @kernel("add", "subtract", "multiply", "divide", "remainder", "power", "atan2")

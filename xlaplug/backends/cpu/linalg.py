@@ -3,7 +3,8 @@
 Accumulation types follow XLA:CPU:
   * floats narrower than f32 (f16, bf16, f8...) accumulate in f32 and round once at the end
     (XLA:CPU upcasts such dots/convolutions to f32);
-  * f32 accumulates in f32 (BLAS sgemm), f64 in f64, complex in the complex result type;
+  * f32 accumulates in f32 (BLAS sgemm), f64 in f64, complex in the complex result type,
+    as four real sums combined at the end (Eigen's order: dot_complex.py);
   * integers: operands are converted to the result type and multiplied/added with
     wrap-around (the evaluator's static_cast + two's-complement arithmetic).  Modular
     arithmetic makes that equal to exact int64 arithmetic truncated to the result width,
@@ -25,6 +26,7 @@ import numpy as np
 from ..registry import kernel
 from ..common.errors import ExecutionError
 from ..common.plans import conv_plan, dot_plan
+from .dot_complex import complex_matmul
 
 def _to_compute(x: np.ndarray, cdt: np.dtype) -> np.ndarray:
     x = np.asarray(x)
@@ -62,6 +64,8 @@ def _dot(ins, args, ctx):
     R = _to_compute(rhs.transpose(p.rhs_perm), cdt).reshape(B, K, N)
     if K == 0:
         y = np.zeros((B, M, N), cdt)
+    elif cdt.kind == "c":
+        y = complex_matmul(L, R)  # Eigen's four real sums, not cgemm (dot_complex.py)
     elif B == 1:
         y = (L[0] @ R[0])[None]
     else:

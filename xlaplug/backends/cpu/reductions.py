@@ -5,7 +5,7 @@ reduced dimensions: acc = init; acc = reducer(acc..., x...) (XLA's HloEvaluator 
 variadic reducer takes N accumulators then N elements and returns an N-tuple).  A reducer
 that is a plain add/multiply/maximum/minimum/and/or of its two parameters, with the
 identity as init value, runs as a numpy reduction instead (sums then add in numpy's
-pairwise order).  Narrow floats (f16, bf16, f8) travel as f32; their add/multiply keep the
+pairwise order), except a complex product (XLA's multiply contracts into FMAs: the loop).  Narrow floats (f16, bf16, f8) travel as f32; their add/multiply keep the
 compiled loop, so every step rounds to the narrow type as in XLA.
 """
 from __future__ import annotations

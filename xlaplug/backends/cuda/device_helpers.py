@@ -75,6 +75,10 @@ def _ypow(a, b):
 
 def _yatan2(a, b):
     return libdevice.atan2(np.float64(a), np.float64(b))
+
+
+def _xatan2f(a, b):
+    return libdevice.atan2f(np.float32(a), np.float32(b))
 """
 
 SIM_LIBM = """
@@ -130,4 +134,8 @@ def _ypow(a, b):
 
 def _yatan2(a, b):
     return np.float64(math.atan2(a, b))
+
+
+def _xatan2f(a, b):
+    return np.float32(_LIBM_ATAN2F(float(a), float(b)))
 """

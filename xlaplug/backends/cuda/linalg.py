@@ -14,9 +14,10 @@ Every value stays on the device; the host only computes index metadata from the 
     triangular-solve), batched, following XLA's expanders as the CPU kernel does.
 
 Types follow the CPU kernel (cpu/linalg.py): f16 accumulates in f32 and rounds once; f32
-in f32, f64 in f64, complex in the complex result type; integer dots and convolutions
-accumulate in int64 with wrap-around and are truncated to the result width (bit-exact with
-the CPU kernel: arithmetic mod 2^64 agrees with exact arithmetic mod the result width);
+in f32, f64 in f64, complex dots as the CPU's four real sums (cuda/dot_complex.py); integer
+dots and convolutions accumulate in int64 with wrap-around and are truncated to the result
+width (bit-exact with the CPU kernel: arithmetic mod 2^64 agrees with exact arithmetic mod
+the result width);
 pred is `sum != 0`.  Floating-point results differ from the CPU kernel (BLAS) only by the
 order of accumulation (and FMA contraction on a GPU).  bf16/f8 operands arrive as float32
 values and accumulate in f32 (as XLA upcasts them); their results are rounded to the type
@@ -32,6 +33,7 @@ from numba import cuda
 from ..common.errors import ExecutionError
 from ..common.plans import conv_plan, dot_plan
 from ..registry import kernel
+from .dot_complex import complex_matmul_kernel
 from .launch import device_dtype, flat, launch_1d
 
 TILE = 16
@@ -212,7 +214,10 @@ def matmul(A, Bm, nbatch: int):
     C = _empty((nbatch, M, N), A.dtype)
     if nbatch and M and N:
         grid = (-(-N // TILE), min(-(-M // TILE), _MAX_GRID_YZ), min(nbatch, _MAX_GRID_YZ))
-        _matmul_kernel(A.dtype)[grid, (TILE, TILE)](A, Bm, C)
+        if np.dtype(A.dtype).kind == "c":  # XLA:CPU's four real sums (cuda/dot_complex.py)
+            complex_matmul_kernel(A.dtype, TILE)[grid, (TILE, TILE)](A, Bm, C)
+        else:
+            _matmul_kernel(A.dtype)[grid, (TILE, TILE)](A, Bm, C)
     return C
 
 

@@ -115,6 +115,19 @@ def _stand_in_modules(sim: bool, cuda) -> tuple[types.ModuleType, types.ModuleTy
 
 
 _HELPER_MODULES = (_SI, _SF, _SC, _SCF)
+# Helpers with their own device versions (device_helpers.py): bit views, libm primitives,
+# and f32 atan2 (libm's atan2f on the CPU: libdevice's on a GPU, libm's through ctypes under
+# the simulator, where Python's math has only the f64 atan2).
+_DEVICE_VERSIONS = _BIT_HELPERS + _SC.LIBM_HELPERS + ("_xatan2f",)
+
+
+def _libm_atan2f():
+    import ctypes
+    import ctypes.util
+    fn = ctypes.CDLL(ctypes.util.find_library("m")).atan2f
+    fn.restype = ctypes.c_float
+    fn.argtypes = [ctypes.c_float, ctypes.c_float]
+    return fn
 
 
 def _helper_sources() -> list[tuple[str, str]]:
@@ -125,7 +138,7 @@ def _helper_sources() -> list[tuple[str, str]]:
         for name, fn in vars(mod).items():
             if not (name.startswith(("_x", "_y")) and inspect.isfunction(fn)):
                 continue
-            if fn.__module__ != mod.__name__ or name in _BIT_HELPERS + _SC.LIBM_HELPERS:
+            if fn.__module__ != mod.__name__ or name in _DEVICE_VERSIONS:
                 continue
             src = textwrap.dedent(inspect.getsource(fn))
             src = "\n".join(ln for ln in src.splitlines() if not ln.startswith("@"))
@@ -164,7 +177,9 @@ def cuda_namespace() -> dict:
             bits_ns["libdevice"] = libdevice
         _exec(SIM_BITS if sim else GPU_BITS, bits_ns, "bit views")
         _exec(SIM_LIBM if sim else GPU_LIBM, bits_ns, "libm primitives")
-        names = list(_BIT_HELPERS + _SC.LIBM_HELPERS)
+        if sim:  # libm's atan2f, as XLA:CPU and numba on the CPU call it
+            bits_ns["_LIBM_ATAN2F"] = _libm_atan2f()
+        names = list(_DEVICE_VERSIONS)
         for name in names:
             ns[name] = bits_ns[name]
         for name, src in _helper_sources():
