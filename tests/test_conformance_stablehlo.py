@@ -4,7 +4,7 @@ on the CPU and on CUDA (numba's simulator in CI; scripts/gpu_check.sh on a GPU).
 
 Every runnable case must pass at the suite's default bound (1 ULP), except those listed in
 KNOWN_FAILURES with the reason (today's XLA:CPU passes 2,298 of the 2,325 cases with checks
-as a jax program runs them, 2,284 with their inputs folded as constants; we pass 2,299:
+as a jax program runs them, 2,284 with their inputs folded as constants; we pass 2,300:
 scripts/conformance_xla.py); a listed case that starts passing fails the test, so the list
 stays honest.  The 200 cases that take parameters
 with no inputs and no checks cannot run; their count is pinned so a change is noticed.
@@ -55,10 +55,6 @@ KNOWN_FAILURES = {
         "asinh_float16_20_20_chlo": "check.expect_close",
         "atanh_float16_20_20_chlo": "check.expect_close",
         "log1p_float16_20_20": "check.expect_close",
-        # erf_inv f32: XLA fuses the expansion at any size and contracts its multiply-adds
-        # into FMAs; loop-fusion fuses arrays of >= 65,536 elements only, so this 400-element
-        # case runs unfused (with `loop-fusion{min_elements=1}` it gives XLA's bits)
-        "erf_inv_float32_20_20_chlo": "check.expect_close",
         # f64 special functions, 2 ULP: XLA fails all four too (its own f64 exp/tanh
         # approximations: 5-54 of 400 elements off, ours 3-6); the evaluator's libm passes
         # all but sinh; ours are libm in XLA's formulas (expm1 via tanh, logistic as
