@@ -42,13 +42,6 @@ def _jax():
     return jax
 
 
-def make_session(plugins=(), device: str = "cpu", prefer: str = "kernel"):
-    """The Python API's session: the bundled plugins, XLAPLUG_PLUGIN_PATH, entry points, the
-    directories in `plugins` and the Plugin objects in it."""
-    from .api import load_session
-    return load_session(plugins, device=device, prefer=prefer)
-
-
 @dataclass
 class _Compiled:
     text: str            # the HLO jax lowered
@@ -129,7 +122,8 @@ def jit(f, *, plugins=(), device: str = "cpu", prefer: str = "kernel") -> Jitted
     """f run by xlaplug with `plugins` (directories or Plugin objects, beside the bundled
     ones) on `device`; lowered and compiled once per input signature."""
     _jax()
-    return Jitted(f, make_session(plugins, device, prefer))
+    from .api import load_session
+    return Jitted(f, load_session(plugins, device=device, prefer=prefer))
 
 
 @dataclass
