@@ -179,10 +179,9 @@ def _compiled_once(module, args, grid):
     """A run of `module` on every device with each device's context (its thunk sequences,
     compiled kernels) and thread made once and kept, as XLA keeps its executable."""
     from xlaplug.backends.executor import ExecContext
-    from xlaplug.backends.spmd.device_threads import DeviceThreads
-    from xlaplug.backends.spmd.runner import run_devices
+    from xlaplug.backends.spmd.runner import devices_for, run_devices
     contexts = [ExecContext("cpu", {}) for _ in range(grid.count)]
-    threads = DeviceThreads(grid.count)  # daemon threads, kept to the process's end
+    threads = devices_for(module, grid.count)  # as `xlaplug run` chooses; kept to the end
     return lambda: run_devices(module, args, grid, lambda d: contexts[d], 60.0, threads)
 
 

@@ -1,5 +1,6 @@
-"""Every collective and group mode on many devices in one process (one thread per device),
-against XLA:CPU running the same module on as many host devices (tests/xla_devices.py)."""
+"""Every collective and group mode on many devices in one process (a thread or a fiber per
+device), against XLA:CPU running the same module on as many host devices
+(tests/xla_devices.py)."""
 from __future__ import annotations
 
 import subprocess
@@ -9,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from xlaplug.backends.spmd.device_fibers import DeviceFibers
+from xlaplug.backends.spmd.device_threads import DeviceThreads
 from xlaplug.backends.spmd.groups import DeviceGrid
 from xlaplug.backends.spmd.runner import run_module_devices
 from xlaplug.hlo.text.parser import parse_module
@@ -176,17 +179,22 @@ def _leaves(v):
 CPU_ONLY = {"chunked_all_reduce"}
 
 
-@pytest.mark.parametrize("i, device", [
-    pytest.param(i, dev, id=f"{dev}-{c[0]}", marks=[pytest.mark.cuda] if dev == "cuda" else [])
-    for dev in ("cpu", "cuda") for i, c in enumerate(CASES)
-    if dev == "cpu" or c[0] not in CPU_ONLY])
-def test_against_xla(i, device, xla_results):
+# Devices as threads and as fibers (runner.devices_for chooses by array size) on the CPU.
+@pytest.mark.parametrize("i, device, kind", [
+    pytest.param(i, dev, kind, id=f"{dev}-{kind}-{c[0]}",
+                 marks=[pytest.mark.cuda] if dev == "cuda" else [])
+    for dev, kind in (("cpu", "threads"), ("cpu", "fibers"), ("cuda", "chosen"))
+    for i, c in enumerate(CASES) if dev == "cpu" or c[0] not in CPU_ONLY])
+def test_against_xla(i, device, kind, xla_results):
     name, r, p, text, specs = CASES[i]
     assert f"error_{i}" not in xla_results, str(xla_results[f"error_{i}"])
     n = r * p
     module = parse_module(text)
+    devices = {"threads": DeviceThreads, "fibers": DeviceFibers}.get(kind, lambda n: None)(n)
     ours = run_module_devices(module, _args(i, specs, n), DeviceGrid(r, p), device=device,
-                              timeout=30)
+                              timeout=30, threads=devices)
+    if devices is not None:
+        devices.close()
     for d in range(n):
         for j, leaf in enumerate(_leaves(ours[d])):
             want = _typed(xla_results[f"out_{i}_{j}_{d}"], str(xla_results[f"dtype_{i}_{j}"]))

@@ -1,5 +1,5 @@
 """The in-process all-reduce's division of work (shares.py), the rendezvous's two-step
-meeting and kept device threads: our own logic, checked against the whole-buffer reduction
+meeting, kept device threads and device fibers: our own logic, checked against the whole-buffer reduction
 (the collectives themselves are checked against XLA in test_spmd_collectives.py)."""
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from xlaplug.backends.spmd.device_fibers import DeviceFibers
 from xlaplug.backends.spmd.device_threads import DeviceThreads
 from xlaplug.backends.spmd.reducers import reduce_values, ufunc_combiner
 from xlaplug.backends.spmd.rendezvous import Aborted, CollectiveTimeout, Rendezvous
@@ -132,3 +133,88 @@ def test_pooled_buffers_are_reused_only_when_no_value_refers_to_them():
     assert pool.take(np.float32, 1 << 22).ctypes.data % (2 << 20) == 0
     shaped = pool.like([np.zeros((3, 70000), np.int32)])[0]
     assert shaped.shape == (3, 70000) and shaped.dtype == np.int32
+
+
+# ---- devices as fibers (device_fibers.py) --------------------------------------------------
+
+def _on(kind: str, n: int):
+    return DeviceThreads(n) if kind == "threads" else DeviceFibers(n)
+
+
+@pytest.mark.parametrize("kind", ["threads", "fibers"])
+def test_the_last_to_arrive_does_the_work_once_before_anyone_leaves(kind):
+    calls = []
+    with _on(kind, 4) as devices:
+        for run in range(3):  # kept threads or fibers, run after run
+            r = Rendezvous(4, timeout=10, fibers=devices if kind == "fibers" else None)
+            seen = {}
+
+            def device(d):
+                every = r.share_by_last(d, _Ins, (0, 1, 2, 3), d * 10,
+                                        lambda every: calls.append(list(every)))
+                seen[d] = (every, len(calls))
+            devices.run(device)
+            assert seen == {d: ([0, 10, 20, 30], run + 1) for d in range(4)}
+    assert calls == [[0, 10, 20, 30]] * 3
+
+
+@pytest.mark.parametrize("kind", ["threads", "fibers"])
+def test_a_failed_share_by_last_stops_the_others(kind):
+    with _on(kind, 3) as devices:
+        r = Rendezvous(3, timeout=10, fibers=devices if kind == "fibers" else None)
+        errors = {}
+
+        def work(every):
+            raise ValueError("boom")
+
+        def device(d):
+            try:
+                r.share_by_last(d, _Ins, (0, 1, 2), d, work)
+            except BaseException as e:  # noqa: BLE001 - checked below
+                errors[d] = e
+                r.abort(d, e)
+        devices.run(device)
+    assert sorted(type(e).__name__ for e in errors.values()) == ["Aborted", "Aborted",
+                                                                  "ValueError"]
+
+
+def test_fibers_that_wait_for_each_other_end_at_once_naming_who_did_not_come():
+    class Other:
+        opcode, name = "all-gather", "g"
+    fibers = DeviceFibers(2)
+    r = Rendezvous(2, timeout=3600, fibers=fibers)  # no clock: the stall is seen at once
+    errors = {}
+
+    def device(d):
+        try:  # device 0 waits at 'r', device 1 at 'g': neither meeting can complete
+            r.exchange(d, _Ins if d == 0 else Other, (0, 1), d)
+        except BaseException as e:  # noqa: BLE001 - checked below
+            errors[d] = e
+            r.abort(d, e)
+    fibers.run(device)
+    first = next(e for e in errors.values() if isinstance(e, CollectiveTimeout))
+    assert "cannot arrive (every device waits at a collective)" in str(first)
+    assert "waiting at all-gather 'g'" in str(first) or "waiting at all-reduce 'r'" in str(first)
+    assert sum(isinstance(e, Aborted) for e in errors.values()) == 1
+    fibers.close()
+
+
+def test_fibers_belong_to_the_thread_that_runs_them():
+    fibers, seen = DeviceFibers(3), []
+    fibers.run(lambda d: seen.append(("main", d)))
+    t = threading.Thread(target=lambda: fibers.run(lambda d: seen.append(("other", d))))
+    t.start()
+    t.join(30)
+    fibers.run(lambda d: seen.append(("again", d)))
+    assert sorted(seen) == sorted((w, d) for w in ("main", "other", "again") for d in range(3))
+    fibers.close()
+
+
+def test_small_modules_run_as_fibers_large_ones_as_threads():
+    from xlaplug.backends.spmd.runner import FIBERS_BELOW_BYTES, devices_for
+    from xlaplug.hlo.text.parser import parse_module
+    text = "HloModule m\nENTRY e {{\n  p = f32[{n}] parameter(0)\n  ROOT r = f32[{n}] negate(p)\n}}\n"
+    small = parse_module(text.format(n=FIBERS_BELOW_BYTES // 4 - 1))
+    large = parse_module(text.format(n=FIBERS_BELOW_BYTES // 4))
+    with devices_for(small, 2) as a, devices_for(large, 2) as b:
+        assert isinstance(a, DeviceFibers) and isinstance(b, DeviceThreads)

@@ -105,14 +105,13 @@ def _context_factory(device, options, overrides):
 def run_in_process(module: Module, grid: DeviceGrid, args: list[list], *, device: str,
                    options: dict, overrides, timeout: float, repeat: int = 1) -> MultiResult:
     from .backends.common.errors import ExecutionError
-    from .backends.spmd.device_threads import DeviceThreads
-    from .backends.spmd.runner import run_devices
+    from .backends.spmd.runner import devices_for, run_devices
     times, results = [], None
-    # Threads and contexts (thunk sequences, compiled kernels, collective buffers) made
+    # Devices (threads or fibers: runner.devices_for) and contexts (thunk sequences, compiled kernels, collective buffers) made
     # once for every repeat, as XLA runs one executable many times.
     make = _context_factory(device, options, overrides)
     contexts = [make(d) for d in range(grid.count)]
-    with DeviceThreads(grid.count) as threads:
+    with devices_for(module, grid.count) as threads:
         for _ in range(max(repeat, 1)):
             t0 = time.perf_counter()
             try:

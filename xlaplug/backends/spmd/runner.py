@@ -4,6 +4,7 @@ and is reported once, naming the device; a device stuck at a collective ends wit
 rendezvous's timeout error, so a run never hangs."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from typing import Any, Callable
@@ -12,6 +13,7 @@ import numpy as np
 
 from ...hlo.ir import Module
 from ..common.errors import ExecutionError
+from .device_fibers import DeviceFibers
 from .device_threads import DeviceThreads
 from .groups import DeviceGrid
 from .kernels import Place
@@ -50,20 +52,45 @@ def _cuda_simulated(ctx) -> bool:
     return bool(config.ENABLE_CUDASIM)
 
 
+@contextlib.contextmanager
 def _blas_threads_per_device(n: int):
     """BLAS threads divided among the device threads while they run: n threads that each
     call a multithreaded OpenBLAS at once make its spinning workers fight over the cores
-    (measured: a 64x512x64 sgemm 0.1 ms alone, 40 ms from two device threads on 2 cores)."""
+    (measured: a 64x512x64 sgemm 0.1 ms alone, 40 ms from two device threads on 2 cores).
+    Set through the libraries' own calls (~1 us each): threadpoolctl's `limit` took ~15-35
+    us a run, a tenth of a small all-reduce on four devices."""
     import os
-    return _blas_controller().limit(limits=max(1, (os.cpu_count() or 1) // n), user_api="blas")
+    want = max(1, (os.cpu_count() or 1) // n)
+    changed = [(lib, k) for lib in _blas_libraries() if (k := lib.num_threads) != want]
+    for lib, _ in changed:
+        lib.set_num_threads(want)
+    try:
+        yield
+    finally:
+        for lib, k in changed:
+            lib.set_num_threads(k)
 
 
 @functools.lru_cache(maxsize=1)
-def _blas_controller():
-    """threadpoolctl's view of the loaded BLAS libraries, found once: looking them up takes
-    ~0.7 ms, setting their thread counts ~20 us."""
+def _blas_libraries() -> list:
+    """threadpoolctl's controllers of the loaded BLAS libraries, found once (looking them up
+    takes ~0.7 ms)."""
     from threadpoolctl import ThreadpoolController
-    return ThreadpoolController()
+    return list(ThreadpoolController().select(user_api="blas").lib_controllers)
+
+
+# Devices of a module whose largest array is under this many bytes take turns on one
+# thread (device_fibers.py); larger ones get a thread each, for their kernels to overlap.
+FIBERS_BELOW_BYTES = 1 << 20
+
+
+def devices_for(module: Module, n: int) -> DeviceThreads | DeviceFibers:
+    """How `module`'s n devices run: as fibers when its arrays are small (dispatch-bound:
+    thread wake-ups cost more than the kernels), else as threads.  The caller closes it."""
+    largest = max((leaf.byte_size() for comp in module.computations
+                   for ins in comp.instructions for leaf in ins.shape.leaves()
+                   if not leaf.is_token), default=0)
+    return DeviceFibers(n) if largest < FIBERS_BELOW_BYTES else DeviceThreads(n)
 
 
 class DeviceError(ExecutionError):
@@ -78,13 +105,15 @@ class DeviceError(ExecutionError):
 
 
 def on_device_threads(n: int, timeout: float, work: Callable[[int, Rendezvous], Any],
-                      threads: DeviceThreads | None = None, first: int = 0) -> list:
+                      threads: DeviceThreads | DeviceFibers | None = None,
+                      first: int = 0) -> list:
     """`work(d, rendezvous)` for devices d = first .. first + n - 1 at once, one thread each
     (inline for one device; on `threads` when given, else on threads started for this
     call); their results in device order.  A device that fails stops the others waiting at
     the rendezvous, and is raised as a DeviceError naming it; when every failure is an
     Aborted (another MPI rank failed), that Aborted is raised."""
-    rendezvous = Rendezvous(n, timeout, first)
+    fibers = threads if isinstance(threads, DeviceFibers) else None
+    rendezvous = Rendezvous(n, timeout, first, fibers)
     results: list[Any] = [None] * n
     errors: dict[int, BaseException] = {}
 
@@ -99,6 +128,14 @@ def on_device_threads(n: int, timeout: float, work: Callable[[int, Rendezvous], 
 
     if n == 1:
         device(0)
+    elif fibers is not None:
+        if fibers.n != n:
+            raise ExecutionError(f"{fibers.n} device fibers for {n} devices")
+        # Fibers take turns, yet a multithreaded BLAS still costs them: OpenBLAS's threads
+        # spin between calls (a data-parallel MLP step on 4 devices: 94 ms with 2 BLAS
+        # threads, 8 ms with 1, at load 5 on 2 cores).
+        with _blas_threads_per_device(n):
+            fibers.run(device)
     elif threads is not None:
         if threads.n != n:
             raise ExecutionError(f"{threads.n} device threads for {n} devices")
@@ -123,7 +160,7 @@ def on_device_threads(n: int, timeout: float, work: Callable[[int, Rendezvous], 
 
 def run_devices(module: Module, device_args: list[list], grid: DeviceGrid,
                 make_context: Callable[[int], Any], timeout: float = 60.0,
-                threads: DeviceThreads | None = None) -> list:
+                threads: DeviceThreads | DeviceFibers | None = None) -> list:
     """Runs the entry computation on every device of `grid`; `device_args[d]` are device d's
     arguments (host values), `make_context(d)` makes device d's execution context (an
     ExecContext); `threads`: kept device threads to run on (see device_threads.py).
@@ -135,21 +172,26 @@ def run_devices(module: Module, device_args: list[list], grid: DeviceGrid,
     def work(d: int, rendezvous: Rendezvous):
         ctx = make_context(d)
         ctx.spmd = Place(grid, d, rendezvous)
-        if n > 1 and _cuda_simulated(ctx):
+        if n > 1 and not isinstance(threads, DeviceFibers) and _cuda_simulated(ctx):
             _simulator_turns(ctx)
         args = [a if isinstance(a, tuple) else np.asarray(a) for a in device_args[d]]
         with np.errstate(all="ignore"):  # as one device runs (errstate is per thread)
             out = ctx.run(module.entry, ctx.memory.to_device(args))
         return ctx.memory.to_host(out, module.entry.root.shape)
 
+    if threads is None and n > 1:
+        with devices_for(module, n) as chosen:
+            return on_device_threads(n, timeout, work, chosen)
     return on_device_threads(n, timeout, work, threads)
 
 
 def run_module_devices(module: Module, device_args: list[list], grid: DeviceGrid | None = None,
                        session=None, *, device: str | None = None, timeout: float = 60.0,
+                       threads: DeviceThreads | DeviceFibers | None = None,
                        **options) -> list:
     """`run_module` on every device of `grid` (default: the module header's counts) for
-    `session` (its device and plugin kernels; None: no plugins, on `device`)."""
+    `session` (its device and plugin kernels; None: no plugins, on `device`); `threads`:
+    what the devices run on (default: `devices_for` chooses)."""
     from ..executor import ExecContext
     if session is not None and device is not None and device != session.device:
         raise ValueError(f"device '{device}' is not the session's device '{session.device}'")
@@ -157,7 +199,8 @@ def run_module_devices(module: Module, device_args: list[list], grid: DeviceGrid
     overrides = session.resolve if session is not None else None
     grid = grid or DeviceGrid.of_module(module)
     return run_devices(module, device_args, grid,
-                       lambda d: ExecContext(dev, options, overrides=overrides), timeout)
+                       lambda d: ExecContext(dev, options, overrides=overrides), timeout,
+                       threads)
 
 
 def collective_groups(module: Module, grid: DeviceGrid) -> list[list[tuple[int, ...]]]:

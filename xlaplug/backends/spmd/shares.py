@@ -27,14 +27,15 @@ def chunk(count: int, n: int, rank: int) -> slice:
 
 
 def reduce_my_chunk(every: list[tuple[list[np.ndarray], list[np.ndarray]]], rank: int,
-                    combine, reduce_values) -> None:
-    """`every[j]` = (inputs, outputs) of rank j; reduces chunk `rank` of each leaf into every
-    rank's output.  `reduce_values(values, combine, dtype)` is the whole-buffer reduction."""
+                    combine, reduce_values, parts: int | None = None) -> None:
+    """`every[j]` = (inputs, outputs) of rank j; reduces chunk `rank` of `parts` (default:
+    one per rank) of each leaf into every rank's output.  `reduce_values(values, combine,
+    dtype)` is the whole-buffer reduction."""
     n = len(every)
     for leaf in range(len(every[0][0])):
         ins = [e[0][leaf].reshape(-1) for e in every]
         outs = [e[1][leaf].reshape(-1) for e in every]
-        part = chunk(ins[0].size, n, rank)
+        part = chunk(ins[0].size, parts or n, rank)
         if part.start >= part.stop:
             continue
         xs = [x[part] for x in ins]
