@@ -28,6 +28,7 @@ from .parser_diagnostics import _Ctx, _describe, _err, _syntax_error, at_offset,
 from .parser_grammar import _ATTR, _NAME_RX, BRACE_DEPTH, grammar_text  # noqa: F401
 from .parser_attrs import _attr_tokens, _attrs, _attrs_of, _opt_attrs
 from .parser_deep import MAX_DEPTH
+from .parser_fast import fast_items
 from .parser_inline import INLINE
 from .parser_operands import Nested, scan_operands, split_top_level
 from .parser_resolve import DONE, _resolve_computation, _resolve_module, unique_name
@@ -49,6 +50,12 @@ def _lark(strict: bool = False, with_transformer: bool = True) -> Lark:
                       maybe_placeholders=False, **options)
     install(parser)
     return parser
+
+
+@lru_cache(maxsize=None)
+def _terminals() -> dict:
+    """The grammar's terminal expressions by name, compiled (for parser_fast)."""
+    return {t.name: re.compile(t.pattern.to_regexp()) for t in _lark().terminals}
 
 
 _COMMENTS = re.compile(r"/\*.*?\*/", re.S)
@@ -325,10 +332,14 @@ def parse_module(text: str, filename: str = "<string>") -> Module:
     state = parse_state(text)  # this parse's own text and tables (a context variable)
     try:
         _check_text(text)
-        try:
-            items = _lark().parse(text)
-        except UnexpectedInput as e:
-            raise _syntax_error(e, text) from None
+        items = fast_items(text, _terminals(), _Builder())  # the common path (parser_fast)
+        if items is None:  # off it: lark reads the whole text, from a fresh state
+            state.close()
+            state = parse_state(text)
+            try:
+                items = _lark().parse(text)
+            except UnexpectedInput as e:
+                raise _syntax_error(e, text) from None
         header = next((x for x in items if isinstance(x, tuple) and x[0] == "header"), None)
         comps = [x for x in items if isinstance(x, Computation)]
         if not comps:
