@@ -227,8 +227,9 @@ class _Builder(Transformer):
             raise _err(f"unexpected attribute 'result_accuracy' on {instr.opcode} '{name}': XLA "
                        f"takes it only on transcendental unary ops (exponential, log, tanh, "
                        f"...)", at)
-        for tok in rest:
-            _check_attribute_placement(instr.opcode, tok)
+        if any(misplaced_attribute(instr.opcode, k) for k in instr.attrs):
+            for tok in rest:  # the first misplaced name, at its position
+                _check_attribute_placement(instr.opcode, tok)
         instr._is_root = root_tok is not None
         if root_tok is not None:
             instr._root_at = (root_tok.line, root_tok.column)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from lark import Token
 
 from . import attributes as A
-from .parser_diagnostics import _err
+from .parser_diagnostics import _err, current_parse
 from .parser_grammar import _ATTR
 from .parser_inline import inline_value, is_inline
 from .shape_parser import ShapeError
@@ -24,6 +24,7 @@ def _attrs(tok, owner: str) -> dict:
         return _attrs_from(_mesh_joined(text, base), owner)
     pos = 0
     parse = A.parse_attr
+    metadata = current_parse().metadata
     for m in _ATTR.finditer(text):
         if m.start() != pos:  # a value nested past the regular expression (parser_deep)
             return _attrs_from(_deep_items(text, base), owner)
@@ -32,6 +33,11 @@ def _attrs(tok, owner: str) -> dict:
         if name in out or name in _CALLED:  # the uncommon cases, in full
             _attr(out, name, value, base + m.start(1), base + m.start(2), owner)
             continue
+        if name == "metadata":  # on most instructions jax prints, and repeated: read once
+            v = metadata.get(value)
+            if v is not None:
+                out[name] = dict(v)  # each instruction its own dict
+                continue
         try:
             v = parse(name, value)
         except (A.AttrError, ShapeError) as e:
@@ -40,6 +46,8 @@ def _attrs(tok, owner: str) -> dict:
         if type(v) is list:  # instruction references: positions are per use
             for r in v:
                 r.offset += base + m.start(2)
+        elif name == "metadata":
+            metadata[value] = dict(v)
         out[name] = v
     if pos != len(text):
         return _attrs_from(_deep_items(text, base), owner)

@@ -25,6 +25,7 @@ class ParseState:
         self.done: dict = {}
         self.inline: list = []
         self.deep: list = [None]
+        self.metadata: dict = {}  # metadata text -> its fields, read once per parse
         self._token = None
 
     def close(self) -> None:
