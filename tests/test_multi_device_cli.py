@@ -229,3 +229,27 @@ def test_replicas_flag_overrides_the_header(allreduce_case):
                      r"instruction declares f32\[16\] \(does the device count fit the "
                      r"module\?\)$", p.stderr.strip()), p.stderr
     assert xlaplug("run", hlo, "--replicas", 2).returncode == 0
+
+
+def test_memory_preflight_counts_every_device_of_a_rank(tmp_path):
+    hlo = tmp_path / "big.hlo"  # 256 KiB in and out per device: ~0.5 MiB of buffers each
+    hlo.write_text(ALLREDUCE_BIG)
+    one = xlaplug("run", hlo, "--max-memory", "600K", mpi=4)  # one device per rank: fits
+    assert one.returncode == 0, one.stderr
+    two = xlaplug("run", hlo, "--max-memory", "600K", mpi=2)  # two per rank: does not
+    assert two.returncode == 2, (two.stdout, two.stderr)
+    errors = [ln for ln in two.stderr.splitlines() if "error:" in ln]
+    assert len(errors) == 1 and "buffers on 2 devices, more than the --max-memory" in errors[0]
+
+
+ALLREDUCE_BIG = """HloModule m, replica_count=4
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[65536] parameter(0)
+  ROOT r = f32[65536] all-reduce(x), replica_groups={}, to_apply=add
+}
+"""

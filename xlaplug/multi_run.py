@@ -216,8 +216,11 @@ def run_command(module: Module, *, grid: DeviceGrid, npz, expected, seed: int, d
     """What `xlaplug run` does when the module runs on more than one device."""
     n = grid.count
     inputs = device_inputs(module, npz, seed, n)
-    if use_mpi:
-        preflight(module, DeviceGrid(), device, options, overrides, max_memory, inputs[0])
+    if use_mpi:  # this rank's devices: one, or D / ranks on threads (mpi_threads.py)
+        from .backends.spmd.mpi import mpi_module
+        ranks = mpi_module().COMM_WORLD.Get_size()
+        here = DeviceGrid(1, n // ranks if n % ranks == 0 else 1)
+        preflight(module, here, device, options, overrides, max_memory, inputs[0])
         return run_over_mpi(module, grid, lambda r: inputs[r], device=device,
                             options=options, overrides=overrides, timeout=timeout,
                             expected=expected, rtol=rtol, atol=atol)
