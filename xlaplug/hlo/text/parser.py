@@ -55,7 +55,10 @@ def _lark(strict: bool = False, with_transformer: bool = True) -> Lark:
 @lru_cache(maxsize=None)
 def _terminals() -> dict:
     """The grammar's terminal expressions by name, compiled (for parser_fast)."""
-    return {t.name: re.compile(t.pattern.to_regexp()) for t in _lark().terminals}
+    from .parser_fast import line_pattern
+    out = {t.name: re.compile(t.pattern.to_regexp()) for t in _lark().terminals}
+    out["_LINE"] = line_pattern(out)
+    return out
 
 
 _COMMENTS = re.compile(r"/\*.*?\*/", re.S)

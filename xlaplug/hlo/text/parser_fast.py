@@ -26,9 +26,22 @@ class _OffPath(Exception):
     """The text leaves the common path here: lark reads it."""
 
 
+def line_pattern(t: dict) -> re.Pattern:
+    """`[ROOT] name = [shape] opcode(operands)[, attributes]` on one line, spaces between:
+    the terminals' own expressions, each atomic and each optional part possessive, so the
+    match takes each terminal's first match at its position, as the walk does, or fails."""
+    def term(name: str) -> str:
+        return f"(?>{t[name].pattern})"
+    return re.compile(
+        rf"(?P<root>ROOT[ \t]+)?+(?P<name>{term('INSTR_NAME')})[ \t]*"
+        rf"(?:(?P<buffer>{term('BUFFER_SHAPE')})|(?P<shape>{term('SHAPE')}))?+[ \t]*"
+        rf"(?P<call>{term('OPCALL')})[ \t]*(?P<attrs>{term('ATTRS')})?+[ \t]*(?=\n|\Z)")
+
+
 class _Walk:
     def __init__(self, text: str, terminals: dict, builder):
         self.text, self.t, self.b = text, terminals, builder
+        self.line_rx = terminals["_LINE"]
         self.pos, self.line, self.line_start = 0, 1, 0
         self.skip()
 
@@ -177,6 +190,9 @@ class _Walk:
         return self.b.tuple_shape([shapes] if shapes else [])
 
     def instruction(self):
+        m = self.line_rx.match(self.text, self.pos)
+        if m is not None and "\n" not in m.group(0):  # the usual form, in one match
+            return self.one_line(m)
         children: list = []
         name = self.token("INSTR_NAME")
         if name is None:
@@ -194,6 +210,25 @@ class _Walk:
             raise _OffPath  # nested past OPCALL's expression (DEEP_CALL), or not a call
         children.append(call)
         return self.b.instruction(children + self.attrs())
+
+
+    def one_line(self, m: re.Match):
+        """The instruction `line_rx` matched on one line: the tokens `instruction` would
+        read one by one."""
+        line, start = self.line, self.line_start
+        children = []
+        for kind, group in (("ROOT", "root"), ("INSTR_NAME", "name"), ("BUFFER_SHAPE", "buffer"),
+                            ("SHAPE", "shape"), ("OPCALL", "call"), ("ATTRS", "attrs")):
+            value = m.group(group)
+            if value is None:
+                continue
+            at = m.start(group)
+            if kind == "ROOT":
+                value = "ROOT"
+            children.append(Token(kind, value, at, line, at - start + 1))
+        self.advance(m.end())
+        self.skip()
+        return self.b.instruction(children)
 
 
 def fast_items(text: str, terminals: dict, builder) -> list | None:
