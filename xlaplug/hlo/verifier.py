@@ -37,8 +37,8 @@ from .errors import HloVerifyError
 from .ir import UNBOUNDED, Computation, Instruction, Module
 from .opcodes import MIXED_PRECISION_OK
 from .shape_inference import ShapeInferenceError, compatible, infer_shape, is_floating, s
-from .verifier_graph import (call_graph_cycle_problem, instruction_cycle_problem,
-                             use_before_definition_problem)
+from .verifier_graph import (call_graph_cycle_problem, in_definition_order,
+                             instruction_cycle_problem, use_before_definition_problem)
 
 # Opcodes whose result may be unbounded with bounded operands: its size comes from the
 # inputs (parameter), a computation, or code the verifier does not see.
@@ -158,9 +158,11 @@ def _computation_problems(module: Module, comp: Computation, comp_ids: set[int],
         else:
             numbers[n] = p
     # A cycle first (the more telling error: it also uses something defined later).
-    order = instruction_cycle_problem(module, comp) or use_before_definition_problem(module, comp)
-    if order is not None:
-        yield order
+    if not in_definition_order(comp):
+        order = (instruction_cycle_problem(module, comp)
+                 or use_before_definition_problem(module, comp))
+        if order is not None:
+            yield order
     seen_names: set[str] = set()
     for ins in comp.instructions:
         if ins.name in seen_names:

@@ -79,6 +79,22 @@ def instruction_cycle_problem(module: Module, comp: Computation) -> HloVerifyErr
                           file=module.source, line=first.line, column=first.column)
 
 
+def in_definition_order(comp: Computation) -> bool:
+    """Whether every instruction of `comp` uses only instructions defined before it (what
+    XLA's parser guarantees): then there is no cycle and no use before definition, and the
+    cycle search is skipped."""
+    position = {id(i): k for k, i in enumerate(comp.instructions)}
+    get = position.get
+    for k, ins in enumerate(comp.instructions):
+        for dep in ins.operands:
+            if get(id(dep), -1) >= k:
+                return False
+        for dep in ins.control_predecessors:
+            if get(id(dep), -1) >= k:
+                return False
+    return True
+
+
 def use_before_definition_problem(module: Module, comp: Computation
                                   ) -> HloVerifyError | None:
     """An error at the first instruction of `comp` that uses an operand or control
