@@ -464,6 +464,15 @@ def devices_of(name: str, quick: bool) -> int:
     return DEVICES.get(name, (1, 1))[1 if quick else 0]
 
 
+def cuda_missing() -> str | None:
+    """Why xlaplug cannot run on CUDA here (None when it can): checked before any workload,
+    so a machine with no GPU gets one line, not a driver traceback half-way through."""
+    from xlaplug.backends.cuda_support import cuda_status
+    ok, why = cuda_status()
+    return None if ok else (f"xlaplug cannot run on CUDA here: {why} (numba's simulator, "
+                            "NUMBA_ENABLE_CUDASIM=1, runs but its times mean nothing)")
+
+
 def jax_gpu(jax):
     """jax's first GPU device, or why there is none."""
     try:
@@ -563,6 +572,9 @@ def main(argv=None) -> int:
     opts = ap.parse_args(argv)
     if opts.repeat < 1:
         ap.error("--repeat must be at least 1")
+    if opts.device == "cuda" and (why := cuda_missing()):
+        print(f"error: --device cuda: {why}", file=sys.stderr)
+        return 2
     if opts.worker:
         return worker(opts)
     names = WORKLOADS
