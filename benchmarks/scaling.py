@@ -4,6 +4,7 @@ shapes) and where memory bandwidth or FLOPs do (large ones).
     python benchmarks/scaling.py                # both tables, five sizes each (~1-2 min)
     python benchmarks/scaling.py --quick        # three small sizes each, a smoke test
     python benchmarks/scaling.py --json
+    python benchmarks/scaling.py --quick --check-only   # outputs checked, nothing timed
     python benchmarks/scaling.py --device cuda  # xlaplug on CUDA, an XLA:GPU column
 
 Tables:
@@ -67,7 +68,7 @@ def workload(kind: str, size: int, rng):
     return (lambda x, w: x @ w), args
 
 
-def measure(kind: str, size: int, device: str, quick: bool, gpu) -> dict:
+def measure(kind: str, size: int, device: str, quick: bool, gpu, check_only=False) -> dict:
     import jax
 
     from xlaplug.driver import compile_module
@@ -87,6 +88,8 @@ def measure(kind: str, size: int, device: str, quick: bool, gpu) -> dict:
     rec = {"kind": kind, "size": size, "matches_xla": ok, "max_abs_err": err}
     if not ok:
         run.warn(f"{kind} {size}: xlaplug output does not match XLA:CPU (max abs err {err:.3g})")
+        return rec
+    if check_only:
         return rec
     xla_call = lambda: compiled(*dev_args).block_until_ready()  # noqa: E731
     per_round = max(1, min(200, int(0.05 / max(_timed(xla_call), first.run_times[0], 1e-6))))
@@ -156,6 +159,8 @@ def main(argv=None) -> int:
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--quick", action="store_true", help="three small sizes each, one round")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--check-only", action="store_true", help="check xlaplug's outputs against "
+                    "XLA's at each size; time nothing (exit 1 on a mismatch)")
     opts = ap.parse_args(argv)
     if opts.device == "cuda" and (why := run.cuda_missing()):
         print(f"error: --device cuda: {why}", file=sys.stderr)
@@ -166,10 +171,15 @@ def main(argv=None) -> int:
               "xla_gpu": gpu if isinstance(gpu, str) else "measured"}
     gpu = None if isinstance(gpu, str) else gpu
     for kind, sizes in (("elementwise", ELEMENTWISE), ("matmul", MATMUL)):
-        report[kind] = [measure(kind, s, opts.device, opts.quick, gpu)
+        report[kind] = [measure(kind, s, opts.device, opts.quick, gpu, opts.check_only)
                         for s in (sizes[:3] if opts.quick else sizes)]
     report["load_end"] = os.getloadavg()[0]
-    if opts.json:
+    if opts.check_only:
+        for k in ("elementwise", "matmul"):
+            for r in report[k]:
+                print(f"{k} {r['size']}: xlaplug vs XLA: "
+                      f"{'ok' if r['matches_xla'] else 'MISMATCH'} (max abs err {r['max_abs_err']:.3g})")
+    elif opts.json:
         print(json.dumps(report, indent=2))
     else:
         print_tables(report)
