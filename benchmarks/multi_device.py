@@ -84,17 +84,16 @@ def bench_devices(run, name, w, repeat: int, device: str, passes, check_only: bo
     t0 = time.perf_counter()
     outs = once()
     x["first_run_ms"] = run.ms(time.perf_counter() - t0)
-    times = [x["first_run_ms"] / 1e3]
-    if not check_only:
-        times, outs = run.time_calls(once, repeat, 0)
-    x["run_ms"] = None if check_only else run.ms(statistics.median(times))
-    x["first_run_overhead_ms"] = None if check_only else max(x["first_run_ms"] - x["run_ms"], 0)
-    x["run_times_ms"] = [run.ms(t) for t in times]
-    ok, err = True, 0.0
+    ok, err = True, 0.0  # every device's outputs checked before anything is timed
     for k, out in enumerate(outs):
         one = run.checked(f"{name} device {k}", "xlaplug", {}, out, ref, w.dtype)
         ok, err = ok and one["matches_xla"], max(err, one["max_abs_err"])
     x.update(matches_xla=ok, max_abs_err=err, devices=d)
+    if ok and not check_only:
+        times, _ = run.time_calls(once, repeat, 0)
+        x["run_ms"] = run.ms(statistics.median(times))
+        x["first_run_overhead_ms"] = max(x["first_run_ms"] - x["run_ms"], 0.0)
+        x["run_times_ms"] = [run.ms(t) for t in times]
     rec["xlaplug"] = x
     rec["numpy"] = run.run_numpy(name, w, ref, repeat, check_only)
     return run.with_ratios(rec)

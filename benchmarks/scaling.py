@@ -16,8 +16,9 @@ Tables:
   matmul       x @ w, f32[s,s] square, s = 64, 256, 512, 1024, 2048; GFLOP/s = 2s^3 / time
 Each size is lowered by jax (`jax.jit(f).lower(...)`), xlaplug's output checked against
 XLA's (run.py's tolerance) before anything is timed, then xlaplug and XLA:CPU are timed in
-alternating rounds (so a shared machine's load falls on both alike), enough calls a round to
-fill ~50 ms; the figure is the median call.  xlaplug's calls are execute(repeat=k) runs
+alternating rounds with numpy doing the same (numpy's matmul is the same OpenBLAS xlaplug
+calls), so a shared machine's load falls on all alike, enough calls a round to fill ~50 ms;
+the figure is the median call.  xlaplug's calls are execute(repeat=k) runs
 (the thunk sequence made once a round, not timed).
 """
 from __future__ import annotations
@@ -61,11 +62,14 @@ def workload(kind: str, size: int, rng):
         def f(x, y):
             return jnp.tanh(x) * y + jnp.exp(-x) - jnp.maximum(x, y) * 0.5 + \
                 jnp.sqrt(jnp.abs(y))
+        def nf(x, y):
+            return np.tanh(x) * y + np.exp(-x) - np.maximum(x, y) * np.float32(0.5) + \
+                np.sqrt(np.abs(y))
         args = [rng.standard_normal(size).astype(np.float32) for _ in range(2)]
-        return f, args
+        return f, nf, args
     args = [rng.standard_normal((size, size)).astype(np.float32),
             (rng.standard_normal((size, size)) * size ** -0.5).astype(np.float32)]
-    return (lambda x, w: x @ w), args
+    return (lambda x, w: x @ w), (lambda x, w: x @ w), args
 
 
 def measure(kind: str, size: int, device: str, quick: bool, gpu, check_only=False) -> dict:
@@ -74,7 +78,7 @@ def measure(kind: str, size: int, device: str, quick: bool, gpu, check_only=Fals
     from xlaplug.driver import compile_module
     from xlaplug.hlo import parse_module
     from xlaplug.runner import execute
-    f, args = workload(kind, size, np.random.default_rng(0))
+    f, nf, args = workload(kind, size, np.random.default_rng(0))
     cpu = jax.devices("cpu")[0]
     with jax.default_device(cpu):
         dev_args = [jax.device_put(a, cpu) for a in args]
@@ -89,12 +93,15 @@ def measure(kind: str, size: int, device: str, quick: bool, gpu, check_only=Fals
     if not ok:
         run.warn(f"{kind} {size}: xlaplug output does not match XLA:CPU (max abs err {err:.3g})")
         return rec
+    np_ok, np_err = run.close_enough(nf(*args), ref)
+    if not np_ok:
+        run.warn(f"{kind} {size}: numpy does not match XLA:CPU (max abs err {np_err:.3g})")
     if check_only:
         return rec
     xla_call = lambda: compiled(*dev_args).block_until_ready()  # noqa: E731
     per_round = max(1, min(200, int(0.05 / max(_timed(xla_call), first.run_times[0], 1e-6))))
     rounds = 1 if quick else ROUNDS
-    ours, theirs, gpu_times = [], [], []
+    ours, theirs, gpu_times, numpys = [], [], [], []
     gpu_call = None
     if gpu is not None:
         gpu_args = [jax.device_put(a, gpu) for a in args]
@@ -104,10 +111,12 @@ def measure(kind: str, size: int, device: str, quick: bool, gpu, check_only=Fals
     for _ in range(rounds):
         ours += execute(module, args, device=device, repeat=per_round).run_times
         theirs += [_timed(xla_call) for _ in range(per_round)]
+        numpys += [_timed(lambda: nf(*args)) for _ in range(per_round)]
         if gpu_call is not None:
             gpu_times += [_timed(gpu_call) for _ in range(per_round)]
     rec.update(calls=rounds * per_round, xlaplug_ms=1e3 * statistics.median(ours),
-               xla_ms=1e3 * statistics.median(theirs))
+               xla_ms=1e3 * statistics.median(theirs),
+               numpy_ms=1e3 * statistics.median(numpys))
     rec["ratio"] = rec["xlaplug_ms"] / rec["xla_ms"]
     if gpu_times:
         rec["xla_gpu_ms"] = 1e3 * statistics.median(gpu_times)
@@ -122,17 +131,17 @@ def print_tables(report: dict) -> None:
           f"average {report['load_start']:.2f} before, {report['load_end']:.2f} after")
     if gpu != "measured":
         print(f"XLA:GPU: {gpu}")
-    print("\n| elements | xlaplug ms | XLA:CPU ms | xlaplug/XLA | floor ms | xlaplug/floor |"
-          f" XLA/floor |{extra}")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |" + (" ---: |" if extra else ""))
+    print("\n| elements | xlaplug ms | XLA:CPU ms | xlaplug/XLA | numpy ms | floor ms |"
+          f" xlaplug/floor | XLA/floor |{extra}")
+    print("| ---: " * 8 + "|" + (" ---: |" if extra else ""))
     for r in report["elementwise"]:
         floor = 12 * r["size"] / (bw * 1e9) * 1e3
         print(f"| 2^{r['size'].bit_length() - 1} | {_cells(r)} | {floor:.4f} | "
               f"{_ratio(r.get('xlaplug_ms'), floor)} | {_ratio(r.get('xla_ms'), floor)} |"
               + (f" {r.get('xla_gpu_ms', 0):.4f} |" if extra else ""))
-    print("\n| f32[s,s] @ f32[s,s] | xlaplug ms | XLA:CPU ms | xlaplug/XLA | xlaplug GFLOP/s |"
-          f" XLA GFLOP/s |{extra}")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: |" + (" ---: |" if extra else ""))
+    print("\n| f32[s,s] @ f32[s,s] | xlaplug ms | XLA:CPU ms | xlaplug/XLA | numpy ms |"
+          f" xlaplug GFLOP/s | XLA GFLOP/s |{extra}")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |" + (" ---: |" if extra else ""))
     for r in report["matmul"]:
         flop = 2 * r["size"] ** 3
         print(f"| {r['size']} | {_cells(r)} | {_gflops(flop, r.get('xlaplug_ms'))} | "
@@ -142,8 +151,9 @@ def print_tables(report: dict) -> None:
 
 def _cells(r) -> str:
     if not r["matches_xla"]:
-        return "MISMATCH | - | -"
-    return f"{r['xlaplug_ms']:.4f} | {r['xla_ms']:.4f} | {r['ratio']:.2f}x"
+        return "MISMATCH | - | - | -"
+    return (f"{r['xlaplug_ms']:.4f} | {r['xla_ms']:.4f} | {r['ratio']:.2f}x | "
+            f"{r['numpy_ms']:.4f}")
 
 
 def _ratio(a, b) -> str:
@@ -177,8 +187,9 @@ def main(argv=None) -> int:
     if opts.check_only:
         for k in ("elementwise", "matmul"):
             for r in report[k]:
-                print(f"{k} {r['size']}: xlaplug vs XLA: "
-                      f"{'ok' if r['matches_xla'] else 'MISMATCH'} (max abs err {r['max_abs_err']:.3g})")
+                verdict = "ok" if r["matches_xla"] else "MISMATCH"
+                print(f"{k} {r['size']}: xlaplug vs XLA: {verdict} "
+                      f"(max abs err {r['max_abs_err']:.3g})")
     elif opts.json:
         print(json.dumps(report, indent=2))
     else:
