@@ -17,9 +17,10 @@ Tables:
 Each size is lowered by jax (`jax.jit(f).lower(...)`), xlaplug's output checked against
 XLA's (run.py's tolerance) before anything is timed, then xlaplug and XLA:CPU are timed in
 alternating rounds with numpy doing the same (numpy's matmul is the same OpenBLAS xlaplug
-calls), so a shared machine's load falls on all alike, enough calls a round to fill ~50 ms;
-the figure is the median call.  xlaplug's calls are execute(repeat=k) runs
-(the thunk sequence made once a round, not timed).
+calls), so a shared machine's load falls on all alike, enough calls a round to fill ~50 ms
+(at least 3); the figure is the median call.  xlaplug's calls are the runs of
+execute(repeat=k + 1) but its first (the thunk sequence made and the kernels loaded once a
+round, not timed).
 """
 from __future__ import annotations
 
@@ -99,7 +100,8 @@ def measure(kind: str, size: int, device: str, quick: bool, gpu, check_only=Fals
     if check_only:
         return rec
     xla_call = lambda: compiled(*dev_args).block_until_ready()  # noqa: E731
-    per_round = max(1, min(200, int(0.05 / max(_timed(xla_call), first.run_times[0], 1e-6))))
+    steady = execute(module, args, device=device, repeat=2).run_times[-1]
+    per_round = max(3, min(200, int(0.05 / max(_timed(xla_call), steady, 1e-6))))
     rounds = 1 if quick else ROUNDS
     ours, theirs, gpu_times, numpys = [], [], [], []
     gpu_call = None
@@ -109,7 +111,8 @@ def measure(kind: str, size: int, device: str, quick: bool, gpu, check_only=Fals
         gpu_call = lambda: gpu_exe(*gpu_args).block_until_ready()  # noqa: E731
         gpu_call()
     for _ in range(rounds):
-        ours += execute(module, args, device=device, repeat=per_round).run_times
+        # a context's first run loads its kernels (compiled loops from numba's cache): dropped
+        ours += execute(module, args, device=device, repeat=per_round + 1).run_times[1:]
         theirs += [_timed(xla_call) for _ in range(per_round)]
         numpys += [_timed(lambda: nf(*args)) for _ in range(per_round)]
         if gpu_call is not None:
