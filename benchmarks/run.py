@@ -7,6 +7,8 @@ Workloads (full size / --quick size):
   conv3x3      3x3 conv, NCHW, SAME padding, 8x64x56x56 -> 64 channels / 2x8x16x16 -> 8
   while_loop   lax.fori_loop, 2,000 iterations of a few elementwise ops on f32[16] / 100 its
   scan_rnn     lax.scan RNN cell tanh(w @ h + x), 1,000 steps of h[64] / 50 steps of h[16]
+and the model workloads of models.py (a transformer block forward in f32 and bf16, its
+training step, a conv net's training step, the data-parallel step on 4 devices).
 
 For each workload the HLO is `jax.jit(f).lower(*args).as_text(dialect="hlo")`; xlaplug parses
 it, runs its pass pipeline and executes it.  Every implementation is timed as the median of
@@ -14,23 +16,27 @@ it, runs its pass pipeline and executes it.  Every implementation is timed as th
 
   xlaplug   execute(repeat=1) once (the first run: kernel setup and numba JIT land here),
             then execute(repeat=N); the number is the median of its N run_times.
-  XLA:CPU   lowered.compile(), two warm-up calls, then N calls of compiled(*device_args)
+  XLA:CPU   lowered.compile(), one call (the reference output), one warm-up, then N calls of compiled(*device_args)
             followed by block_until_ready(); inputs are placed on the device beforehand.
   XLA:GPU   (--device cuda, when jax has a GPU backend) the same, with the inputs on the
             GPU; otherwise the column says why it is absent.
-  numpy     one warm-up call, then N calls.
+  numpy     one call (checked; the warm-up), then N calls.
+A multi-device workload runs in a worker process (multi_device.py) on XLA's partitioned
+module.
 
 Compile columns: "xlaplug compile" = parse + pass pipeline + execute()'s setup (building
 the thunk sequence); the extra cost of xlaplug's first run over a steady run is a separate
 column ("xlaplug 1st-run +ms").  "XLA compile" = Lowered.compile() (HLO to executable;
 tracing/lowering time is in the --json output as xla.lower_ms).
 
-xlaplug's output is checked against jax's with allclose(rtol=1e-4, atol=1e-5 * max|ref|)
-(a scale-relative atol, since the MLP's outputs are O(10) and softmax's O(1e-3)); a mismatch
-prints a WARNING line (to stderr) and the run exits 1.  numpy is checked the same way.
+xlaplug's first-run output is checked against XLA's before any timed run, every output leaf
+with allclose(rtol, atol = scale * max|ref|) -- f32 1e-4 and 1e-5, bf16 3e-2 and 3e-2 (a
+scale-relative atol, since the MLP's outputs are O(10) and softmax's O(1e-3)); a mismatch
+prints a WARNING line (to stderr), is not timed, and the run exits 1.  numpy is checked the
+same way.  --check-only runs each implementation once and checks it, timing nothing.
 
 Run:  python benchmarks/run.py [--repeat N] [--only NAME[,NAME]] [--device cpu|cuda]
-                               [--passes SPEC] [--json] [--quick]
+                               [--passes SPEC] [--json] [--quick] [--check-only]
 """
 from __future__ import annotations
 
@@ -51,9 +57,16 @@ if "cuda" not in sys.argv[1:] and "--device=cuda" not in sys.argv[1:]:
 
 import numpy as np  # noqa: E402
 
-WORKLOADS = ["elementwise", "mlp", "softmax", "conv3x3", "while_loop", "scan_rnn"]
-RTOL = 1e-4
-ATOL_SCALE = 1e-5
+from models import DEVICES, MODELS, Workload, make_model  # noqa: E402  (benchmarks/models.py)
+
+KERNELS = ["elementwise", "mlp", "softmax", "conv3x3", "while_loop", "scan_rnn"]
+WORKLOADS = KERNELS + MODELS
+# allclose(rtol, atol = ATOL_SCALE * max|ref|) per output, by the workload's element type.
+# bf16 keeps 8 significant bits (a rounding is up to 2^-9 relative) and XLA:CPU computes bf16
+# elementwise ops in f32 inside its fusions, rounding once per fusion output, where xlaplug's
+# unfused ops round each result: a few roundings apart through a block, so 1/32 of the scale.
+TOLERANCE = {"f32": (1e-4, 1e-5), "bf16": (3e-2, 3e-2)}
+RTOL, ATOL_SCALE = TOLERANCE["f32"]
 
 
 def warn(msg: str) -> None:
@@ -62,8 +75,8 @@ def warn(msg: str) -> None:
 
 # ---- workloads -------------------------------------------------------------------------------
 
-def make_workload(name: str, quick: bool, rng: np.random.Generator):
-    """(description, jax fn, numpy fn, list of f32 numpy inputs)."""
+def make_kernel_workload(name: str, quick: bool, rng: np.random.Generator):
+    """(description, jax fn, numpy fn, list of f32 numpy inputs) of the six kernel workloads."""
     import jax.numpy as jnp
     from jax import lax
 
@@ -168,6 +181,12 @@ def make_workload(name: str, quick: bool, rng: np.random.Generator):
     raise ValueError(name)
 
 
+def make_workload(name: str, quick: bool, rng: np.random.Generator) -> Workload:
+    if name in KERNELS:
+        return Workload(*make_kernel_workload(name, quick, rng))
+    return make_model(name, quick, rng)
+
+
 # ---- environment header ------------------------------------------------------------------
 
 def blas_info() -> str:
@@ -250,13 +269,32 @@ def ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1e3
 
 
-def close_enough(got: np.ndarray, ref: np.ndarray) -> tuple[bool, float]:
-    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
-    if got.shape != ref.shape:
+def close_enough(got, ref, dtype: str = "f32") -> tuple[bool, float]:
+    """Every output leaf within the dtype's tolerance of XLA's; the largest error over the
+    leaves, relative to each leaf's max|ref| when there are several (else absolute)."""
+    got, ref = leaves(got), leaves(ref)
+    if len(got) != len(ref):
         return False, float("inf")
-    scale = float(np.max(np.abs(ref))) if ref.size else 0.0
-    ok = bool(np.allclose(got, ref, rtol=RTOL, atol=ATOL_SCALE * max(scale, 1e-30)))
-    return ok, float(np.max(np.abs(got - ref))) if ref.size else 0.0
+    rtol, atol_scale = TOLERANCE[dtype]
+    ok, worst = True, 0.0
+    for g, r in zip(got, ref):
+        g, r = np.asarray(g, np.float64), np.asarray(r, np.float64)
+        if g.shape != r.shape:
+            return False, float("inf")
+        scale = float(np.max(np.abs(r))) if r.size else 0.0
+        ok &= bool(np.allclose(g, r, rtol=rtol, atol=atol_scale * max(scale, 1e-30)))
+        err = float(np.max(np.abs(g - r))) if r.size else 0.0
+        worst = max(worst, err / max(scale, 1e-30) if len(ref) > 1 else err)
+    return ok, worst
+
+
+def leaves(x) -> list:
+    """The output leaves of a jax, numpy or xlaplug result, in jax.tree.leaves order."""
+    if isinstance(x, (list, tuple)):
+        return [y for v in x for y in leaves(v)]
+    if isinstance(x, dict):
+        return [y for k in sorted(x) for y in leaves(x[k])]
+    return [x]
 
 
 def time_calls(fn, repeat: int, warmup: int) -> tuple[list[float], object]:
@@ -275,91 +313,118 @@ class DeviceError(Exception):
     pass
 
 
-def bench_one(name: str, quick: bool, repeat: int, device: str, passes: str | None = None) -> dict:
+def bench_one(name: str, quick: bool, repeat: int, device: str, passes: str | None = None,
+              check_only: bool = False) -> dict:
+    """One workload's record.  check_only: one run of each implementation, outputs checked,
+    nothing timed (the test's mode)."""
+    if devices_of(name, quick) > 1:  # XLA's host device count is set before jax starts
+        return bench_in_worker(name, quick, repeat, device, passes, check_only)
     import jax
 
-    from xlaplug.driver import compile_module
-    from xlaplug.hlo import parse_module
-    from xlaplug.runner import execute
-
     rng = np.random.default_rng(0)
-    desc, jf, nf, args = make_workload(name, quick, rng)
-    rec: dict = {"workload": name, "desc": desc, "repeat": repeat}
+    w = make_workload(name, quick, rng)
+    rec: dict = {"workload": name, "desc": w.desc, "repeat": repeat, "dtype": w.dtype}
 
     # XLA:CPU through jax (the reference values), then XLA:GPU where asked and present.
     cpu = jax.devices("cpu")[0]
     with jax.default_device(cpu):
-        rec["xla"], hlo_text, ref = time_xla(jax, jf, args, cpu, repeat)
+        rec["xla"], hlo_text, ref = time_xla(jax, w.jf, w.args, cpu, repeat, check_only)
     if device == "cuda":
         gpu = jax_gpu(jax)
         if isinstance(gpu, str):
             rec["xla_gpu"] = {"unavailable": gpu}
         else:
             try:
-                rec["xla_gpu"], _, gpu_out = time_xla(jax, jf, args, gpu, repeat)
+                rec["xla_gpu"], _, gpu_out = time_xla(jax, w.jf, w.args, gpu, repeat,
+                                                      check_only)
             except Exception as e:  # noqa: BLE001 - reported, the xlaplug timing goes on
                 rec["xla_gpu"] = {"unavailable": f"XLA:GPU failed: {type(e).__name__}: {e}"}
             else:
-                ok, err = close_enough(gpu_out, ref)
+                ok, err = close_enough(gpu_out, ref, w.dtype)
                 rec["xla_gpu"].update(matches_xla_cpu=ok, max_abs_err=err)
+    rec["xlaplug"] = run_xlaplug(name, hlo_text, w, ref, repeat, device, passes, check_only)
+    rec["numpy"] = run_numpy(name, w, ref, repeat, check_only)
+    return with_ratios(rec)
 
-    # xlaplug: parse + pipeline, first run, then the timed runs.
+
+def run_xlaplug(name, hlo_text, w, ref, repeat, device, passes, check_only) -> dict:
+    """Parse + pipeline, a first run, then the timed runs; the output checked against ref."""
+    from xlaplug.driver import compile_module
+    from xlaplug.hlo import parse_module
+    from xlaplug.runner import execute
     t0 = time.perf_counter()
     module = parse_module(hlo_text, f"<{name}>")
     parse_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     compile_module(module, None, passes)
     pipeline_s = time.perf_counter() - t0
-    rec["hlo_instructions"] = module.instruction_count()
+    rec = {"parse_ms": ms(parse_s), "pipeline_ms": ms(pipeline_s),
+           "hlo_instructions": module.instruction_count()}
     try:
-        first = execute(module, args, device=device, repeat=1)
-        steady = execute(module, args, device=device, repeat=repeat)
+        first = execute(module, w.args, device=device, repeat=1)
     except Exception as e:
         if device != "cpu":
             raise DeviceError(f"{name}: xlaplug execute(device={device!r}) failed: "
                               f"{type(e).__name__}: {e}") from None
         warn(f"{name}: xlaplug failed: {type(e).__name__}: {e}")
-        rec["xlaplug"] = {"error": f"{type(e).__name__}: {e}", "parse_ms": ms(parse_s),
-                          "pipeline_ms": ms(pipeline_s)}
-        first = steady = None
-    if steady is not None:
-        run_s = statistics.median(steady.run_times)
-        first_run_s = first.run_times[0]
-        setup_s = first.timings["compile_s"]
-        rec["xlaplug"] = {
-            "parse_ms": ms(parse_s), "pipeline_ms": ms(pipeline_s), "setup_ms": ms(setup_s),
-            "compile_ms": ms(parse_s + pipeline_s + setup_s),
-            "first_run_ms": ms(first_run_s),
-            "first_run_overhead_ms": ms(max(first_run_s - run_s, 0.0)),
-            "run_ms": ms(run_s), "run_times_ms": [ms(t) for t in steady.run_times],
-            "peak_bytes": steady.peak_bytes,
-        }
-        out = steady.outputs[0] if len(steady.outputs) == 1 else steady.outputs
-        ok, err = close_enough(out, ref)
-        rec["xlaplug"].update(matches_xla=ok, max_abs_err=err)
-        if not ok:
-            warn(f"{name}: xlaplug output does not match XLA:CPU (max abs err {err:.3g}, "
-                 f"max |ref| {float(np.max(np.abs(ref))):.3g})")
+        return {**rec, "error": f"{type(e).__name__}: {e}"}
+    rec.update(setup_ms=ms(first.timings["compile_s"]), first_run_ms=ms(first.run_times[0]),
+               peak_bytes=first.peak_bytes)
+    rec["compile_ms"] = rec["parse_ms"] + rec["pipeline_ms"] + rec["setup_ms"]
+    checked(name, "xlaplug", rec, first.outputs, ref, w.dtype)  # a wrong answer is not timed
+    if check_only or not rec["matches_xla"]:
+        return rec
+    steady = execute(module, w.args, device=device, repeat=repeat)
+    run_s = statistics.median(steady.run_times)
+    rec.update(run_ms=ms(run_s), run_times_ms=[ms(t) for t in steady.run_times],
+               first_run_overhead_ms=max(rec["first_run_ms"] - ms(run_s), 0.0))
+    return rec
 
-    # numpy.
-    np_times, np_out = time_calls(lambda: nf(*args), repeat, 1)
-    ok, err = close_enough(np_out, ref)
-    rec["numpy"] = {"run_ms": ms(statistics.median(np_times)),
-                    "run_times_ms": [ms(t) for t in np_times], "matches_xla": ok,
-                    "max_abs_err": err}
+
+def checked(name, who, rec, out, ref, dtype) -> dict:
+    ok, err = close_enough(out, ref, dtype)
+    rec.update(matches_xla=ok, max_abs_err=err)
     if not ok:
-        warn(f"{name}: numpy reference does not match XLA:CPU (max abs err {err:.3g})")
+        scale = max(float(np.max(np.abs(np.asarray(r, np.float64)))) for r in leaves(ref))
+        warn(f"{name}: {who} output does not match XLA:CPU (max err {err:.3g}, "
+             f"max |ref| {scale:.3g})")
+    return rec
 
-    xp = rec["xlaplug"].get("run_ms")
-    rec["ratio_xlaplug_xla"] = xp / rec["xla"]["run_ms"] if xp else None
-    rec["ratio_xlaplug_numpy"] = xp / rec["numpy"]["run_ms"] if xp else None
+
+def run_numpy(name, w, ref, repeat, check_only) -> dict:
+    if w.nf is None:
+        return {"run_ms": None, "absent": "no numpy version of this workload"}
+    rec = checked(name, "numpy", {}, w.nf(*w.args), ref, w.dtype)  # also the warm-up call
+    if not check_only and rec["matches_xla"]:
+        np_times, _ = time_calls(lambda: w.nf(*w.args), repeat, 0)
+        rec.update(run_ms=ms(statistics.median(np_times)),
+                   run_times_ms=[ms(t) for t in np_times])
+    return rec
+
+
+def with_ratios(rec: dict) -> dict:
+    xp, xla, npy = (rec["xlaplug"].get("run_ms"), rec["xla"].get("run_ms"),
+                    rec["numpy"].get("run_ms"))
+    rec["ratio_xlaplug_xla"] = xp / xla if xp and xla else None
+    rec["ratio_xlaplug_numpy"] = xp / npy if xp and npy else None
     g = rec.get("xla_gpu", {}).get("run_ms")
     rec["ratio_xlaplug_xla_gpu"] = xp / g if xp and g else None
     return rec
 
 
-def time_xla(jax, jf, args, dev, repeat: int):
-    """(timing record, lowered HLO text, output) of jf compiled by XLA for device `dev`."""
+def xla_peak_bytes(compiled) -> int | None:
+    """XLA's buffer assignment (per device): arguments + outputs + temporaries, less what
+    aliases."""
+    try:
+        m = compiled.memory_analysis()
+        return int(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
+                   - m.alias_size_in_bytes)
+    except Exception:  # noqa: BLE001 - a backend without the analysis: the column says "-"
+        return None
+
+
+def time_xla(jax, jf, args, dev, repeat: int, check_only: bool = False):
+    """(timing record, lowered HLO text, output leaves) of jf compiled by XLA for `dev`."""
     dev_args = [jax.device_put(a, dev) for a in args]
     jax.block_until_ready(dev_args)
     t0 = time.perf_counter()
@@ -368,21 +433,50 @@ def time_xla(jax, jf, args, dev, repeat: int):
     t0 = time.perf_counter()
     compiled = lowered.compile()
     compile_s = time.perf_counter() - t0
-    peak = None
-    try:  # XLA's buffer assignment: arguments + outputs + temporaries, less what aliases
-        m = compiled.memory_analysis()
-        peak = int(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
-                   - m.alias_size_in_bytes)
-    except Exception:  # noqa: BLE001 - a backend without the analysis: the column says "-"
-        pass
+    rec, out = time_compiled(jax, compiled, dev_args, repeat, check_only)
+    rec.update(platform=dev.platform, lower_ms=ms(lower_s), compile_ms=ms(compile_s))
+    return rec, lowered.as_text(dialect="hlo"), out
+
+
+def time_compiled(jax, compiled, dev_args, repeat: int, check_only: bool):
+    """(timing record, output leaves as numpy) of an XLA executable on placed arguments."""
     t0 = time.perf_counter()
-    compiled(*dev_args).block_until_ready()
+    out = jax.block_until_ready(compiled(*dev_args))
     first_s = time.perf_counter() - t0
-    times, out = time_calls(lambda: compiled(*dev_args).block_until_ready(), repeat, 1)
-    rec = {"platform": dev.platform, "lower_ms": ms(lower_s), "compile_ms": ms(compile_s),
-           "first_call_ms": ms(first_s), "run_ms": ms(statistics.median(times)),
-           "run_times_ms": [ms(t) for t in times], "peak_bytes": peak}
-    return rec, lowered.as_text(dialect="hlo"), np.asarray(out)
+    times = [first_s]
+    if not check_only:
+        times, out = time_calls(lambda: jax.block_until_ready(compiled(*dev_args)), repeat, 1)
+    rec = {"first_call_ms": ms(first_s),
+           "run_ms": None if check_only else ms(statistics.median(times)),
+           "run_times_ms": [ms(t) for t in times], "peak_bytes": xla_peak_bytes(compiled)}
+    return rec, [np.asarray(o) for o in jax.tree.leaves(out)]
+
+
+def bench_in_worker(name, quick, repeat, device, passes, check_only) -> dict:
+    """A multi-device workload in a fresh process (multi_device.py), its record back as JSON."""
+    import subprocess
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", name, "--repeat", str(repeat),
+           "--device", device] + (["--quick"] if quick else []) + (
+           ["--check-only"] if check_only else []) + (["--passes", passes] if passes else [])
+    p = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    sys.stderr.write(p.stderr)
+    if p.returncode != 0 or not p.stdout.strip():
+        raise RuntimeError(f"{name}: worker process failed (exit {p.returncode}): "
+                           f"{(p.stderr.strip().splitlines() or ['no output'])[-1]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def devices_of(name: str, quick: bool) -> int:
+    return DEVICES.get(name, (1, 1))[1 if quick else 0]
+
+
+def cuda_missing() -> str | None:
+    """Why xlaplug cannot run on CUDA here (None when it can): checked before any workload,
+    so a machine with no GPU gets one line, not a driver traceback half-way through."""
+    from xlaplug.backends.cuda_support import cuda_status
+    ok, why = cuda_status()
+    return None if ok else (f"xlaplug cannot run on CUDA here: {why} (numba's simulator, "
+                            "NUMBA_ENABLE_CUDASIM=1, runs but its times mean nothing)")
 
 
 def jax_gpu(jax):
@@ -396,7 +490,7 @@ def jax_gpu(jax):
 
 # ---- output ------------------------------------------------------------------------------
 
-COLUMNS = [("workload", 12), ("xlaplug ms", 11), ("XLA:CPU ms", 11), ("numpy ms", 10),
+COLUMNS = [("workload", 17), ("xlaplug ms", 11), ("XLA:CPU ms", 11), ("numpy ms", 10),
            ("xlaplug/XLA", 12), ("xlaplug/np", 11), ("xlaplug compile ms", 19),
            ("xlaplug 1st-run +ms", 20), ("XLA compile ms", 15)]
 
@@ -418,10 +512,10 @@ def print_table(results: list[dict]) -> None:
         for r in gpu:
             g = r["xla_gpu"]
             if "unavailable" in g:
-                print(f"  {r['workload']:<12} XLA:GPU: not measured: {g['unavailable']}")
+                print(f"  {r['workload']:<17} XLA:GPU: not measured: {g['unavailable']}")
             else:
                 check = "ok" if g["matches_xla_cpu"] else "MISMATCH"
-                print(f"  {r['workload']:<12} XLA:GPU {fmt(g['run_ms'])} ms (compile "
+                print(f"  {r['workload']:<17} XLA:GPU {fmt(g['run_ms'])} ms (compile "
                       f"{fmt(g['compile_ms'])} ms, vs XLA:CPU {check}); xlaplug/XLA:GPU "
                       f"{fmt(r['ratio_xlaplug_xla_gpu'], 'ratio')}")
 
@@ -430,7 +524,7 @@ def print_rows(results: list[dict]) -> None:
     for r in results:
         x = r["xlaplug"]
         cells = [r["workload"], fmt(x.get("run_ms")) if "error" not in x else "ERROR",
-                 fmt(r["xla"]["run_ms"]), fmt(r["numpy"]["run_ms"]),
+                 fmt(r["xla"]["run_ms"]), fmt(r["numpy"].get("run_ms")),
                  fmt(r["ratio_xlaplug_xla"], "ratio"), fmt(r["ratio_xlaplug_numpy"], "ratio"),
                  fmt(x.get("compile_ms")), fmt(x.get("first_run_overhead_ms")),
                  fmt(r["xla"]["compile_ms"])]
@@ -440,6 +534,8 @@ def print_rows(results: list[dict]) -> None:
     for r in results:
         x = r["xlaplug"]
         check = "ERROR" if "error" in x else ("ok" if x["matches_xla"] else "MISMATCH")
+        if "matches_xla" in r["numpy"]:
+            check += f", numpy vs XLA: {'ok' if r['numpy']['matches_xla'] else 'MISMATCH'}"
         parts = f"parse {fmt(x.get('parse_ms'))} + pipeline {fmt(x.get('pipeline_ms'))}"
         if "setup_ms" in x:
             parts += f" + setup {fmt(x['setup_ms'])} ms; first run {fmt(x['first_run_ms'])} ms"
@@ -447,7 +543,18 @@ def print_rows(results: list[dict]) -> None:
         if mine is not None and xla:
             parts += (f"; buffers {mine / 2**20:.2f} MiB vs XLA's {xla / 2**20:.2f} MiB "
                       f"({mine / xla:.2f}x)")
-        print(f"  {r['workload']:<12} {r['desc']}; xlaplug vs XLA: {check}; {parts}")
+        print(f"  {r['workload']:<17} {r['desc']}; xlaplug vs XLA: {check}; {parts}")
+
+
+def worker(opts) -> int:
+    """--worker NAME: the multi-device workload's record, one JSON line on stdout."""
+    import multi_device
+    multi_device.set_device_count(devices_of(opts.worker, opts.quick))
+    w = make_workload(opts.worker, opts.quick, np.random.default_rng(0))
+    rec = multi_device.bench_devices(sys.modules[__name__], opts.worker, w, opts.repeat,
+                                     opts.device, opts.passes, opts.check_only)
+    print(json.dumps(rec))
+    return 0
 
 
 def main(argv=None) -> int:
@@ -464,9 +571,18 @@ def main(argv=None) -> int:
                     "dce runs without loop fusion)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead")
     ap.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
+    ap.add_argument("--check-only", action="store_true", help="run each implementation once "
+                    "and check its outputs against XLA's; time nothing (exit 1 on a mismatch)")
+    ap.add_argument("--worker", metavar="NAME", choices=[n for n in WORKLOADS if n in DEVICES],
+                    help=argparse.SUPPRESS)  # a multi-device workload, in its own process
     opts = ap.parse_args(argv)
     if opts.repeat < 1:
         ap.error("--repeat must be at least 1")
+    if opts.device == "cuda" and (why := cuda_missing()):
+        print(f"error: --device cuda: {why}", file=sys.stderr)
+        return 2
+    if opts.worker:
+        return worker(opts)
     names = WORKLOADS
     if opts.only:
         names = [n.strip() for n in opts.only.split(",") if n.strip()]
@@ -496,14 +612,16 @@ def main(argv=None) -> int:
     results, t_start = [], time.perf_counter()
     for name in names:
         try:
-            results.append(bench_one(name, opts.quick, opts.repeat, opts.device, opts.passes))
+            results.append(bench_one(name, opts.quick, opts.repeat, opts.device, opts.passes,
+                                     opts.check_only))
         except DeviceError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
     env["loadavg_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     total_s = time.perf_counter() - t_start
 
-    failed = any("error" in r["xlaplug"] or not r["xlaplug"]["matches_xla"] for r in results)
+    failed = any("error" in r["xlaplug"] or not r["xlaplug"]["matches_xla"]
+                 or r["numpy"].get("matches_xla") is False for r in results)
     if opts.json:
         print(json.dumps({"environment": env, "options": {"repeat": opts.repeat,
                           "device": opts.device, "quick": opts.quick, "only": names},

@@ -57,6 +57,8 @@ SUITE_MODULES = {"test_conformance_stablehlo", "test_conformance_jax", "test_cor
 # whole suite (the CUDA ones under the simulator).  Re-measure and edit when tests move;
 # `-m "not slow and not suite"` is the fast loop.
 SLOW = {
+    "test_benchmarks": {"test_model_workloads_run_and_match_xla", "test_scaling_sizes_match_xla",
+        "test_cuda_without_gpu_is_one_line_exit_2"},
     "test_cli": {"test_bad_input_exit_2_one_line_no_traceback", "test_cuda_without_gpu_is_exit_2",
         "test_cuda_without_gpu_message_is_exactly_one_error",
         "test_missing_file_is_a_clear_error", "test_run_custom_call_without_plugin_names_target",

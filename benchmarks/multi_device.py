@@ -1,0 +1,99 @@
+"""run.py's workloads on D devices: XLA:CPU with D host devices and xlaplug with one thread per
+device, on XLA's partitioned module (`compiled.as_text()`: num_partitions=D, the collectives
+written out), in a worker process whose XLA device count is set before jax starts.
+
+    python benchmarks/run.py --worker data_parallel [--quick] [--repeat N] [--check-only]
+
+prints one JSON record, the same keys as run.py's single-device records.  xlaplug's device
+contexts (thunk sequences, compiled kernels) and threads are made once and kept, as XLA keeps
+its executable; its first call (numba compiles, cache loads) is timed apart.  Every device's
+outputs are checked against XLA's, which are replicated (out_specs P()).
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+import numpy as np
+
+
+def set_device_count(d: int) -> None:
+    """Before jax is imported: d XLA host devices."""
+    flag = f"--xla_force_host_platform_device_count={d}"
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flag}".strip()
+
+
+def device_shards(jax, compiled, args, d: int) -> list[list[np.ndarray]]:
+    """Each partition's arguments: the slices XLA's input shardings give its device (the mesh
+    is jax.devices()[:d] in order, so partition p is jax device p)."""
+    shardings = compiled.input_shardings[0]
+    devs = jax.devices()[:d]
+    return [[np.ascontiguousarray(a[s.devices_indices_map(a.shape)[dev]])
+             for a, s in zip(args, shardings)] for dev in devs]
+
+
+def bench_devices(run, name, w, repeat: int, device: str, passes, check_only: bool) -> dict:
+    """The record of workload `w` (w.devices > 1); `run` is benchmarks/run.py's module (its
+    checks, XLA timing and numpy run)."""
+    import jax
+
+    from xlaplug.backends.executor import ExecContext
+    from xlaplug.backends.spmd.device_threads import DeviceThreads
+    from xlaplug.backends.spmd.groups import DeviceGrid
+    from xlaplug.backends.spmd.runner import run_devices
+    from xlaplug.driver import compile_module
+    from xlaplug.hlo import parse_module
+    d = w.devices
+    if len(jax.devices()) < d:
+        raise RuntimeError(f"{name}: jax has {len(jax.devices())} devices, needs {d}")
+    rec: dict = {"workload": name, "desc": w.desc, "repeat": repeat, "dtype": w.dtype}
+    t0 = time.perf_counter()
+    lowered = jax.jit(w.jf).lower(*w.args)
+    lower_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    compiled = lowered.compile()
+    compile_s = time.perf_counter() - t0
+    dev_args = [jax.device_put(a, s) for a, s in zip(w.args, compiled.input_shardings[0])]
+    rec["xla"], ref = run.time_compiled(jax, compiled, dev_args, repeat, check_only)
+    rec["xla"].update(platform="cpu", lower_ms=run.ms(lower_s), compile_ms=run.ms(compile_s),
+                      devices=d)
+
+    x: dict = {}
+    t0 = time.perf_counter()
+    module = parse_module(compiled.as_text(), f"<{name}>")
+    x["parse_ms"] = run.ms(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    compile_module(module, None, passes)
+    x["pipeline_ms"] = run.ms(time.perf_counter() - t0)
+    x["hlo_instructions"] = module.instruction_count()
+    grid = DeviceGrid.of_module(module)
+    if grid.count != d:
+        raise RuntimeError(f"{name}: XLA's module is for {grid.count} devices, not {d}")
+    args = device_shards(jax, compiled, w.args, d)
+    t0 = time.perf_counter()
+    contexts = [ExecContext(device, {}) for _ in range(d)]
+    threads = DeviceThreads(d)  # daemon threads, kept to the worker's end
+    x["peak_bytes"] = (contexts[0].sequence(module.entry).total_peak_bytes()
+                       + sum(a.nbytes for a in args[0]))
+    x["setup_ms"] = run.ms(time.perf_counter() - t0)
+    x["compile_ms"] = x["parse_ms"] + x["pipeline_ms"] + x["setup_ms"]
+
+    def once():
+        return run_devices(module, args, grid, lambda k: contexts[k], 60.0, threads)
+    t0 = time.perf_counter()
+    outs = once()
+    x["first_run_ms"] = run.ms(time.perf_counter() - t0)
+    ok, err = True, 0.0  # every device's outputs checked before anything is timed
+    for k, out in enumerate(outs):
+        one = run.checked(f"{name} device {k}", "xlaplug", {}, out, ref, w.dtype)
+        ok, err = ok and one["matches_xla"], max(err, one["max_abs_err"])
+    x.update(matches_xla=ok, max_abs_err=err, devices=d)
+    if ok and not check_only:
+        times, _ = run.time_calls(once, repeat, 0)
+        x["run_ms"] = run.ms(statistics.median(times))
+        x["first_run_overhead_ms"] = max(x["first_run_ms"] - x["run_ms"], 0.0)
+        x["run_times_ms"] = [run.ms(t) for t in times]
+    rec["xlaplug"] = x
+    rec["numpy"] = run.run_numpy(name, w, ref, repeat, check_only)
+    return run.with_ratios(rec)

@@ -1,0 +1,59 @@
+"""The benchmarks' workloads run on xlaplug and agree with XLA, at tiny sizes: each script's
+--check-only mode runs every implementation once and checks its outputs against XLA:CPU's,
+timing nothing (their speed is the scripts' to measure, never a test's)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+jax = pytest.importorskip("jax")
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ["transformer_f32", "transformer_bf16", "transformer_train", "convnet_train",
+          "data_parallel"]
+
+
+def _script(name, *args, simulator=True):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if not simulator:
+        env.pop("NUMBA_ENABLE_CUDASIM", None)
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / name), *args],
+                          capture_output=True, text=True, timeout=600, env=env,
+                          stdin=subprocess.DEVNULL)
+
+
+def test_model_workloads_run_and_match_xla():
+    r = _script("run.py", "--quick", "--check-only", "--only", ",".join(MODELS))
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "WARNING" not in r.stderr and "MISMATCH" not in r.stdout
+    for name in MODELS:  # every workload reported, its outputs checked against XLA's
+        assert f"  {name:<17} " in r.stdout and "xlaplug vs XLA: ok" in r.stdout.split(
+            f"  {name:<17} ", 1)[1].splitlines()[0], r.stdout
+    # the numpy versions (f32 forward, data-parallel step on one device) agree too
+    for name in ("transformer_f32", "data_parallel"):
+        assert "numpy vs XLA: ok" in r.stdout.split(f"  {name:<17} ", 1)[1].splitlines()[0]
+
+
+def test_scaling_sizes_match_xla():
+    r = _script("scaling.py", "--quick", "--check-only")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    lines = [ln for ln in r.stdout.splitlines() if "xlaplug vs XLA:" in ln]
+    assert len(lines) == 6 and all(": ok " in ln for ln in lines), r.stdout
+
+
+def test_cuda_without_gpu_is_one_line_exit_2():
+    """--device cuda on a machine with no GPU: one line naming why, exit 2, before any work
+    (numba's simulator, which the tests may turn on, is turned off for the scripts)."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    probe = subprocess.run([sys.executable, "-c", "from numba import cuda; "
+                            "print(cuda.is_available())"], capture_output=True, text=True, env=env)
+    if probe.stdout.strip() == "True":
+        pytest.skip("a CUDA GPU is present: --device cuda runs instead of failing")
+    for script in ("run.py", "scaling.py"):
+        r = _script(script, "--quick", "--check-only", "--device", "cuda", simulator=False)
+        assert r.returncode == 2 and r.stdout == "", (script, r.stdout, r.stderr)
+        assert r.stderr.startswith("error: --device cuda: xlaplug cannot run on CUDA here: "
+                                   "numba.cuda finds no CUDA driver or GPU"), r.stderr
+        assert len(r.stderr.splitlines()) == 1 and "Traceback" not in r.stderr
