@@ -1,5 +1,5 @@
-"""run.py's workloads on D devices: XLA:CPU with D host devices and xlaplug with one thread per
-device, on XLA's partitioned module (`compiled.as_text()`: num_partitions=D, the collectives
+"""run.py's workloads on D devices: XLA:CPU with D host devices and xlaplug with its devices as
+`xlaplug run` runs them (threads, or fibers for small arrays), on XLA's partitioned module (`compiled.as_text()`: num_partitions=D, the collectives
 written out), in a worker process whose XLA device count is set before jax starts.
 
     python benchmarks/run.py --worker data_parallel [--quick] [--repeat N] [--check-only]
@@ -39,9 +39,8 @@ def bench_devices(run, name, w, repeat: int, device: str, passes, check_only: bo
     import jax
 
     from xlaplug.backends.executor import ExecContext
-    from xlaplug.backends.spmd.device_threads import DeviceThreads
     from xlaplug.backends.spmd.groups import DeviceGrid
-    from xlaplug.backends.spmd.runner import run_devices
+    from xlaplug.backends.spmd.runner import devices_for, run_devices
     from xlaplug.driver import compile_module
     from xlaplug.hlo import parse_module
     d = w.devices
@@ -73,7 +72,7 @@ def bench_devices(run, name, w, repeat: int, device: str, passes, check_only: bo
     args = device_shards(jax, compiled, w.args, d)
     t0 = time.perf_counter()
     contexts = [ExecContext(device, {}) for _ in range(d)]
-    threads = DeviceThreads(d)  # daemon threads, kept to the worker's end
+    threads = devices_for(module, d)  # threads or fibers, as `xlaplug run` chooses; kept
     x["peak_bytes"] = (contexts[0].sequence(module.entry).total_peak_bytes()
                        + sum(a.nbytes for a in args[0]))
     x["setup_ms"] = run.ms(time.perf_counter() - t0)
