@@ -26,6 +26,7 @@ import numpy as np
 from ..registry import kernel
 from ..common.errors import ExecutionError
 from ..common.plans import conv_plan, dot_plan
+from .blas_threads import for_product
 from .dot_complex import complex_matmul
 
 def _to_compute(x: np.ndarray, cdt: np.dtype) -> np.ndarray:
@@ -62,6 +63,8 @@ def _dot(ins, args, ctx):
     B, M, K, N, cdt, kind = p.batch, p.m, p.k, p.n, p.compute_dtype, p.kind
     L = _to_compute(lhs.transpose(p.lhs_perm), cdt).reshape(B, M, K)
     R = _to_compute(rhs.transpose(p.rhs_perm), cdt).reshape(B, K, N)
+    if cdt.kind == "f":
+        for_product(ctx, M, N, K)
     if K == 0:
         y = np.zeros((B, M, N), cdt)
     elif cdt.kind == "c":
@@ -118,6 +121,8 @@ def _convolution(ins, args, ctx):
                 idx.append(slice(start, start + (o - 1) * wd.stride + 1, wd.stride))
             cols[:, :, kk] = x[tuple(idx)]
     cols = cols.reshape(N, C, KK, P)
+    if cdt.kind == "f":  # one GEMM per image (and group): O x (C * KK) by (C * KK) x P
+        for_product(ctx, O, P, C * KK)
 
     if G > 1:
         # out[n, g*Og + o, p] = sum_{c, kk} w[g*Og + o, c, kk] * cols[n, g*I + c, kk, p]

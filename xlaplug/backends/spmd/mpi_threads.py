@@ -26,6 +26,8 @@ from .rendezvous import Rendezvous
 
 
 class RankThreadsTransport:
+    parallel = True  # the rank's devices run at once, on threads
+
     def __init__(self, mpi: MpiTransport, k: int, local: Rendezvous):
         self.mpi, self.k, self.local = mpi, k, local
         self.rank = mpi.rank

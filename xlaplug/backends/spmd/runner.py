@@ -5,7 +5,6 @@ rendezvous's timeout error, so a run never hangs."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import threading
 from typing import Any, Callable
 
@@ -60,23 +59,13 @@ def _blas_threads_per_device(n: int):
     Set through the libraries' own calls (~1 us each): threadpoolctl's `limit` took ~15-35
     us a run, a tenth of a small all-reduce on four devices."""
     import os
-    want = max(1, (os.cpu_count() or 1) // n)
-    changed = [(lib, k) for lib in _blas_libraries() if (k := lib.num_threads) != want]
-    for lib, _ in changed:
-        lib.set_num_threads(want)
+
+    from ..cpu.blas_threads import restore, set_threads
+    changed = set_threads(max(1, (os.cpu_count() or 1) // n))
     try:
         yield
     finally:
-        for lib, k in changed:
-            lib.set_num_threads(k)
-
-
-@functools.lru_cache(maxsize=1)
-def _blas_libraries() -> list:
-    """threadpoolctl's controllers of the loaded BLAS libraries, found once (looking them up
-    takes ~0.7 ms)."""
-    from threadpoolctl import ThreadpoolController
-    return list(ThreadpoolController().select(user_api="blas").lib_controllers)
+        restore(changed)
 
 
 # Devices of a module whose largest array is under this many bytes take turns on one

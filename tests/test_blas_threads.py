@@ -1,0 +1,56 @@
+"""The BLAS thread policy (backends/cpu/blas_threads.py): our own logic, so the expectations
+are hand-written; that products give XLA's values is test_linalg.py's business."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from xlaplug.backends.cpu import blas_threads as B
+
+
+class _Ctx:
+    spmd = None
+
+
+class _Place:
+    def __init__(self, parallel):
+        self.transport = type("T", (), {"parallel": parallel})()
+
+
+@pytest.fixture
+def libs():
+    np.ones((2, 2)) @ np.ones((2, 2))  # numpy's BLAS is loaded
+    libs = B.blas_libraries()
+    if not libs:
+        pytest.fail("threadpoolctl finds no BLAS library under numpy")
+    before = [(lib, lib.num_threads) for lib, _ in libs]
+    yield libs
+    B.restore(before)
+
+
+def test_small_products_run_on_one_thread_large_ones_on_the_librarys_own(libs):
+    ctx = _Ctx()
+    B.for_product(ctx, 128, 128, 64)  # 2 * 128 * 128 * 64 = 2^21 flops
+    assert all(lib.num_threads == 1 for lib, _ in libs)
+    B.for_product(ctx, 1024, 1024, 1024)
+    assert all(lib.num_threads == most for lib, most in libs)
+
+
+def test_devices_on_threads_keep_the_runners_division(libs):
+    ctx = _Ctx()
+    B.set_threads(1)
+    ctx.spmd = _Place(parallel=True)   # several device threads call BLAS at once
+    B.for_product(ctx, 1024, 1024, 1024)
+    assert all(lib.num_threads == 1 for lib, _ in libs)
+    ctx.spmd = _Place(parallel=False)  # devices as fibers: one call at a time
+    B.for_product(ctx, 1024, 1024, 1024)
+    assert all(lib.num_threads == most for lib, most in libs)
+
+
+def test_set_and_restore_report_what_changed(libs):
+    B.set_threads(None)
+    changed = B.set_threads(1)
+    assert all(lib.num_threads == 1 for lib, _ in libs)
+    assert len(changed) == sum(most != 1 for _, most in libs)
+    B.restore(changed)
+    assert all(lib.num_threads == most for lib, most in libs)
