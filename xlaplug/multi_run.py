@@ -1,4 +1,4 @@
-"""`xlaplug run` on many devices: in one process (a thread per device), or under `mpiexec -n N`
+"""`xlaplug run` on many devices: in one process (threads or fibers), or under `mpiexec -n N`
 one device per MPI rank (N = D) or D / N devices per rank on threads (N divides D).
 
 npz layout, for D = replicas x partitions devices (device d = replica d // P, partition

@@ -1,4 +1,4 @@
-"""Devices meeting per collective call, one thread per device (as XLA:CPU's in-process
+"""Devices meeting per collective call, a thread or a fiber per device (as XLA:CPU's in-process
 communicator and the StableHLO interpreter's process grid do).
 
 Every device that reaches a collective deposits its value under a key -- the instruction,

@@ -1,5 +1,5 @@
-"""One thread per device: the module runs on every device of the grid at once, the devices
-meeting at collectives through a `Rendezvous`.  An error on one device stops all of them
+"""Every device of the grid runs the module at once -- a thread each, or as fibers taking
+turns on one thread when its arrays are small (`devices_for`) -- the devices meeting at collectives through a `Rendezvous`.  An error on one device stops all of them
 and is reported once, naming the device; a device stuck at a collective ends with the
 rendezvous's timeout error, so a run never hangs."""
 from __future__ import annotations
