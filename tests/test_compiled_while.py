@@ -332,3 +332,19 @@ def test_interpret_option_keeps_every_loop_and_fusion_interpreted(tmp_path, monk
                                   str(tmp_path / "in.npz"), "--out", str(tmp_path / "o.npz")])
     assert r.exit_code == 0, r.output
     np.testing.assert_allclose(np.load(tmp_path / "o.npz")["out0"], np.asarray(want), rtol=1e-6)
+
+
+def test_sum_whose_partial_sum_is_subnormal_flushes_as_xla(monkeypatch):
+    """A compiled f32 sum runs its adds unflushed while no partial sum is subnormal; here one
+    is (1.5e-38 - 1.4e-38), and XLA flushes it: 2e-38, not 2.1e-38, after the third add."""
+    v = np.array([1.5e-38, -1.4e-38, 2e-38, 0.0], np.float32)
+    f = lambda v, y: lax.fori_loop(0, 40, lambda i, s: (s[0], s[1] + jnp.sum(s[0]) * 1e30),  # noqa
+                                   (v, y))
+    args = (v, np.float32(0.0))
+    m, want = _module(f, *args)
+    got = execute(m, list(args)).outputs
+    np.testing.assert_allclose(got[1], np.asarray(want[1]), rtol=1e-6)
+    # The same bits as the reducer called step by step (the form other reducers take).
+    from xlaplug.backends.cpu import loop_codegen
+    monkeypatch.setattr(loop_codegen, "_plain_add", lambda comp, t: False)
+    assert got[1] == execute(m, list(args)).outputs[1]
