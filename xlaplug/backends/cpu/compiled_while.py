@@ -64,7 +64,7 @@ class LoopCode:
 
     def ready(self) -> bool:
         """Whether the first call costs a load rather than a compile."""
-        return self.fn is not None or is_cached(self.src, self.consts)
+        return self.fn is not None or is_cached(self.src, self.consts, "run")
 
     def function(self):
         if self.fn is None:

@@ -161,10 +161,11 @@ def cached_function(src: str, consts: dict, entry: str, **njit_options):
         return _LOADED.setdefault(key, fn)
 
 
-def is_cached(src: str, consts: dict) -> bool:
-    """Whether `cached_function(src, consts, ...)` would find machine code already made --
-    in this process, or in numba's on-disk cache from an earlier one (its index file) -- so
-    the first call costs a load, not a compile.  Writes nothing."""
+def is_cached(src: str, consts: dict, entry: str) -> bool:
+    """Whether `cached_function(src, consts, entry, ...)` would find machine code already
+    made -- in this process, or in numba's on-disk cache from an earlier one (its index
+    file, named after the module, the function and its line) -- so the first call costs a
+    load, not a compile.  Writes nothing."""
     text = module_text(src, consts)
     key = _key(text)
     with _LOCK:
@@ -172,10 +173,14 @@ def is_cached(src: str, consts: dict) -> bool:
     if fn is not None:
         return bool(getattr(fn, "signatures", ()))
     d = cache_dir()
-    if d is None or str(d) in _REFUSED:
+    line = next((k for k, ln in enumerate(text.splitlines(), 1)
+                 if ln.startswith(f"def {entry}(")), None)
+    if d is None or str(d) in _REFUSED or line is None:
         return False
+    v = sys.version_info
+    index = f"xlaplug_jit_{key}_{_helpers_digest()}.{entry}-{line}.py{v.major}{v.minor}.nbi"
     try:
-        return any((d / "__pycache__").glob(f"xlaplug_jit_{key}_{_helpers_digest()}.*.nbi"))
+        return (d / "__pycache__" / index).is_file()
     except OSError:
         return False
 
