@@ -181,16 +181,17 @@ def test_when_a_loop_starts_compiled(ready, record, monkeypatch):
 
 ARRAY_CASES = {
     # reduce in the condition, dot in the body
+    # (a vector times a matrix: a small dot in contraction order)
     "reduce_dot": (lambda x: lax.while_loop(lambda v: jnp.max(jnp.abs(v)) > 1e-3,
-                                            lambda v: (np.eye(16, dtype=np.float32) * 0.9) @ v,
+                                            lambda v: v @ (np.eye(16, dtype=np.float32) * 0.9),
                                             x), (X,), 1e-6),
     # scan: dynamic-slice of xs, dynamic-update-slice of ys, a matrix state
     "scan_rnn": (lambda h, xs, w: lax.scan(lambda c, x: (jnp.tanh(w @ c + x), c.sum()), h, xs),
                  (X[:4], np.random.default_rng(1).standard_normal((50, 4)).astype(np.float32),
                   np.random.default_rng(2).standard_normal((4, 4)).astype(np.float32) * 0.3),
                  2e-6),
-    # the benchmark's RNN cell at h[32]: its dot (1,024 multiply-adds) calls BLAS
-    "scan_rnn_blas": (lambda h, xs, w: lax.scan(
+    # the benchmark's RNN cell at h[32]: its matrix-vector dot summed in vector lanes
+    "scan_rnn_32": (lambda h, xs, w: lax.scan(
         lambda c, x: (jnp.tanh(w @ c + x), c.sum()), h, xs),
         (np.random.default_rng(4).standard_normal(32).astype(np.float32),
          np.random.default_rng(5).standard_normal((40, 32)).astype(np.float32),
