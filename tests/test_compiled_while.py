@@ -346,6 +346,6 @@ def test_sum_whose_partial_sum_is_subnormal_flushes_as_xla(monkeypatch):
     got = execute(m, list(args)).outputs
     np.testing.assert_allclose(got[1], np.asarray(want[1]), rtol=1e-6)
     # The same bits as the reducer called step by step (the form other reducers take).
-    from xlaplug.backends.cpu import loop_codegen
-    monkeypatch.setattr(loop_codegen, "_plain_add", lambda comp, t: False)
+    from xlaplug.backends.cpu import loop_sums
+    monkeypatch.setattr(loop_sums, "_plain_add", lambda comp, t: False)
     assert got[1] == execute(m, list(args)).outputs[1]
