@@ -15,7 +15,7 @@ are generated as numba functions and the loop runs in one compiled call:
             n += 1
         return True, n, p0, p1, p2
 
-When it starts compiled (a compile costs numba 0.3-2 s once; the code is then cached on
+When it starts compiled (a compile costs numba seconds, once: the code is then cached on
 disk, jit_cache.py):
 - from iteration 0 when the code is ready -- compiled in this process, or in numba's disk
   cache from an earlier one (a load: milliseconds);
@@ -25,8 +25,8 @@ disk, jit_cache.py):
   loop that ends early (most data-dependent loops run a few times) costs no compile.
 Measured (2026-12-02, load 8 on 2 cores): an interpreted iteration of the benchmarks'
 loops costs 0.16 ms (fori_loop, 13 instructions) and 0.32 ms (scan RNN, 19); compiling
-them costs 2.5 s and 5-8 s once per machine (then a load of milliseconds), after which an
-iteration costs 0.4-0.7 us.  So a loop still running after 32 iterations (5-10 ms
+them costs 1.5-2.5 s of CPU once per machine (then a load of milliseconds), after which
+an iteration costs 0.4-0.7 us.  So a loop still running after 32 iterations (5-10 ms
 interpreted) is worth compiling, and a counted loop that long skips those 32: it would
 reach the compile anyway.
 
