@@ -1,9 +1,10 @@
 """Whole-loop compilation of `while` (backends/cpu/compiled_while.py).
 
-A loop runs INTERPRETED_ITERATIONS iterations through the interpreter, then the rest as one
-compiled call when its condition and body are straight-line element code.  jax gives the
-expected values; the interpreter (the threshold raised out of reach) must agree bit for bit,
-since both evaluate the same SCALAR_OPS templates.
+A loop whose condition and body are straight-line array code runs as one compiled call:
+from iteration 0 when its code is ready (compiled, or in the disk cache) or its trip count
+is known and long, else after INTERPRETED_ITERATIONS interpreted iterations.  jax gives the
+expected values; the interpreter (loops kept interpreted) must agree bit for bit on
+elementwise loops, since both evaluate the same SCALAR_OPS templates.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from jax import lax
 
 from xlaplug.backends.cpu import compiled_while as CW
+from xlaplug.backends.cpu import loop_trip_count as TC
 from xlaplug.driver import compile_module
 from xlaplug.hlo import parse_module
 from xlaplug.runner import RunError, execute
@@ -32,11 +34,39 @@ def _whiles(m):
 
 
 def _interpreted(f, args, monkeypatch):
-    monkeypatch.setattr(CW, "INTERPRETED_ITERATIONS", 10 ** 9)
+    monkeypatch.setattr(CW, "_switch_at", lambda ctx, ins, state: -1)
     m, _ = _module(f, *args)
     out = execute(m, list(args)).outputs
     monkeypatch.undo()
     return out
+
+
+@pytest.fixture
+def record(monkeypatch):
+    """{"generated": {loop name: code or None}, "compiled": [loop names run compiled],
+    "runs": [computations the executor ran]} of the executes that follow."""
+    seen = {"generated": {}, "compiled": [], "runs": []}
+    generate, run_compiled = CW.generate, CW._run_compiled
+
+    def gen(ins):
+        code = seen["generated"][ins.name] = generate(ins)
+        return code
+
+    def rc(ins, code, state, limit_left):
+        res = run_compiled(ins, code, state, limit_left)
+        if res is not None:
+            seen["compiled"].append(ins.name)
+        return res
+    monkeypatch.setattr(CW, "generate", gen)
+    monkeypatch.setattr(CW, "_run_compiled", rc)
+    from xlaplug.backends import executor
+    real = executor.ExecContext.run
+
+    def counting(self, comp, args):
+        seen["runs"].append(comp.name)
+        return real(self, comp, args)
+    monkeypatch.setattr(executor.ExecContext, "run", counting)
+    return seen
 
 
 X = np.random.default_rng(0).standard_normal(16).astype(np.float32)
@@ -80,50 +110,92 @@ def test_compiled_loop_matches_jax_and_the_interpreter(name, monkeypatch):
         np.testing.assert_array_equal(g.reshape(-1).view(np.uint8), i.reshape(-1).view(np.uint8))
 
 
-def test_loops_compile_once_and_later_runs_start_compiled(monkeypatch):
-    m, _ = _module(fori, X)
+def test_loops_compile_once_and_later_runs_start_compiled(record):
+    m, _ = _module(grow, np.float64(1.0))  # a data-dependent trip count
     (loop,) = _whiles(m)
-    execute(m, [X])
-    assert CW._known_plan(loop) not in (None, CW._NO_PLAN)
-    from xlaplug.backends import executor
-    runs = []
-    real = executor.ExecContext.run
-
-    def counting(self, comp, args):
-        runs.append(comp.name)
-        return real(self, comp, args)
-    monkeypatch.setattr(executor.ExecContext, "run", counting)
-    execute(m, [X])
-    assert len(runs) == 1, runs  # the entry only: the loop ran compiled from iteration 0
+    execute(m, [np.float64(1.0)])
+    assert record["compiled"] == [loop.name]
+    record["runs"].clear()
+    execute(m, [np.float64(1.0)])  # a new run context: the code is ready, so iteration 0
+    assert record["runs"] == [m.entry.name], record["runs"]
 
 
-def test_short_loops_never_compile():
+def test_short_loops_never_compile(record):
     m, want = _module(lambda x: lax.fori_loop(0, 5, lambda i, v: v * 2.0, x), X)
-    (loop,) = _whiles(m)
     np.testing.assert_array_equal(execute(m, [X]).outputs[0], np.asarray(want))
-    assert CW._known_plan(loop) is CW._NO_PLAN
+    assert record["generated"] == {} and record["compiled"] == []  # 5 <= 32: no code made
 
 
-def test_loop_the_code_cannot_express_stays_interpreted():
+def test_loop_the_code_cannot_express_stays_interpreted(record):
     # A sort in the body has no loop-code form; the loop still runs correctly.
     f = lambda x: lax.fori_loop(0, 40, lambda i, v: jnp.sort(v * -1.5 + 0.1), x)  # noqa: E731
     m, want = _module(f, X)
     (loop,) = _whiles(m)
     got = execute(m, [X]).outputs[0]
     np.testing.assert_allclose(got, np.asarray(want), rtol=1e-6)
-    assert CW._known_plan(loop) is None
+    assert record["generated"] == {loop.name: None} and record["compiled"] == []
+
+
+def _grow_trips() -> int:
+    return int(jax.jit(grow)(np.float64(1.0))[1])
+
+
+def test_trip_counts_jax_and_xla_state():
+    """The counted loops jax lowers (fori_loop from any start, scan) and XLA's
+    known_trip_count; a data-dependent loop has none."""
+    m, _ = _module(fori, X)
+    (loop,) = _whiles(m)
+    start = (np.int32(0), X)
+    assert TC.trip_count(loop, start) == 300
+    assert TC.trip_count(loop, (np.int32(290), X)) == 10
+    assert TC.trip_count(loop, (np.int32(301), X)) == 0
+    m, _ = _module(lambda h, xs: lax.scan(lambda c, x: (c * x, c.sum()), h, xs), X[:4],
+                   np.ones((70, 4), np.float32))
+    (scan,) = _whiles(m)
+    assert TC.trip_count(scan, (np.int32(0), X[:4], np.zeros(70, np.float32),
+                                np.ones((70, 4), np.float32))) == 70
+    opt = parse_module(jax.jit(fori).lower(X).compile().as_text())
+    assert [TC.known_trip_count(w) for w in _whiles(opt)] == [300]
+    m, _ = _module(grow, np.float64(1.0))
+    (dd,) = _whiles(m)
+    assert TC.trip_count(dd, (np.float64(1.0), np.int32(0), np.int32(3))) is None
+
+
+@pytest.mark.parametrize("ready", [False, True])
+def test_when_a_loop_starts_compiled(ready, record, monkeypatch):
+    """Not ready (nothing compiled or cached): a counted loop longer than
+    INTERPRETED_ITERATIONS compiles at once, a data-dependent one after that many
+    interpreted iterations; ready (a load, not a compile): every loop from iteration 0."""
+    monkeypatch.setattr(CW.LoopCode, "ready", lambda self: ready)
+    m, want = _module(fori, X)
+    np.testing.assert_allclose(execute(m, [X]).outputs[0], np.asarray(want), rtol=1e-5)
+    assert record["runs"] == [m.entry.name]
+    record["runs"].clear()
+    m, _ = _module(grow, np.float64(1.0))
+    (loop,) = _whiles(m)
+    execute(m, [np.float64(1.0)])
+    interpreted = 0 if ready else CW.INTERPRETED_ITERATIONS
+    assert record["runs"].count(loop.attrs["body"].name) == interpreted
+    assert record["compiled"][-1] == loop.name
 
 
 ARRAY_CASES = {
     # reduce in the condition, dot in the body
+    # (a vector times a matrix: a small dot in contraction order)
     "reduce_dot": (lambda x: lax.while_loop(lambda v: jnp.max(jnp.abs(v)) > 1e-3,
-                                            lambda v: (np.eye(16, dtype=np.float32) * 0.9) @ v,
+                                            lambda v: v @ (np.eye(16, dtype=np.float32) * 0.9),
                                             x), (X,), 1e-6),
     # scan: dynamic-slice of xs, dynamic-update-slice of ys, a matrix state
     "scan_rnn": (lambda h, xs, w: lax.scan(lambda c, x: (jnp.tanh(w @ c + x), c.sum()), h, xs),
                  (X[:4], np.random.default_rng(1).standard_normal((50, 4)).astype(np.float32),
                   np.random.default_rng(2).standard_normal((4, 4)).astype(np.float32) * 0.3),
                  2e-6),
+    # rows written into a state leaf the caller passed in (updated in place on a copy), a
+    # transposed matrix-matrix dot through BLAS
+    "rows_in_place": (lambda ys, a: lax.fori_loop(
+        0, 40, lambda i, s: (lax.dynamic_update_slice(s[0], s[1][:1] * 0.5, (i, 0)),
+                             (s[1].T @ a) * 0.25), (ys, a))[0],
+        (np.zeros((40, 16), np.float32), np.eye(16, dtype=np.float32) + X * 0.01), 1e-5),
     # slices, transposes, concatenates, iota, broadcasts along a dimension
     "shuffle": (lambda x: lax.fori_loop(0, 60, lambda i, v: jnp.concatenate(
         [v[8:], v[:8] * 0.5]).reshape(4, 4).T.reshape(16)
@@ -132,37 +204,81 @@ ARRAY_CASES = {
 
 
 @pytest.mark.parametrize("name", sorted(ARRAY_CASES))
-def test_array_loops_compile_and_match_jax(name):
+def test_array_loops_compile_and_match_jax(name, record):
     f, args, rtol = ARRAY_CASES[name]
     m, want = _module(f, *args)
+    before = [np.array(a, copy=True) for a in args]
     got = execute(m, list(args)).outputs
-    assert all(CW._known_plan(w) not in (None, CW._NO_PLAN) for w in _whiles(m)), \
-        "the loop did not compile"
+    assert record["compiled"] == [w.name for w in _whiles(m)], "the loop did not compile"
+    for a, b in zip(args, before):  # in-place updates write the loop's own copy
+        np.testing.assert_array_equal(a, b)
     want = [np.asarray(w) for w in (want if isinstance(want, (tuple, list)) else (want,))]
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol)
 
 
 @pytest.mark.parametrize("limit,ok", [(299, False), (300, True), (20, False)])
-def test_max_while_iterations_spans_both_phases(limit, ok):
+def test_max_while_iterations_compiled_from_iteration_0(limit, ok, record):
     m, want = _module(fori, X)
     if ok:
         execute(m, [X], max_while_iterations=limit)
     else:
         with pytest.raises(RunError, match=f"exceeded --max-while-iterations={limit}"):
             execute(m, [X], max_while_iterations=limit)
+    assert record["runs"] == [m.entry.name]  # no interpreted iteration
 
 
-def test_xla_optimized_loops_compile_with_their_fusions():
+@pytest.mark.parametrize("where", ["interpreted", "compiled", "none"])
+def test_max_while_iterations_spans_both_phases(where, monkeypatch):
+    """A data-dependent loop: interpreted, then compiled; the limit counts both."""
+    monkeypatch.setattr(CW.LoopCode, "ready", lambda self: False)
+    trips = _grow_trips()
+    assert trips > CW.INTERPRETED_ITERATIONS
+    limit = {"interpreted": CW.INTERPRETED_ITERATIONS - 12, "compiled": trips - 1,
+             "none": trips}[where]
+    m, want = _module(grow, np.float64(1.0))
+    if where == "none":
+        out = execute(m, [np.float64(1.0)], max_while_iterations=limit).outputs
+        assert int(out[1]) == trips
+    else:
+        with pytest.raises(RunError, match=f"exceeded --max-while-iterations={limit}"):
+            execute(m, [np.float64(1.0)], max_while_iterations=limit)
+
+
+def test_loop_code_lives_in_the_run_context():
+    """No module-global plans: each run context (a device, a run) keeps its own."""
+    from xlaplug.backends.executor import ExecContext
+    assert not hasattr(CW, "_PLANS")
+    m, _ = _module(grow, np.float64(1.0))
+    (loop,) = _whiles(m)
+    a, b = ExecContext("cpu", {}), ExecContext("cpu", {})
+    a.run(m.entry, [np.float64(1.0)])
+    assert CW.loop_code(a, loop) is not None
+    assert b.kernel_cache.table(CW._TABLE) == {}
+
+
+def test_crossed_leaves_and_passthrough_match_the_interpreter(monkeypatch):
+    """A leaf passed on as another (a swap) gets fresh result buffers per iteration; the
+    double-buffered and in-place forms give the interpreter's bits."""
+    f = lambda a, b: lax.fori_loop(0, 50, lambda i, s: (s[1] * 0.5 + 1.0, s[0], s[2]),  # noqa
+                                   (a, b, a))
+    args = (X, X[::-1].copy())
+    m, want = _module(f, *args)
+    got = execute(m, list(args)).outputs
+    for g, w, i in zip(got, want, _interpreted(f, args, monkeypatch)):
+        np.testing.assert_allclose(g, np.asarray(w), rtol=1e-6)
+        np.testing.assert_array_equal(g.view(np.uint8), i.view(np.uint8))
+
+
+def test_xla_optimized_loops_compile_with_their_fusions(record):
     """XLA's optimized HLO wraps the condition's compare (and body ops) in fusions: they are
-    inlined into the compiled loop."""
+    inlined into the compiled loop, from iteration 0 (its known_trip_count)."""
     f = CASES["fori_f32"][0]
     text = jax.jit(f).lower(X).compile().as_text()
     m = parse_module(text)
     compile_module(m, None)
-    loops = _whiles(m)
     got = execute(m, [X]).outputs[0]
-    assert any(CW._known_plan(w) not in (None, CW._NO_PLAN) for w in loops)
+    assert record["compiled"] and record["runs"] == [m.entry.name]
     np.testing.assert_allclose(got, np.asarray(jax.jit(f)(X)), rtol=1e-5, atol=1e-5)
 
 
@@ -181,6 +297,7 @@ def test_corpus_program_fused_and_compiled(name, variant, monkeypatch):
     import jax_corpus as corpus
     from test_conformance_jax import _check_outputs
     monkeypatch.setattr(CW, "INTERPRETED_ITERATIONS", 0)
+    monkeypatch.setattr(CW.LoopCode, "ready", lambda self: True)
     entry = corpus.load_entry(name)
     m = parse_module(getattr(entry, f"{variant}_hlo"))
     compile_module(m, None, options={"loop-fusion": {"min_elements": 1}})
@@ -188,7 +305,8 @@ def test_corpus_program_fused_and_compiled(name, variant, monkeypatch):
     assert not _check_outputs(name, out, list(entry.outputs))
 
 
-def test_interpret_option_keeps_every_loop_and_fusion_interpreted(tmp_path, monkeypatch):
+def test_interpret_option_keeps_every_loop_and_fusion_interpreted(tmp_path, monkeypatch,
+                                                                 record):
     """`xlaplug run --interpret` (execute(interpret=True)): same results, nothing compiled."""
     big = np.random.default_rng(3).standard_normal((256, 256)).astype(np.float32)
     f = lambda x: lax.fori_loop(0, 40, lambda i, v: v * 0.5 + 1.0, x * 2.0 + x)  # noqa: E731
@@ -198,7 +316,7 @@ def test_interpret_option_keeps_every_loop_and_fusion_interpreted(tmp_path, monk
     monkeypatch.setattr(fused_loop, "compiled_loop_fn",
                         lambda comp, roles: compiled.append(roles))
     got = execute(m, [big], interpret=True).outputs[0]
-    assert not compiled and all(CW._known_plan(w) is CW._NO_PLAN for w in _whiles(m))
+    assert not compiled and record["generated"] == {} and record["compiled"] == []
     np.testing.assert_allclose(got, np.asarray(want), rtol=1e-6)
     from click.testing import CliRunner
     from xlaplug.cli import main
@@ -209,3 +327,16 @@ def test_interpret_option_keeps_every_loop_and_fusion_interpreted(tmp_path, monk
                                   str(tmp_path / "in.npz"), "--out", str(tmp_path / "o.npz")])
     assert r.exit_code == 0, r.output
     np.testing.assert_allclose(np.load(tmp_path / "o.npz")["out0"], np.asarray(want), rtol=1e-6)
+
+
+def test_sum_whose_partial_sum_is_subnormal_flushes_as_xla(record):
+    """A compiled f32 sum runs its adds unflushed while no partial sum is subnormal; here one
+    is (1.5e-38 - 1.4e-38), and XLA flushes it: 2e-38, not 2.1e-38, after the third add."""
+    v = np.array([1.5e-38, -1.4e-38, 2e-38, 0.0], np.float32)
+    f = lambda v, y: lax.fori_loop(0, 40, lambda i, s: (s[0], s[1] + jnp.sum(s[0]) * 1e30),  # noqa
+                                   (v, y))
+    args = (v, np.float32(0.0))
+    m, want = _module(f, *args)
+    got = execute(m, list(args)).outputs
+    np.testing.assert_allclose(got[1], np.asarray(want[1]), rtol=1e-6)  # not 8.4e-7
+    assert record["compiled"] == [w.name for w in _whiles(m)]

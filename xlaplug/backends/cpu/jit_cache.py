@@ -161,6 +161,30 @@ def cached_function(src: str, consts: dict, entry: str, **njit_options):
         return _LOADED.setdefault(key, fn)
 
 
+def is_cached(src: str, consts: dict, entry: str) -> bool:
+    """Whether `cached_function(src, consts, entry, ...)` would find machine code already
+    made -- in this process, or in numba's on-disk cache from an earlier one (its index
+    file, named after the module, the function and its line) -- so the first call costs a
+    load, not a compile.  Writes nothing."""
+    text = module_text(src, consts)
+    key = _key(text)
+    with _LOCK:
+        fn = _LOADED.get(key)
+    if fn is not None:
+        return bool(getattr(fn, "signatures", ()))
+    d = cache_dir()
+    line = next((k for k, ln in enumerate(text.splitlines(), 1)
+                 if ln.startswith(f"def {entry}(")), None)
+    if d is None or str(d) in _REFUSED or line is None:
+        return False
+    v = sys.version_info
+    index = f"xlaplug_jit_{key}_{_helpers_digest()}.{entry}-{line}.py{v.major}{v.minor}.nbi"
+    try:
+        return (d / "__pycache__" / index).is_file()
+    except OSError:
+        return False
+
+
 def _key(text: str) -> str:
     return hashlib.sha256((text + _helpers_digest()).encode()).hexdigest()[:24]
 
@@ -195,4 +219,4 @@ def _from_file(d: Path, key: str, text: str, entry: str, njit_options: dict):
     return njit(cache=True, **njit_options)(getattr(mod, entry))
 
 
-__all__ = ["cache_dir", "cached_function", "module_text", "scalar_piece"]
+__all__ = ["cache_dir", "cached_function", "is_cached", "module_text", "scalar_piece"]

@@ -4,18 +4,31 @@ compiled_while.py compiles a `while` whose condition and body this module can ex
 Every value is a flat numba array of its element type's compute dtype, in row-major order;
 shapes are static, so each instruction becomes a loop nest with constant bounds and strides:
 
-    v7 = np.empty(12, np.float32)          # v7 = f32[3,4] transpose(v3), dimensions={1,0}
-    for j0 in range(3):
+    for j0 in range(3):                    # v7 = f32[3,4] transpose(v3), dimensions={1,0}
         for j1 in range(4):
             v7[j0 * 4 + j1] = v3[j1 * 3 + j0]
 
+Nothing is allocated per iteration: every value computed is written into a buffer that the
+function takes as an argument after the state leaves (`buffers`: name -> (size, dtype));
+compiled_while.py allocates them once per loop run.  The body's results (`returned`) go
+into buffers the next iteration only reads, so it gives those two copies, used in
+alternate iterations.  A dynamic-update-slice of a state leaf that nothing else reads and
+that the body returns in the same place writes into that leaf (`owned`: leaves the loop
+copies once, so the caller's array is not written), as XLA updates a loop's buffer in place
+-- the scan's output rows (loop_emitters.py: the data-movement ops).  A dot of rows
+contracted along their contiguous dimension (a matrix times a vector) sums each row in
+vector lanes; another dot of at least BLAS_MIN_MACS multiply-adds on f32/f64 calls BLAS
+(loop_sums.py: reduce and dot).
+
 Expressed: the state (an array or a flat tuple of arrays, read by get-tuple-element),
-constants, fusions and calls (their computations inlined), elementwise ops (the SCALAR_OPS templates, so the per-op kernels' semantics),
-broadcast, reshape/copy, slice, transpose, concatenate, iota, dynamic-slice and
-dynamic-update-slice (signed indices, clamped as XLA clamps), reduce with a scalar reducer
-(folded in row-major order of the reduced dimensions, as the HloEvaluator does), and dot on
-f32/f64 (accumulated in the result type, in contraction order).  Anything else raises
-Unsupported and the loop stays interpreted.
+constants, fusions and calls (their computations inlined), elementwise ops (the SCALAR_OPS
+templates, so the per-op kernels' semantics), broadcast, reshape/copy, slice, transpose,
+concatenate, iota, dynamic-slice and dynamic-update-slice (signed indices, clamped as XLA
+clamps), reduce with a scalar reducer (folded in row-major order of the reduced dimensions,
+as the HloEvaluator does), and dot on f32/f64 (accumulated in the result type: in vector
+lanes, by BLAS as the interpreter's dot kernel, or in contraction order; XLA:CPU's own dots
+sum in the order of their tiles).  Anything else raises Unsupported and the loop stays
+interpreted.
 """
 from __future__ import annotations
 
@@ -23,31 +36,10 @@ import numpy as np
 
 from ...hlo.ir import Computation, Instruction
 from .jit_drivers import numba_array, numba_dtype
-from .jit_cache import scalar_piece
 from ..common.fusion_contents import LOOP_OPS
 from ..common.scalar_codegen import ScalarCompileError, ScalarGen
-
-
-class Unsupported(Exception):
-    """The computation has an instruction (or shape) the loop code cannot express."""
-
-
-def _strides(dims) -> list[int]:
-    out, acc = [], 1
-    for d in reversed(dims):
-        out.append(acc)
-        acc *= d
-    return list(reversed(out))
-
-
-def _lin(idx: list[str], dims) -> str:
-    """Row-major linear index of index expressions `idx` into an array of `dims`."""
-    terms = [f"({i}) * {s}" if s != 1 else f"({i})" for i, s in zip(idx, _strides(dims))]
-    return " + ".join(terms) if terms else "0"
-
-
-def _dims(ins: Instruction) -> tuple:
-    return tuple(int(d) for d in ins.shape.dims)
+from . import loop_emitters, loop_sums
+from .loop_index import Unsupported, _dims, _lin
 
 
 class ArrayCodegen:
@@ -62,6 +54,15 @@ class ArrayCodegen:
         self.g.elementwise, self.g.fma = True, False
         self.lines: list[str] = []
         self.names: dict[int, str] = {}
+        self.buffers: dict[str, tuple[int, str]] = {}   # argument name -> (size, dtype)
+        self.returned: list[str] = []                   # the body's results, by leaf
+        self.owned: set[int] = set()                    # leaves updated in place
+        self._in_place: dict[int, int] = {}             # id(dynamic-update-slice) -> leaf
+        # The element loop being built (see _element): its size, lines and the values it
+        # holds as scalars.
+        self._loop_n: int | None = None
+        self._loop_lines: list[str] = []
+        self._loop_vars: set[str] = set()
 
     # ---- the function ---------------------------------------------------------------------
 
@@ -71,6 +72,8 @@ class ArrayCodegen:
         param = comp.parameters[0]
         if param.shape.is_array:
             self.names[id(param)] = "p0"
+        if returns_leaves:
+            self._find_in_place(comp)
         for k, ins in enumerate(comp.instructions):
             if ins.opcode == "parameter":
                 continue
@@ -88,7 +91,27 @@ class ArrayCodegen:
             self.names[id(ins)] = self.emit(ins, f"v{k}")
         return self._finish(comp, fname, leaves, returns_leaves)
 
+    def _find_in_place(self, comp: Computation) -> None:
+        """Dynamic-update-slices of a state leaf i that only they read, returned as leaf i."""
+        root = comp.root
+        if root.opcode != "tuple":
+            return
+        readers: dict[int, list] = {}
+        for ins in comp.instructions:
+            for o in ins.operands:
+                if o.opcode == "get-tuple-element" and o.operands[0] is comp.parameters[0]:
+                    readers.setdefault(int(o.attrs["index"]), []).append(ins)
+        for i, out in enumerate(root.operands):
+            x = out.operands[0] if out.opcode == "dynamic-update-slice" else None
+            if x is not None and x.opcode == "get-tuple-element" \
+                    and x.operands[0] is comp.parameters[0] and int(x.attrs["index"]) == i \
+                    and [r is out for r in readers.get(i, [])] == [True] \
+                    and sum(o is x for o in out.operands) == 1 \
+                    and sum(o is out for o in root.operands) == 1:
+                self._in_place[id(out)] = i
+
     def _finish(self, comp, fname, leaves, returns_leaves) -> str:
+        self._flush()
         root = comp.root
         if returns_leaves:
             outs = root.operands if root.opcode == "tuple" else [root]
@@ -97,12 +120,13 @@ class ArrayCodegen:
             # Constants are read-only globals: a state leaf must be a fresh array.
             rets = [f"{self.names[id(o)]}.copy()" if o.opcode == "constant" else
                     self.names[id(o)] for o in outs]
+            self.returned = rets
             self.lines.append(f"return ({''.join(r + ', ' for r in rets)})")
         else:
             if root.shape.element_type != "pred" or id(root) not in self.names:
                 raise Unsupported("the condition is not a computed pred")
             self.lines.append(f"return {self.names[id(root)]}[0]")
-        args = ", ".join(f"p{j}" for j in range(leaves))
+        args = ", ".join([f"p{j}" for j in range(leaves)] + list(self.buffers))
         return f"def {fname}({args}):\n" + "".join(f"    {ln}\n" for ln in self.lines)
 
     # ---- instructions ---------------------------------------------------------------------
@@ -119,10 +143,15 @@ class ArrayCodegen:
         if op in ("reshape", "copy") and ins.operands[0].shape.num_elements() == \
                 ins.shape.num_elements():
             return self.names[id(ins.operands[0])]  # row-major order is unchanged
+        if op == "broadcast" and ins.operands[0].shape.num_elements() == 1:
+            n = ins.shape.num_elements()
+            self._open(n)
+            self._element(ins, name, self._ref(ins.operands[0], n))
+            return name
         emitter = _EMITTERS.get(op)
         if emitter is not None:
-            emitter(self, ins, name)
-            return name
+            self._flush()
+            return emitter(self, ins, name) or name
         if op in LOOP_OPS:
             self._elementwise(ins, name)
             return name
@@ -158,19 +187,45 @@ class ArrayCodegen:
     def _fma(self, ins: Instruction, m: Instruction, k: int, name: str) -> None:
         """add/subtract `ins` with its multiply operand `m` (operand k) contracted."""
         n = ins.shape.num_elements()
-        refs = {}
-        for o in (*m.operands, ins.operands[1 - k]):
-            size = o.shape.num_elements() if o.shape.is_array else -1
-            if size not in (1, n) or id(o) not in self.names:
-                raise Unsupported(f"'{ins.opcode}' operand of another size")
-            refs[id(o)] = f"{self.names[id(o)]}[{'o' if size == n else '0'}]"
+        self._open(n)
+        refs = {id(o): self._ref(o, n) for o in (*m.operands, ins.operands[1 - k])}
+        self._element(ins, name, ScalarGen._fma_expr(ins, m, k, refs))
+
+    # ---- element loops ----------------------------------------------------------------------
+    # Consecutive elementwise values of one size are computed in one loop, each as a scalar
+    # that the later ones read (and stored into its buffer, for whatever reads it after the
+    # loop): one pass instead of one loop per op, which LLVM can vectorize as a whole.
+
+    def _open(self, n: int) -> None:
+        """Continue the element loop over n elements, or end it and start one."""
+        if self._loop_n != n:
+            self._flush()
+            self._loop_n = n
+
+    def _ref(self, o: Instruction, n: int) -> str:
+        """Operand `o` as the element loop over n elements reads it at index o."""
+        size = o.shape.num_elements() if o.shape.is_array else -1
+        if size not in (1, n) or id(o) not in self.names:
+            raise Unsupported(f"an elementwise operand of another size ('{o.name}')")
+        v = self.names[id(o)]
+        if size == n and v in self._loop_vars:
+            return f"s_{v}"
+        return f"{v}[{'o' if size == n else '0'}]"
+
+    def _element(self, ins: Instruction, name: str, expr: str) -> None:
         self._alloc(ins, name)
-        self.lines += [f"for o in range({n}):",
-                       f"    {name}[o] = {ScalarGen._fma_expr(ins, m, k, refs)}"]
+        self._loop_lines += [f"s_{name} = {expr}", f"{name}[o] = s_{name}"]
+        self._loop_vars.add(name)
+
+    def _flush(self) -> None:
+        if self._loop_lines:
+            self.lines.append(f"for o in range({self._loop_n}):")
+            self.lines += ["    " + ln for ln in self._loop_lines]
+        self._loop_n, self._loop_lines, self._loop_vars = None, [], set()
 
     def _alloc(self, ins: Instruction, name: str) -> None:
-        dt = "np." + numba_dtype(ins.shape.dtype).name
-        self.lines.append(f"{name} = np.empty({ins.shape.num_elements()}, {dt})")
+        """`name` is a buffer argument of the function (see the module docstring)."""
+        self.buffers[name] = (ins.shape.num_elements(), "np." + numba_dtype(ins.shape.dtype).name)
 
     def _nest(self, dims, body: list[str], var: str = "j") -> None:
         """Loops over `dims` (index variables var0..) around `body` lines."""
@@ -188,18 +243,13 @@ class ArrayCodegen:
 
     def _elementwise(self, ins: Instruction, name: str) -> None:
         n = ins.shape.num_elements()
-        refs = {}
-        for o in ins.operands:
-            k = o.shape.num_elements() if o.shape.is_array else -1
-            if k not in (1, n):
-                raise Unsupported(f"'{ins.opcode}' operand of another size")
-            refs[id(o)] = f"{self.names[id(o)]}[{'o' if k == n else '0'}]"
+        self._open(n)
+        refs = {id(o): self._ref(o, n) for o in ins.operands}
         try:
             expr = self.g.expr(ins, refs)
         except ScalarCompileError as e:
             raise Unsupported(str(e)) from None
-        self._alloc(ins, name)
-        self.lines += [f"for o in range({n}):", f"    {name}[o] = {expr}"]
+        self._element(ins, name, expr)
 
     def _mapped(self, ins: Instruction, name: str, source: str) -> None:
         """out[j...] = `source` (an expression over the index variables j0..)."""
@@ -227,129 +277,6 @@ class ArrayCodegen:
         return out
 
 
-def _broadcast(cg: ArrayCodegen, ins: Instruction, name: str) -> None:
-    bd = list(ins.attrs.get("dimensions", ()))
-    cg._mapped(ins, name, cg._operand(ins, 0, [f"j{d}" for d in bd]))
-
-
-def _slice(cg: ArrayCodegen, ins: Instruction, name: str) -> None:
-    sl = ins.attrs["slice"].dims
-    cg._mapped(ins, name, cg._operand(ins, 0, [f"{s.start} + j{d} * {s.stride}"
-                                              for d, s in enumerate(sl)]))
-
-
-def _transpose(cg: ArrayCodegen, ins: Instruction, name: str) -> None:
-    perm = list(ins.attrs["dimensions"])
-    idx = [""] * len(perm)
-    for j, p in enumerate(perm):  # output dimension j is operand dimension perm[j]
-        idx[p] = f"j{j}"
-    cg._mapped(ins, name, cg._operand(ins, 0, idx))
-
-
-def _iota(cg: ArrayCodegen, ins: Instruction, name: str) -> None:
-    d = int(ins.attrs.get("iota_dimension", 0))
-    cg._mapped(ins, name, f"np.{numba_dtype(ins.shape.dtype).name}(j{d})")
-
-
-def _concatenate(cg: ArrayCodegen, ins: Instruction, name: str) -> None:
-    cd = int(ins.attrs["dimensions"][0])
-    dims = _dims(ins)
-    cg._alloc(ins, name)
-    idx = [f"j{d}" for d in range(len(dims))]
-    body, off = [], 0
-    for k, o in enumerate(ins.operands):
-        size = int(o.shape.dims[cd])
-        src = list(idx)
-        src[cd] = f"j{cd} - {off}"
-        kw = "if" if k == 0 else "elif"
-        body += [f"{kw} j{cd} < {off + size}:",
-                 f"    {name}[{_lin(idx, dims)}] = {cg._operand(ins, k, src)}"]
-        off += size
-    cg._nest(dims, body)
-
-
-def _dynamic_slice(cg: ArrayCodegen, ins: Instruction, name: str) -> None:
-    x = ins.operands[0]
-    sizes = _dims(ins)
-    st = cg._start_indices(ins, 1, [int(e) - s for e, s in zip(x.shape.dims, sizes)])
-    cg._mapped(ins, name, cg._operand(ins, 0, [f"{s} + j{d}" for d, s in enumerate(st)]))
-
-
-def _dynamic_update_slice(cg: ArrayCodegen, ins: Instruction, name: str) -> None:
-    x, u = ins.operands[0], ins.operands[1]
-    st = cg._start_indices(ins, 2, [int(e) - int(s) for e, s in zip(x.shape.dims, u.shape.dims)])
-    cg.lines.append(f"{name} = {cg.names[id(x)]}.copy()")
-    idx = [f"j{d}" for d in range(u.shape.rank)]
-    dst = _lin([f"{s} + j{d}" for d, s in enumerate(st)], x.shape.dims)
-    cg._nest(tuple(u.shape.dims), [f"{name}[{dst}] = {cg.names[id(u)]}[{_lin(idx, u.shape.dims)}]"])
-
-
-def _reduce(cg: ArrayCodegen, ins: Instruction, name: str) -> None:
-    if len(ins.operands) != 2:
-        raise Unsupported("a variadic reduce")
-    x, init = ins.operands
-    try:
-        src, consts, rname = scalar_piece(ins.attrs["to_apply"],
-                                          f"{cg.prefix}R{len(cg.pieces)}")
-    except ScalarCompileError as e:
-        raise Unsupported(str(e)) from None
-    cg.pieces.append(src)
-    cg.consts.update(consts)
-    red = sorted(int(d) for d in ins.attrs.get("dimensions", ()))
-    kept = [d for d in range(x.shape.rank) if d not in red]
-    out_dims = _dims(ins)
-    cg._alloc(ins, name)
-    src = [""] * x.shape.rank
-    for j, d in enumerate(kept):
-        src[d] = f"j{j}"
-    for j, d in enumerate(red):
-        src[d] = f"r{j}"
-    inner = [f"acc = {rname}(acc, {cg._operand(ins, 0, src)})"]
-    loops = [f"acc = {cg.names[id(init)]}[0]"]
-    for j, d in enumerate(red):
-        loops.append("    " * j + f"for r{j} in range({int(x.shape.dims[d])}):")
-    loops += ["    " * len(red) + ln for ln in inner]
-    loops.append(f"{name}[{_lin([f'j{j}' for j in range(len(kept))], out_dims)}] = acc")
-    cg._nest(out_dims, loops)
-
-
-def _dot(cg: ArrayCodegen, ins: Instruction, name: str) -> None:
-    lhs, rhs = ins.operands
-    t = ins.shape.element_type
-    if t not in ("f32", "f64") or {lhs.shape.element_type, rhs.shape.element_type} != {t}:
-        raise Unsupported("dot other than f32/f64")
-    a = ins.attrs
-    lb, rb = list(a.get("lhs_batch_dims", ())), list(a.get("rhs_batch_dims", ()))
-    lc, rc = list(a.get("lhs_contracting_dims", ())), list(a.get("rhs_contracting_dims", ()))
-    lf = [d for d in range(lhs.shape.rank) if d not in lb and d not in lc]
-    rf = [d for d in range(rhs.shape.rank) if d not in rb and d not in rc]
-    out_dims = _dims(ins)
-    li, ri = [""] * lhs.shape.rank, [""] * rhs.shape.rank
-    j = 0
-    for x, y in zip(lb, rb):
-        li[x] = ri[y] = f"j{j}"
-        j += 1
-    for d in lf:
-        li[d] = f"j{j}"
-        j += 1
-    for d in rf:
-        ri[d] = f"j{j}"
-        j += 1
-    for k, (x, y) in enumerate(zip(lc, rc)):
-        li[x] = ri[y] = f"c{k}"
-    ct = "np." + numba_dtype(ins.shape.dtype).name
-    body = [f"acc = {ct}(0)"]
-    for k, x in enumerate(lc):
-        body.append("    " * k + f"for c{k} in range({int(lhs.shape.dims[x])}):")
-    body.append("    " * len(lc) + f"acc = {ct}(acc + {ct}({cg._operand(ins, 0, li)} * "
-                f"{cg._operand(ins, 1, ri)}))")
-    body.append(f"{name}[{_lin([f'j{k}' for k in range(len(out_dims))], out_dims)}] = acc")
-    cg._alloc(ins, name)
-    cg._nest(out_dims, body)
-
-
-_EMITTERS = {"broadcast": _broadcast, "slice": _slice, "transpose": _transpose,
-             "iota": _iota, "concatenate": _concatenate, "dynamic-slice": _dynamic_slice,
-             "dynamic-update-slice": _dynamic_update_slice, "reduce": _reduce, "dot": _dot}
+_EMITTERS = {**loop_emitters.EMITTERS, **loop_sums.EMITTERS}
 
 __all__ = ["ArrayCodegen", "Unsupported"]
