@@ -1,0 +1,321 @@
+"""A row fusion (common/row_contents.py: reduces over trailing dimensions with their
+elementwise producers and consumers -- ours from passes/reduce_fusion.py, or XLA's kInput
+and `__ynn_fusion` fusions) as one compiled loop over rows:
+
+    def rowloop(o0, p0):                    # softmax over rows of 1024
+        for m in prange(4096):
+            base = m * 1024
+            acc = RK0                       # -inf
+            for k in range(1024):           # pass 1: max, reading x
+                i = base + k
+                acc = RR0_c0(acc, p0[i])
+            r3 = acc
+            ...                             # pass 2: sum of exp(x - max), pairwise
+            for k in range(1024):           # pass 3: the output, reading x
+                i = base + k
+                e7 = <x - max>; e8 = <exp(e7)>; o0[i] = <e8 / sum>
+
+Each reduce is one loop over its row with its full-level producers evaluated inline (they
+are recomputed in every loop that needs them, as XLA's fusions recompute); row-level ops run
+once per row; full outputs are written by one last loop.  A row of a few KiB stays in cache,
+so memory is read once and written once, and no f32[M,K] temporary exists.
+
+Reduction order is the unfused kernel's (cpu/reductions.py), so fusing changes no bits: a
+plain f32/f64 add with its identity as init sums each row in numpy's pairwise order (what
+the unfused fast path runs: blocks of at most 128 with 8 accumulators, halves split at
+multiples of 8 -- the split is fixed by K, so it is computed here once, as a small program
+of leaves and adds); every other reducer folds in row-major order from init (the
+HloEvaluator's order, the unfused compiled fold's).  Scalar semantics are the SCALAR_OPS
+templates, with XLA's multiply-add contraction inside the fusion (as cpu/fused_loop.py).
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ...hlo.ir import Computation, Instruction
+from ..common.fusion_contents import param_index_map
+from ..common.row_contents import FULL, ROW, row_broadcast
+from ..common.scalar_codegen import ScalarGen
+from . import comp_patterns as P
+from .jit_cache import cached_function, scalar_piece
+from .jit_drivers import numba_dtype
+
+
+def _postorder(comp: Computation) -> list[Instruction]:
+    order, seen = [], set()
+    for root in [*comp.parameters, comp.root]:
+        stack = [(root, False)]
+        while stack:
+            ins, done = stack.pop()
+            if done:
+                order.append(ins)
+            elif id(ins) not in seen:
+                seen.add(id(ins))
+                stack.append((ins, True))
+                stack.extend((o, False) for o in reversed(ins.operands) if id(o) not in seen)
+    return order
+
+
+def pairwise_program(n: int) -> tuple[list[int], list[int], list[int]]:
+    """numpy's pairwise sum of n >= 8 elements as (leaf starts, leaf lengths, program): the
+    program lists leaves (index >= 0) and adds (-1: the two values on top of the stack)
+    in postfix order -- a leaf is at most 128 elements, a longer range splits at
+    n2 = n // 2 rounded down to a multiple of 8."""
+    starts, lens, prog = [], [], []
+
+    def walk(s: int, n: int) -> None:
+        if n <= 128:
+            prog.append(len(starts))
+            starts.append(s)
+            lens.append(n)
+            return
+        n2 = n // 2
+        n2 -= n2 % 8
+        walk(s, n2)
+        walk(s + n2, n - n2)
+        prog.append(-1)
+    walk(0, n)
+    return starts, lens, prog
+
+
+class RowLoopGen:
+    """Source of `rowloop(o0.., p0..)` for a row fusion (M rows of K; levels from
+    row_contents.row_shape); `consts` and reducer `pieces` go into the module with it."""
+
+    def __init__(self, comp: Computation, m: int, k: int, levels: dict,
+                 identity_params: frozenset = frozenset()):
+        self.comp, self.m, self.k, self.levels = comp, m, k, levels
+        self.identity_params = identity_params  # scalar parameters holding their reduce's identity
+        self.order = _postorder(comp)
+        self.g = ScalarGen()
+        self.g.elementwise = True
+        users: dict[int, int] = {}
+        for ins in self.order:
+            for o in ins.operands:
+                users[id(o)] = users.get(id(o), 0) + 1
+        self.contract = ScalarGen._contractions(self.order, users, comp, True)
+        self.fused = {id(x) for mul, _, via in self.contract.values() for x in (mul, *via)}
+        self.consts: dict = {}
+        self.pieces: list[str] = []
+        self.row_names: dict[int, str] = {}
+        self.n_tmp = 0
+
+    # ---- names and expressions --------------------------------------------------------
+
+    def _param(self, p: Instruction, full: bool) -> str:
+        n = p.shape.num_elements()
+        if full and n == self.m * self.k:
+            return f"x{p.parameter_number}[k]"   # its row's slice (see `source`)
+        return f"p{p.parameter_number}[{'m' if n == self.m and n > 1 else '0'}]"
+
+    def _const(self, ins: Instruction) -> str:
+        name = "R" + self.g.const(ins)[1:]   # _K3 -> RK3
+        self.consts[name] = self.g.consts[int(name[2:])]
+        return name
+
+    def _value(self, ins: Instruction, names: dict, full: bool) -> str | None:
+        """The expression (a name, or a parameter read) of a value with no code of its own:
+        parameters, constants, broadcasts and reshapes; None when it needs a line."""
+        op = ins.opcode
+        if op == "parameter":
+            return self._param(ins, full)
+        if op == "constant":
+            return self._const(ins)
+        if op == "broadcast":
+            src = ins.operands[0]
+            if full and src.shape.num_elements() != 1 and not (
+                    self.levels.get(id(src)) == ROW and row_broadcast(ins, self.m)):
+                if _column_broadcast(ins, self.k):  # (a layernorm's scale and offset)
+                    return f"p{src.parameter_number}[k]"
+                idx = re.sub(r"\bi\b", "(base + k)", param_index_map(ins))
+                return f"p{src.parameter_number}[{idx}]"
+            return names[id(src)]
+        if op in ("reshape", "copy"):
+            return names[id(ins.operands[0])]
+        return None
+
+    def _line(self, ins: Instruction, names: dict, full: bool, out: list[str], pad: str):
+        v = self._value(ins, names, full)
+        if v is not None:
+            names[id(ins)] = v
+            return
+        if id(ins) in self.contract:
+            expr = ScalarGen._fma_expr(ins, *self.contract[id(ins)][:2], names)
+        else:
+            expr = self.g.expr(ins, names)
+        self.n_tmp += 1
+        name = f"{'e' if full else 'r'}{self.n_tmp}"
+        out.append(f"{pad}{name} = {expr}")
+        names[id(ins)] = name
+
+    def _full_body(self, targets: list[Instruction], pad: str) -> tuple[list[str], dict]:
+        """Lines computing the full-level `targets` at element i (their full producers
+        inline), and the names they end up under."""
+        need: set[int] = set()
+        stack = list(targets)
+        while stack:
+            v = stack.pop()
+            if id(v) in need or self.levels.get(id(v)) != FULL or v.opcode == "parameter":
+                continue
+            need.add(id(v))
+            if not (v.opcode == "broadcast" and self.levels.get(id(v.operands[0])) != FULL):
+                stack.extend(v.operands)
+        names = dict(self.row_names)
+        lines: list[str] = []
+        for ins in self.order:
+            if ins.opcode == "parameter" and self.levels.get(id(ins)) == FULL:
+                names[id(ins)] = self._param(ins, True)
+            elif id(ins) in need and id(ins) not in self.fused:
+                self._line(ins, names, True, lines, pad)
+        return lines, names
+
+    # ---- the reduction loops ----------------------------------------------------------
+
+    def _fast(self, ins: Instruction) -> str | None:
+        """The unfused kernel's numpy fast path this reduce takes (cpu/reductions.py: one
+        binary op with its identity as init, not a narrow add or multiply): "add", "maximum",
+        "minimum" or "multiply", folded as numpy folds them; None: the reducer's own fold."""
+        x, init = ins.operands
+        comp = ins.attrs["to_apply"]
+        op = P.binary_op(comp)
+        if op is None or P.ufunc_for(op, ins.shape.element_type, widened=True,
+                                     xla_loop=True) is None:
+            return None
+        t = ins.shape.element_type
+        if op not in ("add", "maximum", "minimum", "multiply") or t[0] not in "fb":
+            return None
+        if init.opcode == "constant":
+            ok = P.is_identity(op, init.literal)
+        else:  # a parameter: its value, given at run time (row_fusion.py)
+            ok = init.opcode == "parameter" and init.parameter_number in self.identity_params
+        return op if ok else None
+
+    def _reduce(self, ins: Instruction, out: list[str], pad: str) -> str:
+        """One reduce: its operand's row into a buffer (one vectorized loop over K, the
+        producers inline; a parameter's row is read in place), then the fold."""
+        x, init = ins.operands
+        j = len(self.pieces)
+        K = self.k
+        ct = "np." + numba_dtype(ins.shape.dtype).name
+        init_v, res = self.row_names[id(init)], f"red{j}"
+        p2, p3 = pad + "    ", pad + "        "
+        if x.opcode == "parameter":
+            buf = f"x{x.parameter_number}"
+        else:
+            buf = f"t{j}"
+            body, names = self._full_body([x], p2)
+            out += [f"{pad}{buf} = np.empty({K}, {ct})", f"{pad}for k in range({K}):", *body,
+                    f"{p2}{buf}[k] = {names[id(x)]}"]
+        op = self._fast(ins)
+        if op == "add" and K >= 8:  # numpy's pairwise sum
+            starts, lens, prog = pairwise_program(K)
+            for nm, vals in ((f"RPS{j}", starts), (f"RPL{j}", lens), (f"RPP{j}", prog)):
+                self.consts[nm] = np.asarray(vals, np.int64)
+            a, stk = f"a{j}", f"stk{j}"
+            s = [f"{a}[{t}]" for t in range(8)]
+            out += [f"{pad}{a} = np.empty(8, {ct})", f"{pad}{stk} = np.empty({len(prog)}, {ct})",
+                    f"{pad}sp = 0", f"{pad}for t in range({len(prog)}):",
+                    f"{p2}c = RPP{j}[t]", f"{p2}if c < 0:", f"{p3}sp -= 1",
+                    f"{p3}{stk}[sp - 1] = {stk}[sp - 1] + {stk}[sp]", f"{p3}continue",
+                    f"{p2}s0 = RPS{j}[c]", f"{p2}nl = RPL{j}[c]",
+                    f"{p2}for jj in range(8):", f"{p3}{a}[jj] = {buf}[s0 + jj]",
+                    f"{p2}q = 8", f"{p2}while q < nl - nl % 8:",
+                    f"{p3}for jj in range(8):",
+                    f"{p3}    {a}[jj] = {a}[jj] + {buf}[s0 + q + jj]",
+                    f"{p3}q += 8",
+                    f"{p2}rs{j} = (({s[0]} + {s[1]}) + ({s[2]} + {s[3]})) + "
+                    f"(({s[4]} + {s[5]}) + ({s[6]} + {s[7]}))",
+                    f"{p2}while q < nl:", f"{p3}rs{j} = rs{j} + {buf}[s0 + q]", f"{p3}q += 1",
+                    f"{p2}{stk}[sp] = rs{j}", f"{p2}sp += 1",
+                    f"{pad}{res} = {init_v} + {stk}[0]"]
+        elif op == "add":  # fewer than 8: in order, from zero, then onto init
+            out += [f"{pad}{res} = {ct}(0)", f"{pad}for k in range({K}):",
+                    f"{p2}{res} = {res} + {buf}[k]", f"{pad}{res} = {init_v} + {res}"]
+        elif op == "multiply":  # numpy multiplies in order, plainly
+            out += [f"{pad}{res} = {init_v}", f"{pad}for k in range({K}):",
+                    f"{p2}{res} = {res} * {buf}[k]"]
+        elif op is not None:  # maximum / minimum: any order gives the value; NaN wins
+            cmp = ">" if op == "maximum" else "<"
+            a, nn = f"a{j}", f"nn{j}"
+            out += [f"{pad}{a} = np.empty(8, {ct})", f"{pad}{nn} = 0",
+                    f"{pad}for jj in range(8):", f"{p2}{a}[jj] = {init_v}",
+                    f"{pad}for q in range(0, {K - K % 8}, 8):", f"{p2}for jj in range(8):",
+                    f"{p3}v{j} = {buf}[q + jj]",
+                    f"{p3}{a}[jj] = v{j} if v{j} {cmp} {a}[jj] else {a}[jj]",
+                    f"{p3}{nn} += v{j} != v{j}",
+                    f"{pad}{res} = {init_v}", f"{pad}for jj in range(8):",
+                    f"{p2}{res} = {a}[jj] if {a}[jj] {cmp} {res} else {res}",
+                    f"{pad}for k in range({K - K % 8}, {K}):", f"{p2}v{j} = {buf}[k]",
+                    f"{p2}{res} = v{j} if v{j} {cmp} {res} else {res}",
+                    f"{p2}{nn} += v{j} != v{j}",
+                    f"{pad}if {nn}:", f"{p2}{res} = {ct}(np.nan)"]
+        else:  # the reducer's fold in row-major order, from init (the HloEvaluator's)
+            src, consts, rname = scalar_piece(ins.attrs["to_apply"], f"RR{j}")
+            self.pieces.append(src)
+            self.consts.update(consts)
+            out += [f"{pad}{res} = {init_v}", f"{pad}for k in range({K}):",
+                    f"{p2}{res} = {rname}({res}, {buf}[k])"]
+        self.pieces.append("")  # (one piece per reduce: names stay apart)
+        return res
+
+    # ---- the function -----------------------------------------------------------------
+
+    def source(self, parallel: bool) -> str:
+        """`RB_row(m, o.., p..)`, one row's work, and `rowloop(o.., p..)` calling it per
+        row.  A full array is read and written through its row's slice, indexed by the
+        loop variable: numba then knows the index is in bounds and not negative, and LLVM
+        vectorizes the loops (indexing the whole array at m*K + k in a prange body, it
+        vectorized nothing: 10x slower)."""
+        comp = self.comp
+        outs = comp.root.operands if comp.root.opcode == "tuple" else [comp.root]
+        pad = "    "
+        lines = [f"{pad}base = m * {self.k}"]
+        lines += [f"{pad}x{p.parameter_number} = p{p.parameter_number}[base:base + {self.k}]"
+                  for p in comp.parameters if self.levels.get(id(p)) == FULL]
+        lines += [f"{pad}q{t} = o{t}[base:base + {self.k}]" for t, o in enumerate(outs)
+                  if self.levels[id(o)] == FULL]
+        for ins in self.order:
+            if self.levels.get(id(ins)) != ROW or id(ins) in self.fused:
+                continue
+            if ins.opcode == "reduce":
+                self.row_names[id(ins)] = self._reduce(ins, lines, pad)
+            else:
+                self._line(ins, self.row_names, False, lines, pad)
+        full = [o for o in outs if self.levels[id(o)] == FULL]
+        if full:
+            body, names = self._full_body(full, pad + "    ")
+            lines += [f"{pad}for k in range({self.k}):", *body]
+            lines += [f"{pad}    q{t}[k] = {names[id(o)]}" for t, o in enumerate(outs)
+                      if self.levels[id(o)] == FULL]
+        lines += [f"{pad}o{t}[m] = {self.row_names[id(o)]}" for t, o in enumerate(outs)
+                  if self.levels[id(o)] == ROW]
+        args = ", ".join([f"o{t}" for t in range(len(outs))] +
+                         [f"p{t}" for t in range(len(comp.parameters))])
+        loop = "prange" if parallel else "range"
+        return (f"def RB_row(m, {args}):\n" + "\n".join(lines) + "\n"
+                "RB_row = register_jitable(RB_row)\n\n"
+                f"def rowloop({args}):\n"
+                f"    for m in {loop}({self.m}):\n"
+                f"        RB_row(m, {args})\n")
+
+
+def _column_broadcast(b: Instruction, k: int) -> bool:
+    """Does broadcast `b` read its operand at k of element m*K + k (the operand's dims
+    are b's trailing ones, in order, K elements)?"""
+    src = b.operands[0]
+    r, rb = src.shape.rank, b.shape.rank
+    dims = [int(d) for d in b.attrs.get("dimensions", ())]
+    return (src.shape.num_elements() == k and dims == list(range(rb - r, rb))
+            and [int(d) for d in src.shape.dims] == [int(d) for d in b.shape.dims[rb - r:]])
+
+
+def compile_row_loop(comp: Computation, m: int, k: int, levels: dict, parallel: bool,
+                     identity_params: frozenset = frozenset()):
+    """The compiled `rowloop` of a row fusion (cached on disk like fused loops)."""
+    gen = RowLoopGen(comp, m, k, levels, identity_params)
+    src = gen.source(parallel)
+    return cached_function("\n".join(gen.pieces) + "\n" + src, gen.consts, "rowloop",
+                           nogil=True, parallel=parallel, error_model="numpy")
+
