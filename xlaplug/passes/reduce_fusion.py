@@ -16,9 +16,10 @@ M*K elements in x's order or of M, reduces over the trailing K elements).  A gro
 from a root upward, like loop-fusion's: an instruction joins when every user of it is in the
 group (nothing computed twice, no cycle through the outside), it is not the computation's
 root, has no control edges or side effects, and no loaded plugin overrides its opcode;
-rank-0 constants and broadcasts are copied in.  A group needs a reduce, and only reduces of
-at least `min_elements` elements (M*K) start one: below, compiling costs more than it
-saves.  The pass runs before loop-fusion, which takes the elementwise chains left over.
+rank-0 constants and broadcasts are copied in.  A group needs a reduce and more work than it
+(another reduce, or an elementwise op over M*K elements: a lone reduce is as fast through
+numpy), and only reduces of at least `min_elements` elements (M*K) start one: below,
+compiling costs more than it saves.  The pass runs before loop-fusion, which takes the elementwise chains left over.
 """
 from __future__ import annotations
 
@@ -113,9 +114,20 @@ def _groups(comp: Computation, min_elements: int, skip: frozenset) -> list[list[
             if not any(i.opcode == "reduce" for i in group):
                 dead.update(id(i) for i in group)
                 continue
+            if not _worth_it(group, m * k):
+                continue
             taken |= {id(i) for i in group if not cheap(i)}
             groups.append(sorted(group, key=lambda i: order[id(i)]))
     return groups
+
+
+def _worth_it(group: list[Instruction], n: int) -> bool:
+    """Two reduces, or a reduce with an elementwise op over all M*K elements: a lone
+    reduce (with row-sized consumers) runs as fast through numpy's reduce, uncompiled."""
+    reduces = sum(i.opcode == "reduce" for i in group)
+    full_ops = any(i.opcode in LOOP_OPS and i.shape.is_array and i.shape.num_elements() == n
+                   for i in group)
+    return reduces >= 2 or full_ops
 
 
 def _grow(root, comp, m, k, users, taken, skip, min_elements,

@@ -100,6 +100,9 @@ class RowLoopGen:
         self.consts: dict = {}
         self.pieces: list[str] = []
         self.row_names: dict[int, str] = {}
+        # Full values a reduce's loop left in its row buffer: later loops read them there
+        # (softmax's output reads exp(x - max) from the sum's buffer, not computing it again).
+        self.buffered: dict[int, str] = {}
         self.n_tmp = 0
 
     # ---- names and expressions --------------------------------------------------------
@@ -157,12 +160,13 @@ class RowLoopGen:
         stack = list(targets)
         while stack:
             v = stack.pop()
-            if id(v) in need or self.levels.get(id(v)) != FULL or v.opcode == "parameter":
+            if id(v) in need or self.levels.get(id(v)) != FULL or v.opcode == "parameter" \
+                    or id(v) in self.buffered:
                 continue
             need.add(id(v))
             if not (v.opcode == "broadcast" and self.levels.get(id(v.operands[0])) != FULL):
                 stack.extend(v.operands)
-        names = dict(self.row_names)
+        names = {**self.row_names, **self.buffered}
         lines: list[str] = []
         for ins in self.order:
             if ins.opcode == "parameter" and self.levels.get(id(ins)) == FULL:
@@ -208,6 +212,7 @@ class RowLoopGen:
             body, names = self._full_body([x], p2)
             out += [f"{pad}{buf} = np.empty({K}, {ct})", f"{pad}for k in range({K}):", *body,
                     f"{p2}{buf}[k] = {names[id(x)]}"]
+            self.buffered[id(x)] = f"{buf}[k]"
         op = self._fast(ins)
         if op == "add" and K >= 8:  # numpy's pairwise sum
             starts, lens, prog = pairwise_program(K)
