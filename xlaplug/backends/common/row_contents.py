@@ -22,11 +22,14 @@ from ...hlo.ir import Computation, Instruction
 from .fusion_contents import LOOP_OPS, SHAPE_OPS, n_elements
 
 FULL, ROW = "full", "row"
+# The longest row a row loop takes: a reduce of a computed row fills a buffer of K elements
+# per row (a few KiB stay in cache; a whole-array reduction would allocate its size).
+MAX_ROW = 1 << 16
 
 
 def row_reduce_dims(ins: Instruction) -> tuple[int, int] | None:
-    """(M, K) for a one-operand reduce over trailing dimensions of its operand (K > 1 the
-    reduced elements per row), with a rank-0 init; else None."""
+    """(M, K) for a one-operand reduce over trailing dimensions of its operand (K the
+    reduced elements per row, 1 < K <= MAX_ROW), with a rank-0 init; else None."""
     if ins.opcode != "reduce" or len(ins.operands) != 2 or not ins.shape.is_array:
         return None
     x, init = ins.operands
@@ -40,7 +43,7 @@ def row_reduce_dims(ins: Instruction) -> tuple[int, int] | None:
     for d in dims:
         k *= int(x.shape.dims[d])
     m = n_elements(ins.shape)
-    if k < 2 or m < 1 or m * k != n_elements(x.shape):
+    if k < 2 or k > MAX_ROW or m < 1 or m * k != n_elements(x.shape):
         return None
     return m, k
 
@@ -125,7 +128,7 @@ def _rows_of(comp: Computation) -> tuple[int, int] | None:
     for ins in comp.instructions:
         if ins.opcode == "broadcast" and ins.operands[0].opcode != "parameter":
             m, n = n_elements(ins.operands[0].shape), n_elements(ins.shape)
-            if 1 < m < n and row_broadcast(ins, m):
+            if 1 < m < n and n // m <= MAX_ROW and row_broadcast(ins, m):
                 return m, n // m
     return None
 

@@ -103,6 +103,7 @@ class RowLoopGen:
         # Full values a reduce's loop left in its row buffer: later loops read them there
         # (softmax's output reads exp(x - max) from the sum's buffer, not computing it again).
         self.buffered: dict[int, str] = {}
+        self.allocs: list[str] = []  # scratch arrays, allocated once per block of rows
         self.n_tmp = 0
 
     # ---- names and expressions --------------------------------------------------------
@@ -210,7 +211,8 @@ class RowLoopGen:
         else:
             buf = f"t{j}"
             body, names = self._full_body([x], p2)
-            out += [f"{pad}{buf} = np.empty({K}, {ct})", f"{pad}for k in range({K}):", *body,
+            self.allocs.append(f"{buf} = np.empty({K}, {ct})")
+            out += [f"{pad}for k in range({K}):", *body,
                     f"{p2}{buf}[k] = {names[id(x)]}"]
             self.buffered[id(x)] = f"{buf}[k]"
         op = self._fast(ins)
@@ -220,8 +222,8 @@ class RowLoopGen:
                 self.consts[nm] = np.asarray(vals, np.int64)
             a, stk = f"a{j}", f"stk{j}"
             s = [f"{a}[{t}]" for t in range(8)]
-            out += [f"{pad}{a} = np.empty(8, {ct})", f"{pad}{stk} = np.empty({len(prog)}, {ct})",
-                    f"{pad}sp = 0", f"{pad}for t in range({len(prog)}):",
+            self.allocs += [f"{a} = np.empty(8, {ct})", f"{stk} = np.empty({len(prog)}, {ct})"]
+            out += [f"{pad}sp = 0", f"{pad}for t in range({len(prog)}):",
                     f"{p2}c = RPP{j}[t]", f"{p2}if c < 0:", f"{p3}sp -= 1",
                     f"{p3}{stk}[sp - 1] = {stk}[sp - 1] + {stk}[sp]", f"{p3}continue",
                     f"{p2}s0 = RPS{j}[c]", f"{p2}nl = RPL{j}[c]",
@@ -244,7 +246,8 @@ class RowLoopGen:
         elif op is not None:  # maximum / minimum: any order gives the value; NaN wins
             cmp = ">" if op == "maximum" else "<"
             a, nn = f"a{j}", f"nn{j}"
-            out += [f"{pad}{a} = np.empty(8, {ct})", f"{pad}{nn} = 0",
+            self.allocs.append(f"{a} = np.empty(8, {ct})")
+            out += [f"{pad}{nn} = 0",
                     f"{pad}for jj in range(8):", f"{p2}{a}[jj] = {init_v}",
                     f"{pad}for q in range(0, {K - K % 8}, 8):", f"{p2}for jj in range(8):",
                     f"{p3}v{j} = {buf}[q + jj]",
@@ -268,14 +271,15 @@ class RowLoopGen:
     # ---- the function -----------------------------------------------------------------
 
     def source(self, parallel: bool) -> str:
-        """`RB_row(m, o.., p..)`, one row's work, and `rowloop(o.., p..)` calling it per
-        row.  A full array is read and written through its row's slice, indexed by the
+        """`RB_rows(m0, m1, o.., p..)`, the work of rows m0..m1-1 (its scratch arrays
+        allocated once for them all), and `rowloop(o.., p..)` calling it per block of rows
+        (in parallel: numba's threads take blocks).  A full array is read and written through its row's slice, indexed by the
         loop variable: numba then knows the index is in bounds and not negative, and LLVM
         vectorizes the loops (indexing the whole array at m*K + k in a prange body, it
         vectorized nothing: 10x slower)."""
         comp = self.comp
         outs = comp.root.operands if comp.root.opcode == "tuple" else [comp.root]
-        pad = "    "
+        pad = "        "
         lines = [f"{pad}base = m * {self.k}"]
         lines += [f"{pad}x{p.parameter_number} = p{p.parameter_number}[base:base + {self.k}]"
                   for p in comp.parameters if self.levels.get(id(p)) == FULL]
@@ -299,11 +303,13 @@ class RowLoopGen:
         args = ", ".join([f"o{t}" for t in range(len(outs))] +
                          [f"p{t}" for t in range(len(comp.parameters))])
         loop = "prange" if parallel else "range"
-        return (f"def RB_row(m, {args}):\n" + "\n".join(lines) + "\n"
-                "RB_row = register_jitable(RB_row)\n\n"
+        block = max(1, min(32, self.m // 32))
+        return (f"def RB_rows(m0, m1, {args}):\n" + "".join(f"    {a}\n" for a in self.allocs)
+                + "    for m in range(m0, m1):\n" + "\n".join(lines) + "\n"
+                "RB_rows = register_jitable(RB_rows)\n\n"
                 f"def rowloop({args}):\n"
-                f"    for m in {loop}({self.m}):\n"
-                f"        RB_row(m, {args})\n")
+                f"    for b in {loop}({-(-self.m // block)}):\n"
+                f"        RB_rows(b * {block}, min((b + 1) * {block}, {self.m}), {args})\n")
 
 
 def _column_broadcast(b: Instruction, k: int) -> bool:
