@@ -104,6 +104,7 @@ class RowLoopGen:
         # (softmax's output reads exp(x - max) from the sum's buffer, not computing it again).
         self.buffered: dict[int, str] = {}
         self.allocs: list[str] = []  # scratch arrays, allocated once per block of rows
+        self.block = 0  # rows per block (0: up to 32, at least 32 blocks)
         self.n_tmp = 0
 
     # ---- names and expressions --------------------------------------------------------
@@ -303,7 +304,7 @@ class RowLoopGen:
         args = ", ".join([f"o{t}" for t in range(len(outs))] +
                          [f"p{t}" for t in range(len(comp.parameters))])
         loop = "prange" if parallel else "range"
-        block = max(1, min(32, self.m // 32))
+        block = self.block or max(1, min(32, self.m // 32))
         return (f"def RB_rows(m0, m1, {args}):\n" + "".join(f"    {a}\n" for a in self.allocs)
                 + "    for m in range(m0, m1):\n" + "\n".join(lines) + "\n"
                 "RB_rows = register_jitable(RB_rows)\n\n"
