@@ -135,6 +135,8 @@ def test_softmax_is_one_fusion_with_no_full_size_temporary():
 XLA_PROGRAMS = {  # XLA:CPU's optimized HLO: kCustom __ynn_fusion and kLoop row fusions
     "softmax": (lambda x: jax.nn.softmax(x, axis=-1), (_normal(64, 300),), 2e-6),
     "layernorm": (_layernorm, (_normal(64, 250),), 1e-5),
+    "softmax_bitcast": (lambda x: jax.nn.softmax(x.reshape(8, 8, 300), axis=-1),  # a bitcast
+                        (_normal(64, 300),), 2e-6),
 }
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from ...hlo.ir import Computation, Instruction
 from .fusion_contents import LOOP_OPS, SHAPE_OPS, n_elements
+from .plans import physical_order
 
 FULL, ROW = "full", "row"
 # The longest row a row loop takes: a reduce of a computed row fills a buffer of K elements
@@ -99,7 +100,7 @@ def level(ins: Instruction, m: int, k: int, levels: dict, is_input=None) -> str 
     want = FULL if n == m * k else ROW if n in (m, 1) else None
     if want is None:
         return None
-    if op in SHAPE_OPS:
+    if op in SHAPE_OPS or plain_bitcast(ins):
         return want if n_elements(ins.operands[0].shape) == n else None
     if op in LOOP_OPS:
         for o in ins.operands:
@@ -108,6 +109,18 @@ def level(ins: Instruction, m: int, k: int, levels: dict, is_input=None) -> str 
                 return None
         return want
     return None
+
+
+def plain_bitcast(ins: Instruction) -> bool:
+    """A `bitcast` that is a reshape (XLA's optimized HLO has them): same element type, both
+    layouts row-major, so the row-major order of the elements is kept."""
+    if ins.opcode != "bitcast" or len(ins.operands) != 1:
+        return False
+    src = ins.operands[0].shape
+    dst = ins.shape
+    return (src.is_array and dst.is_array and src.element_type == dst.element_type
+            and list(physical_order(src)) == list(range(src.rank))
+            and list(physical_order(dst)) == list(range(dst.rank)))
 
 
 def value_level(ins: Instruction, m: int, k: int) -> str | None:

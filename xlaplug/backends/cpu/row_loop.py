@@ -137,7 +137,7 @@ class RowLoopGen:
                 idx = re.sub(r"\bi\b", "(base + k)", param_index_map(ins))
                 return f"p{src.parameter_number}[{idx}]"
             return names[id(src)]
-        if op in ("reshape", "copy"):
+        if op in ("reshape", "copy", "bitcast"):  # (row_contents accepts plain bitcasts only)
             return names[id(ins.operands[0])]
         return None
 
