@@ -1,32 +1,34 @@
 """A row fusion (common/row_contents.py: reduces over trailing dimensions with their
-elementwise producers and consumers -- ours from passes/reduce_fusion.py, or XLA's kInput
-and `__ynn_fusion` fusions) as one compiled loop over rows:
+elementwise producers and consumers -- ours from passes/reduce_fusion.py, or XLA's kInput,
+kLoop and `__ynn_fusion` bodies) as one compiled loop over blocks of rows:
 
-    def rowloop(o0, p0):                    # softmax over rows of 1024
-        for m in prange(4096):
-            base = m * 1024
-            acc = RK0                       # -inf
-            for k in range(1024):           # pass 1: max, reading x
-                i = base + k
-                acc = RR0_c0(acc, p0[i])
-            r3 = acc
-            ...                             # pass 2: sum of exp(x - max), pairwise
-            for k in range(1024):           # pass 3: the output, reading x
-                i = base + k
-                e7 = <x - max>; e8 = <exp(e7)>; o0[i] = <e8 / sum>
+    def RB_rows(m0, m1, o0, p0):            # softmax over rows of 1024
+        t1 = np.empty(1024, np.float32)     # scratch: once per block of rows
+        for m in range(m0, m1):
+            x0 = p0[base:base + 1024]       # the row's slices (base = m * 1024)
+            <max of x0: 8 lanes>            # pass 1 reads x (in place)
+            for k in range(1024):           # pass 2: exp(x - max) into the row buffer...
+                t1[k] = <exp(x0[k] - red0)>
+            <pairwise sum of t1>            # ...and its sum, as numpy orders it
+            for k in range(1024):           # pass 3: the output, from the buffer
+                q0[k] = <t1[k] / red1>
+    def rowloop(o0, p0):
+        for b in prange(128):               # numba's threads take blocks of 32 rows
+            RB_rows(b * 32, min((b + 1) * 32, 4096), o0, p0)
 
-Each reduce is one loop over its row with its full-level producers evaluated inline (they
-are recomputed in every loop that needs them, as XLA's fusions recompute); row-level ops run
-once per row; full outputs are written by one last loop.  A row of a few KiB stays in cache,
-so memory is read once and written once, and no f32[M,K] temporary exists.
+Each reduce is a loop over its row filling a row buffer (its full-level producers inline;
+a parameter's row is read in place), then its fold; row-level ops run once per row; full
+outputs are written by one last loop, which reads a value from a reduce's buffer instead of
+computing it again.  A row of a few KiB stays in cache: memory is read once and written
+once, and no f32[M,K] temporary exists.  Indexing a row's slice by the loop variable is
+what lets LLVM vectorize (indexing the whole array at m*K + k in a prange body, numba's
+negative-index checks kept every loop scalar: 10x slower).
 
-Reduction order is the unfused kernel's (cpu/reductions.py), so fusing changes no bits: a
-plain f32/f64 add with its identity as init sums each row in numpy's pairwise order (what
-the unfused fast path runs: blocks of at most 128 with 8 accumulators, halves split at
-multiples of 8 -- the split is fixed by K, so it is computed here once, as a small program
-of leaves and adds); every other reducer folds in row-major order from init (the
-HloEvaluator's order, the unfused compiled fold's).  Scalar semantics are the SCALAR_OPS
-templates, with XLA's multiply-add contraction inside the fusion (as cpu/fused_loop.py).
+The folds are the unfused kernel's (cpu/reductions.py), so fusing changes no bits: where
+it takes its numpy fast path, numpy's order (row_folds.py: pairwise sums); every other
+reducer folds in row-major order from init (the HloEvaluator's order, the unfused compiled
+fold's).  Scalar semantics are the SCALAR_OPS templates, with XLA's multiply-add
+contraction inside the fusion (as cpu/fused_loop.py).
 """
 from __future__ import annotations
 
@@ -41,6 +43,7 @@ from ..common.scalar_codegen import ScalarGen
 from . import comp_patterns as P
 from .jit_cache import cached_function, scalar_piece
 from .jit_drivers import numba_dtype
+from .row_folds import fast_fold
 
 
 def _postorder(comp: Computation) -> list[Instruction]:
@@ -56,28 +59,6 @@ def _postorder(comp: Computation) -> list[Instruction]:
                 stack.append((ins, True))
                 stack.extend((o, False) for o in reversed(ins.operands) if id(o) not in seen)
     return order
-
-
-def pairwise_program(n: int) -> tuple[list[int], list[int], list[int]]:
-    """numpy's pairwise sum of n >= 8 elements as (leaf starts, leaf lengths, program): the
-    program lists leaves (index >= 0) and adds (-1: the two values on top of the stack)
-    in postfix order -- a leaf is at most 128 elements, a longer range splits at
-    n2 = n // 2 rounded down to a multiple of 8."""
-    starts, lens, prog = [], [], []
-
-    def walk(s: int, n: int) -> None:
-        if n <= 128:
-            prog.append(len(starts))
-            starts.append(s)
-            lens.append(n)
-            return
-        n2 = n // 2
-        n2 -= n2 % 8
-        walk(s, n2)
-        walk(s + n2, n - n2)
-        prog.append(-1)
-    walk(0, n)
-    return starts, lens, prog
 
 
 class RowLoopGen:
@@ -217,49 +198,11 @@ class RowLoopGen:
                     f"{p2}{buf}[k] = {names[id(x)]}"]
             self.buffered[id(x)] = f"{buf}[k]"
         op = self._fast(ins)
-        if op == "add" and K >= 8:  # numpy's pairwise sum
-            starts, lens, prog = pairwise_program(K)
-            for nm, vals in ((f"RPS{j}", starts), (f"RPL{j}", lens), (f"RPP{j}", prog)):
-                self.consts[nm] = np.asarray(vals, np.int64)
-            a, stk = f"a{j}", f"stk{j}"
-            s = [f"{a}[{t}]" for t in range(8)]
-            self.allocs += [f"{a} = np.empty(8, {ct})", f"{stk} = np.empty({len(prog)}, {ct})"]
-            out += [f"{pad}sp = 0", f"{pad}for t in range({len(prog)}):",
-                    f"{p2}c = RPP{j}[t]", f"{p2}if c < 0:", f"{p3}sp -= 1",
-                    f"{p3}{stk}[sp - 1] = {stk}[sp - 1] + {stk}[sp]", f"{p3}continue",
-                    f"{p2}s0 = RPS{j}[c]", f"{p2}nl = RPL{j}[c]",
-                    f"{p2}for jj in range(8):", f"{p3}{a}[jj] = {buf}[s0 + jj]",
-                    f"{p2}q = 8", f"{p2}while q < nl - nl % 8:",
-                    f"{p3}for jj in range(8):",
-                    f"{p3}    {a}[jj] = {a}[jj] + {buf}[s0 + q + jj]",
-                    f"{p3}q += 8",
-                    f"{p2}rs{j} = (({s[0]} + {s[1]}) + ({s[2]} + {s[3]})) + "
-                    f"(({s[4]} + {s[5]}) + ({s[6]} + {s[7]}))",
-                    f"{p2}while q < nl:", f"{p3}rs{j} = rs{j} + {buf}[s0 + q]", f"{p3}q += 1",
-                    f"{p2}{stk}[sp] = rs{j}", f"{p2}sp += 1",
-                    f"{pad}{res} = {init_v} + {stk}[0]"]
-        elif op == "add":  # fewer than 8: in order, from zero, then onto init
-            out += [f"{pad}{res} = {ct}(0)", f"{pad}for k in range({K}):",
-                    f"{p2}{res} = {res} + {buf}[k]", f"{pad}{res} = {init_v} + {res}"]
-        elif op == "multiply":  # numpy multiplies in order, plainly
-            out += [f"{pad}{res} = {init_v}", f"{pad}for k in range({K}):",
-                    f"{p2}{res} = {res} * {buf}[k]"]
-        elif op is not None:  # maximum / minimum: any order gives the value; NaN wins
-            cmp = ">" if op == "maximum" else "<"
-            a, nn = f"a{j}", f"nn{j}"
-            self.allocs.append(f"{a} = np.empty(8, {ct})")
-            out += [f"{pad}{nn} = 0",
-                    f"{pad}for jj in range(8):", f"{p2}{a}[jj] = {init_v}",
-                    f"{pad}for q in range(0, {K - K % 8}, 8):", f"{p2}for jj in range(8):",
-                    f"{p3}v{j} = {buf}[q + jj]",
-                    f"{p3}{a}[jj] = v{j} if v{j} {cmp} {a}[jj] else {a}[jj]",
-                    f"{p3}{nn} += v{j} != v{j}",
-                    f"{pad}{res} = {init_v}", f"{pad}for jj in range(8):",
-                    f"{p2}{res} = {a}[jj] if {a}[jj] {cmp} {res} else {res}",
-                    f"{pad}for k in range({K - K % 8}, {K}):", f"{p2}v{j} = {buf}[k]",
-                    f"{p2}{res} = v{j} if v{j} {cmp} {res} else {res}",
-                    f"{p2}{nn} += v{j} != v{j}",
-                    f"{pad}if {nn}:", f"{p2}{res} = {ct}(np.nan)"]
+        if op is not None:  # as the unfused kernel's numpy fast path folds
+            lines, allocs, consts = fast_fold(op, buf, K, init_v, res, ct, j, pad)
+            out += lines
+            self.allocs += allocs
+            self.consts.update(consts)
         else:  # the reducer's fold in row-major order, from init (the HloEvaluator's)
             src, consts, rname = scalar_piece(ins.attrs["to_apply"], f"RR{j}")
             self.pieces.append(src)
