@@ -82,9 +82,10 @@ def main(argv=None) -> int:
         xla_bytes = (mem.argument_size_in_bytes + mem.output_size_in_bytes
                      + mem.temp_size_in_bytes) if mem is not None else None
         med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
-        rows.append({"workload": name, "shape": list(x.shape), **{f"{k}_ms": v for k, v in med.items()},
-                     "unfused_peak_bytes": mods["unfused"][1], "fused_peak_bytes": mods["fused"][1],
-                     "xla_bytes": xla_bytes})
+        rows.append({"workload": name, "shape": list(x.shape),
+                     **{f"{k}_ms": v for k, v in med.items()},
+                     "unfused_peak_bytes": mods["unfused"][1],
+                     "fused_peak_bytes": mods["fused"][1], "xla_bytes": xla_bytes})
     load = os.getloadavg()
     if a.json:
         print(json.dumps({"rows": rows, "load_avg": load}, indent=1))

@@ -19,7 +19,8 @@ root, has no control edges or side effects, and no loaded plugin overrides its o
 rank-0 constants and broadcasts are copied in.  A group needs a reduce and more work than it
 (another reduce, or an elementwise op over M*K elements: a lone reduce is as fast through
 numpy), and only reduces of at least `min_elements` elements (M*K) start one: below,
-compiling costs more than it saves.  The pass runs before loop-fusion, which takes the elementwise chains left over.
+compiling costs more than it saves.  The pass runs before loop-fusion, which takes the
+elementwise chains left over.
 """
 from __future__ import annotations
 

@@ -148,8 +148,8 @@ def _rows_of(comp: Computation) -> tuple[int, int] | None:
 
 def row_shape(comp: Computation) -> tuple[int, int, dict] | None:
     """(M, K, levels) when the fused computation `comp` is a row fusion (see the module
-    docstring): its reduces (none, or several) all over M rows of K, every instruction at a level, a root (or
-    tuple of roots) of arrays; else None."""
+    docstring): its reduces (none, or several) all over M rows of K, every instruction at
+    a level, a root (or tuple of roots) of arrays; else None."""
     if comp.root is None:
         return None
     mk = _rows_of(comp)

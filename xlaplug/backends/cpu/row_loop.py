@@ -34,8 +34,6 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
-
 from ...hlo.ir import Computation, Instruction
 from ..common.fusion_contents import param_index_map
 from ..common.row_contents import FULL, ROW, row_broadcast
@@ -187,7 +185,7 @@ class RowLoopGen:
         K = self.k
         ct = "np." + numba_dtype(ins.shape.dtype).name
         init_v, res = self.row_names[id(init)], f"red{j}"
-        p2, p3 = pad + "    ", pad + "        "
+        p2 = pad + "    "
         if x.opcode == "parameter":
             buf = f"x{x.parameter_number}"
         else:
@@ -217,10 +215,7 @@ class RowLoopGen:
     def source(self, parallel: bool) -> str:
         """`RB_rows(m0, m1, o.., p..)`, the work of rows m0..m1-1 (its scratch arrays
         allocated once for them all), and `rowloop(o.., p..)` calling it per block of rows
-        (in parallel: numba's threads take blocks).  A full array is read and written through its row's slice, indexed by the
-        loop variable: numba then knows the index is in bounds and not negative, and LLVM
-        vectorizes the loops (indexing the whole array at m*K + k in a prange body, it
-        vectorized nothing: 10x slower)."""
+        (in parallel: numba's threads take blocks); see the module docstring."""
         comp = self.comp
         outs = comp.root.operands if comp.root.opcode == "tuple" else [comp.root]
         pad = "        "
