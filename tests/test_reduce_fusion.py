@@ -110,7 +110,7 @@ def test_lowered_programs_fuse_and_match_xla(name, monkeypatch):
     assert fused, f"{name}: no reduce was fused"
     rows = _spy_rows(monkeypatch)
     _check(m, args, jf(*args), rtol, _today(text))
-    assert rows and all(rows[:len(rows) // 2]), f"{name}: a row fusion was interpreted"
+    assert rows and all(rows), f"{name}: a row fusion was interpreted"
 
 
 def test_softmax_is_one_fusion_with_no_full_size_temporary():
