@@ -171,8 +171,14 @@ def _grow(root, comp, m, k, users, taken, skip, min_elements,
             continue
         members[id(v)] = v
         stack.extend(v.operands)
+    def free(v):  # copied into the group, the original staying for outside readers
+        return v.opcode == "constant" or (v.opcode == "broadcast" and (
+            id(v.operands[0]) not in members or v.operands[0].opcode == "constant"))
+
     while True:  # drop producers read from outside the group, until none is
-        drop = [v for v in members.values() if v is not root and not cheap(v) and
+        # (a broadcast of a computed member is no copy: it would keep that member -- a
+        # reduce, say -- alive outside as well, computed twice)
+        drop = [v for v in members.values() if v is not root and not free(v) and
                 (v is comp.root or any(id(u) not in members for u in users.get(id(v), [])))]
         if not drop:
             break
