@@ -5,7 +5,8 @@ compiled loop over rows (row_loop.py) instead of through the interpreter.
 Asked by cpu/fused_loop.py when the body is not one elementwise loop.  Like a loop fusion,
 a body of fewer than the run option `fusion_min_elements` elements (here: the reduced
 operand's M*K, the work of the loop) is interpreted -- the one-time compile costs more
-than it saves -- and so is every fusion of an interpreting run.  A body scalar code cannot
+than it saves -- unless it holds a multiply-add XLA contracts (then it runs compiled, one
+thread), and every fusion of an interpreting run is interpreted.  A body scalar code cannot
 express, or numba cannot type, is interpreted too (and remembered).
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ from numba.core.errors import TypingError
 
 from ...hlo.ir import Computation
 from ..common.errors import ScalarCompileError
-from ..common.fusion_contents import DEFAULT_MIN_ELEMENTS
+from ..common.fusion_contents import DEFAULT_MIN_ELEMENTS, computation_contracts
 from ..common.row_contents import row_shape
 from . import comp_patterns as P
 from .jit_drivers import from_numba, numba_array, numba_dtype
@@ -29,6 +30,16 @@ def _shape(ctx, comp: Computation):
     if id(comp) not in shapes:
         shapes[id(comp)] = row_shape(comp)
     return shapes[id(comp)]
+
+
+def _contracts(ctx, comp: Computation) -> bool:
+    """Does the body hold a multiply-add XLA contracts into an FMA?  Then it runs compiled
+    at any size (serially below the threshold), as cpu/fused_loop.py runs such loops: the
+    interpreter's per-op kernels would round twice."""
+    holds = ctx.kernel_cache.table("_row_contracts")
+    if id(comp) not in holds:
+        holds[id(comp)] = computation_contracts(comp)
+    return holds[id(comp)]
 
 
 def _identity_params(comp: Computation, args) -> frozenset:
@@ -69,7 +80,7 @@ def run_row_fusion(ins, args, ctx):
         return None
     m, k, _ = shape
     threshold = ctx.options.get("fusion_min_elements", DEFAULT_MIN_ELEMENTS)
-    if m * k < threshold:
+    if m * k < threshold and not _contracts(ctx, comp):
         return None
     key = (id(comp), m * k >= DEFAULT_MIN_ELEMENTS and m > 1, _identity_params(comp, args))
     fn = _plan(ctx, comp, shape, *key[1:])
