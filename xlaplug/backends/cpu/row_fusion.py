@@ -16,8 +16,8 @@ from numba.core.errors import TypingError
 
 from ...hlo.ir import Computation
 from ..common.errors import ScalarCompileError
-from ..common.fusion_contents import DEFAULT_MIN_ELEMENTS, computation_contracts
-from ..common.row_contents import row_shape
+from ..common.fusion_contents import DEFAULT_MIN_ELEMENTS, LOOP_OPS, computation_contracts
+from ..common.row_contents import FULL, row_shape
 from . import comp_patterns as P
 from .jit_drivers import from_numba, numba_array, numba_dtype
 from .row_loop import compile_row_loop
@@ -25,10 +25,23 @@ from .row_loop import compile_row_loop
 _NO_PLAN = object()
 
 
+def row_work(comp: Computation):
+    """row_shape, when the body has work beyond a lone reduce (an elementwise op over the
+    full rows, or two reduces): a bare reduce runs as fast through numpy, uncompiled."""
+    shape = row_shape(comp)
+    if shape is None:
+        return None
+    levels = shape[2]
+    reduces = sum(i.opcode == "reduce" for i in comp.instructions)
+    full_ops = any(levels.get(id(i)) == FULL and i.opcode in LOOP_OPS
+                   for i in comp.instructions)
+    return shape if reduces != 1 or full_ops else None
+
+
 def _shape(ctx, comp: Computation):
     shapes = ctx.kernel_cache.table("_row_shapes")
     if id(comp) not in shapes:
-        shapes[id(comp)] = row_shape(comp)
+        shapes[id(comp)] = row_work(comp)
     return shapes[id(comp)]
 
 
@@ -101,5 +114,5 @@ def run_row_fusion(ins, args, ctx):
 def compiled_rows(ins) -> bool:
     """Will this fusion (at the default threshold) run as one row loop, with no buffers
     inside?  (The thunk builder's memory estimate asks.)"""
-    shape = row_shape(ins.attrs["calls"][0])
+    shape = row_work(ins.attrs["calls"][0])
     return shape is not None and shape[0] * shape[1] >= DEFAULT_MIN_ELEMENTS
