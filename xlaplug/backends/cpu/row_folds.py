@@ -39,30 +39,29 @@ def pairwise_program(n: int) -> tuple[list[int], list[int], list[int]]:
 
 def fast_fold(op: str, buf: str, K: int, init_v: str, res: str, ct: str, j: int,
               pad: str) -> tuple[list[str], list[str], dict]:
-    """(lines setting `res`, scratch allocations, module constants) for reduce number j."""
+    """(lines setting `res`, scratch allocations, module constants) for reduce number j.
+    The 8 accumulators are scalar locals, which LLVM keeps in one vector register."""
     p2, p3 = pad + "    ", pad + "        "
+    r = [f"r{j}_{t}" for t in range(8)]
     if op == "add" and K >= 8:
         starts, lens, prog = pairwise_program(K)
         consts = {f"RPS{j}": np.asarray(starts, np.int64), f"RPL{j}": np.asarray(lens, np.int64),
                   f"RPP{j}": np.asarray(prog, np.int64)}
-        a, stk = f"a{j}", f"stk{j}"
-        s = [f"{a}[{t}]" for t in range(8)]
-        allocs = [f"{a} = np.empty(8, {ct})", f"{stk} = np.empty({len(prog)}, {ct})"]
+        stk = f"stk{j}"
         lines = [f"{pad}sp = 0", f"{pad}for t in range({len(prog)}):",
                  f"{p2}c = RPP{j}[t]", f"{p2}if c < 0:", f"{p3}sp -= 1",
                  f"{p3}{stk}[sp - 1] = {stk}[sp - 1] + {stk}[sp]", f"{p3}continue",
                  f"{p2}s0 = RPS{j}[c]", f"{p2}nl = RPL{j}[c]",
-                 f"{p2}for jj in range(8):", f"{p3}{a}[jj] = {buf}[s0 + jj]",
-                 f"{p2}q = 8", f"{p2}while q < nl - nl % 8:",
-                 f"{p3}for jj in range(8):",
-                 f"{p3}    {a}[jj] = {a}[jj] + {buf}[s0 + q + jj]",
+                 *[f"{p2}{r[t]} = {buf}[s0 + {t}]" for t in range(8)],
+                 f"{p2}q = s0 + 8", f"{p2}n8 = s0 + nl - nl % 8", f"{p2}while q < n8:",
+                 *[f"{p3}{r[t]} = {r[t]} + {buf}[q + {t}]" for t in range(8)],
                  f"{p3}q += 8",
-                 f"{p2}rs{j} = (({s[0]} + {s[1]}) + ({s[2]} + {s[3]})) + "
-                 f"(({s[4]} + {s[5]}) + ({s[6]} + {s[7]}))",
-                 f"{p2}while q < nl:", f"{p3}rs{j} = rs{j} + {buf}[s0 + q]", f"{p3}q += 1",
+                 f"{p2}rs{j} = (({r[0]} + {r[1]}) + ({r[2]} + {r[3]})) + "
+                 f"(({r[4]} + {r[5]}) + ({r[6]} + {r[7]}))",
+                 f"{p2}while q < s0 + nl:", f"{p3}rs{j} = rs{j} + {buf}[q]", f"{p3}q += 1",
                  f"{p2}{stk}[sp] = rs{j}", f"{p2}sp += 1",
                  f"{pad}{res} = {init_v} + {stk}[0]"]
-        return lines, allocs, consts
+        return lines, [f"{stk} = np.empty({len(prog)}, {ct})"], consts
     if op == "add":  # fewer than 8: in order, from zero, then onto init
         return [f"{pad}{res} = {ct}(0)", f"{pad}for k in range({K}):",
                 f"{p2}{res} = {res} + {buf}[k]", f"{pad}{res} = {init_v} + {res}"], [], {}
@@ -70,17 +69,17 @@ def fast_fold(op: str, buf: str, K: int, init_v: str, res: str, ct: str, j: int,
         return [f"{pad}{res} = {init_v}", f"{pad}for k in range({K}):",
                 f"{p2}{res} = {res} * {buf}[k]"], [], {}
     cmp = ">" if op == "maximum" else "<"
-    a, nn, v = f"a{j}", f"nn{j}", f"v{j}"
-    lines = [f"{pad}{nn} = 0",
-             f"{pad}for jj in range(8):", f"{p2}{a}[jj] = {init_v}",
-             f"{pad}for q in range(0, {K - K % 8}, 8):", f"{p2}for jj in range(8):",
-             f"{p3}{v} = {buf}[q + jj]",
-             f"{p3}{a}[jj] = {v} if {v} {cmp} {a}[jj] else {a}[jj]",
-             f"{p3}{nn} += {v} != {v}",
-             f"{pad}{res} = {init_v}", f"{pad}for jj in range(8):",
-             f"{p2}{res} = {a}[jj] if {a}[jj] {cmp} {res} else {res}",
-             f"{pad}for k in range({K - K % 8}, {K}):", f"{p2}{v} = {buf}[k]",
-             f"{p2}{res} = {v} if {v} {cmp} {res} else {res}",
-             f"{p2}{nn} += {v} != {v}",
-             f"{pad}if {nn}:", f"{p2}{res} = {ct}(np.nan)"]
-    return lines, [f"{a} = np.empty(8, {ct})"], {}
+    nn, v = f"nn{j}", f"v{j}"
+    lines = [f"{pad}{nn} = 0", *[f"{pad}{r[t]} = {init_v}" for t in range(8)],
+             f"{pad}for q in range(0, {K - K % 8}, 8):"]
+    for t in range(8):
+        lines += [f"{p2}{v} = {buf}[q + {t}]",
+                  f"{p2}{r[t]} = {v} if {v} {cmp} {r[t]} else {r[t]}",
+                  f"{p2}{nn} += {v} != {v}"]
+    lines += [f"{pad}{res} = {init_v}",
+              *[f"{pad}{res} = {r[t]} if {r[t]} {cmp} {res} else {res}" for t in range(8)],
+              f"{pad}for k in range({K - K % 8}, {K}):", f"{p2}{v} = {buf}[k]",
+              f"{p2}{res} = {v} if {v} {cmp} {res} else {res}",
+              f"{p2}{nn} += {v} != {v}",
+              f"{pad}if {nn}:", f"{p2}{res} = {ct}(np.nan)"]
+    return lines, [], {}
