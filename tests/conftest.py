@@ -113,6 +113,8 @@ SLOW = {
         "test_sort_general_comparator", "test_sort_mixed_cases", "test_top_k",
         "test_variadic_argmax", "test_variadic_lax_reduce", "test_variadic_reduce_three_operands",
         "test_window_kernels_compile_to_ptx"},
+    "test_reduce_fusion": {"test_more_lowered_programs_fuse_and_match_xla",
+        "test_more_xla_optimized_fusions_run_as_row_loops", "test_f64_and_nan_rows"},
     "test_rng_fft": {"test_fft_1d", "test_fft_2d_3d", "test_fft_double_precision_x64",
         "test_fft_rng_kernels_compile_to_ptx", "test_fft_small_and_odd_lengths",
         "test_jax_random_rbg", "test_jax_random_threefry", "test_rng_bit_generator_chained_state",

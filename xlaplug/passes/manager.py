@@ -29,18 +29,19 @@ from .custom_call_lowering import CustomCallLowering
 from .dce import DeadCodeElimination
 from .inline_calls import CallInlining
 from .loop_fusion import LoopFusion
+from .reduce_fusion import ReduceFusion
 from .sdy_shard_map import SdyShardMap
 from .tuple_simplify import TupleSimplification
 
 BUILTIN_PASSES = MappingProxyType({p.name: p for p in (
     SdyShardMap, CustomCallLowering, CallInlining, TupleSimplification, DeadCodeElimination,
-    LoopFusion)})
+    ReduceFusion, LoopFusion)})
 # Gather jax's shard_map regions into one instruction each (their bodies run per device);
 # lower plugin ops (their decompositions are core HLO the rest can clean up); inline
-# calls so the tuple plumbing becomes visible, fold it, sweep, then fuse elementwise chains
-# on large arrays into loops.
+# calls so the tuple plumbing becomes visible, fold it, sweep, then fuse row reductions
+# with their producers and consumers, and elementwise chains on large arrays into loops.
 DEFAULT_PIPELINE = ("sdy-shard-map", "custom-call-lowering", "inline-calls",
-                    "tuple-simplify", "dce", "loop-fusion")
+                    "tuple-simplify", "dce", "reduce-fusion", "loop-fusion")
 
 
 class PassSpecError(HloError):

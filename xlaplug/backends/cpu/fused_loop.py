@@ -29,6 +29,7 @@ from ..common.fusion_contents import (DEFAULT_MIN_ELEMENTS, computation_contract
 from ..registry import kernel
 from .jit_cache import cached_function, scalar_piece
 from .jit_drivers import from_numba, numba_array, numba_dtype, numba_scalar
+from .row_fusion import compiled_rows, run_row_fusion
 
 def compiled_loop_fn(comp, roles: tuple[str, ...], parallel: bool = True):
     """The fusion as one loop (parallel: over numba's threads) -- its body (scalar_jit's
@@ -65,7 +66,7 @@ def _compiled_loop(ins) -> bool:
     """Will this fusion (at the default threshold) run as one loop, with no buffers inside?
     (The thunk builder's memory estimate asks.)"""
     return (ins.shape.is_array and ins.shape.num_elements() >= DEFAULT_MIN_ELEMENTS
-            and loop_shape(ins.attrs["calls"][0]) is not None)
+            and loop_shape(ins.attrs["calls"][0]) is not None) or compiled_rows(ins)
 
 
 @kernel("fusion")
@@ -77,7 +78,8 @@ def _fusion(ins, args, ctx):
     else:
         plan = loop_plan(ctx, comp, compiled_loop_fn)
     if plan is None:
-        return ctx.run(comp, args)
+        rows = run_row_fusion(ins, args, ctx)  # a reduction fusion: row_fusion.py
+        return ctx.run(comp, args) if rows is None else rows
     fn, roles = plan
     vals = [numba_scalar(a) if r == "scalar" else
             np.ascontiguousarray(numba_array(a)).reshape(-1) for a, r in zip(args, roles)]

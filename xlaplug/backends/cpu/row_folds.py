@@ -1,0 +1,85 @@
+"""The folds of a row loop's reduces (row_loop.py) that must give what the unfused kernel's
+numpy fast path gives (cpu/reductions.py: a plain add, multiply, maximum or minimum with its
+identity as init), as numba source over a row buffer `buf` of K elements:
+
+  * add: numpy's pairwise sum -- blocks of at most 128 elements summed with 8 accumulators,
+    longer ranges split in halves at multiples of 8 (below 8 elements: in order from 0);
+    the split depends on K only, so it is worked out here, once, as a program of leaves
+    and adds that the loop runs with a small stack; then added onto init, as numpy does;
+  * multiply: in order, from init (numpy multiplies plainly, with no pairing);
+  * maximum / minimum: the value does not depend on the order (a NaN anywhere wins), so
+    8 lanes, which LLVM vectorizes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def pairwise_program(n: int) -> tuple[list[int], list[int], list[int]]:
+    """numpy's pairwise sum of n >= 8 elements as (leaf starts, leaf lengths, program): the
+    program lists leaves (index >= 0) and adds (-1: the two values on top of the stack)
+    in postfix order -- a leaf is at most 128 elements, a longer range splits at
+    n2 = n // 2 rounded down to a multiple of 8."""
+    starts, lens, prog = [], [], []
+
+    def walk(s: int, n: int) -> None:
+        if n <= 128:
+            prog.append(len(starts))
+            starts.append(s)
+            lens.append(n)
+            return
+        n2 = n // 2
+        n2 -= n2 % 8
+        walk(s, n2)
+        walk(s + n2, n - n2)
+        prog.append(-1)
+    walk(0, n)
+    return starts, lens, prog
+
+
+def fast_fold(op: str, buf: str, K: int, init_v: str, res: str, ct: str, j: int,
+              pad: str) -> tuple[list[str], list[str], dict]:
+    """(lines setting `res`, scratch allocations, module constants) for reduce number j.
+    The 8 accumulators are scalar locals, which LLVM keeps in one vector register."""
+    p2, p3 = pad + "    ", pad + "        "
+    r = [f"r{j}_{t}" for t in range(8)]
+    if op == "add" and K >= 8:
+        starts, lens, prog = pairwise_program(K)
+        consts = {f"RPS{j}": np.asarray(starts, np.int64), f"RPL{j}": np.asarray(lens, np.int64),
+                  f"RPP{j}": np.asarray(prog, np.int64)}
+        stk = f"stk{j}"
+        lines = [f"{pad}sp = 0", f"{pad}for t in range({len(prog)}):",
+                 f"{p2}c = RPP{j}[t]", f"{p2}if c < 0:", f"{p3}sp -= 1",
+                 f"{p3}{stk}[sp - 1] = {stk}[sp - 1] + {stk}[sp]", f"{p3}continue",
+                 f"{p2}s0 = RPS{j}[c]", f"{p2}nl = RPL{j}[c]",
+                 *[f"{p2}{r[t]} = {buf}[s0 + {t}]" for t in range(8)],
+                 f"{p2}q = s0 + 8", f"{p2}n8 = s0 + nl - nl % 8", f"{p2}while q < n8:",
+                 *[f"{p3}{r[t]} = {r[t]} + {buf}[q + {t}]" for t in range(8)],
+                 f"{p3}q += 8",
+                 f"{p2}rs{j} = (({r[0]} + {r[1]}) + ({r[2]} + {r[3]})) + "
+                 f"(({r[4]} + {r[5]}) + ({r[6]} + {r[7]}))",
+                 f"{p2}while q < s0 + nl:", f"{p3}rs{j} = rs{j} + {buf}[q]", f"{p3}q += 1",
+                 f"{p2}{stk}[sp] = rs{j}", f"{p2}sp += 1",
+                 f"{pad}{res} = {init_v} + {stk}[0]"]
+        return lines, [f"{stk} = np.empty({len(prog)}, {ct})"], consts
+    if op == "add":  # fewer than 8: in order, from zero, then onto init
+        return [f"{pad}{res} = {ct}(0)", f"{pad}for k in range({K}):",
+                f"{p2}{res} = {res} + {buf}[k]", f"{pad}{res} = {init_v} + {res}"], [], {}
+    if op == "multiply":
+        return [f"{pad}{res} = {init_v}", f"{pad}for k in range({K}):",
+                f"{p2}{res} = {res} * {buf}[k]"], [], {}
+    cmp = ">" if op == "maximum" else "<"
+    nn, v = f"nn{j}", f"v{j}"
+    lines = [f"{pad}{nn} = 0", *[f"{pad}{r[t]} = {init_v}" for t in range(8)],
+             f"{pad}for q in range(0, {K - K % 8}, 8):"]
+    for t in range(8):
+        lines += [f"{p2}{v} = {buf}[q + {t}]",
+                  f"{p2}{r[t]} = {v} if {v} {cmp} {r[t]} else {r[t]}",
+                  f"{p2}{nn} += {v} != {v}"]
+    lines += [f"{pad}{res} = {init_v}",
+              *[f"{pad}{res} = {r[t]} if {r[t]} {cmp} {res} else {res}" for t in range(8)],
+              f"{pad}for k in range({K - K % 8}, {K}):", f"{p2}{v} = {buf}[k]",
+              f"{p2}{res} = {v} if {v} {cmp} {res} else {res}",
+              f"{p2}{nn} += {v} != {v}",
+              f"{pad}if {nn}:", f"{p2}{res} = {ct}(np.nan)"]
+    return lines, [], {}

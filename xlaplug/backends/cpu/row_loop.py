@@ -1,0 +1,271 @@
+"""A row fusion (common/row_contents.py: reduces over trailing dimensions with their
+elementwise producers and consumers -- ours from passes/reduce_fusion.py, or XLA's kInput,
+kLoop and `__ynn_fusion` bodies) as one compiled loop over blocks of rows:
+
+    def RB_rows(m0, m1, o0, p0):            # softmax over rows of 1024
+        t1 = np.empty(1024, np.float32)     # scratch: once per block of rows
+        for m in range(m0, m1):
+            x0 = p0[base:base + 1024]       # the row's slices (base = m * 1024)
+            <max of x0: 8 lanes>            # pass 1 reads x (in place)
+            for k in range(1024):           # pass 2: exp(x - max) into the row buffer...
+                t1[k] = <exp(x0[k] - red0)>
+            <pairwise sum of t1>            # ...and its sum, as numpy orders it
+            for k in range(1024):           # pass 3: the output, from the buffer
+                q0[k] = <t1[k] / red1>
+    def rowloop(o0, p0):
+        for b in prange(128):               # numba's threads take blocks of 32 rows
+            RB_rows(b * 32, min((b + 1) * 32, 4096), o0, p0)
+
+Each reduce is a loop over its row filling a row buffer (its full-level producers inline;
+a parameter's row is read in place), then its fold; row-level ops run once per row; full
+outputs are written by one last loop, which reads a value from a reduce's buffer instead of
+computing it again.  A row of a few KiB stays in cache: memory is read once and written
+once, and no f32[M,K] temporary exists.  Indexing a row's slice by the loop variable is
+what lets LLVM vectorize (indexing the whole array at m*K + k in a prange body, numba's
+negative-index checks kept every loop scalar: 10x slower).
+
+The folds are the unfused kernel's (cpu/reductions.py), so fusing changes no bits: where
+it takes its numpy fast path, numpy's order (row_folds.py: pairwise sums); every other
+reducer folds in row-major order from init (the HloEvaluator's order, the unfused compiled
+fold's).  Scalar semantics are the SCALAR_OPS templates, with XLA's multiply-add
+contraction inside the fusion (as cpu/fused_loop.py).
+"""
+from __future__ import annotations
+
+import re
+
+from ...hlo.ir import Computation, Instruction
+from ..common.fusion_contents import param_index_map
+from ..common.row_contents import FULL, ROW, row_broadcast
+from ..common.scalar_codegen import ScalarGen
+from . import comp_patterns as P
+from .jit_cache import cached_function, scalar_piece
+from .jit_drivers import numba_dtype
+from .row_folds import fast_fold
+
+
+def _postorder(comp: Computation) -> list[Instruction]:
+    order, seen = [], set()
+    for root in [*comp.parameters, comp.root]:
+        stack = [(root, False)]
+        while stack:
+            ins, done = stack.pop()
+            if done:
+                order.append(ins)
+            elif id(ins) not in seen:
+                seen.add(id(ins))
+                stack.append((ins, True))
+                stack.extend((o, False) for o in reversed(ins.operands) if id(o) not in seen)
+    return order
+
+
+class RowLoopGen:
+    """Source of `rowloop(o0.., p0..)` for a row fusion (M rows of K; levels from
+    row_contents.row_shape); `consts` and reducer `pieces` go into the module with it."""
+
+    def __init__(self, comp: Computation, m: int, k: int, levels: dict,
+                 identity_params: frozenset = frozenset()):
+        self.comp, self.m, self.k, self.levels = comp, m, k, levels
+        self.identity_params = identity_params  # scalar parameters holding their reduce's identity
+        self.order = _postorder(comp)
+        self.g = ScalarGen()
+        self.g.elementwise = True
+        users: dict[int, int] = {}
+        for ins in self.order:
+            for o in ins.operands:
+                users[id(o)] = users.get(id(o), 0) + 1
+        self.contract = ScalarGen._contractions(self.order, users, comp, True)
+        self.fused = {id(x) for mul, _, via in self.contract.values() for x in (mul, *via)}
+        self.consts: dict = {}
+        self.pieces: list[str] = []
+        self.row_names: dict[int, str] = {}
+        # Full values a reduce's loop left in its row buffer: later loops read them there
+        # (softmax's output reads exp(x - max) from the sum's buffer, not computing it again).
+        self.buffered: dict[int, str] = {}
+        self.allocs: list[str] = []  # scratch arrays, allocated once per block of rows
+        self.block = 0  # rows per block (0: up to 32, at least 32 blocks)
+        self.n_tmp = 0
+
+    # ---- names and expressions --------------------------------------------------------
+
+    def _param(self, p: Instruction, full: bool) -> str:
+        n = p.shape.num_elements()
+        if full and n == self.m * self.k:
+            return f"x{p.parameter_number}[k]"   # its row's slice (see `source`)
+        return f"p{p.parameter_number}[{'m' if n == self.m and n > 1 else '0'}]"
+
+    def _const(self, ins: Instruction) -> str:
+        name = "R" + self.g.const(ins)[1:]   # _K3 -> RK3
+        self.consts[name] = self.g.consts[int(name[2:])]
+        return name
+
+    def _value(self, ins: Instruction, names: dict, full: bool) -> str | None:
+        """The expression (a name, or a parameter read) of a value with no code of its own:
+        parameters, constants, broadcasts and reshapes; None when it needs a line."""
+        op = ins.opcode
+        if op == "parameter":
+            return self._param(ins, full)
+        if op == "constant":
+            return self._const(ins)
+        if op == "broadcast":
+            src = ins.operands[0]
+            if full and src.shape.num_elements() != 1 and not (
+                    self.levels.get(id(src)) == ROW and row_broadcast(ins, self.m)):
+                if _column_broadcast(ins, self.k):  # (a layernorm's scale and offset)
+                    return f"p{src.parameter_number}[k]"
+                idx = re.sub(r"\bi\b", "(base + k)", param_index_map(ins))
+                return f"p{src.parameter_number}[{idx}]"
+            return names[id(src)]
+        if op in ("reshape", "copy", "bitcast"):  # (row_contents accepts plain bitcasts only)
+            return names[id(ins.operands[0])]
+        return None
+
+    def _line(self, ins: Instruction, names: dict, full: bool, out: list[str], pad: str):
+        v = self._value(ins, names, full)
+        if v is not None:
+            names[id(ins)] = v
+            return
+        if id(ins) in self.contract:
+            expr = ScalarGen._fma_expr(ins, *self.contract[id(ins)][:2], names)
+        else:
+            expr = self.g.expr(ins, names)
+        self.n_tmp += 1
+        name = f"{'e' if full else 'r'}{self.n_tmp}"
+        out.append(f"{pad}{name} = {expr}")
+        names[id(ins)] = name
+
+    def _full_body(self, targets: list[Instruction], pad: str) -> tuple[list[str], dict]:
+        """Lines computing the full-level `targets` at element i (their full producers
+        inline), and the names they end up under."""
+        need: set[int] = set()
+        stack = list(targets)
+        while stack:
+            v = stack.pop()
+            if id(v) in need or self.levels.get(id(v)) != FULL or v.opcode == "parameter" \
+                    or id(v) in self.buffered:
+                continue
+            need.add(id(v))
+            if not (v.opcode == "broadcast" and self.levels.get(id(v.operands[0])) != FULL):
+                stack.extend(v.operands)
+        names = {**self.row_names, **self.buffered}
+        lines: list[str] = []
+        for ins in self.order:
+            if ins.opcode == "parameter" and self.levels.get(id(ins)) == FULL:
+                names[id(ins)] = self._param(ins, True)
+            elif id(ins) in need and id(ins) not in self.fused:
+                self._line(ins, names, True, lines, pad)
+        return lines, names
+
+    # ---- the reduction loops ----------------------------------------------------------
+
+    def _fast(self, ins: Instruction) -> str | None:
+        """The unfused kernel's numpy fast path this reduce takes (cpu/reductions.py: one
+        binary op with its identity as init, not a narrow add or multiply): "add", "maximum",
+        "minimum" or "multiply", folded as numpy folds them; None: the reducer's own fold."""
+        x, init = ins.operands
+        comp = ins.attrs["to_apply"]
+        op = P.binary_op(comp)
+        if op is None or P.ufunc_for(op, ins.shape.element_type, widened=True,
+                                     xla_loop=True) is None:
+            return None
+        t = ins.shape.element_type
+        if op not in ("add", "maximum", "minimum", "multiply") or t[0] not in "fb":
+            return None
+        if init.opcode == "constant":
+            ok = P.is_identity(op, init.literal)
+        else:  # a parameter: its value, given at run time (row_fusion.py)
+            ok = init.opcode == "parameter" and init.parameter_number in self.identity_params
+        return op if ok else None
+
+    def _reduce(self, ins: Instruction, out: list[str], pad: str) -> str:
+        """One reduce: its operand's row into a buffer (one vectorized loop over K, the
+        producers inline; a parameter's row is read in place), then the fold."""
+        x, init = ins.operands
+        j = len(self.pieces)
+        K = self.k
+        ct = "np." + numba_dtype(ins.shape.dtype).name
+        init_v, res = self.row_names[id(init)], f"red{j}"
+        p2 = pad + "    "
+        if x.opcode == "parameter":
+            buf = f"x{x.parameter_number}"
+        else:
+            buf = f"t{j}"
+            body, names = self._full_body([x], p2)
+            self.allocs.append(f"{buf} = np.empty({K}, {ct})")
+            out += [f"{pad}for k in range({K}):", *body,
+                    f"{p2}{buf}[k] = {names[id(x)]}"]
+            self.buffered[id(x)] = f"{buf}[k]"
+        op = self._fast(ins)
+        if op is not None:  # as the unfused kernel's numpy fast path folds
+            lines, allocs, consts = fast_fold(op, buf, K, init_v, res, ct, j, pad)
+            out += lines
+            self.allocs += allocs
+            self.consts.update(consts)
+        else:  # the reducer's fold in row-major order, from init (the HloEvaluator's)
+            src, consts, rname = scalar_piece(ins.attrs["to_apply"], f"RR{j}")
+            self.pieces.append(src)
+            self.consts.update(consts)
+            out += [f"{pad}{res} = {init_v}", f"{pad}for k in range({K}):",
+                    f"{p2}{res} = {rname}({res}, {buf}[k])"]
+        self.pieces.append("")  # (one piece per reduce: names stay apart)
+        return res
+
+    # ---- the function -----------------------------------------------------------------
+
+    def source(self, parallel: bool) -> str:
+        """`RB_rows(m0, m1, o.., p..)`, the work of rows m0..m1-1 (its scratch arrays
+        allocated once for them all), and `rowloop(o.., p..)` calling it per block of rows
+        (in parallel: numba's threads take blocks); see the module docstring."""
+        comp = self.comp
+        outs = comp.root.operands if comp.root.opcode == "tuple" else [comp.root]
+        pad = "        "
+        lines = [f"{pad}base = m * {self.k}"]
+        lines += [f"{pad}x{p.parameter_number} = p{p.parameter_number}[base:base + {self.k}]"
+                  for p in comp.parameters if self.levels.get(id(p)) == FULL]
+        lines += [f"{pad}q{t} = o{t}[base:base + {self.k}]" for t, o in enumerate(outs)
+                  if self.levels[id(o)] == FULL]
+        for ins in self.order:
+            if self.levels.get(id(ins)) != ROW or id(ins) in self.fused:
+                continue
+            if ins.opcode == "reduce":
+                self.row_names[id(ins)] = self._reduce(ins, lines, pad)
+            else:
+                self._line(ins, self.row_names, False, lines, pad)
+        full = [o for o in outs if self.levels[id(o)] == FULL]
+        if full:
+            body, names = self._full_body(full, pad + "    ")
+            lines += [f"{pad}for k in range({self.k}):", *body]
+            lines += [f"{pad}    q{t}[k] = {names[id(o)]}" for t, o in enumerate(outs)
+                      if self.levels[id(o)] == FULL]
+        lines += [f"{pad}o{t}[m] = {self.row_names[id(o)]}" for t, o in enumerate(outs)
+                  if self.levels[id(o)] == ROW]
+        args = ", ".join([f"o{t}" for t in range(len(outs))] +
+                         [f"p{t}" for t in range(len(comp.parameters))])
+        loop = "prange" if parallel else "range"
+        block = self.block or max(1, min(32, self.m // 32))
+        return (f"def RB_rows(m0, m1, {args}):\n" + "".join(f"    {a}\n" for a in self.allocs)
+                + "    for m in range(m0, m1):\n" + "\n".join(lines) + "\n"
+                "RB_rows = register_jitable(RB_rows)\n\n"
+                f"def rowloop({args}):\n"
+                f"    for b in {loop}({-(-self.m // block)}):\n"
+                f"        RB_rows(b * {block}, min((b + 1) * {block}, {self.m}), {args})\n")
+
+
+def _column_broadcast(b: Instruction, k: int) -> bool:
+    """Does broadcast `b` read its operand at k of element m*K + k (the operand's dims
+    are b's trailing ones, in order, K elements)?"""
+    src = b.operands[0]
+    r, rb = src.shape.rank, b.shape.rank
+    dims = [int(d) for d in b.attrs.get("dimensions", ())]
+    return (src.shape.num_elements() == k and dims == list(range(rb - r, rb))
+            and [int(d) for d in src.shape.dims] == [int(d) for d in b.shape.dims[rb - r:]])
+
+
+def compile_row_loop(comp: Computation, m: int, k: int, levels: dict, parallel: bool,
+                     identity_params: frozenset = frozenset()):
+    """The compiled `rowloop` of a row fusion (cached on disk like fused loops)."""
+    gen = RowLoopGen(comp, m, k, levels, identity_params)
+    src = gen.source(parallel)
+    return cached_function("\n".join(gen.pieces) + "\n" + src, gen.consts, "rowloop",
+                           nogil=True, parallel=parallel, error_model="numpy")
+
