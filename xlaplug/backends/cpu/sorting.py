@@ -19,7 +19,6 @@ the first k): values and s32 indices along the last dimension; ties keep index o
 from __future__ import annotations
 
 import dataclasses
-import weakref
 
 import numpy as np
 
@@ -90,7 +89,7 @@ def _fast_order(comp: Computation, moved, ctx):
     """The stable sorting permutation (along the last axis) when the comparator is a
     lexicographic chain of key compares; None otherwise (or when the values break the
     order the numpy sort would assume: the merge sort then decides)."""
-    plan = _key_plan(comp)
+    plan = _key_plan(comp, ctx)
     if plan is None:
         return None
     keys = []
@@ -143,18 +142,17 @@ def _sort_key(spec: _Key, x, ctx):
     return key
 
 
-_KEY_PLANS: "weakref.WeakKeyDictionary[Computation, tuple]" = weakref.WeakKeyDictionary()
-
-
-def _key_plan(comp: Computation) -> list[_Key] | None:
+def _key_plan(comp: Computation, ctx) -> list[_Key] | None:
     """The keys, most significant first, when `comp` is a single key compare
     compare(f(p[2i]), f(p[2i+1])), direction LT or GT, or a lexicographic chain
-    or(compare_LT/GT(k), and(compare_EQ(k), <chain>)) of them (as jax emits for num_keys>1)."""
-    hit = _KEY_PLANS.get(comp)
+    or(compare_LT/GT(k), and(compare_EQ(k), <chain>)) of them (as jax emits for num_keys>1);
+    worked out once per comparator and run context (ctx.kernel_cache)."""
+    plans = ctx.kernel_cache.table("sort_key_plans")
+    hit = plans.get(comp)
     if hit is None:
         params = comp.parameters
         plan = _chain(comp, comp.root, params) if len(params) % 2 == 0 else None
-        hit = _KEY_PLANS[comp] = (plan,)
+        hit = plans[comp] = (plan,)
     return hit[0]
 
 
