@@ -26,6 +26,9 @@ class ParseState:
         self.inline: list = []
         self.deep: list = [None]
         self.metadata: dict = {}  # metadata text -> its fields, read once per parse
+        # The last instruction text whose brackets were mapped (parser_operands._partners):
+        # (start, its text, {open position: close position}).
+        self.region: tuple = (0, "", {})
         self._token = None
 
     def close(self) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .parser_diagnostics import _err
+from .parser_diagnostics import _err, current_parse
 
 _OPEN = {"(": ")", "[": "]", "{": "}"}
 _CLOSE = {")", "]", "}"}
@@ -94,13 +94,11 @@ def _matching(text: str, i: int) -> int:
 # an operand nested N deep costs O(N), not O(N^2), however deep (up to XLA's 8,192 levels).
 _BRACKET = re.compile(r'"(?:[^"\\\n]|\\.)*"|[()\[\]{}]')
 _SPECIAL = re.compile(r'[,(\[{"]')
-# The last instruction text mapped: [start, its text, {open position: close position}].
-_REGION: list = [0, "", {}]
-
-
 def _partners(body: str, pos: int) -> dict:
-    """The bracket map of the instruction text around `body` (at absolute `pos`)."""
-    start, text, close = _REGION
+    """The bracket map of the instruction text around `body` (at absolute `pos`); the last
+    one made is kept in the parse's state (ParseState.region), for nested operand lists."""
+    state = current_parse()
+    start, text, close = state.region
     off = pos - start
     if 0 <= off and off + len(body) <= len(text) and text.startswith(body, off):
         return close  # a nested operand list inside the text mapped last
@@ -112,7 +110,7 @@ def _partners(body: str, pos: int) -> dict:
         elif c in _CLOSE:
             if stack:
                 close[pos + stack.pop()] = pos + m.start()
-    _REGION[:] = [pos, body, close]
+    state.region = (pos, body, close)
     return close
 
 
