@@ -28,23 +28,31 @@ def libs():
     B.restore(before)
 
 
+def _counts(libs):
+    return [lib.num_threads for lib, _ in libs]
+
+
 def test_small_products_run_on_one_thread_large_ones_on_the_librarys_own(libs):
     ctx = _Ctx()
-    B.for_product(ctx, 128, 128, 64)  # 2 * 128 * 128 * 64 = 2^21 flops
-    assert all(lib.num_threads == 1 for lib, _ in libs)
-    B.for_product(ctx, 1024, 1024, 1024)
-    assert all(lib.num_threads == most for lib, most in libs)
+    B.set_threads(None)
+    with B.for_product(ctx, 128, 128, 64):  # 2 * 128 * 128 * 64 = 2^21 flops
+        assert _counts(libs) == [1] * len(libs)
+    assert _counts(libs) == [most for _, most in libs]  # as it was, for the process's numpy
+    B.set_threads(1)
+    with B.for_product(ctx, 4096, 4096, 2048):  # 2^36 flops
+        assert _counts(libs) == [most for _, most in libs]
+    assert _counts(libs) == [1] * len(libs)
 
 
 def test_devices_on_threads_keep_the_runners_division(libs):
     ctx = _Ctx()
     B.set_threads(1)
     ctx.spmd = _Place(parallel=True)   # several device threads call BLAS at once
-    B.for_product(ctx, 1024, 1024, 1024)
-    assert all(lib.num_threads == 1 for lib, _ in libs)
+    with B.for_product(ctx, 4096, 4096, 2048):
+        assert _counts(libs) == [1] * len(libs)
     ctx.spmd = _Place(parallel=False)  # devices as fibers: one call at a time
-    B.for_product(ctx, 1024, 1024, 1024)
-    assert all(lib.num_threads == most for lib, most in libs)
+    with B.for_product(ctx, 4096, 4096, 2048):
+        assert _counts(libs) == [most for _, most in libs]
 
 
 def test_set_and_restore_report_what_changed(libs):

@@ -7,9 +7,9 @@ take the cores the rest of the run needs.  Measured on the project's 2-core mach
 3-10 (benchmarks/run.py, README "Where the speed goals stand"): a transformer block's
 attention (32 products of 128x64x128 in one np.matmul) 1.2 s with OpenBLAS's threads, 6 ms
 on one; the whole block 2.8x XLA:CPU on one thread against 15x; a conv net's training step
-7x against 21x.  A large product still gains from every core (XLA's Eigen contractions go
-parallel by cost the same way), so each product gets one thread below SERIAL_BELOW_FLOPS
-and all of them from there.
+7x against 21x.  A very large product may still gain from every core (XLA's Eigen
+contractions go parallel by cost), so each product gets one thread below
+SERIAL_BELOW_FLOPS and all of them from there.
 
 Only where one thread calls BLAS at a time: on device threads (several devices calling
 BLAS at once) the multi-device runner divides the threads among them for the whole run
@@ -17,11 +17,17 @@ BLAS at once) the multi-device runner divides the threads among them for the who
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 
-# 2*M*N*K of one product (one matrix of a batch): below it one thread.  2^27 is a 512x512
-# by 512x256 product, about 2-10 ms of one core's sgemm.
-SERIAL_BELOW_FLOPS = 1 << 27
+# 2*M*N*K of one product (one matrix of a batch): below it one thread.  Measured on the
+# project's 2-core machine even at load 1.2-2 (benchmarks/run.py, alternating runs): the
+# MLP's 512x1024x1024 dots 26-28 ms on one thread against 53-76 ms on OpenBLAS's two, the
+# 3x3 conv's 64x576x3136 GEMMs 47-52 against 98-224 ms, a transformer block 50-63 against
+# 121-132 ms; square matmuls up to 2048 were no slower on one thread (benchmarks/
+# scaling.py).  So only products past that (2^35: 2048x2048 by 2048x2048 is 2^34) take
+# every thread the library has.
+SERIAL_BELOW_FLOPS = 1 << 35
 
 
 @functools.lru_cache(maxsize=1)
@@ -53,10 +59,17 @@ def restore(changed: list) -> None:
         lib.set_num_threads(k)
 
 
-def for_product(ctx, m: int, n: int, k: int) -> None:
-    """Sets the thread count for one M x K by K x N product (per batch member) about to run
-    on `ctx`, unless its device shares the process with concurrently running devices."""
+@contextlib.contextmanager
+def for_product(ctx, m: int, n: int, k: int):
+    """The thread count for the M x K by K x N products (per batch member) run inside, on
+    `ctx`, then the library's count as it was (the process's other numpy calls keep
+    theirs); left alone where the device shares the process with devices running at once."""
     place = getattr(ctx, "spmd", None)
     if place is not None and getattr(place.transport, "parallel", False):
+        yield
         return
-    set_threads(1 if 2 * m * n * k < SERIAL_BELOW_FLOPS else None)
+    changed = set_threads(1 if 2 * m * n * k < SERIAL_BELOW_FLOPS else None)
+    try:
+        yield
+    finally:
+        restore(changed)

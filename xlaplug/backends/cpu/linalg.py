@@ -63,16 +63,13 @@ def _dot(ins, args, ctx):
     B, M, K, N, cdt, kind = p.batch, p.m, p.k, p.n, p.compute_dtype, p.kind
     L = _to_compute(lhs.transpose(p.lhs_perm), cdt).reshape(B, M, K)
     R = _to_compute(rhs.transpose(p.rhs_perm), cdt).reshape(B, K, N)
-    if cdt.kind == "f":
-        for_product(ctx, M, N, K)
     if K == 0:
         y = np.zeros((B, M, N), cdt)
     elif cdt.kind == "c":
         y = complex_matmul(L, R)  # Eigen's four real sums, not cgemm (dot_complex.py)
-    elif B == 1:
-        y = (L[0] @ R[0])[None]
     else:
-        y = np.matmul(L, R)
+        with for_product(ctx, M, N, K):
+            y = (L[0] @ R[0])[None] if B == 1 else np.matmul(L, R)
     y = _finish(y, kind, out_dt)
     return np.asarray(y.reshape(ins.shape.dims), order="C")
 
@@ -121,31 +118,33 @@ def _convolution(ins, args, ctx):
                 idx.append(slice(start, start + (o - 1) * wd.stride + 1, wd.stride))
             cols[:, :, kk] = x[tuple(idx)]
     cols = cols.reshape(N, C, KK, P)
-    if cdt.kind == "f":  # one GEMM per image (and group): O x (C * KK) by (C * KK) x P
-        for_product(ctx, O, P, C * KK)
-
-    if G > 1:
-        # out[n, g*Og + o, p] = sum_{c, kk} w[g*Og + o, c, kk] * cols[n, g*I + c, kk, p]
-        Og = O // G
-        wm = w.reshape(G, Og, I * KK)
-        xm = cols.reshape(N, G, I * KK, P)
-        y = np.matmul(wm[None], xm).reshape(N, O, P)
-    elif BG > 1:
-        # out[n, g*Ob + o, p] = sum_{c, kk} w[g*Ob + o, c, kk] * cols[g*Nb + n, c, kk, p]
-        Ob, Nb = O // BG, N // BG
-        wm = w.reshape(BG, Ob, C * KK)
-        xm = cols.reshape(BG, Nb, C * KK, P)
-        y = np.matmul(wm[:, None], xm)  # [BG, Nb, Ob, P]
-        y = y.transpose(1, 0, 2, 3).reshape(Nb, O, P)
-    else:
-        wm = w.reshape(O, C * KK)
-        xm = cols.reshape(N, C * KK, P)
-        y = np.matmul(wm[None], xm) if N != 1 else (wm @ xm[0])[None]
+    with for_product(ctx, O, P, C * KK):  # a GEMM per image (and group): O x CKK by CKK x P
+        y = _conv_products(w, cols, N, O, G, BG, I, C, KK, P)
     y = _finish(y, kind, out_dt).reshape((n_out, o_out) + tuple(s_out))
     # Canonical [N, O, S...] -> the output's dim order.
     canon = (dn.output_batch, dn.output_feature) + tuple(dn.output_spatial)
     inv = np.argsort(canon)
     return np.asarray(y.transpose(inv), order="C")
+
+
+def _conv_products(w, cols, N, O, G, BG, I, C, KK, P) -> np.ndarray:
+    """[N, O, P] from the kernel [O, I, KK...] and the im2col columns [N, C, KK, P]."""
+    if G > 1:
+        # out[n, g*Og + o, p] = sum_{c, kk} w[g*Og + o, c, kk] * cols[n, g*I + c, kk, p]
+        Og = O // G
+        wm = w.reshape(G, Og, I * KK)
+        xm = cols.reshape(N, G, I * KK, P)
+        return np.matmul(wm[None], xm).reshape(N, O, P)
+    if BG > 1:
+        # out[n, g*Ob + o, p] = sum_{c, kk} w[g*Ob + o, c, kk] * cols[g*Nb + n, c, kk, p]
+        Ob, Nb = O // BG, N // BG
+        wm = w.reshape(BG, Ob, C * KK)
+        xm = cols.reshape(BG, Nb, C * KK, P)
+        y = np.matmul(wm[:, None], xm)  # [BG, Nb, Ob, P]
+        return y.transpose(1, 0, 2, 3).reshape(Nb, O, P)
+    wm = w.reshape(O, C * KK)
+    xm = cols.reshape(N, C * KK, P)
+    return np.matmul(wm[None], xm) if N != 1 else (wm @ xm[0])[None]
 
 
 # ---- cholesky --------------------------------------------------------------------------
