@@ -242,13 +242,8 @@ def test_memory_preflight_counts_every_device_of_a_rank(tmp_path):
     assert len(errors) == 1 and "buffers on 2 devices, more than the --max-memory" in errors[0]
 
 
-ALLREDUCE_BIG = """HloModule m, replica_count=4
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-ENTRY e {
+# The all-reduce module above with 64K-element operands, its all-gather and tuple dropped.
+ALLREDUCE_BIG = ALLREDUCE.format(n=4, g=32).split("ENTRY")[0] + """ENTRY e {
   x = f32[65536] parameter(0)
   ROOT r = f32[65536] all-reduce(x), replica_groups={}, to_apply=add
 }
