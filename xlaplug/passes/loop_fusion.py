@@ -30,9 +30,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ..backends.common import fusion_split
 from ..backends.common.fusion_contents import (DEFAULT_MIN_ELEMENTS, LOOP_OPS,  # noqa: F401
                                                SHAPE_OPS as _SHAPE_OPS, cheap as _cheap,
-                                               contracts as _contracts,
                                                edge_broadcast as _edge_broadcast,
                                                loop_shape, member as _member,
                                                n_elements as _n, param_index_map)
@@ -110,10 +110,11 @@ def _groups(comp: Computation, min_elements: int, skip: frozenset) -> list[list[
             if not _edge_broadcast(p):  # (an edge broadcast's operand stays a parameter)
                 work.extend(p.operands)
         work_done = sum(1 for i in group if i.opcode in LOOP_OPS or _edge_broadcast(i))
-        if work_done < 2 or (small and not _contracts(group, users)):
+        group.sort(key=lambda i: order[id(i)])
+        if work_done < 2 or (small and not fusion_split.contracts(group, root)):
             continue
         taken |= {id(i) for i in group if not _cheap(i)}
-        groups.append(sorted(group, key=lambda i: order[id(i)]))
+        groups.append(group)
     return groups
 
 
@@ -169,6 +170,7 @@ def _outline(group: list[Instruction], uniq: NameUniquer,
         mapping[id(ins)] = clone
         body.append(clone)
     fused = Computation(comp_names("fused_computation"), body, mapping[id(root)])
+    fusion_split.split(fused, uniq)  # XLA's fusions within it: its FMA contractions
     fusion = Instruction(uniq("fusion"), "fusion", root.shape, list(params),
                          {"kind": Word("kLoop"), "calls": [fused]}, line=root.line,
                          column=root.column)
