@@ -23,7 +23,11 @@ opcode (the plugin's kernel must still run).  Only results of at least `min_elem
 elements start a fusion: below that, the one-time compile of a fused loop costs more than
 it saves -- except a chain holding a multiply-add XLA:CPU contracts into an FMA
 (fusion_contents.contracts), fused at any size from 2 elements so its rounding is XLA's.
-A fusion needs two pieces of work (elementwise ops or array broadcasts).
+A fusion needs two pieces of work (elementwise ops or array broadcasts).  Inside each
+fusion body, a cheap value that XLA:CPU would recompute in several of its own (smaller)
+fusions gets a copy per such fusion (backends/common/fusion_split.py), so that a multiply
+is contracted into an FMA exactly where XLA's kernels contract it; the check above for
+small chains looks at XLA's fusions the same way.
 """
 from __future__ import annotations
 
