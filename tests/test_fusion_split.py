@@ -57,6 +57,39 @@ def test_multiply_adds_contract_as_in_xlas_fusions(f, monkeypatch):
     assert (run() != want).any(), "the inputs no longer show the contraction"
 
 
+W = R.standard_normal((24, 8)).astype(np.float32)
+
+
+def _square_read_twice(d, x, w):
+    m = d * d  # XLA recomputes it in the add's fusion
+    return m + x, m @ w
+
+
+def _product_read_twice(d, x, w):
+    m = d * x  # reads two arrays: XLA computes it once
+    return m + d, m @ w
+
+
+@pytest.mark.parametrize("f, contracted", [(_square_read_twice, True),
+                                           (_product_read_twice, False)],
+                         ids=["square", "product"])
+def test_multiply_read_by_a_dot_too(f, contracted):
+    """A multiply also read outside the fusion (by a dot): XLA recomputes d*d inside the
+    add's fusion and contracts it there, so our fusion gets a copy of it; d*x it computes
+    once (a copy would read two arrays again), and its add rounds the product first."""
+    text = jax.jit(f).lower(D, X, W).as_text(dialect="hlo")
+    want = [np.asarray(w) for w in jax.jit(f)(D, X, W)]
+    m = parse_module(text)
+    compile_module(m, None)
+    got = execute(m, [D, X, W]).outputs
+    np.testing.assert_array_equal(got[0].view(np.uint32), want[0].view(np.uint32))
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-5)  # (the dot's own sums)
+    fused = [i for i in m.entry.instructions if i.opcode == "fusion"]
+    assert len(fused) == int(contracted)
+    rounded_twice = D * D + X if contracted else D * X + D
+    assert ((rounded_twice != want[0]).any()) == contracted
+
+
 BODY = """HloModule m
 ENTRY e {
   d = f32[8] parameter(0)

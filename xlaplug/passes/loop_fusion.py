@@ -18,7 +18,8 @@ decides whether a computation is such a loop):
     outside as a parameter, which the loop reads at the mapped index (`param_index_map`);
   * `reshape` and `copy` (row-major order and logical values are unchanged).
 A producer joins its consumer's fusion when every user of it is in that fusion (nothing
-is computed twice), it is not the computation's root, and no loaded plugin overrides its
+is computed twice; but a multiply an add or subtract of the fusion reads is copied in when
+XLA would recompute it, for the FMA), it is not the computation's root, and no loaded plugin overrides its
 opcode (the plugin's kernel must still run).  Only results of at least `min_elements`
 elements start a fusion: below that, the one-time compile of a fused loop costs more than
 it saves -- except a chain holding a multiply-add XLA:CPU contracts into an FMA
@@ -97,29 +98,49 @@ def _groups(comp: Computation, min_elements: int, skip: frozenset) -> list[list[
                 or n < 2 or not _member(root, n):
             continue
         small = n < min_elements  # fused only if it holds an FMA (see the module docstring)
-        group, members = [root], {id(root)}
+        group, members, copies = [root], {id(root)}, set()
         work = list(root.operands)
         while work:
             p = work.pop()
+            if id(p) in copies and all(id(u) in members for u in users.get(id(p), [])):
+                copies.discard(id(p))  # every reader joined after all: a member like any
+                work.extend(p.operands)
+                continue
             if id(p) in members or id(p) in taken or p.opcode in skip or not _member(p, n):
                 continue
             if p is comp.root or p.control_predecessors or p.has_side_effect:
                 continue
-            if not _cheap(p) and not all(id(u) in members for u in users.get(id(p), [])):
-                continue
             if _n(p.shape) == 1 and n > 1 and not _cheap(p):
                 continue  # a one-element op stays outside: computed once, passed in
+            copy = not _cheap(p) and not all(id(u) in members for u in users.get(id(p), []))
+            if copy and not _recomputed(p, members, users):
+                continue
+            if copy:
+                copies.add(id(p))
             group.append(p)
             members.add(id(p))
-            if not _edge_broadcast(p):  # (an edge broadcast's operand stays a parameter)
+            if not _edge_broadcast(p) and not copy:  # (their operands stay parameters)
                 work.extend(p.operands)
         work_done = sum(1 for i in group if i.opcode in LOOP_OPS or _edge_broadcast(i))
         group.sort(key=lambda i: order[id(i)])
         if work_done < 2 or (small and not fusion_split.contracts(group, root)):
             continue
-        taken |= {id(i) for i in group if not _cheap(i)}
+        # A copied multiply stays outside too, for its other readers (not taken).
+        taken |= {id(i) for i in group if not _cheap(i) and (i is root or all(
+            id(u) in members for u in users.get(id(i), [])))}
         groups.append(group)
     return groups
+
+
+def _recomputed(p: Instruction, members: set[int], users) -> bool:
+    """A multiply read here by an add or subtract and elsewhere too, which XLA:CPU recomputes
+    in every fusion reading it (cheap, and no more reads for a copy: fusion_split): a copy
+    joins the fusion, so that it is contracted into an FMA as XLA's copy is; the original
+    stays for its other readers."""
+    return (p.opcode == "multiply" and p.shape.element_type in ("f32", "f64")
+            and fusion_split.recomputable(p)
+            and any(u.opcode in ("add", "subtract") and id(u) in members
+                    for u in users.get(id(p), [])))
 
 
 def _outline_all(comp: Computation, groups: list[list[Instruction]], uniq: NameUniquer,

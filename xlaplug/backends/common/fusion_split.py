@@ -67,7 +67,7 @@ def _true_rank(ins: Instruction) -> int:
     return sum(1 for d in ins.shape.dims if d != 1) if ins.shape.is_array else 0
 
 
-def _globally_fusible_shape(ins: Instruction) -> bool:
+def recomputable(ins: Instruction) -> bool:
     """EffectivelyAtMostUnary, or reading no more elements than it writes: duplicating it
     costs no extra reads, so XLA never forbids it globally."""
     rank = _true_rank(ins)
@@ -102,7 +102,7 @@ def materialized(instructions: list[Instruction], root: Instruction) -> set[int]
     unfusible: set[int] = set()
     for p in reversed(instructions):  # consumers first, as XLA walks the post order
         if p is root or p.opcode == "parameter" or not users[id(p)] or \
-                _globally_fusible_shape(p):
+                recomputable(p):
             continue
         cache: dict[int, bool] = {}
 
