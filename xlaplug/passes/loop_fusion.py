@@ -18,8 +18,8 @@ decides whether a computation is such a loop):
     outside as a parameter, which the loop reads at the mapped index (`param_index_map`);
   * `reshape` and `copy` (row-major order and logical values are unchanged).
 A producer joins its consumer's fusion when every user of it is in that fusion (nothing
-is computed twice; but a multiply an add or subtract of the fusion reads is copied in when
-XLA would recompute it, for the FMA), it is not the computation's root, and no loaded plugin overrides its
+is computed twice; but a multiply read by an add of the fusion and by a dot or reduce is
+copied in, as XLA recomputes it there, for the FMA), it is not the computation's root, and no loaded plugin overrides its
 opcode (the plugin's kernel must still run).  Only results of at least `min_elements`
 elements start a fusion: below that, the one-time compile of a fused loop costs more than
 it saves -- except a chain holding a multiply-add XLA:CPU contracts into an FMA
@@ -113,7 +113,7 @@ def _groups(comp: Computation, min_elements: int, skip: frozenset) -> list[list[
             if _n(p.shape) == 1 and n > 1 and not _cheap(p):
                 continue  # a one-element op stays outside: computed once, passed in
             copy = not _cheap(p) and not all(id(u) in members for u in users.get(id(p), []))
-            if copy and not _recomputed(p, members, users):
+            if copy and not _recomputed(p, n, members, users):
                 continue
             if copy:
                 copies.add(id(p))
@@ -132,15 +132,18 @@ def _groups(comp: Computation, min_elements: int, skip: frozenset) -> list[list[
     return groups
 
 
-def _recomputed(p: Instruction, members: set[int], users) -> bool:
-    """A multiply read here by an add or subtract and elsewhere too, which XLA:CPU recomputes
-    in every fusion reading it (cheap, and no more reads for a copy: fusion_split): a copy
-    joins the fusion, so that it is contracted into an FMA as XLA's copy is; the original
-    stays for its other readers."""
+def _recomputed(p: Instruction, n: int, members: set[int], users) -> bool:
+    """A multiply read here by an add or subtract and also by an instruction no loop takes
+    (a dot, a reduce, ...): XLA:CPU recomputes it in the add's fusion when that costs no
+    extra reads (cheap and effectively unary: fusion_split.recomputable) and contracts the
+    copy into an FMA.  So a copy joins this fusion; the original stays for its other
+    readers.  (Readers that loops take are fused with it, as XLA fuses them.)"""
+    readers = users.get(id(p), [])
     return (p.opcode == "multiply" and p.shape.element_type in ("f32", "f64")
             and fusion_split.recomputable(p)
-            and any(u.opcode in ("add", "subtract") and id(u) in members
-                    for u in users.get(id(p), [])))
+            and any(u.opcode in ("add", "subtract") and id(u) in members for u in readers)
+            and any(u.opcode not in LOOP_OPS | _SHAPE_OPS or not _member(u, n)
+                    for u in readers))
 
 
 def _outline_all(comp: Computation, groups: list[list[Instruction]], uniq: NameUniquer,
