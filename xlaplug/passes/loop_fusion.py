@@ -19,11 +19,11 @@ decides whether a computation is such a loop):
   * `reshape` and `copy` (row-major order and logical values are unchanged).
 A producer joins its consumer's fusion when every user of it is in that fusion (nothing
 is computed twice; but a multiply read by an add of the fusion and by a dot or reduce is
-copied in, as XLA recomputes it there, for the FMA), it is not the computation's root, and no loaded plugin overrides its
-opcode (the plugin's kernel must still run).  Only results of at least `min_elements`
+copied in, as XLA recomputes it there, for the FMA), it is not the computation's root, and
+no loaded plugin overrides its opcode (the plugin's kernel must still run).  Only results of at least `min_elements`
 elements start a fusion: below that, the one-time compile of a fused loop costs more than
 it saves -- except a chain holding a multiply-add XLA:CPU contracts into an FMA
-(fusion_contents.contracts), fused at any size from 2 elements so its rounding is XLA's.
+(fusion_split.contracts), fused at any size from 2 elements so its rounding is XLA's.
 A fusion needs two pieces of work (elementwise ops or array broadcasts).  Inside each
 fusion body, a cheap value that XLA:CPU would recompute in several of its own (smaller)
 fusions gets a copy per such fusion (backends/common/fusion_split.py), so that a multiply
