@@ -147,6 +147,8 @@ def test_unsplit_body_is_left_alone():
     m = parse_module(BODY.replace("e = f32[8] divide(t, y)", "e = f32[8] multiply(t, y)"))
     comp = m.entry
     assert _names(fusion_split.materialized(comp.instructions, comp.root), comp) == ["r"]
+    before = list(comp.instructions)
+    assert not fusion_split.split(comp, None) and comp.instructions == before
 
 
 SUITE = next((d / "shared" / "conformance" / "stablehlo" for d in Path(__file__).resolve().parents
