@@ -89,6 +89,8 @@ def materialized(instructions: list[Instruction], root: Instruction) -> set[int]
         for o in {id(o): o for o in ins.operands}.values():
             if id(o) in index:
                 users[id(o)].append(ins)
+    if all(len(u) <= 1 for u in users.values()):
+        return {id(root)}  # a tree: one fusion (the common case, so no more work)
     reach: dict[int, int] = {}  # bit set of what each instruction reaches (itself included)
     for ins in reversed(instructions):
         r = 1 << index[id(ins)]
@@ -139,8 +141,10 @@ def fusions(instructions: list[Instruction], root: Instruction
             ) -> list[tuple[Instruction, list[Instruction]]]:
     """XLA's fusions within `instructions`: (root, members in order, root last) for each
     materialized value, in order; a member may be in several (XLA recomputes it)."""
-    index = {id(i): k for k, i in enumerate(instructions)}
     roots = materialized(instructions, root)
+    if len(roots) == 1:  # one fusion: everything (the common case)
+        return [(root, [i for i in instructions if i.opcode != "parameter"])]
+    index = {id(i): k for k, i in enumerate(instructions)}
     out = []
     for r in instructions:
         if id(r) not in roots or r.opcode == "parameter":
