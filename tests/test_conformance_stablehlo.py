@@ -4,7 +4,7 @@ on the CPU and on CUDA (numba's simulator in CI; scripts/gpu_check.sh on a GPU).
 
 Every runnable case must pass at the suite's default bound (1 ULP), except those listed in
 KNOWN_FAILURES with the reason (today's XLA:CPU passes 2,298 of the 2,325 cases with checks
-as a jax program runs them, 2,284 with their inputs folded as constants; we pass 2,300:
+as a jax program runs them, 2,284 with their inputs folded as constants; we pass 2,305:
 scripts/conformance_xla.py); a listed case that starts passing fails the test, so the list
 stays honest.  The 200 cases that take parameters
 with no inputs and no checks cannot run; their count is pinned so a change is noticed.
@@ -28,17 +28,6 @@ SUITE = next((d / "shared" / "conformance" / "stablehlo" for d in Path(__file__)
 # HloEvaluator and libm).  scripts/conformance_xla.py measures both, bit for bit.
 KNOWN_FAILURES = {
     "cpu": {
-        # complex inverse trigonometric functions through CHLO expansions, 1-2 ULP in 1-4 of
-        # 400 elements.  Every f32 primitive they call now gives XLA's bits (log, log1p,
-        # atan2, sqrt; c128: XLA's f64 log differs from libm's in 6 of 2,000); what remains
-        # is which multiply-adds XLA's fused loop contracts into FMAs (ours, even fused with
-        # `loop-fusion{min_elements=1}`, contracts other pairs here).  XLA passes these; the
-        # evaluator fails all but acosh.
-        "acos_complex64_20_20_chlo": "check.expect_close",
-        "acosh_complex128_20_20_chlo": "check.expect_close",
-        "asin_complex128_20_20_chlo": "check.expect_close",
-        "asin_complex64_20_20_chlo": "check.expect_close",
-        "asinh_complex128_20_20_chlo": "check.expect_close",
         # complex transcendentals that XLA fails as well (1-2 ULP, or past almost_eq's 1e-4
         # at large magnitudes): XLA's formulas on libm's primitives here, on its own there
         "cos_complex128_20_20": "check.expect_close",

@@ -18,21 +18,26 @@ decides whether a computation is such a loop):
     outside as a parameter, which the loop reads at the mapped index (`param_index_map`);
   * `reshape` and `copy` (row-major order and logical values are unchanged).
 A producer joins its consumer's fusion when every user of it is in that fusion (nothing
-is computed twice), it is not the computation's root, and no loaded plugin overrides its
-opcode (the plugin's kernel must still run).  Only results of at least `min_elements`
+is computed twice; but a multiply read by an add of the fusion and by a dot or reduce is
+copied in, as XLA recomputes it there, for the FMA), it is not the computation's root, and
+no loaded plugin overrides its opcode (the plugin's kernel must still run).  Only results of at least `min_elements`
 elements start a fusion: below that, the one-time compile of a fused loop costs more than
 it saves -- except a chain holding a multiply-add XLA:CPU contracts into an FMA
-(fusion_contents.contracts), fused at any size from 2 elements so its rounding is XLA's.
-A fusion needs two pieces of work (elementwise ops or array broadcasts).
+(fusion_split.contracts), fused at any size from 2 elements so its rounding is XLA's.
+A fusion needs two pieces of work (elementwise ops or array broadcasts).  Inside each
+fusion body, a cheap value that XLA:CPU would recompute in several of its own (smaller)
+fusions gets a copy per such fusion (backends/common/fusion_split.py), so that a multiply
+is contracted into an FMA exactly where XLA's kernels contract it; the check above for
+small chains looks at XLA's fusions the same way.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ..backends.common import fusion_split
 from ..backends.common.fusion_contents import (DEFAULT_MIN_ELEMENTS, LOOP_OPS,  # noqa: F401
                                                SHAPE_OPS as _SHAPE_OPS, cheap as _cheap,
-                                               contracts as _contracts,
                                                edge_broadcast as _edge_broadcast,
                                                loop_shape, member as _member,
                                                n_elements as _n, param_index_map)
@@ -93,28 +98,52 @@ def _groups(comp: Computation, min_elements: int, skip: frozenset) -> list[list[
                 or n < 2 or not _member(root, n):
             continue
         small = n < min_elements  # fused only if it holds an FMA (see the module docstring)
-        group, members = [root], {id(root)}
+        group, members, copies = [root], {id(root)}, set()
         work = list(root.operands)
         while work:
             p = work.pop()
+            if id(p) in copies and all(id(u) in members for u in users.get(id(p), [])):
+                copies.discard(id(p))  # every reader joined after all: a member like any
+                work.extend(p.operands)
+                continue
             if id(p) in members or id(p) in taken or p.opcode in skip or not _member(p, n):
                 continue
             if p is comp.root or p.control_predecessors or p.has_side_effect:
                 continue
-            if not _cheap(p) and not all(id(u) in members for u in users.get(id(p), [])):
-                continue
             if _n(p.shape) == 1 and n > 1 and not _cheap(p):
                 continue  # a one-element op stays outside: computed once, passed in
+            copy = not _cheap(p) and not all(id(u) in members for u in users.get(id(p), []))
+            if copy and not _recomputed(p, n, members, users):
+                continue
+            if copy:
+                copies.add(id(p))
             group.append(p)
             members.add(id(p))
-            if not _edge_broadcast(p):  # (an edge broadcast's operand stays a parameter)
+            if not _edge_broadcast(p) and not copy:  # (their operands stay parameters)
                 work.extend(p.operands)
         work_done = sum(1 for i in group if i.opcode in LOOP_OPS or _edge_broadcast(i))
-        if work_done < 2 or (small and not _contracts(group, users)):
+        group.sort(key=lambda i: order[id(i)])
+        if work_done < 2 or (small and not fusion_split.contracts(group, root)):
             continue
-        taken |= {id(i) for i in group if not _cheap(i)}
-        groups.append(sorted(group, key=lambda i: order[id(i)]))
+        # A copied multiply stays outside too, for its other readers (not taken).
+        taken |= {id(i) for i in group if not _cheap(i) and (i is root or all(
+            id(u) in members for u in users.get(id(i), [])))}
+        groups.append(group)
     return groups
+
+
+def _recomputed(p: Instruction, n: int, members: set[int], users) -> bool:
+    """A multiply read here by an add or subtract and also by an instruction no loop takes
+    (a dot, a reduce, ...): XLA:CPU recomputes it in the add's fusion when that costs no
+    extra reads (cheap and effectively unary: fusion_split.recomputable) and contracts the
+    copy into an FMA.  So a copy joins this fusion; the original stays for its other
+    readers.  (Readers that loops take are fused with it, as XLA fuses them.)"""
+    readers = users.get(id(p), [])
+    return (p.opcode == "multiply" and p.shape.element_type in ("f32", "f64")
+            and fusion_split.recomputable(p)
+            and any(u.opcode in ("add", "subtract") and id(u) in members for u in readers)
+            and any(u.opcode not in LOOP_OPS | _SHAPE_OPS or not _member(u, n)
+                    for u in readers))
 
 
 def _outline_all(comp: Computation, groups: list[list[Instruction]], uniq: NameUniquer,
@@ -169,6 +198,7 @@ def _outline(group: list[Instruction], uniq: NameUniquer,
         mapping[id(ins)] = clone
         body.append(clone)
     fused = Computation(comp_names("fused_computation"), body, mapping[id(root)])
+    fusion_split.split(fused, uniq)  # XLA's fusions within it: its FMA contractions
     fusion = Instruction(uniq("fusion"), "fusion", root.shape, list(params),
                          {"kind": Word("kLoop"), "calls": [fused]}, line=root.line,
                          column=root.column)
