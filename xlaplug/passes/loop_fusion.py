@@ -52,24 +52,29 @@ class LoopFusion:
     min_elements: int = DEFAULT_MIN_ELEMENTS
 
     def run(self, module: Module, ctx: PassContext) -> bool:
-        uniq = NameUniquer(module)
-        comp_names = NameUniquer.of_computations(module)
         skip = _overridden_opcodes(ctx.registry)
-        changed = False
-        bodies = {id(c) for comp in module.computations for i in comp.instructions
-                  if i.opcode == "fusion" for c in i.attrs.get("calls", [])}
-        new_comps: dict[int, list[Computation]] = {}
-        for comp in list(module.computations):
-            if id(comp) in bodies:  # already a fusion's body
-                continue
-            groups = _groups(comp, self.min_elements, skip)
-            if groups:
-                new_comps[id(comp)] = _outline_all(comp, groups, uniq, comp_names)
-                changed = True
-        if new_comps:  # each computation's fused bodies go just before it, in one pass
-            module.computations = [c for comp in module.computations
-                                   for c in new_comps.get(id(comp), []) + [comp]]
-        return changed
+        return bool(outline_groups(module, lambda c: _groups(c, self.min_elements, skip)))
+
+
+def outline_groups(module: Module, groups_of) -> dict[int, list[Computation]]:
+    """Every `groups_of(computation)` (lists of instructions, producers first) outlined into
+    fusions, in each computation that is not already a fusion's body; each computation's new
+    bodies go just before it, in one pass.  Returns {id(computation): its new bodies}."""
+    uniq = NameUniquer(module)
+    comp_names = NameUniquer.of_computations(module)
+    bodies = {id(c) for comp in module.computations for i in comp.instructions
+              if i.opcode == "fusion" for c in i.attrs.get("calls", [])}
+    new_comps: dict[int, list[Computation]] = {}
+    for comp in list(module.computations):
+        if id(comp) in bodies:  # already a fusion's body
+            continue
+        groups = groups_of(comp)
+        if groups:
+            new_comps[id(comp)] = _outline_all(comp, groups, uniq, comp_names)
+    if new_comps:
+        module.computations = [c for comp in module.computations
+                               for c in new_comps.get(id(comp), []) + [comp]]
+    return new_comps
 
 
 def _overridden_opcodes(registry) -> frozenset:

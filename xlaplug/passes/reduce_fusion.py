@@ -31,9 +31,8 @@ from ..backends.common.fusion_contents import DEFAULT_MIN_ELEMENTS, LOOP_OPS, SH
 from ..backends.common.row_contents import level, reducer_op, row_reduce_dims, value_level
 from ..hlo.attr_types import Word
 from ..hlo.ir import Computation, Instruction, Module
-from ..hlo.rewrite import NameUniquer
 from .context import PassContext
-from .loop_fusion import _outline_all, _users
+from .loop_fusion import _users, outline_groups
 
 _REDUCERS = frozenset({"add", "maximum", "minimum", "multiply"})
 _FLOATS = frozenset({"f32", "f64", "bf16", "f16"})
@@ -45,19 +44,9 @@ class ReduceFusion:
     min_elements: int = DEFAULT_MIN_ELEMENTS
 
     def run(self, module: Module, ctx: PassContext) -> bool:
-        uniq = NameUniquer(module)
-        comp_names = NameUniquer.of_computations(module)
         skip = ctx.registry.overridden_opcodes() & (LOOP_OPS | SHAPE_OPS | {"reduce",
                                                                             "broadcast"})
-        bodies = {id(c) for comp in module.computations for i in comp.instructions
-                  if i.opcode == "fusion" for c in i.attrs.get("calls", [])}
-        new_comps: dict[int, list[Computation]] = {}
-        for comp in list(module.computations):
-            if id(comp) in bodies:  # already a fusion's body
-                continue
-            groups = _groups(comp, self.min_elements, skip)
-            if groups:
-                new_comps[id(comp)] = _outline_all(comp, groups, uniq, comp_names)
+        new_comps = outline_groups(module, lambda c: _groups(c, self.min_elements, skip))
         for comp in module.computations:  # name the fusions' kind
             if id(comp) in new_comps:
                 for ins in comp.instructions:
@@ -65,9 +54,6 @@ class ReduceFusion:
                         root = ins.attrs["calls"][0].root
                         ins.attrs["kind"] = Word("kInput" if root.opcode == "reduce"
                                                  else "kLoop")
-        if new_comps:
-            module.computations = [c for comp in module.computations
-                                   for c in new_comps.get(id(comp), []) + [comp]]
         return bool(new_comps)
 
 
