@@ -144,3 +144,14 @@ def test_close_check_on_a_nan_says_so_not_zero_ulp():
     assert "NaN or infinite" in msg and "max 0 ULP" not in msg
     msg = expect_close(np.array([1, 1], np.float32), np.array([1.001, 1], np.float32))
     assert "ULP, allowed 1" in msg and "NaN" not in msg
+
+
+def test_a_constant_larger_than_memory_is_refused_where_it_is_written(tmp_path):
+    # XLA's short form fills the shape with one value: 2^40 f32 elements are 4 TiB.
+    hlo = tmp_path / "big.hlo"
+    hlo.write_text("HloModule m\nENTRY e {\n  ROOT c = f32[1099511627776] constant(1)\n}\n")
+    r = cli("compile", hlo)
+    head = r.output.strip().splitlines()[0]
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    assert head.startswith(f"{hlo}:3:40: error: constant 'c' of shape f32[1099511627776] holds "
+                           "4096.0 GiB, more than the memory available"), head

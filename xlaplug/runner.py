@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -10,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .hlo import dtypes
+from .host import available_memory
 from .hlo.errors import HloError
 from .hlo.ir import Module, Shape
 
@@ -151,13 +151,6 @@ def summarize(arr: np.ndarray) -> dict:
 
 
 # ---- guards --------------------------------------------------------------------------------
-
-def available_memory() -> int:
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return 1 << 62
-
 
 def parse_bytes(text: str) -> int:
     """A size such as 512M, 2G, 1.5GiB or 1000000 as a positive number of bytes."""
