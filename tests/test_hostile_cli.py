@@ -153,5 +153,5 @@ def test_a_constant_larger_than_memory_is_refused_where_it_is_written(tmp_path):
     r = cli("compile", hlo)
     head = r.output.strip().splitlines()[0]
     assert r.exit_code == 2 and "Traceback" not in r.output, r.output
-    assert head.startswith(f"{hlo}:3:40: error: constant 'c' of shape f32[1099511627776] holds "
-                           "4096.0 GiB, more than the memory available"), head
+    assert head.startswith(f"{hlo}:3:40: error: constant 'c': the short form fills all of "
+                           "f32[1099511627776]: 4096.0 GiB, more than the memory available"), head

@@ -13,6 +13,7 @@ import re
 
 import numpy as np
 
+from ...host import available_memory
 from .. import dtypes
 from ..ir import Shape
 
@@ -231,6 +232,10 @@ def _parse_literal(text: str, shape: Shape):
         # XLA's short form `f32[3] constant(1)`: its parser sets the first element and leaves
         # the rest as the zeros the literal was created with -- {1, 0, 0}.
         first = _parse_literal(text, Shape.array(etype, ()))
+        need, have = n * dtype.itemsize, available_memory()
+        if need > have:  # `f64[8589934592] constant(1)` is 64 GiB of zeros
+            raise LiteralError(f"the short form fills all of {shape}: {need / 2**30:.1f} GiB, "
+                               f"more than the memory available ({have / 2**30:.1f} GiB)")
         out = np.zeros(shape.dims, dtype)
         out.flat[0] = first
         return out

@@ -18,7 +18,6 @@ from pathlib import Path
 from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedInput
 
-from ...host import available_memory
 from .attr_config import RESULT_ACCURACY_OPS
 from .attr_placement import misplaced_attribute
 from ..errors import HloSyntaxError, position_of
@@ -251,11 +250,6 @@ class _Builder(Transformer):
         if instr.shape.is_token or instr.shape.element_type == "opaque":
             raise _err(f"constant '{instr.name}' has shape {instr.shape}, which has no literal",
                        pos)
-        need, have = instr.shape.byte_size(), available_memory()
-        if need > have:  # `f64[8589934592] constant(1)`: XLA's short form, 64 GiB
-            raise _err(f"constant '{instr.name}' of shape {instr.shape} holds "
-                       f"{need / 2**30:.1f} GiB, more than the memory available "
-                       f"({have / 2**30:.1f} GiB)", pos)
         try:
             instr.literal = parse_literal(body, instr.shape)
         except LiteralError as e:
