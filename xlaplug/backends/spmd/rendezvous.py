@@ -134,19 +134,17 @@ class Rendezvous:
             slot.values[device] = value
             self._where[device] = f"waiting at {ins.opcode} '{ins.name}' (call {call + 1})"
             if len(slot.values) == len(group):
-                if work is not None:
-                    # Under the lock: only this group's members wait on it, and they wait
-                    # for this result anyway (it is small: share_by_last's callers).
-                    try:
+                try:
+                    if work is not None:
+                        # Under the lock: only this group's members wait on it, and they wait
+                        # for this result anyway (it is small: share_by_last's callers).
                         work([slot.values[d] for d in group])
-                    except BaseException:
-                        slot.failed = device
-                        raise
-                    finally:
-                        slot.done = True
-                        slot.arrived.notify_all()
-                slot.done = True
-                slot.arrived.notify_all()
+                except BaseException:
+                    slot.failed = device
+                    raise
+                finally:
+                    slot.done = True
+                    slot.arrived.notify_all()
             deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
             while not slot.done:
                 if self._failed is not None:
