@@ -144,6 +144,28 @@ def test_devices_that_disagree_end_within_the_timeout(tmp_path, mpi):
     assert took < 45, took  # not a timing test: a hang would run into the 60 s limit
 
 
+def test_devices_waiting_elsewhere_are_named_with_their_collective(tmp_path):
+    # Device 0 waits in 'r' (all four devices), device 1 in 'q' (devices 0 and 1), 2 and 3
+    # finish: whichever times out first says where the others stand (each rank's answer to
+    # a status query, written out only when asked).
+    hlo = tmp_path / "elsewhere.hlo"
+    hlo.write_text(DISAGREE.format(n=4).replace(
+        "  ROOT r = f32[4] negate(p)",
+        "  ROOT q = f32[4] all-reduce(p), channel_id=2, replica_groups={{0,1},{2,3}}, "
+        "use_global_device_ids=true, to_apply=add"))
+    p = xlaplug("run", hlo, "--collective-timeout", 3, mpi=4, timeout=60)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    errors = [ln for ln in p.stderr.splitlines() if "error:" in ln]
+    assert len(errors) == 1, p.stderr
+    if "device 0: all-reduce 'r'" in errors[0]:
+        assert "all-reduce 'r' (call 1): devices 1, 2, 3 did not arrive within 3 s; " \
+               "device 1 waiting at all-reduce 'q' (call 1); device 2 finished" in errors[0], \
+            errors[0]
+    else:
+        assert "all-reduce 'q' (call 1): device 0 did not arrive within 3 s; device 0 " \
+               "waiting at all-reduce 'r' (call 1)" in errors[0], errors[0]
+
+
 def test_rank_count_that_does_not_fit(allreduce_case):
     hlo, _, _ = allreduce_case(4)
     p = xlaplug("run", hlo, mpi=3)

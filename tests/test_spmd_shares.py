@@ -129,7 +129,7 @@ def test_pooled_buffers_are_reused_only_when_no_value_refers_to_them():
     assert not np.shares_memory(b, kept)
     del b, kept
     c = pool.take(np.float32, 1 << 20)
-    assert any(c.base is owner for owner in pool._owners[(np.dtype(np.float32), 1 << 20)])
+    assert any(c.base is owner for owner, _ in pool._owners[(np.dtype(np.float32), 1 << 20)])
     assert pool.take(np.float32, 1 << 22).ctypes.data % (2 << 20) == 0
     shaped = pool.like([np.zeros((3, 70000), np.int32)])[0]
     assert shaped.shape == (3, 70000) and shaped.dtype == np.int32

@@ -180,6 +180,8 @@ def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, device: st
     except (ExecutionError, RunError, Exception) as e:  # noqa: BLE001 - others must hear it
         text = _message(e)
         transport.abort_others(text)
+        if transport.outranked():  # a lower rank failed too (a shared timeout): it reports
+            raise QuietStop() from None
         err = RunError(text if isinstance(e, DeviceError) else
                        f"{'device' if k == 1 else 'rank'} {rank}: {text}")
         err.rank_local = True  # only this rank knows it: it reports, whatever its rank

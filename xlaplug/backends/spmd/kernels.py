@@ -116,6 +116,10 @@ def _host_args(ins, args, ctx) -> list[np.ndarray]:
 def _out(ins, results: list[np.ndarray], shape: Shape, ctx, fresh: bool = False):
     """The results as the instruction's value; `fresh`: the arrays are this device's own
     (else they are copied: in threads a value may be another device's array)."""
+    if fresh and len(results) == 1 and not shape.is_tuple:
+        r = results[0]  # the common case, without the general loop's Python
+        if r.dtype == shape.dtype and r.shape == shape.dims and r.flags.c_contiguous:
+            return ctx.memory.to_device(r)
     leaves = _leaf_shapes(shape, len(results))
     vals = []
     for r, s in zip(results, leaves):
@@ -132,7 +136,7 @@ def _out(ins, results: list[np.ndarray], shape: Shape, ctx, fresh: bool = False)
 
 # ---- the collectives ---------------------------------------------------------------------
 
-def _native_op(ins, place, group, vals) -> str | None:
+def _native_op(ins, place, group) -> str | None:
     """The reducer's op when the transport reduces it in one call (MPI: sum, product, min,
     max of MPI-native types), else None (gather, then reduce in rank order)."""
     t = place.transport
@@ -142,29 +146,48 @@ def _native_op(ins, place, group, vals) -> str | None:
     op = P.binary_op(ins.attrs["to_apply"])
     if op not in ("add", "multiply", "minimum", "maximum"):
         return None
-    return op if all(t.can_allreduce(op, v.dtype) for v in vals) else None
+    return op if all(t.can_allreduce(op, o.shape.dtype) for o in ins.operands) else None
 
 
-def _reduce_plan(ins, ctx, place: Place):
-    """(group, combiner) of `ins` on this device, worked out once per context: a collective
-    in a loop, or a module run again and again, meets many times, and finding its group and
-    reducer took ~20 us of Python a call (four devices: more than XLA's 4 KiB all-reduce)."""
+@dataclass
+class _ReducePlan:
+    place: Place
+    group: tuple[int, ...]
+    combine: Any
+    op: str | None     # the transport reduces it in one call (see _native_op)
+    fast: Any = None   # fn(host array) -> result: one operand, one transport call
+
+
+def _reduce_plan(ins, ctx, place: Place) -> _ReducePlan:
+    """How `ins` reduces on this device, worked out once per context: a collective in a
+    loop, or a module run again and again, meets many times, and finding its group and
+    reducer took ~20 us of Python a call (four devices: more than XLA's 4 KiB all-reduce;
+    over MPI on shared cores each microsecond a rank spends costs every rank several: see
+    MpiTransport.allreduce_one)."""
     table = ctx.kernel_cache.table("spmd_reduce_plans")
-    key = (ins, place.grid, place.device)
-    plan = table.get(key)
-    if plan is None:
-        plan = table[key] = (participants(ins, place.grid, place.device), combiner(ins, ctx))
+    plan = table.get(ins)
+    if plan is None or plan.place is not place:
+        group = participants(ins, place.grid, place.device)
+        plan = table[ins] = _ReducePlan(place, group, combiner(ins, ctx),
+                                        _native_op(ins, place, group))
+        t = place.transport
+        if plan.op is not None and len(ins.operands) == 1 and hasattr(t, "allreduce_one") \
+                and getattr(ctx.memory, "name", "cpu") == "cpu" and ins.shape.is_array:
+            plan.fast = t.allreduce_one(t._comm(ins, group), ins, group, t.mpi_op(plan.op))
     return plan
 
 
 def _all_reduce(ins, args, ctx, shape):
-    alone = _alone(ins, args, ctx, shape)
-    if alone is not None:
-        return alone
     place = place_of(ctx)
-    group, combine = _reduce_plan(ins, ctx, place)
+    if place.grid.count == 1:
+        return _alone(ins, args, ctx, shape)
+    plan = _reduce_plan(ins, ctx, place)
+    if plan.fast is not None and shape is ins.shape:
+        a = args[0]
+        if a.nbytes < place.transport.ONE_CALL_BELOW_BYTES:
+            return plan.fast(a)  # CPU memory is host memory; the result is fresh
+    group, combine, op = plan.group, plan.combine, plan.op
     vals = _host_args(ins, args, ctx)
-    op = _native_op(ins, place, group, vals)
     if op is not None:
         return _out(ins, place.transport.allreduce(place.device, ins, group, vals, op),
                     shape, ctx, fresh=True)

@@ -58,7 +58,7 @@ class RankThreadsTransport:
         mpi, k = self.mpi, self.k
         others = [(s, min(d for d in group if d // k == s)) for s in ranks if s != self.rank]
         call = self.local._calls[leader][ins.name] - 1  # for the messages
-        mpi.where = f"waiting at {ins.opcode} '{ins.name}' (call {call + 1})"
+        mpi.where = (ins, call)
         blob = np.frombuffer(pickle.dumps(values, protocol=5), np.uint8)
         out_tag = {s: 1 + (leader % k) * k + lead % k for s, lead in others}
         in_tag = {s: 1 + (lead % k) * k + leader % k for s, lead in others}
