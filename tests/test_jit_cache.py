@@ -97,3 +97,23 @@ def test_cache_off_or_unwritable_compiles_in_memory(tmp_path):
     blocker.write_text("not a directory")
     bad = _run({"XLAPLUG_CACHE_DIR": str(blocker)})
     assert bad["functions"] == 2 and bad["value"] == off["value"]
+
+
+def test_njit_options_are_part_of_the_key(tmp_path, monkeypatch):
+    # numba's on-disk cache does not tell one error model from another: the same text with
+    # other options must be another module (else a division by zero raises or returns inf
+    # depending on which was compiled first).
+    monkeypatch.setenv("XLAPLUG_CACHE_DIR", str(tmp_path))
+    from xlaplug.backends.cpu import jit_cache
+    src = "def f(a, b):\n    return a / b\n"
+    numpy_model = jit_cache.cached_function(src, {}, "f", error_model="numpy")
+    python_model = jit_cache.cached_function(src, {}, "f", error_model="python")
+    assert numpy_model is not python_model
+    assert numpy_model(1.0, 0.0) == float("inf")
+    try:
+        python_model(1.0, 0.0)
+    except ZeroDivisionError:
+        pass
+    else:
+        raise AssertionError("the python error model should raise")
+    assert len(list((tmp_path / "jit").glob("xlaplug_jit_*.py"))) == 2

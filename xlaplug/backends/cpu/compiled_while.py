@@ -57,6 +57,9 @@ INTERPRETED_ITERATIONS = 32
 _TABLE = "compiled_while"
 
 
+_NJIT = dict(nogil=True, error_model="numpy")
+
+
 @dataclass(eq=False)
 class LoopCode:
     """A loop's generated module; `fn` once compiled (or loaded) in this process."""
@@ -67,14 +70,13 @@ class LoopCode:
 
     def ready(self) -> bool:
         """Whether the first call costs a load rather than a compile."""
-        return self.fn is not None or is_cached(self.src, self.consts, "run")
+        return self.fn is not None or is_cached(self.src, self.consts, "run", **_NJIT)
 
     def function(self):
         if self.fn is None:
             # Compiled once per loop text (constants included), on its first call; the
             # module is cached on disk, so later processes load the machine code.
-            self.fn = cached_function(self.src, self.consts, "run", nogil=True,
-                                      error_model="numpy")
+            self.fn = cached_function(self.src, self.consts, "run", **_NJIT)
         return self.fn
 
 

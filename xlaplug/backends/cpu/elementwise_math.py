@@ -90,8 +90,12 @@ def _f32_loop(name: str, x, f64: bool = False):
     (numba's start-up stays off the import path)."""
     from .jit_cache import cached_function
     helper = f"_x{name}" if f64 else f"_x{name}32"
+    # error_model="numpy": numba's default checks every float division for a zero divisor,
+    # a branch that keeps the loop from vectorizing (tanh: 120 us for 32k values, 10 us
+    # vectorized); the helpers divide as IEEE does and want no exception.
     loop = cached_function(f"def loop(x, out):\n    for i in range(x.shape[0]):\n"
-                           f"        out[i] = {helper}(x[i])\n", {}, "loop", nogil=True)
+                           f"        out[i] = {helper}(x[i])\n", {}, "loop", nogil=True,
+                           error_model="numpy")
     out = np.empty(x.size, F64 if f64 else F32)
     loop(np.ascontiguousarray(x).reshape(-1), out)
     return out.reshape(x.shape)

@@ -93,8 +93,14 @@ def _const_line(name: str, value) -> str:
     return f"{name} = {data}.reshape({tuple(a.shape)})\n"
 
 
-def module_text(src: str, consts: dict) -> str:
-    return _HEADER + "".join(_const_line(k, v) for k, v in consts.items()) + "\n" + src
+def module_text(src: str, consts: dict, njit_options: dict | None = None) -> str:
+    """The generated module.  numba's on-disk cache does not tell code compiled with one
+    error model (or parallel, ...) from another: the options end the text, so they are part
+    of its key and its file."""
+    text = _HEADER + "".join(_const_line(k, v) for k, v in consts.items()) + "\n" + src
+    if njit_options:
+        text += f"\n# njit options: {sorted(njit_options.items())!r}\n"
+    return text
 
 
 def scalar_piece(comp: Computation, prefix: str, elementwise: bool = False):
@@ -138,7 +144,7 @@ def _refuse(d: Path, why: str) -> None:
 
 def cached_function(src: str, consts: dict, entry: str, **njit_options):
     """njit(entry) of the module made of `src` and `consts` (see the module docstring)."""
-    text = module_text(src, consts)
+    text = module_text(src, consts, njit_options)
     key = _key(text)
     with _LOCK:
         fn = _LOADED.get(key)
@@ -161,12 +167,12 @@ def cached_function(src: str, consts: dict, entry: str, **njit_options):
         return _LOADED.setdefault(key, fn)
 
 
-def is_cached(src: str, consts: dict, entry: str) -> bool:
-    """Whether `cached_function(src, consts, entry, ...)` would find machine code already
-    made -- in this process, or in numba's on-disk cache from an earlier one (its index
-    file, named after the module, the function and its line) -- so the first call costs a
-    load, not a compile.  Writes nothing."""
-    text = module_text(src, consts)
+def is_cached(src: str, consts: dict, entry: str, **njit_options) -> bool:
+    """Whether `cached_function(src, consts, entry, **njit_options)` would find machine
+    code already made -- in this process, or in numba's on-disk cache from an earlier one
+    (its index file, named after the module, the function and its line) -- so the first
+    call costs a load, not a compile.  Writes nothing."""
+    text = module_text(src, consts, njit_options)
     key = _key(text)
     with _LOCK:
         fn = _LOADED.get(key)
