@@ -33,16 +33,21 @@ def load_module(path: str) -> Module:
     """Read, parse and verify FILE (`-`: standard input): HLO text, or MLIR (StableHLO /
     MHLO, text or bytecode) converted to HLO through jaxlib (xla/source.py)."""
     from .xla.source import read_module_text
-    return load_text(*read_module_text(path))
+    return _parse_and_verify(*read_module_text(path))  # MLIR already converted there
 
 
 def load_text(text: str, name: str = "<string>") -> Module:
     """Parse and verify HLO text (MLIR text is converted first); errors carry `name` and the
     offending source line."""
-    from .passes.manager import cyclic_gc_paused
-    from .xla.source import explain_not_hlo, is_mlir, mlir_as_hlo_text
+    from .xla.source import is_mlir, mlir_as_hlo_text
     if is_mlir(text[:4096].encode(), name):
         text, name = mlir_as_hlo_text(text.encode(), name), f"{name} (as HLO)"
+    return _parse_and_verify(text, name)
+
+
+def _parse_and_verify(text: str, name: str) -> Module:
+    from .passes.manager import cyclic_gc_paused
+    from .xla.source import explain_not_hlo
     with cyclic_gc_paused():  # a large module: see cyclic_gc_paused
         try:
             module = parse_module(text, name)

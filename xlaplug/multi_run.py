@@ -103,14 +103,18 @@ def _context_factory(device, options, overrides):
 
 
 def run_in_process(module: Module, grid: DeviceGrid, args: list[list], *, device: str,
-                   options: dict, overrides, timeout: float, repeat: int = 1) -> MultiResult:
+                   options: dict, overrides, timeout: float, repeat: int = 1,
+                   first_context=None) -> MultiResult:
+    """`first_context`: device 0's context when one is made already (preflight's)."""
     from .backends.common.errors import ExecutionError
     from .backends.spmd.runner import devices_for, run_devices
     times, results = [], None
-    # Devices (threads or fibers: runner.devices_for) and contexts (thunk sequences, compiled kernels, collective buffers) made
-    # once for every repeat, as XLA runs one executable many times.
+    # Devices (threads or fibers: runner.devices_for) and contexts (thunk sequences,
+    # compiled kernels, collective buffers) made once for every repeat, as XLA runs one
+    # executable many times.
     make = _context_factory(device, options, overrides)
-    contexts = [make(d) for d in range(grid.count)]
+    contexts = [first_context if d == 0 and first_context is not None else make(d)
+                for d in range(grid.count)]
     with devices_for(module, grid.count) as threads:
         for _ in range(max(repeat, 1)):
             t0 = time.perf_counter()
@@ -138,9 +142,10 @@ class QuietStop(Exception):
 
 def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, device: str,
                  options: dict, overrides, timeout: float, expected: dict | None, rtol,
-                 atol) -> MultiResult:
+                 atol, context=None) -> MultiResult:
     """This rank's devices (D / ranks of them: one, or several on threads); rank 0's result
-    holds every device's outputs and mismatches."""
+    holds every device's outputs and mismatches.  `context`: the context of a rank's one
+    device when one is made already (preflight's)."""
     from .backends.common.errors import ExecutionError
     from .backends.executor import ExecContext
     from .backends.spmd.kernels import Place
@@ -161,7 +166,7 @@ def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, device: st
     try:
         if k == 1:
             transport.prepare(collective_groups(module, grid))
-            ctx = ExecContext(device, options, overrides=overrides)
+            ctx = context or ExecContext(device, options, overrides=overrides)
             ctx.spmd = Place(grid, rank, transport)
             with np.errstate(all="ignore"):
                 outs = [ctx.memory.to_host(ctx.run(module.entry, ctx.memory.to_device(
@@ -195,9 +200,10 @@ def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, device: st
 
 
 def preflight(module: Module, grid: DeviceGrid, device: str, options: dict, overrides,
-              max_memory: int | None, args: list) -> None:
+              max_memory: int | None, args: list):
     """Refuse before running: an instruction with no kernel, or buffers past the limit
-    (every device of this process counted)."""
+    (every device of this process counted).  Returns the context it built (its thunk
+    sequence made), for the run's first device."""
     from .backends.executor import ExecContext
     from .runner import _check_kernels, available_memory
     ctx = ExecContext(device, options, overrides=overrides)
@@ -210,6 +216,7 @@ def preflight(module: Module, grid: DeviceGrid, device: str, options: dict, over
                        f"{grid.count} devices, more than the "
                        f"{'--max-memory' if max_memory is not None else 'available memory'} "
                        f"({limit / 2**20:.1f} MiB); refusing to run")
+    return ctx
 
 
 def run_command(module: Module, *, grid: DeviceGrid, npz, expected, seed: int, device: str,
@@ -222,13 +229,15 @@ def run_command(module: Module, *, grid: DeviceGrid, npz, expected, seed: int, d
         from .backends.spmd.mpi import mpi_module
         ranks = mpi_module().COMM_WORLD.Get_size()
         here = DeviceGrid(1, n // ranks if n % ranks == 0 else 1)
-        preflight(module, here, device, options, overrides, max_memory, inputs[0])
+        ctx = preflight(module, here, device, options, overrides, max_memory, inputs[0])
         return run_over_mpi(module, grid, lambda r: inputs[r], device=device,
                             options=options, overrides=overrides, timeout=timeout,
-                            expected=expected, rtol=rtol, atol=atol)
-    preflight(module, grid, device, options, overrides, max_memory, inputs[0])
+                            expected=expected, rtol=rtol, atol=atol,
+                            context=ctx if here.count == 1 else None)
+    ctx = preflight(module, grid, device, options, overrides, max_memory, inputs[0])
     res = run_in_process(module, grid, inputs, device=device, options=options,
-                         overrides=overrides, timeout=timeout, repeat=repeat)
+                         overrides=overrides, timeout=timeout, repeat=repeat,
+                         first_context=ctx)
     if expected is not None:
         res.mismatches = compare_devices(res.per_device, expected, rtol, atol)
         res.all_ok = not res.mismatches

@@ -31,11 +31,20 @@ from .jit_cache import cached_function, scalar_piece
 from .jit_drivers import from_numba, numba_array, numba_dtype, numba_scalar
 from .row_fusion import compiled_rows, run_row_fusion
 
-def compiled_loop_fn(comp, roles: tuple[str, ...], parallel: bool = True):
+# Below this many elements a small fusion's serial loop calls its body's functions instead of
+# inlining them into the loop: numba types an inlined body anew in every loop, and that
+# doubled the compile (the conformance suite's cases, cold cache: 0.62 s a case inlined,
+# 0.30 s not), where a loop of a few thousand elements gains microseconds from vectorizing.
+INLINE_FROM_ELEMENTS = 4096
+
+
+def compiled_loop_fn(comp, roles: tuple[str, ...], parallel: bool = True,
+                     inline: bool = True):
     """The fusion as one loop (parallel: over numba's threads) -- its body (scalar_jit's
     elementwise source) called with each array parameter at i and each scalar once -- in a
-    module numba caches on disk (jit_cache.py), so later processes skip the compile."""
-    body, consts, fname = scalar_piece(comp, "F", elementwise=True)
+    module numba caches on disk (jit_cache.py), so later processes skip the compile.
+    `inline`: the body's functions inlined into the loop, so that it vectorizes."""
+    body, consts, fname = scalar_piece(comp, "F", elementwise=True, inline=inline)
     names = [f"p{k}" for k in range(len(roles))]
     call = ", ".join(x if r == "scalar" else f"{x}[{element_index(r)}]"
                      for x, r in zip(names, roles))
@@ -50,16 +59,23 @@ def _serial_loop_fn(comp, roles: tuple[str, ...]):
     return compiled_loop_fn(comp, roles, parallel=False)
 
 
-def _small_plan(ctx, comp):
-    """The serial compiled loop of a fusion below the size threshold, when its body holds
-    a contracted multiply-add (see the module docstring); else None."""
+def _tiny_loop_fn(comp, roles: tuple[str, ...]):
+    return compiled_loop_fn(comp, roles, parallel=False, inline=False)
+
+
+def _small_plan(ctx, comp, n: int):
+    """The serial compiled loop of a fusion of n elements, below the size threshold, when
+    its body holds a contracted multiply-add (see the module docstring); else None."""
     if ctx.options.get("interpret_loops"):
         return None
     holds = ctx.kernel_cache.table("_fused_contracts")
     if id(comp) not in holds:
         holds[id(comp)] = computation_contracts(comp)
-    return loop_plan(ctx, comp, _serial_loop_fn, "_fused_small_plans") if holds[id(comp)] \
-        else None
+    if not holds[id(comp)]:
+        return None
+    if n >= INLINE_FROM_ELEMENTS:
+        return loop_plan(ctx, comp, _serial_loop_fn, "_fused_small_plans")
+    return loop_plan(ctx, comp, _tiny_loop_fn, "_fused_tiny_plans")
 
 
 def _compiled_loop(ins) -> bool:
@@ -74,7 +90,7 @@ def _fusion(ins, args, ctx):
     comp = ins.attrs["calls"][0]
     n = ins.shape.num_elements() if ins.shape.is_array else 0
     if n < ctx.options.get("fusion_min_elements", DEFAULT_MIN_ELEMENTS):
-        plan = _small_plan(ctx, comp) if n > 0 else None
+        plan = _small_plan(ctx, comp, n) if n > 0 else None
     else:
         plan = loop_plan(ctx, comp, compiled_loop_fn)
     if plan is None:
@@ -87,7 +103,7 @@ def _fusion(ins, args, ctx):
     try:
         fn(out, *vals)
     except TypingError:  # numba cannot type it after all: interpret, and remember
-        for table in ("_fused_loop_plans", "_fused_small_plans"):
+        for table in ("_fused_loop_plans", "_fused_small_plans", "_fused_tiny_plans"):
             ctx.kernel_cache.table(table)[id(comp)] = None
         return ctx.run(comp, args)
     return from_numba(out, ins.shape.dtype).reshape(ins.shape.dims)

@@ -103,9 +103,11 @@ def module_text(src: str, consts: dict, njit_options: dict | None = None) -> str
     return text
 
 
-def scalar_piece(comp: Computation, prefix: str, elementwise: bool = False):
+def scalar_piece(comp: Computation, prefix: str, elementwise: bool = False,
+                 inline: bool | None = None):
     """(source, constants, entry name) of a scalar computation, every name it defines
-    prefixed with `prefix`."""
+    prefixed with `prefix`.  `inline` (default: `elementwise`): its functions are inlined
+    into their caller in numba's IR, for a loop that vectorizes (see below)."""
     src, consts, entry = generate_source(comp, elementwise=elementwise)
     src = re.sub(r"\b_(c|K)(\d+)\b", lambda m: f"{prefix}_{m[1]}{m[2]}", src)
     # Callable from the module's njit functions (and plain Python): register_jitable.  A loop
@@ -113,7 +115,7 @@ def scalar_piece(comp: Computation, prefix: str, elementwise: bool = False):
     # transcendentals is too big to inline, and a loop that calls a function does not
     # vectorize.
     defs = re.findall(rf"^def ({prefix}_c\d+)\(", src, flags=re.M)
-    how = '(inline="always")' if elementwise else ""
+    how = '(inline="always")' if (elementwise if inline is None else inline) else ""
     src += "".join(f"{d} = register_jitable{how}({d})\n" for d in defs)
     named = {f"{prefix}_K{i}": c for i, c in enumerate(consts)}
     return src, named, f"{prefix}_c{entry[2:]}"
