@@ -222,6 +222,40 @@ def test_two_devices_per_rank_match_threads(tmp_path):
         assert got[k].tobytes() == want[k].tobytes(), k
 
 
+RANK_0 = """HloModule rank_0, replica_count=4
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[] parameter(0)
+  i = s32[] parameter(1)
+  r = f32[] all-reduce(x), replica_groups={}, to_apply=add
+  v = (f32[], f32[]) all-reduce(x, r), replica_groups={{0,1},{2,3}}, to_apply=add
+  cp = s32[] collective-permute(i), source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
+  ROOT t = (f32[], (f32[], f32[]), s32[]) tuple(r, v, cp)
+}
+"""
+
+
+def test_rank_0_values_over_mpi_match_threads(tmp_path):
+    # Scalars keep their rank through MPI's one-call all-reduce and its fused buffers (the
+    # threads' results are checked against XLA's: test_spmd_collectives, rank_0_operands).
+    hlo = tmp_path / "rank_0.hlo"
+    hlo.write_text(RANK_0)
+    threads = xlaplug("run", hlo, "--seed", 5, "--out", tmp_path / "threads.npz")
+    assert threads.returncode == 0, threads.stderr
+    p = xlaplug("run", hlo, "--seed", 5, "--out", tmp_path / "mpi.npz", "--expect",
+                tmp_path / "threads.npz", mpi=4)
+    assert p.returncode == 0, p.stderr
+    want, got = np.load(tmp_path / "threads.npz"), np.load(tmp_path / "mpi.npz")
+    for k in want:  # (a float sum in one MPI call is rounded in MPI's order: 1 ULP)
+        assert got[k].shape == want[k].shape == (4,), k
+        assert np.allclose(got[k], want[k], rtol=1e-6, atol=0), k
+    assert got["out3"].tobytes() == want["out3"].tobytes()  # the permuted integers
+
+
 def test_a_rank_that_never_comes_ends_within_the_timeout(tmp_path):
     hlo = tmp_path / "disagree.hlo"  # devices 0 and 1 (rank 0) reduce, 2 and 3 (rank 1) do not
     hlo.write_text(DISAGREE.format(n=4).replace("constant(0)", "constant(2)").replace(

@@ -134,7 +134,19 @@ body { s = (s32[], f32[3], f32[3]) parameter(0)  i = s32[] get-tuple-element(s),
   a = f32[3] add(acc, y)
   ROOT t = (s32[], f32[3], f32[3]) tuple(j, y, a) }
 """), [("f32", (3,))]),
+    ("rank_0_operands", 4, 1, _module(4, 1, """
+  p = f32[] parameter(0)
+  q = s32[] parameter(1)
+  a = f32[] all-reduce(p), replica_groups={}, to_apply=add
+  b = s32[] all-reduce(q), replica_groups={{0,2},{1,3}}, to_apply=maxi
+  c = (f32[], f32[]) all-reduce(p, p), replica_groups={}, to_apply=add
+  c1 = f32[] get-tuple-element(c), index=1
+  cp = s32[] collective-permute(q), source_target_pairs={{0,1},{1,2},{3,0}}
+  ROOT t = (f32[], s32[], f32[], s32[]) tuple(a, b, c1, cp)""", ADD + MAXI),
+        [("f32", ()), ("s32", ())]),
 ]
+
+
 def _args(case_index: int, specs, n: int) -> list[list[np.ndarray]]:
     from xlaplug.hlo import dtypes as D
     g = np.random.default_rng(1000 + case_index)

@@ -128,7 +128,7 @@ def _out(ins, results: list[np.ndarray], shape: Shape, ctx, fresh: bool = False)
             raise ExecutionError(f"{ins.opcode} '{ins.name}': the group's values make "
                                  f"{list(r.shape)}, the instruction declares {s} (does the "
                                  "device count fit the module?)")
-        r = np.ascontiguousarray(r, dtype=s.dtype) if fresh else \
+        r = np.require(r, dtype=s.dtype, requirements="C") if fresh else \
             np.array(r, dtype=s.dtype, order="C", copy=True)
         vals.append(ctx.memory.to_device(r))
     return vals[0] if len(results) == 1 and not shape.is_tuple else tuple(vals)

@@ -290,6 +290,7 @@ class MpiTransport:
             call = calls.get(name, 0)
             calls[name] = call + 1
             self.where = (ins, call)
+            shape = a.shape  # (ascontiguousarray makes a rank-0 array rank 1)
             a = contiguous(a)
             recv = take(a.dtype, a.size)
             request = comm.Iallreduce(a, recv, op=mpi_op)
@@ -301,7 +302,7 @@ class MpiTransport:
             else:
                 wait([request], ins, call, group)
             self.where = "running"
-            return recv.reshape(a.shape)
+            return recv.reshape(shape)
         return run
 
     def mpi_op(self, op: str):

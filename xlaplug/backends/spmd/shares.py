@@ -56,5 +56,6 @@ def reduce_my_chunk(every: list[tuple[list[np.ndarray], list[np.ndarray]]], rank
 
 
 def contiguous(values: list[np.ndarray]) -> list[np.ndarray]:
-    return [np.ascontiguousarray(v) for v in values]
+    # np.require, not np.ascontiguousarray: that one makes a rank-0 value rank 1
+    return [np.require(v, requirements="C") for v in values]
 
