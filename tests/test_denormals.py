@@ -1,7 +1,7 @@
-"""XLA:CPU computes with flush-to-zero and denormals-are-zero in every kernel
-(backends/cpu/denormals.py): reductions, dots, convolutions, windows and scans over
-subnormal values give XLA's bits, jax as the oracle; the MXCSR is the caller's again after
-a run, and device fibers keep the bits across their switches.
+"""XLA:CPU's reductions, dots, convolutions and windowed reductions flush subnormals
+(backends/cpu/denormals.py): over subnormal values they give XLA's bits, jax as the
+oracle (elementwise ops, which keep some subnormals as XLA does, are tests/
+test_elementwise.py's); the MXCSR is the caller's again after a run, also on devices.
 """
 from __future__ import annotations
 

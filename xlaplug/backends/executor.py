@@ -48,11 +48,9 @@ class ExecContext:
         self.kernel_cache = KernelCache()
         from .device import memory_for
         self.memory = memory_for(device)
-        # XLA:CPU's FTZ and DAZ for the length of a run (cpu/denormals.py); nested runs
-        # (while bodies, calls) find them set.
+        # FTZ and DAZ around the kernels where XLA:CPU flushes (cpu/denormals.py).
         from .cpu.denormals import env_for
         self._fp_env = env_for(device)
-        self._flushing = False
 
     def resolve(self, ins: Instruction) -> Callable | None:
         """The kernel for an instruction: a plugin's, else the backend's."""
@@ -67,6 +65,10 @@ class ExecContext:
             return None
         if fn is None:
             fn = lookup(ins.opcode, self.device)
+            if fn is not None and self._fp_env is not None:
+                from .cpu.denormals import FLUSHED_OPCODES, flushing
+                if ins.opcode in FLUSHED_OPCODES:
+                    fn = flushing(fn, self._fp_env)
         return None if fn is None else self.memory.adapt_kernel(ins, fn)
 
     def sequence(self, comp: Computation) -> ThunkSequence:
@@ -76,18 +78,6 @@ class ExecContext:
         return seq
 
     def run(self, comp: Computation, args: list) -> Any:
-        env = self._fp_env
-        if env is None or self._flushing:
-            return self._run(comp, args)
-        changed = env.flush()
-        self._flushing = True
-        try:
-            return self._run(comp, args)
-        finally:
-            self._flushing = False
-            env.restore(changed)
-
-    def _run(self, comp: Computation, args: list) -> Any:
         seq = self.sequence(comp)
         if len(args) != len(seq.params):
             raise ExecutionError(f"computation '{comp.name}' takes {len(seq.params)} "

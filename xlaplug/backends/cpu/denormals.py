@@ -1,23 +1,22 @@
-"""Flush-to-zero and denormals-are-zero while a CPU module runs, as XLA:CPU runs.
+"""Flush-to-zero and denormals-are-zero in the kernels where XLA:CPU flushes.
 
-XLA:CPU computes with the x86 MXCSR's FTZ and DAZ bits set (its runtime's scoped
-flush-denormal guard): a subnormal operand reads as zero and a subnormal result is written
-as zero, in every kernel -- reductions, dots, convolutions, windows, scans -- not only in
-elementwise code.  Our elementwise and fused-loop code flushes explicitly (elementwise.py
-`flush`, the generated loops), but numpy's reductions and OpenBLAS's products ran with the
-bits clear: summing 64 copies of 1e-39 gave 6.4e-38 where XLA gives 0, a dot of subnormal
-rows 8e-39 where XLA gives 0 (tests/test_denormals.py, jax as the oracle).
+XLA:CPU's reductions, dots, convolutions and windowed reductions flush: a sum of 64 values
+of 1e-39 is 0 there, a dot of subnormal rows 0, a window sum over subnormals 0, the max of
+subnormals 0 (jax 0.10.2; tests/test_denormals.py).  Ours ran on numpy's reductions and
+OpenBLAS's products in IEEE arithmetic and gave the subnormals back.  Those kernels now run
+with the x86 MXCSR's FTZ and DAZ bits set on the executing thread, and its own MXCSR back
+after each call (`flushing`): a library user's numpy calls keep gradual underflow.
 
-So the executing thread gets both bits for the length of a run (`ExecContext.run`), and its
-own MXCSR back afterwards: a library user's numpy calls outside a run keep IEEE gradual
-underflow.  The register is per thread (device threads each set their own; greenlet
-switches save and restore it with the rest of a fiber's state).  Threads a kernel starts
-itself -- numba's parallel loops, OpenBLAS's threads for products past
-blas_threads.SERIAL_BELOW_FLOPS -- keep theirs: the generated loops flush explicitly, and a
-product that large is where a subnormal partial sum cannot move an f32 result.
+Only those kernels: XLA does not flush everywhere.  Its sin, tan and pow of a subnormal, its
+conversions of one (bf16 -> pred is True, f8e8m0fnu's smallest value -> f64 is 2^-127),
+keep it -- its elementwise code applies flushes of its own, which elementwise.py and the
+generated loops reproduce op by op (tests/test_elementwise.py); setting the bits around
+them would break that.  Threads a kernel starts -- OpenBLAS's, for a product past
+blas_threads.SERIAL_BELOW_FLOPS -- keep their own MXCSR: a product that large is where a
+subnormal partial sum cannot move an f32 result.
 
 Only on x86-64 Linux (the bits are SSE's, the layout is its fenv_t's); elsewhere `env_for`
-gives None and the explicit flushes are what there is.
+gives None and these kernels keep IEEE subnormals.
 """
 from __future__ import annotations
 
@@ -71,12 +70,13 @@ class Env:
         self._new_mxcsr = ctypes.c_uint32.from_buffer(self._new, _MXCSR_AT)
 
     def flush(self) -> bool:
-        """Sets FTZ and DAZ; whether there is anything to restore."""
-        self._get(self._old)
-        mx = self._old_mxcsr.value
+        """Sets FTZ and DAZ; whether there is anything to restore (not when they were set
+        already: a nested call leaves the outer one's saved environment alone)."""
+        self._get(self._new)
+        mx = self._new_mxcsr.value
         if mx & (FTZ | DAZ) == FTZ | DAZ:
             return False
-        self._copy(self._new, self._old, _ENV_BYTES)
+        self._copy(self._old, self._new, _ENV_BYTES)
         self._new_mxcsr.value = mx | FTZ | DAZ
         self._set(self._new)
         return True
@@ -89,3 +89,18 @@ class Env:
 def env_for(device: str) -> Env | None:
     """A context's Env on the CPU where the bits exist, else None."""
     return Env() if device == "cpu" and available() else None
+
+
+# The opcodes whose CPU kernels run flushed (see the module docstring).
+FLUSHED_OPCODES = frozenset({"reduce", "dot", "convolution", "reduce-window"})
+
+
+def flushing(fn, env: Env):
+    """The kernel `fn` run with FTZ and DAZ set, the thread's MXCSR restored after it."""
+    def kernel(ins, args, ctx):
+        changed = env.flush()
+        try:
+            return fn(ins, args, ctx)
+        finally:
+            env.restore(changed)
+    return functools.update_wrapper(kernel, fn)
