@@ -27,6 +27,7 @@ from numba.core.errors import TypingError
 from ..common.fusion_contents import (DEFAULT_MIN_ELEMENTS, computation_contracts,
                                       element_index, loop_plan, loop_shape)
 from ..registry import kernel
+from .blas_threads import devices_at_once
 from .jit_cache import cached_function, scalar_piece
 from .jit_drivers import from_numba, numba_array, numba_dtype, numba_scalar
 from .row_fusion import compiled_rows, run_row_fusion
@@ -75,6 +76,10 @@ def _fusion(ins, args, ctx):
     n = ins.shape.num_elements() if ins.shape.is_array else 0
     if n < ctx.options.get("fusion_min_elements", DEFAULT_MIN_ELEMENTS):
         plan = _small_plan(ctx, comp) if n > 0 else None
+    elif devices_at_once(ctx):
+        # Devices running at once already fill the cores: a numba parallel loop per device
+        # would start a team of OpenMP threads per device thread (see the module docstring).
+        plan = loop_plan(ctx, comp, _serial_loop_fn, "_fused_serial_plans")
     else:
         plan = loop_plan(ctx, comp, compiled_loop_fn)
     if plan is None:
