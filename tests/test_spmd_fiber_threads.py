@@ -204,3 +204,16 @@ ENTRY e {
     for a, b in zip(alone, both):
         assert a.tobytes() == b.tobytes()
     assert all(ctx.kernel_cache.table("_fused_serial_plans") for ctx in contexts)
+
+
+def test_a_reduce_plan_serves_the_next_runs_place_of_the_same_device():
+    from xlaplug.backends.spmd.groups import DeviceGrid
+    from xlaplug.backends.spmd.kernels import Place, _plan_holds, _ReducePlan
+    grid = DeviceGrid(4, 1)
+    first, again = (Place(grid, 1, Rendezvous(4)) for _ in range(2))
+    plan = _ReducePlan(first, (0, 1, 2, 3), None, None)
+    assert _plan_holds(plan, first) and _plan_holds(plan, again)
+    assert not _plan_holds(plan, Place(grid, 2, Rendezvous(4)))
+    assert not _plan_holds(plan, Place(DeviceGrid(2, 2), 1, Rendezvous(4)))
+    bound = _ReducePlan(first, (0, 1, 2, 3), None, "add", fast=lambda a: a)  # MPI's one call
+    assert _plan_holds(bound, first) and not _plan_holds(bound, again)

@@ -6,6 +6,7 @@ rendezvous's timeout error, so a run never hangs."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from typing import Any, Callable
 
@@ -59,10 +60,8 @@ def _blas_threads_per_device(n: int):
     (measured: a 64x512x64 sgemm 0.1 ms alone, 40 ms from two device threads on 2 cores).
     Set through the libraries' own calls (~1 us each): threadpoolctl's `limit` took ~15-35
     us a run, a tenth of a small all-reduce on four devices."""
-    import os
-
     from ..cpu.blas_threads import restore, set_threads
-    changed = set_threads(max(1, (os.cpu_count() or 1) // n))
+    changed = set_threads(max(1, _cores() // n))
     try:
         yield
     finally:
@@ -87,7 +86,10 @@ FIBERS_BELOW_BYTES = 4 << 20
 GANG_FROM_FLOPS = 1 << 23
 
 
+@functools.lru_cache(maxsize=1)
 def _cores() -> int:
+    """The cores this process may run on, found once (os.cpu_count took ~65 us a call here:
+    once a run, a tenth of a small all-reduce)."""
     import os
     try:
         return len(os.sched_getaffinity(0))
