@@ -77,12 +77,16 @@ FIBERS_BELOW_BYTES = 4 << 20
 # Below that size, a module whose dots and convolutions make at least this many flops per
 # device runs its fibers on one thread per core (at most one per device): its kernels then
 # overlap, while most meetings stay greenlet switches and no more threads than cores fight
-# for the cores and the GIL.  A thread per device was no better than one thread for all:
-# the data-parallel MLP step (benchmarks/collectives.py, 46 MFLOP a device), 2 cores, the
-# four devices with no collectives on 1 / 2 / 4 threads 5.5 / 4.0 / 5.5 ms at load 1.5
-# (four runnable threads on two cores: the OS preempts one holding the GIL); the step
-# itself, see README.  A cross-thread meeting or run start costs ~0.05-0.1 ms where a
-# switch costs ~1 us, so below ~8 MFLOP (~0.1 ms of BLAS) a device keeps one thread.
+# for the cores and the GIL.  Measured on the project's 2 cores (the data-parallel MLP step
+# of benchmarks/collectives.py, 46 MFLOP a device, D=4): the four devices' work with no
+# collectives on 1 / 2 / 4 threads 5.5 / 4.0 / 5.5 ms at load 1.5 (four runnable threads on
+# two cores: the OS preempts the one holding the GIL, and a thread each was no better than
+# fibers on one: 6.0-6.3 against 6.8 ms); the step itself, in rounds where both cores were
+# free, fibers on 2 threads 4.9-6.7 ms against 6.7-7.9 on one.  Where the host lent one core
+# (load 2.4-3.2) both cost the same (5.1 ms of CPU a step, as wall).  The second thread
+# costs ~0.25 ms a run (a 4 KiB all-reduce on 4 devices, load 2.9: fibers 0.19 ms, fibers on
+# 2 threads 0.44, a thread each 0.38), what half of 4 devices' ~8 MFLOP (0.12 ms of BLAS
+# each) saves: below that a module keeps to one thread.
 GANG_FROM_FLOPS = 1 << 23
 
 
