@@ -191,18 +191,21 @@ def _leaves(v):
 CPU_ONLY = {"chunked_all_reduce"}
 
 
-# Devices as threads and as fibers (runner.devices_for chooses by array size) on the CPU.
+# Devices as threads, as fibers, and as fibers on 2 threads (runner.devices_for chooses by
+# array size and compute) on the CPU.
 @pytest.mark.parametrize("i, device, kind", [
     pytest.param(i, dev, kind, id=f"{dev}-{kind}-{c[0]}",
                  marks=[pytest.mark.cuda] if dev == "cuda" else [])
-    for dev, kind in (("cpu", "threads"), ("cpu", "fibers"), ("cuda", "chosen"))
+    for dev, kind in (("cpu", "threads"), ("cpu", "fibers"), ("cpu", "gangs"),
+                      ("cuda", "chosen"))
     for i, c in enumerate(CASES) if dev == "cpu" or c[0] not in CPU_ONLY])
 def test_against_xla(i, device, kind, xla_results):
     name, r, p, text, specs = CASES[i]
     assert f"error_{i}" not in xla_results, str(xla_results[f"error_{i}"])
     n = r * p
     module = parse_module(text)
-    devices = {"threads": DeviceThreads, "fibers": DeviceFibers}.get(kind, lambda n: None)(n)
+    devices = {"threads": DeviceThreads, "fibers": DeviceFibers,
+               "gangs": lambda n: DeviceFibers(n, threads=min(n, 2))}.get(kind, lambda n: None)(n)
     ours = run_module_devices(module, _args(i, specs, n), DeviceGrid(r, p), device=device,
                               timeout=30, threads=devices)
     if devices is not None:

@@ -138,15 +138,17 @@ def test_pooled_buffers_are_reused_only_when_no_value_refers_to_them():
 # ---- devices as fibers (device_fibers.py) --------------------------------------------------
 
 def _on(kind: str, n: int):
-    return DeviceThreads(n) if kind == "threads" else DeviceFibers(n)
+    if kind == "threads":
+        return DeviceThreads(n)
+    return DeviceFibers(n, threads=2 if kind == "fibers on 2 threads" else 1)
 
 
-@pytest.mark.parametrize("kind", ["threads", "fibers"])
+@pytest.mark.parametrize("kind", ["threads", "fibers", "fibers on 2 threads"])
 def test_the_last_to_arrive_does_the_work_once_before_anyone_leaves(kind):
     calls = []
     with _on(kind, 4) as devices:
         for run in range(3):  # kept threads or fibers, run after run
-            r = Rendezvous(4, timeout=10, fibers=devices if kind == "fibers" else None)
+            r = Rendezvous(4, timeout=10, fibers=None if kind == "threads" else devices)
             seen = {}
 
             def device(d):
@@ -158,10 +160,10 @@ def test_the_last_to_arrive_does_the_work_once_before_anyone_leaves(kind):
     assert calls == [[0, 10, 20, 30]] * 3
 
 
-@pytest.mark.parametrize("kind", ["threads", "fibers"])
+@pytest.mark.parametrize("kind", ["threads", "fibers", "fibers on 2 threads"])
 def test_a_failed_share_by_last_stops_the_others(kind):
     with _on(kind, 3) as devices:
-        r = Rendezvous(3, timeout=10, fibers=devices if kind == "fibers" else None)
+        r = Rendezvous(3, timeout=10, fibers=None if kind == "threads" else devices)
         errors = {}
 
         def work(every):

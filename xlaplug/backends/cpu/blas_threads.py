@@ -59,13 +59,19 @@ def restore(changed: list) -> None:
         lib.set_num_threads(k)
 
 
+def devices_at_once(ctx) -> bool:
+    """Whether `ctx`'s device runs at the same time as other devices of its process (device
+    threads, or fibers on several threads), which then share the cores among them."""
+    place = getattr(ctx, "spmd", None)
+    return place is not None and getattr(place.transport, "parallel", False)
+
+
 @contextlib.contextmanager
 def for_product(ctx, m: int, n: int, k: int):
     """The thread count for the M x K by K x N products (per batch member) run inside, on
     `ctx`, then the library's count as it was (the process's other numpy calls keep
     theirs); left alone where the device shares the process with devices running at once."""
-    place = getattr(ctx, "spmd", None)
-    if place is not None and getattr(place.transport, "parallel", False):
+    if devices_at_once(ctx):
         yield
         return
     changed = set_threads(1 if 2 * m * n * k < SERIAL_BELOW_FLOPS else None)

@@ -19,6 +19,7 @@ from ..common.errors import ScalarCompileError
 from ..common.fusion_contents import DEFAULT_MIN_ELEMENTS, LOOP_OPS, computation_contracts
 from ..common.row_contents import FULL, row_shape
 from . import comp_patterns as P
+from .blas_threads import devices_at_once
 from .jit_drivers import from_numba, numba_array, numba_dtype
 from .row_loop import compile_row_loop
 
@@ -95,7 +96,8 @@ def run_row_fusion(ins, args, ctx):
     threshold = ctx.options.get("fusion_min_elements", DEFAULT_MIN_ELEMENTS)
     if m * k < threshold and not _contracts(ctx, comp):
         return None
-    key = (id(comp), m * k >= DEFAULT_MIN_ELEMENTS and m > 1, _identity_params(comp, args))
+    parallel = m * k >= DEFAULT_MIN_ELEMENTS and m > 1 and not devices_at_once(ctx)
+    key = (id(comp), parallel, _identity_params(comp, args))
     fn = _plan(ctx, comp, shape, *key[1:])
     if fn is None:
         return None

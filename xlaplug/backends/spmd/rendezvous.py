@@ -44,7 +44,7 @@ class Rendezvous:
 
     def __init__(self, n: int, timeout: float = 60.0, first: int = 0, fibers=None):
         """Devices first .. first + n - 1 (an MPI rank's, when it runs several); `fibers`:
-        the DeviceFibers the devices take turns on (None: each has its own thread)."""
+        the DeviceFibers the devices run as (None: each has its own thread)."""
         self.n = n
         self.timeout = timeout
         self._fibers = fibers
@@ -57,9 +57,9 @@ class Rendezvous:
 
     @property
     def parallel(self) -> bool:
-        """Whether the devices run at once (threads), so that work divided among them
-        overlaps; as fibers they take turns."""
-        return self._fibers is None
+        """Whether the devices run at once (a thread each, or fibers on several threads),
+        so that work divided among them overlaps; as fibers of one thread they take turns."""
+        return self._fibers is None or self._fibers.parallel
 
     # ---- status, for the messages ----------------------------------------------------
     def finished(self, device: int) -> None:

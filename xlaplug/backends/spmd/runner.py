@@ -1,10 +1,12 @@
 """Every device of the grid runs the module at once -- a thread each, or as fibers taking
-turns on one thread when its arrays are small (`devices_for`) -- the devices meeting at collectives through a `Rendezvous`.  An error on one device stops all of them
+turns on one thread (or on one thread per core) when its arrays are small (`devices_for`)
+-- the devices meeting at collectives through a `Rendezvous`.  An error on one device stops all of them
 and is reported once, naming the device; a device stuck at a collective ends with the
 rendezvous's timeout error, so a run never hangs."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from typing import Any, Callable
 
@@ -58,30 +60,80 @@ def _blas_threads_per_device(n: int):
     (measured: a 64x512x64 sgemm 0.1 ms alone, 40 ms from two device threads on 2 cores).
     Set through the libraries' own calls (~1 us each): threadpoolctl's `limit` took ~15-35
     us a run, a tenth of a small all-reduce on four devices."""
-    import os
-
     from ..cpu.blas_threads import restore, set_threads
-    changed = set_threads(max(1, (os.cpu_count() or 1) // n))
+    changed = set_threads(max(1, _cores() // n))
     try:
         yield
     finally:
         restore(changed)
 
 
-# Devices of a module whose largest array is under this many bytes take turns on one
-# thread (device_fibers.py); larger ones get a thread each, for their kernels to overlap.
+# Devices of a module whose largest array is under this many bytes run as fibers
+# (device_fibers.py); larger ones get a thread each, for their kernels to overlap.
 # Measured (an f32 all-reduce on 4 devices, 2 cores, load 2-3; threads / fibers, ms):
 # 4 KiB 0.39 / 0.15, 256 KiB 0.64 / 0.33, 1 MiB 1.4 / 0.33, 4 MiB 3.3 / 2.7.
 FIBERS_BELOW_BYTES = 4 << 20
 
+# Below that size, a module whose dots and convolutions make at least this many flops per
+# device runs its fibers on one thread per core (at most one per device): its kernels then
+# overlap, while most meetings stay greenlet switches and no more threads than cores fight
+# for the cores and the GIL.  Measured on the project's 2 cores (the data-parallel MLP step
+# of benchmarks/collectives.py, 46 MFLOP a device, D=4): the four devices' work with no
+# collectives on 1 / 2 / 4 threads 5.5 / 4.0 / 5.5 ms at load 1.5 (four runnable threads on
+# two cores: the OS preempts the one holding the GIL, and a thread each was no better than
+# fibers on one: 6.0-6.3 against 6.8 ms); the step itself, in rounds where both cores were
+# free, fibers on 2 threads 4.9-6.7 ms against 6.7-7.9 on one.  Where the host lent one core
+# (load 2.4-3.2) both cost the same (5.1 ms of CPU a step, as wall).  The second thread
+# costs ~0.25 ms a run (a 4 KiB all-reduce on 4 devices, load 2.9: fibers 0.19 ms, fibers on
+# 2 threads 0.44, a thread each 0.38), what half of 4 devices' ~8 MFLOP (0.12 ms of BLAS
+# each) saves: below that a module keeps to one thread.
+GANG_FROM_FLOPS = 1 << 23
+
+
+@functools.lru_cache(maxsize=1)
+def _cores() -> int:
+    """The cores this process may run on, found once (os.cpu_count took ~65 us a call here:
+    once a run, a tenth of a small all-reduce)."""
+    import os
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def dot_flops(module: Module) -> int:
+    """2 * multiply-adds of the module's dots and convolutions (each computation once, as
+    a device runs it once, loops counted once): its compute, for devices_for."""
+    total = 0
+    for comp in module.computations:
+        for ins in comp.instructions:
+            if ins.opcode == "dot" and ins.shape.is_array:
+                lhs = ins.operands[0].shape
+                k = 1
+                for dim in ins.attrs.get("lhs_contracting_dims", ()):
+                    k *= int(lhs.dims[int(dim)])
+                total += 2 * ins.shape.num_elements() * k
+            elif ins.opcode == "convolution" and ins.shape.is_array:
+                rhs = ins.operands[1].shape
+                out_features = int(rhs.dims[ins.attrs["dim_labels"].kernel_output_feature])
+                per_output = rhs.num_elements() // max(out_features, 1)
+                total += 2 * ins.shape.num_elements() * per_output
+    return total
+
 
 def devices_for(module: Module, n: int) -> DeviceThreads | DeviceFibers:
     """How `module`'s n devices run: as fibers when its arrays are small (dispatch-bound:
-    thread wake-ups cost more than the kernels), else as threads.  The caller closes it."""
+    thread wake-ups cost more than the kernels) -- on one thread per core when it computes
+    enough (GANG_FROM_FLOPS) -- else a thread each.  The caller closes it."""
     largest = max((leaf.byte_size() for comp in module.computations
                    for ins in comp.instructions for leaf in ins.shape.leaves()
                    if not leaf.is_token), default=0)
-    return DeviceFibers(n) if largest < FIBERS_BELOW_BYTES else DeviceThreads(n)
+    if largest >= FIBERS_BELOW_BYTES:
+        return DeviceThreads(n)
+    threads = min(n, _cores())
+    if threads > 1 and dot_flops(module) >= GANG_FROM_FLOPS:
+        return DeviceFibers(n, threads=threads)
+    return DeviceFibers(n)
 
 
 class DeviceError(ExecutionError):
@@ -124,8 +176,9 @@ def on_device_threads(n: int, timeout: float, work: Callable[[int, Rendezvous], 
             raise ExecutionError(f"{fibers.n} device fibers for {n} devices")
         # Fibers take turns, yet a multithreaded BLAS still costs them: OpenBLAS's threads
         # spin between calls (a data-parallel MLP step on 4 devices: 94 ms with 2 BLAS
-        # threads, 8 ms with 1, at load 5 on 2 cores).
-        with _blas_threads_per_device(n):
+        # threads, 8 ms with 1, at load 5 on 2 cores).  On several threads the BLAS threads
+        # are divided among those.
+        with _blas_threads_per_device(fibers.threads if fibers.parallel else n):
             fibers.run(device)
     elif threads is not None:
         if threads.n != n:
@@ -163,7 +216,8 @@ def run_devices(module: Module, device_args: list[list], grid: DeviceGrid,
     def work(d: int, rendezvous: Rendezvous):
         ctx = make_context(d)
         ctx.spmd = Place(grid, d, rendezvous)
-        if n > 1 and not isinstance(threads, DeviceFibers) and _cuda_simulated(ctx):
+        one_thread = isinstance(threads, DeviceFibers) and not threads.parallel
+        if n > 1 and not one_thread and _cuda_simulated(ctx):
             _simulator_turns(ctx)
         args = [a if isinstance(a, tuple) else np.asarray(a) for a in device_args[d]]
         with np.errstate(all="ignore"):  # as one device runs (errstate is per thread)

@@ -1,0 +1,44 @@
+"""A small loop fusion runs interpreted until its run context has called it HOT_CALLS times,
+then as the serial compiled loop (cpu/fused_loop.py): our own policy; the values must not
+change when it switches."""
+from __future__ import annotations
+
+import numpy as np
+
+from xlaplug.backends.cpu import fused_loop
+from xlaplug.backends.executor import ExecContext
+from xlaplug.hlo.text.parser import parse_module
+
+_TEXT = """HloModule m
+f {
+  a = f32[64,64] parameter(0)
+  b = f32[64,64] parameter(1)
+  d = f32[64,64] subtract(a, b)
+  c = f32[] constant(0.00048828125)
+  k = f32[64,64] broadcast(c), dimensions={}
+  ROOT m = f32[64,64] multiply(d, k)
+}
+ENTRY e {
+  a = f32[64,64] parameter(0)
+  b = f32[64,64] parameter(1)
+  ROOT r = f32[64,64] fusion(a, b), kind=kLoop, calls=f
+}
+"""
+
+
+def test_a_small_fusion_compiles_once_hot_with_the_same_values():
+    module = parse_module(_TEXT)
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((64, 64)).astype(np.float32) for _ in range(2))
+    a[0, :4] = [1e-39, -1e-39, np.nan, np.inf]  # subnormals flush, as XLA:CPU does
+    ctx = ExecContext("cpu", {})
+    plans = ctx.kernel_cache.table("_fused_small_plans")
+    outs = []
+    for call in range(fused_loop.HOT_CALLS + 2):
+        outs.append(ctx.run(module.entry, [a, b]).tobytes())
+        assert (len(plans) > 0) == (call >= fused_loop.HOT_CALLS), call
+    assert len(set(outs)) == 1
+    interpreted = ExecContext("cpu", {"interpret_loops": True})
+    for _ in range(fused_loop.HOT_CALLS + 2):
+        assert interpreted.run(module.entry, [a, b]).tobytes() == outs[0]
+    assert not interpreted.kernel_cache.table("_fused_small_plans")
