@@ -207,16 +207,22 @@ ENTRY e {
 """
 
 
-def test_two_devices_per_rank_match_threads(tmp_path):
-    hlo = tmp_path / "per_rank.hlo"
-    hlo.write_text(PER_RANK)
-    threads = xlaplug("run", hlo, "--seed", 3, "--out", tmp_path / "threads.npz")
+def _threads_then_mpi(tmp_path, name: str, text: str, seed: int, ranks: int):
+    """(stdout of the MPI run, threads' outputs, MPI's): one module run in one process,
+    then by `ranks` MPI processes expecting the first run's outputs."""
+    hlo = tmp_path / f"{name}.hlo"
+    hlo.write_text(text)
+    threads = xlaplug("run", hlo, "--seed", seed, "--out", tmp_path / "threads.npz")
     assert threads.returncode == 0, threads.stderr
-    p = xlaplug("run", hlo, "--seed", 3, "--out", tmp_path / "mpi.npz", "--expect",
-                tmp_path / "threads.npz", mpi=2)
+    p = xlaplug("run", hlo, "--seed", seed, "--out", tmp_path / "mpi.npz", "--expect",
+                tmp_path / "threads.npz", mpi=ranks)
     assert p.returncode == 0, p.stderr
-    assert "all 7 outputs of 4 devices match" in p.stdout, p.stdout
-    want, got = np.load(tmp_path / "threads.npz"), np.load(tmp_path / "mpi.npz")
+    return p.stdout, np.load(tmp_path / "threads.npz"), np.load(tmp_path / "mpi.npz")
+
+
+def test_two_devices_per_rank_match_threads(tmp_path):
+    out, want, got = _threads_then_mpi(tmp_path, "per_rank", PER_RANK, 3, 2)
+    assert "all 7 outputs of 4 devices match" in out, out
     assert sorted(got) == sorted(want)
     for k in want:  # rank-order reductions: the same bits as threads in one process
         assert got[k].tobytes() == want[k].tobytes(), k
@@ -242,14 +248,7 @@ ENTRY e {
 def test_rank_0_values_over_mpi_match_threads(tmp_path):
     # Scalars keep their rank through MPI's one-call all-reduce and its fused buffers (the
     # threads' results are checked against XLA's: test_spmd_collectives, rank_0_operands).
-    hlo = tmp_path / "rank_0.hlo"
-    hlo.write_text(RANK_0)
-    threads = xlaplug("run", hlo, "--seed", 5, "--out", tmp_path / "threads.npz")
-    assert threads.returncode == 0, threads.stderr
-    p = xlaplug("run", hlo, "--seed", 5, "--out", tmp_path / "mpi.npz", "--expect",
-                tmp_path / "threads.npz", mpi=4)
-    assert p.returncode == 0, p.stderr
-    want, got = np.load(tmp_path / "threads.npz"), np.load(tmp_path / "mpi.npz")
+    _, want, got = _threads_then_mpi(tmp_path, "rank_0", RANK_0, 5, 4)
     for k in want:  # (a float sum in one MPI call is rounded in MPI's order: 1 ULP)
         assert got[k].shape == want[k].shape == (4,), k
         assert np.allclose(got[k], want[k], rtol=1e-6, atol=0), k
