@@ -303,3 +303,41 @@ ALLREDUCE_BIG = ALLREDUCE.format(n=4, g=32).split("ENTRY")[0] + """ENTRY e {
   ROOT r = f32[65536] all-reduce(x), replica_groups={}, to_apply=add
 }
 """
+
+
+COUNT_CALLS = r"""
+import numpy as np
+from xlaplug.backends.spmd.groups import DeviceGrid
+from xlaplug.backends.spmd.mpi import MpiTransport
+from xlaplug.backends.spmd.runner import collective_groups
+from xlaplug.hlo.text.parser import parse_module
+m = parse_module('''HloModule m, replica_count=2
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[4] parameter(0)
+  ROOT r = f32[4] all-reduce(x), replica_groups={}, to_apply=add
+}''')
+t = MpiTransport(timeout=20)
+t.prepare(collective_groups(m, DeviceGrid(2, 1)))
+ins = m.entry.root
+for _ in range(3):  # a plugin communicator's path: one small array per call
+    out = t.allreduce(t.rank, ins, (0, 1), [np.ones(4, np.float32)], "add")[0]
+assert out.tolist() == [2.0] * 4
+print(t.rank, t._calls[ins.name])
+"""
+
+
+def test_the_transport_counts_each_all_reduce_once(tmp_path):
+    # The call number names a collective in the timeout messages ("all-reduce 'r' (call
+    # 3)"): three calls through MpiTransport.allreduce are calls 1, 2 and 3 on every rank.
+    script = tmp_path / "count.py"
+    script.write_text(COUNT_CALLS)
+    p = subprocess.run([_mpiexec(), "-n", "2", sys.executable, str(script)],
+                       capture_output=True, text=True, timeout=60, env=_env(),
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stderr
+    assert sorted(p.stdout.split("\n")[:2]) == ["0 3", "1 3"], p.stdout

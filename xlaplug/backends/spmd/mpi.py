@@ -237,12 +237,11 @@ class MpiTransport:
     def allreduce(self, device: int, ins, group, arrays: list[np.ndarray], op: str) -> list:
         """One MPI reduction over the group for all `arrays` (fused into one buffer when they
         share a dtype, as Horovod's tensor fusion does)."""
-        MPI = self.MPI
         mpi_op = self.mpi_op(op)
-        call = self._enter(ins)
         comm = self._comm(ins, group)
         if len(arrays) == 1 and arrays[0].nbytes < _BLOCKING_BYTES:
-            return [self.allreduce_one(comm, ins, group, mpi_op)(arrays[0])]
+            return [self.allreduce_one(comm, ins, group, mpi_op)(arrays[0])]  # counts the call
+        call = self._enter(ins)
         out: list[Any] = [None] * len(arrays)
         by_dtype: dict[np.dtype, list[int]] = {}
         for i, a in enumerate(arrays):
