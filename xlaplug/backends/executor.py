@@ -14,6 +14,7 @@ import numpy as np
 from ..hlo.ir import Computation, Instruction, Module
 from ..hlo.opcodes import RUNTIME_CUSTOM_CALLS
 from .common.errors import ExecutionError
+from .cpu.denormals import FLUSHED_OPCODES, env_for, flushing
 from .kernel_cache import KernelCache
 from .registry import lookup
 from .thunks import ThunkSequence, build_sequence
@@ -49,7 +50,6 @@ class ExecContext:
         from .device import memory_for
         self.memory = memory_for(device)
         # FTZ and DAZ around the kernels where XLA:CPU flushes (cpu/denormals.py).
-        from .cpu.denormals import env_for
         self._fp_env = env_for(device)
 
     def resolve(self, ins: Instruction) -> Callable | None:
@@ -65,10 +65,8 @@ class ExecContext:
             return None
         if fn is None:
             fn = lookup(ins.opcode, self.device)
-            if fn is not None and self._fp_env is not None:
-                from .cpu.denormals import FLUSHED_OPCODES, flushing
-                if ins.opcode in FLUSHED_OPCODES:
-                    fn = flushing(fn, self._fp_env)
+            if fn is not None and self._fp_env is not None and ins.opcode in FLUSHED_OPCODES:
+                fn = flushing(fn, self._fp_env)
         return None if fn is None else self.memory.adapt_kernel(ins, fn)
 
     def sequence(self, comp: Computation) -> ThunkSequence:

@@ -92,8 +92,12 @@ class DeviceFibers:
         """Whether devices run at once (on several threads)."""
         return self.threads > 1
 
+    def slot_of(self, device: int) -> int:
+        """The thread slot that runs `device` (blocks of consecutive devices)."""
+        return device * self.threads // self.n
+
     def devices_of(self, slot: int) -> list[int]:
-        return [d for d in range(self.n) if d * self.threads // self.n == slot]
+        return [d for d in range(self.n) if self.slot_of(d) == slot]
 
     def condition(self, lock) -> _Condition:
         return _Condition(lock, self)
@@ -194,7 +198,7 @@ class DeviceFibers:
         return self._fibers[slot]
 
     def _serve(self, d: int) -> None:
-        slot = d * self.threads // self.n
+        slot = self.slot_of(d)
         job = self._hubs[slot].switch()
         while True:
             job(d)

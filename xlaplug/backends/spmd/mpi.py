@@ -286,7 +286,7 @@ class MpiTransport:
         name, contiguous, give_up_core = ins.name, np.ascontiguousarray, os.sched_yield
 
         def run(a: np.ndarray) -> np.ndarray:
-            call = calls.get(name, 0)
+            call = calls.get(name, 0)  # _enter's bookkeeping, inline
             calls[name] = call + 1
             self.where = (ins, call)
             shape = a.shape  # (ascontiguousarray makes a rank-0 array rank 1)

@@ -1,8 +1,8 @@
 """Every device of the grid runs the module at once -- a thread each, or as fibers taking
 turns on one thread (or on one thread per core) when its arrays are small (`devices_for`)
--- the devices meeting at collectives through a `Rendezvous`.  An error on one device stops all of them
-and is reported once, naming the device; a device stuck at a collective ends with the
-rendezvous's timeout error, so a run never hangs."""
+-- the devices meeting at collectives through a `Rendezvous`.  An error on one device
+stops all of them and is reported once, naming the device; a device stuck at a collective
+ends with the rendezvous's timeout error, so a run never hangs."""
 from __future__ import annotations
 
 import contextlib
