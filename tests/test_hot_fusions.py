@@ -42,3 +42,28 @@ def test_a_small_fusion_compiles_once_hot_with_the_same_values():
     for _ in range(fused_loop.HOT_CALLS + 2):
         assert interpreted.run(module.entry, [a, b]).tobytes() == outs[0]
     assert not interpreted.kernel_cache.table("_fused_small_plans")
+
+
+def test_a_tiny_fusion_calls_its_body_a_larger_one_inlines_it():
+    # Below INLINE_FROM_ELEMENTS the serial loop calls the body's functions (half the cold
+    # compile); from there it inlines them, so that the loop vectorizes.  Same values.
+    from xlaplug.backends.cpu.jit_cache import scalar_piece
+    tiny = parse_module(_TEXT.replace("64,64", "8,8"))
+    comp = tiny.entry.root.attrs["calls"][0]
+    assert 'inline="always"' not in scalar_piece(comp, "F", elementwise=True, inline=False)[0]
+    assert 'inline="always"' in scalar_piece(comp, "F", elementwise=True)[0]
+    a, b = (np.random.default_rng(1).standard_normal((8, 8)).astype(np.float32)
+            for _ in range(2))
+    ctx = ExecContext("cpu", {})
+    for _ in range(fused_loop.HOT_CALLS + 1):
+        got = ctx.run(tiny.entry, [a, b])
+    assert ctx.kernel_cache.table("_fused_tiny_plans")
+    assert not ctx.kernel_cache.table("_fused_small_plans")
+    interpreted = ExecContext("cpu", {"interpret_loops": True}).run(tiny.entry, [a, b])
+    assert got.tobytes() == interpreted.tobytes()
+    large = ExecContext("cpu", {})
+    module = parse_module(_TEXT)  # 4096 elements: inlined
+    for _ in range(fused_loop.HOT_CALLS + 1):
+        large.run(module.entry, [np.ones((64, 64), np.float32)] * 2)
+    assert large.kernel_cache.table("_fused_small_plans")
+    assert not large.kernel_cache.table("_fused_tiny_plans")
