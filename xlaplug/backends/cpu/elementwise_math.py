@@ -22,25 +22,6 @@ from . import elementwise_complex as C
 from . import elementwise_loops as L
 
 
-def _erf64(x):
-    return _erf_ufunc()(x)
-
-
-_ERF = None
-
-
-def _erf_ufunc():
-    global _ERF
-    if _ERF is None:
-        import numba
-
-        @numba.vectorize(["float64(float64)"], cache=True)
-        def erf(v):
-            return math.erf(v)
-        _ERF = erf
-    return _ERF
-
-
 def _via64(fn):
     """A libm-like function: f32 computed in f64 then rounded (closer to XLA's f32 kernels
     than numpy's own f32 loops)."""
@@ -69,38 +50,65 @@ def _log1p(x):
 
 
 def _exp(x):
-    """f32: XLA:CPU's own exp (common.scalar_float._xexp32); f64: libm's."""
-    return _f32_loop("exp", x) if x.dtype == F32 else np.exp(x)
+    """f32: XLA:CPU's own exp (common.scalar_float._xexp32); f64: libm's; f16 (logistic and
+    expm1 step in f16): the f32 exp, rounded."""
+    return _by_width(x, "exp", "math.exp")
+
+
 def _log(x):
     """f32: XLA:CPU's own log (common.scalar_float._xlog32: Cephes' logf, FMAs);
     f64: libm's."""
-    return _f32_loop("log", x) if x.dtype == F32 else np.log(x)
+    return _by_width(x, "log", "math.log")
 
 
 def _tanh(x):
     """f32: XLA:CPU's own approximation, bit for bit (see common.scalar_float._xtanh32
     for the formula); f64: libm's."""
-    return _f32_loop("tanh", x) if x.dtype == F32 else np.tanh(x)
+    return _by_width(x, "tanh", "math.tanh")
+
+
+def _by_width(x, name: str, f64_fn: str):
+    if x.dtype == F64:
+        return _libm(f64_fn)(x)
+    if x.dtype == F32:
+        return _f32_loop(name, x)
+    return _f32_loop(name, x.astype(F32)).astype(x.dtype)
 
 
 def _f32_loop(name: str, x, f64: bool = False):
     """XLA:CPU's f32 `name` (an `_x{name}32` scalar helper; with `f64`, `_x{name}` on an f64
-    array) over an array, as a numba loop in a generated module cached on disk
+    array) over an array."""
+    helper = f"_x{name}" if f64 else f"_x{name}32"
+    return _scalar_loop(helper, x, F64 if f64 else F32)
+
+
+def _libm(fn: str):
+    """An f64 function as a scalar call in a loop (C's libm, or a scalar helper such as
+    `_xcbrt`).  numpy's own f64 loops are not used: on AVX-512 machines numpy calls Intel's
+    SVML for exp, log, sin, cos, tan, tanh and cbrt, which rounds differently from libm, so
+    the same module would give other bits on another CPU (and other bits fused and
+    unfused: the fused loops call libm)."""
+    return lambda x: _scalar_loop(fn, x, F64)
+
+
+def _scalar_loop(fn: str, x, out_dtype):
+    """`out[i] = fn(x[i])` as a numba loop in a generated module cached on disk
     (jit_cache.py): a later process loads the machine code instead of compiling it
     (numba's start-up stays off the import path)."""
     from .jit_cache import cached_function
-    helper = f"_x{name}" if f64 else f"_x{name}32"
     # error_model="numpy": numba's default checks every float division for a zero divisor,
     # a branch that keeps the loop from vectorizing (tanh: 120 us for 32k values, 10 us
     # vectorized); the helpers divide as IEEE does and want no exception.
     loop = cached_function(f"def loop(x, out):\n    for i in range(x.shape[0]):\n"
-                           f"        out[i] = {helper}(x[i])\n", {}, "loop", nogil=True,
+                           f"        out[i] = {fn}(x[i])\n", {}, "loop", nogil=True,
                            error_model="numpy")
-    out = np.empty(x.size, F64 if f64 else F32)
+    out = np.empty(x.size, out_dtype)
     loop(np.ascontiguousarray(x).reshape(-1), out)
     return out.reshape(x.shape)
-_sin = _via64(np.sin)
-_cos = _via64(np.cos)
+
+
+_sin = _via64(_libm("math.sin"))
+_cos = _via64(_libm("math.cos"))
 
 
 def _rsqrt(x):
@@ -132,12 +140,12 @@ FLOAT_UNARY = {
     "logistic": _logistic,
     "sqrt": np.sqrt,
     "rsqrt": _rsqrt,
-    "cbrt": _via64(np.cbrt),
+    "cbrt": _via64(_libm("_xcbrt")),
     "sine": _sin,
     "cosine": _cos,
-    "tan": _via64(np.tan),
+    "tan": _via64(_libm("math.tan")),
     "tanh": _tanh,
-    "erf": _via64(_erf64),
+    "erf": _via64(_libm("math.erf")),
     "floor": np.floor,
     "ceil": np.ceil,
     "round-nearest-even": np.rint,

@@ -34,7 +34,7 @@ from ..common.errors import ExecutionError
 from ..common.plans import physical_order, row_strides
 from ..registry import kernel as _kernel
 from .launch import (NARROW_TYPES, cuda_module, device_dtype, device_empty, device_zeros, flat,
-                     jit_source, launch_1d)
+                     jit_source, launch_stride_loop)
 
 
 def kernel(*opcodes):
@@ -116,8 +116,7 @@ def int64_namespace() -> dict:
 # gather form reads there, the scatter form writes there.
 _OFFSET_KERNEL = """
 def {name}(out, x, n, dims, strides, base):
-    i = cuda.grid(1)
-    if i < n:
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
         rem = i
         off = base
         for d in range(len(dims) - 1, -1, -1):
@@ -131,22 +130,19 @@ _PUT = _OFFSET_KERNEL.format(name="put", move="out[off] = x[i]")
 
 _COPY = """
 def copy(out, x, n):
-    i = cuda.grid(1)
-    if i < n:
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
         out[i] = x[i]
 """
 
 _FILL = """
 def fill(out, n, v):
-    i = cuda.grid(1)
-    if i < n:
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
         out[i] = v
 """
 
 _FILL_FROM = """
 def fill_from(out, n, v):
-    i = cuda.grid(1)
-    if i < n:
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
         out[i] = v[0]
 """
 
@@ -157,7 +153,7 @@ def launch_strided(out, x, odims, sstrides, base=0):
     if n == 0:
         return out
     k = src_kernel("strided", _STRIDED, "strided")
-    launch_1d(k, n, flat(out), flat(x), n, tup(odims, 1), tup(sstrides, 0), int(base))
+    launch_stride_loop(k, n, flat(out), flat(x), n, tup(odims, 1), tup(sstrides, 0), int(base))
     return out
 
 
@@ -166,7 +162,7 @@ def launch_put(out, x, idims, dst_strides, base=0):
     if n == 0:
         return out
     k = src_kernel("put", _PUT, "put")
-    launch_1d(k, n, flat(out), flat(x), n, tup(idims, 1), tup(dst_strides, 0), int(base))
+    launch_stride_loop(k, n, flat(out), flat(x), n, tup(idims, 1), tup(dst_strides, 0), int(base))
     return out
 
 
@@ -174,7 +170,7 @@ def copy_contiguous(out, x):
     """Element copy of a contiguous device array into `out` (same number of elements)."""
     n = size_of(out.shape)
     if n:
-        launch_1d(src_kernel("copy", _COPY, "copy"), n, flat(out), flat(x), n)
+        launch_stride_loop(src_kernel("copy", _COPY, "copy"), n, flat(out), flat(x), n)
     return out
 
 
@@ -182,7 +178,7 @@ def fill_value(out, value):
     """Every element of `out` = a host constant (an int/float/bool known before launch)."""
     n = size_of(out.shape)
     if n:
-        launch_1d(src_kernel("fill", _FILL, "fill"), n, flat(out), n, value)
+        launch_stride_loop(src_kernel("fill", _FILL, "fill"), n, flat(out), n, value)
     return out
 
 
@@ -190,7 +186,7 @@ def fill_from_device(out, scalar):
     """Every element of `out` = the one element of the device array `scalar`."""
     n = size_of(out.shape)
     if n:
-        launch_1d(src_kernel("fill_from", _FILL_FROM, "fill_from"), n, flat(out), n,
+        launch_stride_loop(src_kernel("fill_from", _FILL_FROM, "fill_from"), n, flat(out), n,
                   flat(scalar))
     return out
 
@@ -263,8 +259,7 @@ def _slice(ins, args, ctx):
 # gathers from there, dynamic-update-slice scatters the update there.
 _DYN_OFFSET_KERNEL = """
 def {name}(out, x, n, dims, strides, hi, {{starts}}):
-    i = cuda.grid(1)
-    if i < n:
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
 {{start_code}}        rem = i
         off = 0
         for d in range(len(dims) - 1, -1, -1):
@@ -311,7 +306,7 @@ def _dynamic_slice(ins, args, ctx):
         return copy_contiguous(out, x)
     hi = [max(d - z, 0) for d, z in zip(x.shape, sizes)]
     k = _dynamic_kernel(_DYN_SLICE, "dyn_slice", rank, len(starts))
-    launch_1d(k, n, flat(out), flat(x), n, tup(ins.shape.dims, 1), tup(row_strides(x.shape)),
+    launch_stride_loop(k, n, flat(out), flat(x), n, tup(ins.shape.dims, 1), tup(row_strides(x.shape)),
               tup(hi), *starts)
     return out
 
@@ -332,15 +327,14 @@ def _dynamic_update_slice(ins, args, ctx):
         return copy_contiguous(out, upd)
     hi = [max(d - z, 0) for d, z in zip(x.shape, upd.shape)]
     k = _dynamic_kernel(_DYN_UPDATE, "dyn_update", rank, len(starts))
-    launch_1d(k, n, flat(out), flat(upd), n, tup(upd.shape), tup(row_strides(x.shape)),
+    launch_stride_loop(k, n, flat(out), flat(upd), n, tup(upd.shape), tup(row_strides(x.shape)),
               tup(hi), *starts)
     return out
 
 
 _PAD = """
 def pad(out, x, pv, n, odims, lo, step, xdims, xst):
-    i = cuda.grid(1)
-    if i < n:
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
         rem = i
         src = 0
         inside = True
@@ -377,7 +371,7 @@ def _pad(ins, args, ctx):
     if size_of(x.shape) == 0:
         return fill_from_device(out, pv)
     k = src_kernel("pad", _PAD, "pad")
-    launch_1d(k, n, flat(out), flat(x), flat(pv), n, tup(ins.shape.dims, 1),
+    launch_stride_loop(k, n, flat(out), flat(x), flat(pv), n, tup(ins.shape.dims, 1),
               tup([p[0] for p in pads], 0), tup([p[2] + 1 for p in pads], 1),
               tup(x.shape, 1), tup(row_strides(x.shape), 0))
     return out
@@ -401,22 +395,19 @@ def _concatenate(ins, args, ctx):
 
 _IOTA = """
 def iota(out, n, stride, size):
-    i = cuda.grid(1)
-    if i < n:
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
         out[i] = (i // stride) % size
 """
 
 _IOTA_PRED = """
 def iota(out, n, stride, size):
-    i = cuda.grid(1)
-    if i < n:
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
         out[i] = (i // stride) % size != 0
 """
 
 _IOTA_F16 = """
 def iota(out, n, stride, size):
-    i = cuda.grid(1)
-    if i < n:
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
         out[i] = float32((i // stride) % size)
 """
 
@@ -441,18 +432,17 @@ def _iota(ins, args, ctx):
         # static_cast<T>(index) wraps; the simulator's numpy stores would refuse the
         # out-of-range Python int, so go through s64 and a wrapping narrowing copy.
         wide = cuda_module().device_array(out.shape, np.int64)
-        launch_1d(src_kernel("iota", _IOTA, "iota"), n, flat(wide), n, stride, size)
+        launch_stride_loop(src_kernel("iota", _IOTA, "iota"), n, flat(wide), n, stride, size)
         return _wrap_copy(out, wide)
     else:
         k = src_kernel("iota", _IOTA, "iota")
-    launch_1d(k, n, flat(out), n, stride, size)
+    launch_stride_loop(k, n, flat(out), n, stride, size)
     return out
 
 
 _WRAP = """
 def wrap(out, x, n, bits, signed):
-    i = cuda.grid(1)
-    if i < n:
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
         v = x[i] & ((1 << bits) - 1)
         if signed and v >= (1 << (bits - 1)):
             v -= 1 << bits
@@ -463,7 +453,7 @@ def wrap(out, x, n, bits, signed):
 def _wrap_copy(out, wide):
     dt = np.dtype(out.dtype)
     n = size_of(out.shape)
-    launch_1d(src_kernel("wrap", _WRAP, "wrap"), n, flat(out), flat(wide), n,
+    launch_stride_loop(src_kernel("wrap", _WRAP, "wrap"), n, flat(out), flat(wide), n,
               dt.itemsize * 8, dt.kind == "i")
     return out
 

@@ -5,8 +5,7 @@ Each kernel body is the SCALAR_OPS expression (common/scalar_ops.py) of the op -
 same templates scalar_jit inlines into numba loops on the CPU -- evaluated per element:
 
     def _ew(out, a0, a1):
-        i = cuda.grid(1)
-        if i < out.shape[0]:
+        for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):   # grid-stride
             x0 = np.float32(a0[i])           # operand -> its compute type (f16 as f32)
             x1 = np.float32(a1[0])           # a broadcast scalar operand reads element 0
             out[i] = <expression over x0, x1>  # stored in the result's dtype
@@ -42,7 +41,7 @@ from ..common.scalar_base import NARROW_FORMATS
 from ..common.errors import ExecutionError
 from ..registry import kernel
 from .launch import (NARROW_TYPES, device_empty, elementwise_launch, flat, jit_source,
-                     simulating)
+                     simulating, stride_loop)
 from .scalar_cuda import cuda_namespace
 
 # opcodes.ELEMENTWISE less copy (data_movement.py's), map (reductions.py's) and erf-inv (no
@@ -171,11 +170,12 @@ def kernel_source(op: str, operands: tuple[str, ...], result: str, attrs: dict,
     for ln in em.lines:
         body.extend(ln.split("\n"))
     body.append(f"out[i] = {expr}")
-    ind = " " * (16 if sim else 8)
     args = "".join(f", a{k}" for k in range(len(operands)))
-    head = [f"def _ew(out{args}):", "    i = cuda.grid(1)", "    if i < out.shape[0]:"]
+    head = [f"def _ew(out{args}):"]
     if sim:  # numpy scalars warn on wrap-around / NaN: not a GPU's behaviour
-        head.append("        with _np_real.errstate(all='ignore'):")
+        head.append("    with _np_real.errstate(all='ignore'):")
+    head.append(" " * (4 * len(head)) + stride_loop("out.shape[0]"))
+    ind = " " * (4 * len(head))
     return "\n".join(head + [ind + ln for ln in body]) + "\n", em.consts
 
 
@@ -252,7 +252,7 @@ _RP = {"f16": (16, 5, 10), "f32": (32, 8, 23), "f64": (64, 11, 52)}
 
 
 def _reduce_precision_source(n: int, e: int, m: int, eb: int, mb: int) -> str:
-    lines = ["def _ew(out, a0):", "    i = cuda.grid(1)", "    if i < out.shape[0]:",
+    lines = ["def _ew(out, a0):", "    " + stride_loop("out.shape[0]"),
              f"        out[i] = np.uint{n}(_xreduce_prec(np.uint64(a0[i]), {n}, {e}, {m}, "
              f"{eb}, {mb}))"]
     return "\n".join(lines) + "\n"

@@ -2,11 +2,10 @@
 
 The CPU's cpu/fused_loop.py, on the device: the fused computation becomes a numba.cuda
 device function of one scalar per parameter (scalar_cuda, elementwise mode: the same
-SCALAR_OPS code and FMA contraction), and one thread per element calls it:
+SCALAR_OPS code and FMA contraction), and each thread calls it on its elements:
 
     def fk(N, out, a0, s1):
-        i = cuda.grid(1)
-        if i < N:
+        for i in range(cuda.grid(1), N, cuda.gridsize(1)):   # grid-stride
             out[i] = fn(a0[i], s1[0])      # a0: an array parameter, s1: a one-element one
 
 so a chain of elementwise ops is one launch and one pass over device memory.  Other
@@ -17,7 +16,7 @@ from __future__ import annotations
 
 from ..common.fusion_contents import DEFAULT_MIN_ELEMENTS, element_index, loop_plan
 from ..registry import kernel
-from .launch import device_empty, flat, launch_1d
+from .launch import device_empty, flat, launch_stride_loop, stride_loop
 from .reductions import _type_key, gen_kernel, load
 
 
@@ -41,9 +40,8 @@ def _fusion(ins, args, ctx):
     loads = ", ".join(load(x, "0" if r == "scalar" else element_index(r), a.dtype)
                       for x, r, a in zip(names, roles, args))
     src = "\n".join([f"def fk(N, out{''.join(', ' + x for x in names)}):",
-                     "    i = cuda.grid(1)",
-                     "    if i < N:",
+                     "    " + stride_loop("N"),
                      f"        out[i] = fn({loads})"]) + "\n"
     k = gen_kernel(("fusion", roles, _type_key(args)), src, "fk", {"fn": fn})
-    launch_1d(k, n, n, flat(out), *[flat(a) for a in args])
+    launch_stride_loop(k, n, n, flat(out), *[flat(a) for a in args])
     return out

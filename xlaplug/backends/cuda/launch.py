@@ -15,14 +15,18 @@ Stable API (other CUDA kernel modules import these):
   flat(arr)                     a contiguous device array as a 1-d view (rank 0 -> 1 element)
   grid_1d(n, threads=256)       (blocks, threads_per_block) covering n elements
   launch_1d(kernel, n, *args)   kernel[grid_1d(n)](*args); nothing when n == 0
+  stride_loop(n)                the header line of a grid-stride loop over range(n)
+  launch_stride_loop(kernel, n, *args)
+                                launch_1d for a kernel written as a stride_loop: under
+                                the simulator a few threads loop over all n elements
   jit_source(src, name, ns)     cuda.jit of a function defined by generated source
   elementwise_launch(kernel, out, *operands)
                                 launches a kernel(out_flat, *operand_flats) over out.size
                                 elements (operands flattened; a 1-element operand stands
                                 for a broadcast scalar -- the kernel indexes it at 0)
 
-Kernels written against these use grid-stride loops or `if i < n` guards: grid_1d gives
-enough blocks for one element per thread, never fewer.
+Kernels use `if i < n` guards, for which grid_1d gives enough blocks for one element per
+thread, or grid-stride loops (stride_loop, launched by launch_stride_loop).
 """
 from __future__ import annotations
 
@@ -139,14 +143,41 @@ def launch_1d(kernel, n: int, *args, threads: int = 256) -> None:
     kernel[blocks, tpb](*args)
 
 
+def stride_loop(n: str) -> str:
+    """The first line of a grid-stride loop over range(n) (a kernel's source text): thread
+    t of T takes elements t, t + T, ..."""
+    return f"for i in range(cuda.grid(1), {n}, cuda.gridsize(1)):"
+
+
+# The simulator starts a Python thread per CUDA thread (~170 us each: most of a simulated
+# test's time, far more than the kernel bodies).  A grid-stride kernel there runs on two
+# blocks of a few threads, so the loop still steps across blocks and threads.
+SIM_STRIDE_BLOCKS, SIM_STRIDE_THREADS = 2, 4
+
+
+def launch_stride_loop(kernel, n: int, *args, threads: int = 256) -> None:
+    """Launch a kernel written as a stride_loop over n elements: on a GPU one element per
+    thread (grid_1d), under the simulator SIM_STRIDE_BLOCKS x SIM_STRIDE_THREADS threads;
+    a no-op for n == 0."""
+    if n <= 0:
+        return
+    if simulating():
+        tpb = min(SIM_STRIDE_THREADS, n)
+        blocks = min(SIM_STRIDE_BLOCKS, -(-n // tpb))
+    else:
+        blocks, tpb = grid_1d(n, threads)
+    kernel[blocks, tpb](*args)
+
+
 def elementwise_launch(kernel, out, *operands, threads: int = 256):
-    """Launch kernel(out_flat, *operand_flats) over out's elements; returns out.
+    """Launch kernel(out_flat, *operand_flats), a stride_loop over out's elements; returns
+    out.
 
     Operands are flattened (their size is out.size, or 1 for a broadcast scalar that the
     kernel reads at index 0)."""
     n = int(np.prod(out.shape)) if out.shape else 1
     if n:
-        launch_1d(kernel, n, flat(out), *(flat(a) for a in operands), threads=threads)
+        launch_stride_loop(kernel, n, flat(out), *(flat(a) for a in operands), threads=threads)
     return out
 
 
@@ -171,8 +202,7 @@ _ZERO_KERNEL = None
 
 _ZERO_SRC = """
 def zero(out):
-    i = cuda.grid(1)
-    if i < out.size:
+    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
         out[i] = 0
 """
 
@@ -181,9 +211,9 @@ def _fill_zero(out_flat) -> None:
     global _ZERO_KERNEL
     if _ZERO_KERNEL is None:
         _ZERO_KERNEL = jit_source(_ZERO_SRC, "zero")
-    launch_1d(_ZERO_KERNEL, out_flat.shape[0], out_flat)
+    launch_stride_loop(_ZERO_KERNEL, out_flat.shape[0], out_flat)
 
 
 __all__ = ["NARROW_TYPES", "SUPPORTED_TYPES", "device_dtype", "cuda_module", "device_empty", "device_zeros",
            "elementwise_launch", "flat", "grid_1d", "is_device_array", "jit_source", "launch_1d",
-           "simulating"]
+           "launch_stride_loop", "simulating", "stride_loop"]

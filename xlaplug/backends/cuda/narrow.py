@@ -30,7 +30,8 @@ from ..common.scalar_base import NARROW_FORMATS
 from ..common.errors import ExecutionError
 from .data_movement import cached_kernel
 from .elementwise import OPCODES as ELEMENTWISE
-from .launch import NARROW_TYPES, cuda_module, elementwise_launch, flat, jit_source
+from .launch import (NARROW_TYPES, cuda_module, elementwise_launch, flat, jit_source,
+                     stride_loop)
 from .scalar_cuda import cuda_namespace
 
 # Opcodes whose narrow results are canonical by construction (no rounding pass): the
@@ -59,8 +60,7 @@ def _round_source(t: str) -> str:
         w = D.bit_width(t)
         value = (f"np.int8(_xws(np.int64(x[i]), {w}))" if D.is_signed(t) else
                  f"np.uint8(np.uint64(x[i]) & np.uint64({(1 << w) - 1}))")
-    return ("def canon(x):\n    i = cuda.grid(1)\n    if i < x.shape[0]:\n"
-            f"        x[i] = {value}\n")
+    return f"def canon(x):\n    {stride_loop('x.shape[0]')}\n        x[i] = {value}\n"
 
 
 def round_in_place(arr, t: str):
@@ -151,8 +151,7 @@ def conversion_kernel(t: str, from_bits: bool):
     ns = {"MASK": (1 << w) - 1, "W": w}
     if form == "float":
         ns["TABLE"], ns["NAN"] = _table(t)
-    src = ("def conv(out, x):\n    i = cuda.grid(1)\n    if i < out.shape[0]:\n"
-           f"        {body}\n")
+    src = f"def conv(out, x):\n    {stride_loop('out.shape[0]')}\n        {body}\n"
     return _kernel(("from" if from_bits else "to", t), src, "conv", ns)
 
 
