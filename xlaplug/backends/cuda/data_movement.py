@@ -187,7 +187,7 @@ def fill_from_device(out, scalar):
     n = size_of(out.shape)
     if n:
         launch_stride_loop(src_kernel("fill_from", _FILL_FROM, "fill_from"), n, flat(out), n,
-                  flat(scalar))
+                           flat(scalar))
     return out
 
 
@@ -306,8 +306,8 @@ def _dynamic_slice(ins, args, ctx):
         return copy_contiguous(out, x)
     hi = [max(d - z, 0) for d, z in zip(x.shape, sizes)]
     k = _dynamic_kernel(_DYN_SLICE, "dyn_slice", rank, len(starts))
-    launch_stride_loop(k, n, flat(out), flat(x), n, tup(ins.shape.dims, 1), tup(row_strides(x.shape)),
-              tup(hi), *starts)
+    launch_stride_loop(k, n, flat(out), flat(x), n, tup(ins.shape.dims, 1),
+                       tup(row_strides(x.shape)), tup(hi), *starts)
     return out
 
 
@@ -328,7 +328,7 @@ def _dynamic_update_slice(ins, args, ctx):
     hi = [max(d - z, 0) for d, z in zip(x.shape, upd.shape)]
     k = _dynamic_kernel(_DYN_UPDATE, "dyn_update", rank, len(starts))
     launch_stride_loop(k, n, flat(out), flat(upd), n, tup(upd.shape), tup(row_strides(x.shape)),
-              tup(hi), *starts)
+                       tup(hi), *starts)
     return out
 
 
@@ -372,8 +372,8 @@ def _pad(ins, args, ctx):
         return fill_from_device(out, pv)
     k = src_kernel("pad", _PAD, "pad")
     launch_stride_loop(k, n, flat(out), flat(x), flat(pv), n, tup(ins.shape.dims, 1),
-              tup([p[0] for p in pads], 0), tup([p[2] + 1 for p in pads], 1),
-              tup(x.shape, 1), tup(row_strides(x.shape), 0))
+                       tup([p[0] for p in pads], 0), tup([p[2] + 1 for p in pads], 1),
+                       tup(x.shape, 1), tup(row_strides(x.shape), 0))
     return out
 
 
@@ -454,7 +454,7 @@ def _wrap_copy(out, wide):
     dt = np.dtype(out.dtype)
     n = size_of(out.shape)
     launch_stride_loop(src_kernel("wrap", _WRAP, "wrap"), n, flat(out), flat(wide), n,
-              dt.itemsize * 8, dt.kind == "i")
+                       dt.itemsize * 8, dt.kind == "i")
     return out
 
 

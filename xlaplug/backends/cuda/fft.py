@@ -23,7 +23,7 @@ from numba import cuda, types
 
 from ..common.errors import ExecutionError
 from ..registry import kernel
-from .launch import device_dtype, device_zeros, flat, launch_1d
+from .launch import device_dtype, device_zeros, flat, launch_stride_loop
 from .linalg import convert
 
 _TWO_PI = 2.0 * math.pi
@@ -41,8 +41,7 @@ def _c2c_kernel(in_dt):
     @cuda.jit
     def dft(out, x, inner, nin, n, nout, sign, scale):
         """out[o, k, i] = scale * sum_{j < nin} x[o, j, i] exp(sign 2 pi i j k / n)."""
-        t = cuda.grid(1)
-        if t < out.size:
+        for t in range(cuda.grid(1), out.size, cuda.gridsize(1)):
             ii = t % inner
             kk = (t // inner) % nout
             o = t // (inner * nout)
@@ -73,8 +72,7 @@ def _c2r_kernel(in_dt):
         """out[o, m, i] = (1/n) sum_k X[k] exp(+2 pi i k m / n) for a Hermitian X of which
         x holds the first nin (<= n//2 + 1) bins: Re X[0] + 2 sum Re(X[k] w^km) + the
         Nyquist bin's real part when n is even."""
-        t = cuda.grid(1)
-        if t < out.size:
+        for t in range(cuda.grid(1), out.size, cuda.gridsize(1)):
             ii = t % inner
             m = (t // inner) % n
             o = t // (inner * n)
@@ -117,8 +115,8 @@ def _c2c(x, axis: int, n: int, nout: int, inverse: bool):
         if nin < dims[axis]:  # crop, so that the kernel sees an axis of length nin
             x = _crop(x, axis, nin)
         k = _c2c_kernel(x.dtype)
-        launch_1d(k, total, flat(out), flat(x), inner, nin, n, nout,
-                  1.0 if inverse else -1.0, 1.0 / n if inverse else 1.0)
+        launch_stride_loop(k, total, flat(out), flat(x), inner, nin, n, nout,
+                           1.0 if inverse else -1.0, 1.0 / n if inverse else 1.0)
     return out
 
 
@@ -141,7 +139,7 @@ def _c2r(x, axis: int, n: int):
     out = cuda.device_array(odims, np.float64)
     total = int(np.prod(odims, dtype=np.int64))
     if total:
-        launch_1d(_c2r_kernel(x.dtype), total, flat(out), flat(x), inner, nin, n)
+        launch_stride_loop(_c2r_kernel(x.dtype), total, flat(out), flat(x), inner, nin, n)
     return out
 
 

@@ -27,7 +27,7 @@ from ..common.plans import row_strides
 from ..common.plans_gather import gather_plan, scatter_plan
 from ..registry import kernel as _kernel
 from .data_movement import copy_contiguous, fill_value, size_of, src_kernel, tup
-from .launch import cuda_module, device_empty, flat, jit_source, launch_1d
+from .launch import cuda_module, device_empty, flat, jit_source, launch_stride_loop
 from .reductions import device_function, gen_kernel, load
 from .sorting import sort_permutation
 
@@ -38,8 +38,7 @@ def kernel(*opcodes):
 
 _GATHER = """
 def gather(out, x, idx, N, odims, ostr, oistep, oxstep, xmode, xkey, hi, xst, ivs):
-    i = cuda.grid(1)
-    if i < N:
+    for i in range(cuda.grid(1), N, cuda.gridsize(1)):
         rem = i
         ipos = 0
         xoff = 0
@@ -98,9 +97,9 @@ def _gather(ins, args, ctx):
     xmode, xkey = _start_modes(plan, plan.out_batch_dims)
     ivs = ist[plan.index_vector_dim] if plan.index_vector_dim < len(ishape) else 0
     k = src_kernel("gather", _GATHER, "gather", _int64_ns())
-    launch_1d(k, N, flat(out), flat(x), flat(idx), N, tup(out_dims, 1),
-              tup(row_strides(out_dims), 1), tup(oistep, 0), tup(oxstep, 0), tup(xmode, 0),
-              tup(xkey, 0), tup(plan.start_hi, 0), tup(xst, 0), ivs)
+    launch_stride_loop(k, N, flat(out), flat(x), flat(idx), N, tup(out_dims, 1),
+                       tup(row_strides(out_dims), 1), tup(oistep, 0), tup(oxstep, 0), tup(xmode, 0),
+                       tup(xkey, 0), tup(plan.start_hi, 0), tup(xst, 0), ivs)
     return out
 
 
@@ -119,8 +118,7 @@ def _start_modes(plan, batch_keys):
 _TARGETS = """
 def targets(T, NW, BIG, sdims, sstr, sust, sist, wdims, wstr, wust, xmode, xkey, wpos, hi,
             xst, ivs, idx, key, uidx):
-    t = cuda.grid(1)
-    if t < T:
+    for t in range(cuda.grid(1), T, cuda.gridsize(1)):
         s = t // NW
         w = t - s * NW
         ipos = 0
@@ -166,8 +164,7 @@ def less(a, b):
 
 _APPLY = """
 def apply(N, T, key, perm, uidx, {operands}, {updates}, {outs}):
-    p = cuda.grid(1)
-    if p < N:
+    for p in range(cuda.grid(1), N, cuda.gridsize(1)):
         a = 0
         b = T
         while a < b:
@@ -226,12 +223,11 @@ def _scatter(ins, args, ctx):
     key = cuda.device_array(T, np.int64)
     uidx = cuda.device_array(T, np.int64)
     k1 = src_kernel("scatter_targets", _TARGETS, "targets", _int64_ns())
-    launch_1d(k1, T, T, NW, N, tup(sdims, 1), tup(sstr, 1),
-              tup([ust[d] for d in plan.update_scatter_dims], 0),
-              tup([ist[d] for d in plan.batch_dims], 0), tup(wdims, 1), tup(wstr, 1),
-              tup([ust[d] for d in plan.update_window_dims], 0), tup(xmode, 0), tup(xkey, 0),
-              tup(wpos, -1), tup(plan.start_hi, 0), tup(xst, 0), ivs, flat(idx), key, uidx,
-              threads=128)
+    geometry = (tup(sdims, 1), tup(sstr, 1), tup([ust[d] for d in plan.update_scatter_dims], 0),
+                tup([ist[d] for d in plan.batch_dims], 0), tup(wdims, 1), tup(wstr, 1),
+                tup([ust[d] for d in plan.update_window_dims], 0), tup(xmode, 0), tup(xkey, 0),
+                tup(wpos, -1), tup(plan.start_hi, 0), tup(xst, 0))
+    launch_stride_loop(k1, T, T, NW, N, *geometry, ivs, flat(idx), key, uidx, threads=128)
     perm = sort_permutation(_less_fn(), [key], 1, T, [1], [0], 1)
     # 3. fold each element's updates in order
     fn = device_function(ins, comp)
@@ -249,6 +245,7 @@ def _scatter(ins, args, ctx):
         store="".join(f"        {o}[p] = {c}\n" for o, c in zip(os_, acc)))
     dts = tuple(np.dtype(v.dtype).str for v in list(operands) + list(updates))
     k3 = gen_kernel(("scatter_apply", n, dts, tuple_root), src, "apply", {"fn": fn})
-    launch_1d(k3, N, N, T, key, perm, uidx, *[flat(v) for v in list(operands) + list(updates)],
-              *[flat(o) for o in outs], threads=128)
+    launch_stride_loop(k3, N, N, T, key, perm, uidx,
+                       *[flat(v) for v in list(operands) + list(updates)],
+                       *[flat(o) for o in outs], threads=128)
     return tuple(outs) if ins.shape.is_tuple else outs[0]

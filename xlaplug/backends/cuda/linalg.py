@@ -34,7 +34,7 @@ from ..common.errors import ExecutionError
 from ..common.plans import conv_plan, dot_plan
 from ..registry import kernel
 from .dot_complex import complex_matmul_kernel
-from .launch import device_dtype, flat, launch_1d
+from .launch import device_dtype, flat, launch_1d, launch_stride_loop
 
 TILE = 16
 _MAX_GRID_YZ = 65535
@@ -96,8 +96,7 @@ def _permute_kernel(mode: str, out_dt, in_dt):
 
     @cuda.jit
     def permute(out, inp, dims, strides, base):
-        i = cuda.grid(1)
-        if i < out.size:
+        for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
             rem = i
             off = base
             for d in range(len(dims) - 1, -1, -1):
@@ -120,7 +119,7 @@ def permute_convert(x, dims, strides, base, out_dtype, mode="cast", out=None):
     n = _size(dims)
     if n:
         k = _permute_kernel(mode, out.dtype, x.dtype)
-        launch_1d(k, n, flat(out), flat(x), _tup(dims), _tup(strides, 0), int(base))
+        launch_stride_loop(k, n, flat(out), flat(x), _tup(dims), _tup(strides, 0), int(base))
     return out
 
 
@@ -257,8 +256,7 @@ def _im2col_kernel(out_dt, in_dt):
     def im2col(cols, x, R, P, KK, G, BG, Nb, Cg, sN, sC, ksz, osz, isz, sS, stride, rdil,
                ldil, padlo):
         """cols[b, c*KK + kk, p] = x[n(b), c0(b) + c, p*stride + k*rdil - padlo (/ ldil)]."""
-        i = cuda.grid(1)
-        if i < cols.size:
+        for i in range(cuda.grid(1), cols.size, cuda.gridsize(1)):
             p = i % P
             r = (i // P) % R
             b = i // (P * R)
@@ -337,11 +335,11 @@ def _convolution(ins, args, ctx):
     cols = _empty((nbatch, R, P), cdt)
     if cols.size:
         k = _im2col_kernel(cdt, lhs.dtype)
-        launch_1d(k, cols.size, flat(cols), flat(lhs), R, P, KK, G, BG, N // BG, Cg,
-                  lst[dn.input_batch], lst[dn.input_feature], _tup(ksz), _tup(s_out),
-                  _tup(isz), _tup([lst[d] for d in dn.input_spatial], 0),
-                  _tup([wd.stride for wd in wdims]), _tup([wd.rhs_dilate for wd in wdims]),
-                  _tup([wd.lhs_dilate for wd in wdims]), _tup([wd.pad_lo for wd in wdims], 0))
+        windows = (_tup([wd.stride for wd in wdims]), _tup([wd.rhs_dilate for wd in wdims]),
+                   _tup([wd.lhs_dilate for wd in wdims]), _tup([wd.pad_lo for wd in wdims], 0))
+        launch_stride_loop(k, cols.size, flat(cols), flat(lhs), R, P, KK, G, BG, N // BG, Cg,
+                           lst[dn.input_batch], lst[dn.input_feature], _tup(ksz), _tup(s_out),
+                           _tup(isz), _tup([lst[d] for d in dn.input_spatial], 0), *windows)
     y = matmul(A, cols, nbatch)  # [n_out, O, P] in every case
 
     # [n_out, O, spatial...] -> the output's dim order and type.

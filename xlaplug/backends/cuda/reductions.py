@@ -43,7 +43,7 @@ from ..common.plans import row_strides
 from ..common.plans_window import window_plan
 from ..registry import kernel as _kernel
 from .data_movement import cached_kernel, fill_from_device, size_of, tup
-from .launch import cuda_module, device_empty, flat, jit_source, launch_1d, simulating
+from .launch import cuda_module, device_empty, flat, jit_source, launch_stride_loop, simulating
 
 # Tree-reduction thresholds (module globals so tests can force either path).
 TREE_MIN_K = 2048
@@ -133,8 +133,8 @@ def _reduce_serial_src(n, dts, tuple_root):
     os_ = [f"o{j}" for j in range(n)]
     acc = [f"a{j}" for j in range(n)]
     lines = [f"def red(M, K, kdims, kst, rdims, rst, {', '.join(xs + ins_ + os_)}):",
-             "    m = cuda.grid(1)",
-             "    if m < M:"] + _unravel("m", "kdims", "kst", "base", "0", " " * 8)
+             "    for m in range(cuda.grid(1), M, cuda.gridsize(1)):"]
+    lines += _unravel("m", "kdims", "kst", "base", "0", " " * 8)
     lines += [f"        {a} = {load(i, '0', dt)}" for a, i, dt in zip(acc, ins_, dts)]
     lines += ["        for k in range(K):"]
     lines += _unravel("k", "rdims", "rst", "off", "base", " " * 12)
@@ -239,7 +239,7 @@ def _reduce(ins, args, ctx):
     else:
         src = _reduce_serial_src(n, [a.dtype for a in xs], tuple_root)
         k = gen_kernel(("reduce", n, dts, tuple_root), src, "red", {"fn": fn})
-        launch_1d(k, M, M, K, *geometry, *operands, threads=128)
+        launch_stride_loop(k, M, M, K, *geometry, *operands, threads=128)
     return tuple(outs) if ins.shape.is_tuple else outs[0]
 
 
@@ -252,8 +252,7 @@ def _window_src(n, dts, tuple_root):
     acc = [f"a{j}" for j in range(n)]
     lines = [f"def rw(N, NW, odims, wdims, wst, plo, ldil, rdil, xdims, xst, "
              f"{', '.join(xs + ins_ + os_)}):",
-             "    o = cuda.grid(1)",
-             "    if o < N:"]
+             "    for o in range(cuda.grid(1), N, cuda.gridsize(1)):"]
     lines += [f"        {a} = {load(i, '0', dt)}" for a, i, dt in zip(acc, ins_, dts)]
     lines += ["        for w in range(NW):",
               "            ro = o",
@@ -303,8 +302,8 @@ def _reduce_window(ins, args, ctx):
         tuple_root = returns_tuple(comp)
         src = _window_src(n, [a.dtype for a in xs], tuple_root)
         k = gen_kernel(("reduce_window", n, _type_key(xs), tuple_root), src, "rw", {"fn": fn})
-        launch_1d(k, N, N, plan.window_elements, tup(out_dims, 1), *window_geometry(plan),
-                  *[flat(a) for a in list(xs) + list(inits) + outs], threads=128)
+        launch_stride_loop(k, N, N, plan.window_elements, tup(out_dims, 1), *window_geometry(plan),
+                           *[flat(a) for a in list(xs) + list(inits) + outs], threads=128)
     return tuple(outs) if ins.shape.is_tuple else outs[0]
 
 
@@ -312,8 +311,7 @@ def _reduce_window(ins, args, ctx):
 
 _SELECT_SRC = """
 def pick(S, NW, sdims, wdims, wst, plo, ldil, rdil, xdims, xst, x, sel):
-    s = cuda.grid(1)
-    if s < S:
+    for s in range(cuda.grid(1), S, cuda.gridsize(1)):
         picked = -1
         best = {load_x0}
         for w in range(NW):
@@ -348,8 +346,7 @@ def pick(S, NW, sdims, wdims, wst, plo, ldil, rdil, xdims, xst, x, sel):
 
 _SCATTER_SRC = """
 def apply(N, sdims, sst, wdims, wst, plo, ldil, rdil, xdims, sel, src, init, out):
-    p = cuda.grid(1)
-    if p < N:
+    for p in range(cuda.grid(1), N, cuda.gridsize(1)):
         acc = {load_init}
         total = 1
         rp = p
@@ -410,14 +407,14 @@ def _select_and_scatter(ins, args, ctx):
     xdt, sdt, idt = operand.dtype, source.dtype, init.dtype
     src1 = _SELECT_SRC.format(load_x0=load("x", "0", xdt), load_x=load("x", "off", xdt))
     k1 = gen_kernel(("sas_pick", np.dtype(xdt).str), src1, "pick", {"select": sel_fn})
-    launch_1d(k1, S, S, plan.window_elements, tup(sshape, 1), *geo, flat(operand), sel,
-              threads=128)
+    launch_stride_loop(k1, S, S, plan.window_elements, tup(sshape, 1), *geo, flat(operand), sel,
+                       threads=128)
     src2 = _SCATTER_SRC.format(load_init=load("init", "0", idt), load_src=load("src", "s", sdt))
     k2 = gen_kernel(("sas_apply", np.dtype(sdt).str, np.dtype(idt).str), src2, "apply",
                     {"scatter": sca_fn})
     wdims, wst, plo, ldil, rdil, xdims, _ = geo
-    launch_1d(k2, N, N, tup(sshape, 1), tup(row_strides(sshape), 0), wdims, wst, plo, ldil,
-              rdil, xdims, sel, flat(source), flat(init), flat(out), threads=128)
+    launch_stride_loop(k2, N, N, tup(sshape, 1), tup(row_strides(sshape), 0), wdims, wst, plo, ldil,
+                       rdil, xdims, sel, flat(source), flat(init), flat(out), threads=128)
     return out
 
 
@@ -435,9 +432,8 @@ def _map(ins, args, ctx):
     xs = [f"x{j}" for j in range(n)]
     loads = ", ".join(load(x, "i", a.dtype) for x, a in zip(xs, args))
     src = "\n".join([f"def mp(N, out{''.join(', ' + x for x in xs)}):",
-                     "    i = cuda.grid(1)",
-                     "    if i < N:",
+                     "    for i in range(cuda.grid(1), N, cuda.gridsize(1)):",
                      f"        out[i] = fn({loads})"]) + "\n"
     k = gen_kernel(("map", n, _type_key(args)), src, "mp", {"fn": fn})
-    launch_1d(k, N, N, flat(out), *[flat(a) for a in args])
+    launch_stride_loop(k, N, N, flat(out), *[flat(a) for a in args])
     return out

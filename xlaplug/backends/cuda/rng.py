@@ -21,7 +21,7 @@ from numba import cuda, uint64
 from ...hlo import dtypes as D
 from ..common.errors import ExecutionError
 from ..registry import kernel
-from .launch import flat, launch_1d
+from .launch import flat, launch_stride_loop
 
 _M32 = np.uint64(0xFFFFFFFF)
 _S32 = np.uint64(32)
@@ -95,11 +95,11 @@ _add_d = cuda.jit(device=True)(add_to_words)
 
 @cuda.jit
 def _threefry_kernel(out, state, pre_n, dsplit, post, half, wide, mask):
-    """One thread per counter j.  wide: out[j] = x0 | x1 << 32.  Otherwise j = (a, h, b) in
-    [pre, half, post] writes x0 at (a, 2h, b) and x1 at (a, 2h+1, b) when that exists."""
-    j = cuda.grid(1)
+    """Counter j (a grid-stride loop).  wide: out[j] = x0 | x1 << 32.  Otherwise j =
+    (a, h, b) in [pre, half, post] writes x0 at (a, 2h, b) and x1 at (a, 2h+1, b) when that
+    exists."""
     n = pre_n * half * post
-    if j < n:
+    for j in range(cuda.grid(1), n, cuda.gridsize(1)):
         key = uint64(state[0])
         ctr = uint64(state[1])
         w0, w1, w2, w3 = _add_d(ctr & _M32, ctr >> _S32, uint64(0), uint64(0), uint64(j))
@@ -118,10 +118,9 @@ def _threefry_kernel(out, state, pre_n, dsplit, post, half, wide, mask):
 
 @cuda.jit
 def _philox_kernel(out, state, n, nv, wide, mask, low_i, high_i):
-    """One thread per Philox block j (counter (low, high) + j): four 32-bit outputs at
+    """Philox block j, a grid-stride loop (counter (low, high) + j): four 32-bit outputs at
     4j..4j+3, or two 64-bit ones at 2j, 2j+1 (words joined low first)."""
-    j = cuda.grid(1)
-    if j < nv:
+    for j in range(cuda.grid(1), nv, cuda.gridsize(1)):
         key = uint64(state[0])
         low = uint64(state[low_i])
         high = uint64(state[high_i])
@@ -212,14 +211,15 @@ def _rng_bit_generator(ins, args, ctx):
             half = (dsplit + 1) // 2
         used = pre * half * post
         if n:
-            launch_1d(_threefry_kernel, used, bflat, st, pre, dsplit, post, half, wide, mask)
+            launch_stride_loop(_threefry_kernel, used, bflat, st, pre, dsplit, post, half, wide,
+                               mask)
         _new_state_kernel[1, 1](nflat, st, False, used, 1, 1, False)
     elif alg in ("rng_philox", "philox", "rng_default", "default"):
         low_i, high_i = (1, 2) if nstate >= 3 else (1, 0)
         words = 2 * n if wide else n
         nv = (words + 3) // 4
         if n:
-            launch_1d(_philox_kernel, nv, bflat, st, n, nv, wide, mask, low_i, high_i)
+            launch_stride_loop(_philox_kernel, nv, bflat, st, n, nv, wide, mask, low_i, high_i)
         _new_state_kernel[1, 1](nflat, st, True, nv, low_i, high_i, nstate >= 3)
     else:
         raise ExecutionError(f"rng-bit-generator '{ins.name}': unknown algorithm '{alg}'")

@@ -27,7 +27,7 @@ from ..common.scalar_base import NARROW_FORMATS
 from ..common import rng_streams
 from ..common.errors import ExecutionError
 from ..registry import kernel
-from .launch import device_empty, flat, launch_1d, simulating
+from .launch import device_empty, flat, launch_stride_loop, simulating
 from .rng import _M32, _S32, _philox_d
 
 # ---- rng: cpu/rng.py's counter-based stream, computed on the device -----------------------
@@ -87,8 +87,7 @@ def _unbias(v):
 def _uniform_sint_kernel(out, lo, hi, n, k0, k1, c2, c3):
     """Signed integers: lo + w0 mod (hi - lo), the range and sum taken on biased uint64
     values (order-preserving, so neither can overflow)."""
-    j = cuda.grid(1)
-    if j < n:
+    for j in range(cuda.grid(1), n, cuda.gridsize(1)):
         a = int64(lo[0])
         b = int64(hi[0])
         if b <= a:
@@ -102,8 +101,7 @@ def _uniform_sint_kernel(out, lo, hi, n, k0, k1, c2, c3):
 @cuda.jit
 def _uniform_uint_kernel(out, lo, hi, n, k0, k1, c2, c3):
     """Unsigned integers (and pred, written as uint8 0/1): lo + w0 mod (hi - lo)."""
-    j = cuda.grid(1)
-    if j < n:
+    for j in range(cuda.grid(1), n, cuda.gridsize(1)):
         a = uint64(lo[0])
         b = uint64(hi[0])
         if b <= a:
@@ -127,8 +125,7 @@ def _float_kernels():
 
     @cuda.jit
     def uniform(out, lo, hi, n, k0, k1, c2, c3, narrow, mbits, emin, maxv, kind):
-        j = cuda.grid(1)
-        if j < n:
+        for j in range(cuda.grid(1), n, cuda.gridsize(1)):
             w0, w1 = _words(j, k0, k1, c2, c3)
             a = float64(lo[0])
             b = float64(hi[0])
@@ -142,8 +139,7 @@ def _float_kernels():
 
     @cuda.jit
     def normal(out, mu, sigma, n, k0, k1, c2, c3, narrow, mbits, emin, maxv, kind):
-        j = cuda.grid(1)
-        if j < n:
+        for j in range(cuda.grid(1), n, cuda.gridsize(1)):
             w0, w1 = _words(j, k0, k1, c2, c3)
             z = math.sqrt(-2.0 * math.log(1.0 - _unit(w0))) * math.cos(_TWO_PI * _unit(w1))
             v = float64(mu[0]) + _mul_rn(float64(sigma[0]), z)
@@ -183,19 +179,19 @@ def _rng(ins, args, ctx):
     lo, hi = flat(args[0]), flat(args[1])
     if t == "pred":  # 0/1 bytes are the bools
         out = cuda.device_array(dims, np.uint8)
-        launch_1d(_uniform_uint_kernel, n, flat(out), lo, hi, *stream)
+        launch_stride_loop(_uniform_uint_kernel, n, flat(out), lo, hi, *stream)
         return out.view(np.bool_)
     out = device_empty(ins.shape)
     if t in D.SIGNED_TYPES:
-        launch_1d(_uniform_sint_kernel, n, flat(out), lo, hi, *stream)
+        launch_stride_loop(_uniform_sint_kernel, n, flat(out), lo, hi, *stream)
     elif t in D.UNSIGNED_TYPES:
-        launch_1d(_uniform_uint_kernel, n, flat(out), lo, hi, *stream)
+        launch_stride_loop(_uniform_uint_kernel, n, flat(out), lo, hi, *stream)
     else:
         narrow = t in NARROW_FORMATS
         m, e, mx, k = NARROW_FORMATS[t] if narrow else (0, 0, 0.0, 0)
         uniform, normal = _float_kernels()
-        launch_1d(normal if dist.endswith("normal") else uniform, n, flat(out), lo, hi,
-                  *stream, narrow, int(m), int(e), float(mx), int(k))
+        launch_stride_loop(normal if dist.endswith("normal") else uniform, n, flat(out), lo, hi,
+                           *stream, narrow, int(m), int(e), float(mx), int(k))
     return out
 
 

@@ -28,7 +28,7 @@ from ..common.errors import ExecutionError
 from ..common.plans import row_strides
 from ..registry import kernel as _kernel
 from .data_movement import size_of, src_kernel, tup
-from .launch import cuda_module, device_empty, flat, jit_source, launch_1d
+from .launch import cuda_module, device_empty, flat, jit_source, launch_stride_loop
 from .reductions import device_function, gen_kernel, load
 
 
@@ -38,15 +38,13 @@ def kernel(*opcodes):
 
 _INIT_PERM = """
 def init_perm(p, N, L):
-    g = cuda.grid(1)
-    if g < N:
+    for g in range(cuda.grid(1), N, cuda.gridsize(1)):
         p[g] = g % L
 """
 
 _MERGE = """
 def merge(N, L, w, lead_dims, lead_st, sd, pin, pout, {xs}):
-    g = cuda.grid(1)
-    if g < N:
+    for g in range(cuda.grid(1), N, cuda.gridsize(1)):
         m = g // L
         i = g - m * L
         rem = m
@@ -108,7 +106,7 @@ def sort_permutation(fn, operands, M: int, L: int, lead_dims, lead_st, sd: int):
     p = cuda.device_array(max(N, 1), np.int64)
     if N == 0:
         return p
-    launch_1d(src_kernel("init_perm", _INIT_PERM, "init_perm"), N, p, N, L)
+    launch_stride_loop(src_kernel("init_perm", _INIT_PERM, "init_perm"), N, p, N, L)
     if L <= 1:
         return p
     n = len(operands)
@@ -122,7 +120,7 @@ def sort_permutation(fn, operands, M: int, L: int, lead_dims, lead_st, sd: int):
     args = (tup(lead_dims, 1), tup(lead_st, 0), int(sd))
     flats = [flat(a) for a in operands]
     while w < L:
-        launch_1d(k, N, N, L, w, *args, p, q, *flats, threads=128)
+        launch_stride_loop(k, N, N, L, w, *args, p, q, *flats, threads=128)
         p, q = q, p
         w *= 2
     return p
@@ -130,8 +128,7 @@ def sort_permutation(fn, operands, M: int, L: int, lead_dims, lead_st, sd: int):
 
 _GATHER = """
 def sort_gather(out, x, perm, N, L, lead_dims, lead_st, sd):
-    g = cuda.grid(1)
-    if g < N:
+    for g in range(cuda.grid(1), N, cuda.gridsize(1)):
         m = g // L
         i = g - m * L
         rem = m
@@ -168,7 +165,8 @@ def _sort(ins, args, ctx):
             perm = sort_permutation(None, [], M, L, lead_dims, lead_st, sd)
         k = src_kernel("sort_gather", _GATHER, "sort_gather")
         for o, x in zip(outs, args):
-            launch_1d(k, N, flat(o), flat(x), perm, N, L, tup(lead_dims, 1), tup(lead_st, 0), sd)
+            launch_stride_loop(k, N, flat(o), flat(x), perm, N, L, tup(lead_dims, 1),
+                               tup(lead_st, 0), sd)
     return tuple(outs) if ins.shape.is_tuple else outs[0]
 
 
@@ -235,8 +233,7 @@ def _device_fn(key, src, ns):
 
 _TOPK_TAKE = """
 def take(vals, idx, x, perm, N, L, k):
-    g = cuda.grid(1)
-    if g < N:
+    for g in range(cuda.grid(1), N, cuda.gridsize(1)):
         m = g // k
         j = g - m * k
         p = perm[m * L + j]
@@ -264,5 +261,5 @@ def _topk(ins, args, ctx):
     key, fn = _topk_key(x, largest)
     perm = sort_permutation(fn, [key], M, L, [M], [L], 1)
     kt = src_kernel("topk_take", _TOPK_TAKE, "take")
-    launch_1d(kt, M * k, flat(vals), flat(idx), flat(x), perm, M * k, L, k)
+    launch_stride_loop(kt, M * k, flat(vals), flat(idx), flat(x), perm, M * k, L, k)
     return vals, idx
