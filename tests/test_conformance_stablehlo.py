@@ -8,7 +8,9 @@ as a jax program runs them, 2,284 with their inputs folded as constants; we pass
 scripts/conformance_xla.py); a listed case that starts passing fails the test, so the list
 stays honest.  The 200 cases that take parameters
 with no inputs and no checks cannot run; their count is pinned so a change is noticed.  The
-cpu run is four shards, each a work unit of its own for xdist (conftest.OWN_UNIT).
+cpu run is four shards, each a work unit of its own for xdist (conftest.OWN_UNIT).  The cpu
+shards also print every case and parse it back (tests/roundtrip.py), and verify it (run_case
+does), on the one parse of the case.
 """
 import collections
 from pathlib import Path
@@ -16,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from roundtrip import roundtrip
 from xlaplug.conformance import run_case
 
 # The suite lies next to the repository (../shared); from a git worktree, further up.
@@ -97,7 +100,14 @@ def test_the_suite_is_whole():
 def test_stablehlo_suite(device, shard):
     if not SUITE.is_dir():
         pytest.skip(f"conformance suite not present at {SUITE}")
-    results = [run_case(p, device=device) for p in _cases(device, shard)]
+    results, unprinted = [], []
+    for p in _cases(device, shard):
+        module = None
+        if device == "cpu":  # the cpu shards cover every case: each is round-tripped too
+            module, problems = roundtrip(p.read_text(), str(p))
+            unprinted += [f"{p.stem}: " + "\n  ".join(problems[:5])] if problems else []
+        results.append(run_case(p, device=device, module=module))
+    assert not unprinted, "round trip:\n" + "\n".join(unprinted[:40])
     names = {r.name for r in results}
     known = {k: v for k, v in KNOWN_FAILURES[device].items() if k in names}
     by_status = collections.defaultdict(list)

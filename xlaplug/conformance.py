@@ -157,7 +157,10 @@ def suite_session(device: str = "cpu", max_ulp: int = DEFAULT_MAX_ULP):
                    attr_defaults={"max_ulp_difference": max_ulp})
 
 
-def run_case(path: Path, max_ulp: int = DEFAULT_MAX_ULP, device: str = "cpu") -> CaseResult:
+def run_case(path: Path, max_ulp: int = DEFAULT_MAX_ULP, device: str = "cpu",
+             module=None) -> CaseResult:
+    """Parse (unless `module`, the case already parsed, is given), verify, compile and run
+    one case; its check.* custom calls decide pass or fail."""
     from .driver import compile_module
     from .hlo.text.parser import parse_file
     from .hlo.verifier import verify_module
@@ -165,7 +168,7 @@ def run_case(path: Path, max_ulp: int = DEFAULT_MAX_ULP, device: str = "cpu") ->
     t0 = time.perf_counter()
     name = path.stem
     try:
-        module = parse_file(str(path))
+        module = parse_file(str(path)) if module is None else module
         verify_module(module)
         if module.entry.parameters:
             # Not a self-contained case: its inputs are not in the module, and it has no
