@@ -314,7 +314,7 @@ def test_interpret_option_keeps_every_loop_and_fusion_interpreted(tmp_path, monk
     from xlaplug.backends.cpu import fused_loop
     compiled = []
     monkeypatch.setattr(fused_loop, "compiled_loop_fn",
-                        lambda comp, roles: compiled.append(roles))
+                        lambda comp, roles, **kw: compiled.append(roles))
     got = execute(m, [big], interpret=True).outputs[0]
     assert not compiled and record["generated"] == {} and record["compiled"] == []
     np.testing.assert_allclose(got, np.asarray(want), rtol=1e-6)

@@ -96,9 +96,9 @@ def counted_loops(monkeypatch):
     calls = []
     real = fused_loop.compiled_loop_fn
 
-    def counting(comp, roles):
+    def counting(comp, roles, **options):
         calls.append(comp.name)
-        return real(comp, roles)
+        return real(comp, roles, **options)
     monkeypatch.setattr(fused_loop, "compiled_loop_fn", counting)
     return calls
 

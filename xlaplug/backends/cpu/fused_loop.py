@@ -107,9 +107,12 @@ def _fusion(ins, args, ctx):
     n = ins.shape.num_elements() if ins.shape.is_array else 0
     if n < ctx.options.get("fusion_min_elements", DEFAULT_MIN_ELEMENTS):
         plan = _small_plan(ctx, comp, n) if n > 0 else None
-    elif devices_at_once(ctx):
+    elif devices_at_once(ctx) or n < DEFAULT_MIN_ELEMENTS:
         # Devices running at once already fill the cores: a numba parallel loop per device
         # would start a team of OpenMP threads per device thread (see the module docstring).
+        # A fusion below the default threshold (compiled because a run lowered
+        # fusion_min_elements) is too small for a team of threads to pay off, and numba takes
+        # about twice as long to compile a parallel loop.
         plan = loop_plan(ctx, comp, _serial_loop_fn, "_fused_serial_plans")
     else:
         plan = loop_plan(ctx, comp, compiled_loop_fn)
