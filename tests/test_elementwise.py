@@ -1036,7 +1036,7 @@ def test_f64_transcendentals_have_libms_bits_on_every_cpu(op):
     if op == "log":
         x = np.abs(x) + 1e-3
     n = x.size
-    unfused = f"HloModule m\nENTRY e {{\n  x = f64[{n}] parameter(0)\n  ROOT r = f64[{n}] {op}(x)\n}}\n"
+    unfused = hlo_module([("r", f"f64[{n}]", f"{op}(p0)")], [f"f64[{n}]"])
     fused = (f"HloModule m\nfc {{\n  p = f64[{n}] parameter(0)\n  ROOT r = f64[{n}] {op}(p)\n}}\n"
              f"ENTRY e {{\n  x = f64[{n}] parameter(0)\n"
              f"  ROOT r = f64[{n}] fusion(x), kind=kLoop, calls=fc\n}}\n")

@@ -68,6 +68,7 @@ def _tanh(x):
 
 
 def _by_width(x, name: str, f64_fn: str):
+    """f64: `f64_fn` (libm); f32: XLA's own `_x{name}32`; narrower: that, rounded back."""
     if x.dtype == F64:
         return _libm(f64_fn)(x)
     if x.dtype == F32:

@@ -143,10 +143,10 @@ def launch_1d(kernel, n: int, *args, threads: int = 256) -> None:
     kernel[blocks, tpb](*args)
 
 
-def stride_loop(n: str) -> str:
-    """The first line of a grid-stride loop over range(n) (a kernel's source text): thread
-    t of T takes elements t, t + T, ..."""
-    return f"for i in range(cuda.grid(1), {n}, cuda.gridsize(1)):"
+def stride_loop(n: str, var: str = "i") -> str:
+    """The first line of a grid-stride loop of `var` over range(n) (a kernel's source text):
+    thread t of T takes elements t, t + T, ..."""
+    return f"for {var} in range(cuda.grid(1), {n}, cuda.gridsize(1)):"
 
 
 # The simulator starts a Python thread per CUDA thread (~170 us each: most of a simulated

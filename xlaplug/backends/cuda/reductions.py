@@ -43,7 +43,8 @@ from ..common.plans import row_strides
 from ..common.plans_window import window_plan
 from ..registry import kernel as _kernel
 from .data_movement import cached_kernel, fill_from_device, size_of, tup
-from .launch import cuda_module, device_empty, flat, jit_source, launch_stride_loop, simulating
+from .launch import (cuda_module, device_empty, flat, jit_source, launch_stride_loop, simulating,
+                     stride_loop)
 
 # Tree-reduction thresholds (module globals so tests can force either path).
 TREE_MIN_K = 2048
@@ -133,7 +134,7 @@ def _reduce_serial_src(n, dts, tuple_root):
     os_ = [f"o{j}" for j in range(n)]
     acc = [f"a{j}" for j in range(n)]
     lines = [f"def red(M, K, kdims, kst, rdims, rst, {', '.join(xs + ins_ + os_)}):",
-             "    for m in range(cuda.grid(1), M, cuda.gridsize(1)):"]
+             "    " + stride_loop("M", "m")]
     lines += _unravel("m", "kdims", "kst", "base", "0", " " * 8)
     lines += [f"        {a} = {load(i, '0', dt)}" for a, i, dt in zip(acc, ins_, dts)]
     lines += ["        for k in range(K):"]
@@ -252,7 +253,7 @@ def _window_src(n, dts, tuple_root):
     acc = [f"a{j}" for j in range(n)]
     lines = [f"def rw(N, NW, odims, wdims, wst, plo, ldil, rdil, xdims, xst, "
              f"{', '.join(xs + ins_ + os_)}):",
-             "    for o in range(cuda.grid(1), N, cuda.gridsize(1)):"]
+             "    " + stride_loop("N", "o")]
     lines += [f"        {a} = {load(i, '0', dt)}" for a, i, dt in zip(acc, ins_, dts)]
     lines += ["        for w in range(NW):",
               "            ro = o",
@@ -432,7 +433,7 @@ def _map(ins, args, ctx):
     xs = [f"x{j}" for j in range(n)]
     loads = ", ".join(load(x, "i", a.dtype) for x, a in zip(xs, args))
     src = "\n".join([f"def mp(N, out{''.join(', ' + x for x in xs)}):",
-                     "    for i in range(cuda.grid(1), N, cuda.gridsize(1)):",
+                     "    " + stride_loop("N"),
                      f"        out[i] = fn({loads})"]) + "\n"
     k = gen_kernel(("map", n, _type_key(args)), src, "mp", {"fn": fn})
     launch_stride_loop(k, N, N, flat(out), *[flat(a) for a in args])
