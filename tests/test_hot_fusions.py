@@ -67,3 +67,18 @@ def test_a_tiny_fusion_calls_its_body_a_larger_one_inlines_it():
         large.run(module.entry, [np.ones((64, 64), np.float32)] * 2)
     assert large.kernel_cache.table("_fused_small_plans")
     assert not large.kernel_cache.table("_fused_tiny_plans")
+
+
+def test_a_fusion_forced_to_compile_below_the_threshold_is_a_serial_loop():
+    # A run that lowers fusion_min_elements compiles fusions below the default threshold
+    # (DEFAULT_MIN_ELEMENTS): too small for a team of threads, so the serial loop, which
+    # numba also compiles faster than a parallel one.  Same values as interpreted.
+    module = parse_module(_TEXT)
+    a, b = (np.random.default_rng(2).standard_normal((64, 64)).astype(np.float32)
+            for _ in range(2))
+    ctx = ExecContext("cpu", {"fusion_min_elements": 1})
+    got = ctx.run(module.entry, [a, b])
+    assert ctx.kernel_cache.table("_fused_serial_plans")
+    assert not ctx.kernel_cache.table("_fused_loop_plans")
+    interpreted = ExecContext("cpu", {"interpret_loops": True}).run(module.entry, [a, b])
+    assert got.tobytes() == interpreted.tobytes()
