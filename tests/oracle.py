@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import zlib
-from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -23,9 +22,6 @@ import pytest
 from xlaplug.hlo import dtypes as D
 from xlaplug.hlo.text.parser import parse_module
 
-# The StableHLO conformance suite (one .hlo file per test), next to the repository.
-CONFORMANCE_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "conformance" / \
-    "stablehlo"
 
 
 # ---- running HLO, flattening results --------------------------------------------------------

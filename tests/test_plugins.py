@@ -19,7 +19,6 @@ from xlaplug.cli import main
 from xlaplug.plugin import BUNDLED_DIR, Session, load_plugins
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFORMANCE = ROOT.parent / "shared" / "conformance" / "stablehlo"
 
 
 # ---- helpers ---------------------------------------------------------------------------------
@@ -1017,9 +1016,8 @@ def test_horovod_allreduce(tmp_path):
 
 
 def test_stablehlo_check_on_conformance_file(tmp_path):
-    case = CONFORMANCE / "add_any_float32_2_float32_2.hlo"
-    if not case.is_file():
-        pytest.skip(f"conformance suite not found at {CONFORMANCE}")
+    from suite_location import conformance_dir
+    case = conformance_dir() / "add_any_float32_2_float32_2.hlo"
     text = case.read_text()
     r = cli("run", case)
     assert r.exit_code == 0, r.output

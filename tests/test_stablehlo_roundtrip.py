@@ -2,7 +2,6 @@
 a sample of the jax corpus (its recorded inputs; the outputs of the original module and of
 the round-tripped one compared bit for bit) and StableHLO suite cases (their checks still
 pass after the round trip)."""
-import os
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +10,7 @@ import pytest
 jax = pytest.importorskip("jax")
 
 import jax_corpus  # noqa: E402
-from oracle import CONFORMANCE_DIR  # noqa: E402
+from suite_location import conformance_dir  # noqa: E402
 
 from xlaplug.driver import compile_module  # noqa: E402
 from xlaplug.hlo.text.parser import parse_module  # noqa: E402
@@ -63,9 +62,7 @@ def test_corpus_program_round_trips(name, session):
 @pytest.mark.parametrize("name", SUITE)
 def test_suite_case_round_trips_and_its_checks_pass(name, tmp_path):
     from xlaplug.conformance import run_case
-    # the suite lives next to the main checkout (../shared); elsewhere, point at it
-    suite = Path(os.environ.get("XLAPLUG_CONFORMANCE_DIR", CONFORMANCE_DIR))
-    assert suite.is_dir(), f"conformance suite not present at {suite} (XLAPLUG_CONFORMANCE_DIR)"
+    suite = conformance_dir()
     path = suite / f"{name}.hlo"
     back = round_trip(path.read_text())
     assert 'custom_call_target="check.' in back  # the checks survive the trip
