@@ -28,13 +28,13 @@ from xlaplug.hlo.text.parser import parse_module
 
 def run_text(text: str, *args):
     """Parses HLO text and runs it with `run_module` on `args`."""
-    from xlaplug.backends.executor import run_module
+    from xlaplug.runtime.executor import run_module
     return run_module(parse_module(text), list(args))
 
 
 def cuda_and_cpu(module, args, **opts):
     """(cuda result, cpu result) of one parsed module run with `run_module` on `args`."""
-    from xlaplug.backends.executor import run_module
+    from xlaplug.runtime.executor import run_module
     return (run_module(module, list(args), device="cuda", **opts),
             run_module(module, list(args), device="cpu", **opts))
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from roundtrip import roundtrip
-from xlaplug.conformance import run_case
+from xlaplug.runtime.conformance import run_case
 
 from suite_location import conformance_dir
 
@@ -136,7 +136,7 @@ def test_max_ulp_bound_is_applied():
 def _case_values(name: str):
     """(input, our result, expected) of a one-input, one-check case: its text with the check
     dropped and the entry returning the three."""
-    from xlaplug.backends.executor import run_module
+    from xlaplug.runtime.executor import run_module
     from xlaplug.hlo.text.parser import parse_module
     lines = (conformance_dir() / f"{name}.hlo").read_text().rstrip().splitlines()
     entry = [ln for ln in lines if "custom-call(" in ln][0]

@@ -15,9 +15,9 @@ import pytest
 
 from suite_location import conformance_dir
 from xlaplug.backends.common import fusion_split
-from xlaplug.driver import compile_module
+from xlaplug.runtime.driver import compile_module
 from xlaplug.hlo import parse_module
-from xlaplug.runner import execute
+from xlaplug.runtime.runner import execute
 
 R = np.random.default_rng(1)
 D, X, Y = (R.standard_normal((16, 24)).astype(np.float32) for _ in range(3))
@@ -157,6 +157,6 @@ def test_unsplit_body_is_left_alone():
 def test_complex_inverse_trig_suite_cases_pass(name):
     """Two of the five CHLO expansions XLA passes and we failed by 1-2 ULP before XLA's
     fusions were followed (the suite test runs all five)."""
-    from xlaplug.conformance import run_case
+    from xlaplug.runtime.conformance import run_case
     r = run_case(conformance_dir() / f"{name}.hlo")
     assert r.status == "pass", r.detail

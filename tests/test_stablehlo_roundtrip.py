@@ -12,11 +12,11 @@ jax = pytest.importorskip("jax")
 import jax_corpus  # noqa: E402
 from suite_location import conformance_dir  # noqa: E402
 
-from xlaplug.driver import compile_module  # noqa: E402
+from xlaplug.runtime.driver import compile_module# noqa: E402
 from xlaplug.hlo.text.parser import parse_module  # noqa: E402
 from xlaplug.hlo.text.printer import module_to_text  # noqa: E402
 from xlaplug.plugin import Session, load_plugins  # noqa: E402
-from xlaplug.runner import execute  # noqa: E402
+from xlaplug.runtime.runner import execute# noqa: E402
 from xlaplug.xla.jaxlib_names import mlir_to_hlo_text  # noqa: E402
 from xlaplug.xla.source import to_stablehlo  # noqa: E402
 
@@ -61,7 +61,7 @@ def test_corpus_program_round_trips(name, session):
 
 @pytest.mark.parametrize("name", SUITE)
 def test_suite_case_round_trips_and_its_checks_pass(name, tmp_path):
-    from xlaplug.conformance import run_case
+    from xlaplug.runtime.conformance import run_case
     suite = conformance_dir()
     path = suite / f"{name}.hlo"
     back = round_trip(path.read_text())

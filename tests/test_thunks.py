@@ -4,8 +4,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from xlaplug.backends.executor import run_module
-from xlaplug.backends.thunks import build_thunks, thunks_json
+from xlaplug.runtime.executor import run_module
+from xlaplug.runtime.thunks import build_thunks, thunks_json
 from xlaplug.hlo import parse_module
 
 ASYNC = """HloModule m
@@ -71,9 +71,9 @@ def test_side_effecting_instruction_after_root_runs():
     from suite_location import conformance_dir
     text = (conformance_dir() / "add_any_float32_2_float32_2.hlo").read_text()
     # Alter the expected value: the check after ROOT must run and fail.
-    from xlaplug.conformance import CheckFailure, suite_session
-    from xlaplug.driver import compile_module
-    from xlaplug.runner import execute
+    from xlaplug.runtime.conformance import CheckFailure, suite_session
+    from xlaplug.runtime.driver import compile_module
+    from xlaplug.runtime.runner import execute
     import re
     bad, n = re.subn(r"(ROOT constant\.5 = f32\[2\]\{0\} constant\()\{[^}]*\}", r"\1{1e9, 0}", text)
     assert n == 1

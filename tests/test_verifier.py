@@ -44,7 +44,7 @@ def line_of(text: str, name: str) -> int:
 # ---- (a) conformance suite -----------------------------------------------------------------
 
 # Every case of the suite verifies: its shards (tests/test_conformance_stablehlo.py) verify
-# each case they run (xlaplug.conformance.run_case), so it is not parsed again here.
+# each case they run (xlaplug.runtime.conformance.run_case), so it is not parsed again here.
 
 
 def test_conformance_corruptions_are_caught():
