@@ -250,7 +250,7 @@ def test_run_inputs_out_expect_roundtrip(tmp_path, simple, wide_console):
     r = cli("run", simple, "--expect", tmp_path / "both.npz")
     assert r.exit_code == 0
     assert without_timings(r.output) == \
-        SIMPLE_TABLE + f"all 1 outputs match {tmp_path / 'both.npz'}\n"
+        SIMPLE_TABLE + f"the output matches {tmp_path / 'both.npz'}\n"
     # ... a mismatching one exits 1 and names the leaf, errors and first bad index.
     np.savez(tmp_path / "bad.npz", in0=x, in1=y, out0=got + np.float32([0, 0, 1]))
     r = xlaplug_proc("run", simple, "--expect", tmp_path / "bad.npz")
@@ -264,6 +264,9 @@ def test_run_json_and_repeat(simple):
     obj = json.loads(r.output)
     timings = obj.pop("timings")
     assert set(timings) == {"parse_s", "compile_s", "run_s"}
+    assert obj.pop("engine") == "interpreter"
+    run_times = obj.pop("run_times")  # every run's wall time; run_s is their median
+    assert len(run_times) == 3 and timings["run_s"] == sorted(run_times)[1]
     assert all(isinstance(v, float) and v >= 0 for v in timings.values())
     # inputs drawn from numpy's default_rng(4); f32 add is exact, so the summary is fixed
     assert obj == {"module": "m", "device": "cpu", "peak_bytes": 36, "repeat": 3,
@@ -290,14 +293,14 @@ def test_run_memory_guard(simple, tmp_path):
     r = xlaplug_proc("run", big)
     assert r.returncode == 2
     # the machine's free memory is the one figure that varies
-    assert re.sub(r"available memory \(\d+\.\d MiB\)", "available memory (M MiB)", r.stderr) == (
-        f"{big}: error: module needs about 4194304.0 MiB of buffers, more than the available "
+    assert re.sub(r"available memory \([\d.]+ [GMK]iB\)", "available memory (M MiB)", r.stderr) == (
+        f"{big}: error: module needs about 4096.0 GiB of buffers, more than the available "
         "memory (M MiB); refusing to run\n")
     r = xlaplug_proc("run", simple, "--max-memory", "8")
     assert r.returncode == 2
-    # (36 bytes against 8: both print as 0.0 MiB -- the message's own rounding)
-    assert r.stderr == (f"{simple}: error: module needs about 0.0 MiB of buffers, more than the "
-                        "--max-memory (0.0 MiB); refusing to run\n")
+    # sizes in the unit that keeps them readable (36 bytes, not "0.0 MiB")
+    assert r.stderr == (f"{simple}: error: module needs about 36 bytes of buffers, more than the "
+                        "--max-memory (8 bytes); refusing to run\n")
 
 
 def test_run_while_iteration_guard(tmp_path):

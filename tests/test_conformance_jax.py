@@ -44,7 +44,8 @@ from xlaplug.runtime.driver import compile_module
 from xlaplug.hlo import parse_module
 from xlaplug.hlo.ir import Module
 from xlaplug.plugin import Session
-from xlaplug.runtime.runner import compare, execute
+from xlaplug.runtime.outputs import compare
+from xlaplug.runtime.runner import execute
 
 VARIANTS = ("lowered", "compiled")
 

@@ -35,4 +35,4 @@ def test_horovod_example_over_mpi():
     p = _run([str(mpiexec), "-n", "4", sys.executable, "-m", "xlaplug.cli", "run",
               "examples/horovod_allreduce4.hlo"])
     assert p.returncode == 0, p.stderr
-    assert p.stdout.startswith("4 devices (4 replicas x 1 partitions) in processes (MPI)")
+    assert p.stdout.startswith("4 devices (4 replicas x 1 partition) in processes (MPI)")

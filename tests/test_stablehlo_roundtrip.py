@@ -12,11 +12,11 @@ jax = pytest.importorskip("jax")
 import jax_corpus  # noqa: E402
 from suite_location import conformance_dir  # noqa: E402
 
-from xlaplug.runtime.driver import compile_module# noqa: E402
+from xlaplug.runtime.driver import compile_module  # noqa: E402
 from xlaplug.hlo.text.parser import parse_module  # noqa: E402
 from xlaplug.hlo.text.printer import module_to_text  # noqa: E402
 from xlaplug.plugin import Session, load_plugins  # noqa: E402
-from xlaplug.runtime.runner import execute# noqa: E402
+from xlaplug.runtime.runner import execute  # noqa: E402
 from xlaplug.xla.jaxlib_names import mlir_to_hlo_text  # noqa: E402
 from xlaplug.xla.source import to_stablehlo  # noqa: E402
 

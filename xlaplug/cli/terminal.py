@@ -10,6 +10,11 @@ def table(title: str | None = None, caption: str | None = None):
                  padding=(0, 1), collapse_padding=True)
 
 
+def plural(n: int, noun: str) -> str:
+    """`1 device`, `4 devices`."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def first_values(arr, n: int = 3) -> str:
     """The first `n` elements, floats to 6 significant digits (the whole values are in
     `--out` and `--json`), `...` when there are more."""
@@ -26,7 +31,7 @@ def print_outputs(outputs, timings) -> None:
     and its timing line."""
     from rich.console import Console
 
-    from ..runtime.runner import summarize
+    from ..runtime.outputs import summarize
     t = table("outputs")
     for h in ("name", "dtype", "shape", "min", "max", "mean", "first values"):
         t.add_column(h, justify="right" if h in ("min", "max", "mean") else "left")

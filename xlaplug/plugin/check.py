@@ -18,7 +18,8 @@ from ..hlo.builder import Builder
 from ..hlo.errors import HloError
 from ..hlo.ir import Computation, Shape
 from ..hlo.text.shape_parser import parse_shape
-from ..runtime.runner import DEFAULT_TOL, leaves, random_value
+from ..runtime.inputs import random_value
+from ..runtime.outputs import DEFAULT_TOL, leaves
 from .api import OpEntry, bind_call
 from .rules import shape_rule_kwargs
 from .session import _parameters

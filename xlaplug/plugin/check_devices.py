@@ -19,7 +19,8 @@ from ..hlo.errors import HloError
 from ..hlo.ir import Computation, Module
 from ..hlo.opcodes import ALL_OPCODES
 from ..hlo.text.shape_parser import parse_shape
-from ..runtime.runner import leaves, random_value
+from ..runtime.inputs import random_value
+from ..runtime.outputs import leaves
 from .api import bind_call
 from .check import CheckResult, _as_tuple, _close
 from .rules import shape_rule_kwargs
@@ -126,7 +127,7 @@ def _override(session, op, plugin, text, n, seed, trial) -> CheckResult:
     from ..backends.spmd.groups import DeviceGrid
     from ..runtime.spmd.runner import run_module_devices
     from ..hlo.text.parser import parse_module
-    from ..runtime.multi_run import device_inputs
+    from ..runtime.inputs import device_inputs
     from .session import Session
     module = parse_module(text, f"<{plugin} example>")
     grid = DeviceGrid(n, 1)

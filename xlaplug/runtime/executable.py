@@ -18,6 +18,7 @@ from typing import Any, Iterable
 
 from ..hlo.errors import HloError
 from ..hlo.ir import Module
+from .options import RunOptions, RunResult
 
 
 def load_session(plugins: Iterable = (), *, device: str = "cpu", prefer: str = "kernel",
@@ -74,6 +75,7 @@ class Executable:
     # `--reference xla` hands to XLA.
     source_text: str | None = None
     _thunks: Any = None
+    _prepared: dict = field(default_factory=dict, repr=False)
 
     @property
     def hlo(self) -> str:
@@ -113,20 +115,21 @@ class Executable:
     def __call__(self, *args) -> tuple:
         """Run on `args` (one array per parameter); the output leaves, depth-first through
         tuples.  On D > 1 devices each argument is the parameter's own shape (every device
-        gets it) or stacked on a new leading axis of length D, and so are the outputs."""
+        gets it) or stacked on a new leading axis of length D, and so are the outputs.
+        Under mpiexec, the arguments and outputs are this rank's devices'."""
         return tuple(self.run(*args).outputs)
 
-    def run(self, *args, inputs: dict | None = None, seed: int = 0, repeat: int = 1,
-            max_memory: int | None = None, max_while_iterations: int | None = None,
-            interpret: bool = False, collective_timeout: float = 60.0, replicas: int | None = None,
-            partitions: int | None = None, profiler=None):
+    def run(self, *args, inputs: dict | None = None, options: RunOptions | None = None,
+            expected: dict | None = None, rtol: float | None = None, atol: float | None = None,
+            **changes) -> RunResult:
         """Run with positional `args`, or `inputs` as `{"in0": ..., ...}` with the missing
-        parameters drawn at random from `seed` (what `xlaplug run --inputs` does).  Returns
-        a runner.RunResult (one device) or a multi_run.MultiResult (several), both with
-        `.outputs` and `.timings`.  `profiler`: a backends.profiler.Profiler that records
-        each thunk's time and bytes (one device)."""
-        from .multi_run import grid_for
-        from .runner import RunError, execute, run_options
+        parameters drawn at random from the seed (what `xlaplug run --inputs` does), as
+        `options` (a RunOptions; or its fields as keywords) say: on one device, the module's
+        devices in this process, or -- under mpiexec -- this rank's devices, meeting the
+        other ranks at every collective.  `expected`: `{"out0": ...}` to compare with
+        (`rtol`/`atol`: None, the dtype's default); RunResult.mismatches lists what differs."""
+        from .runner import RunError
+        options = RunOptions.of(options, **changes)
         params = self.module.entry.parameters
         if args:
             if inputs is not None:
@@ -135,36 +138,34 @@ class Executable:
                 raise RunError(f"module '{self.module.name}' takes {len(params)} arguments, "
                                f"got {len(args)}")
             inputs = {f"in{p.parameter_number}": a for p, a in zip(params, args)}
-        grid = grid_for(self.module, replicas, partitions)
-        if grid.count > 1:
-            if profiler is not None:
-                raise RunError(f"profiles a run on one device; this one runs on {grid.count}")
-            from .multi_run import run_command
-            return run_command(self.module, grid=grid, npz=inputs, expected=None, seed=seed,
-                               device=self.session.device,
-                               options=run_options(seed, max_while_iterations, interpret),
-                               overrides=self.session.resolve, timeout=collective_timeout,
-                               repeat=repeat, max_memory=max_memory, rtol=None, atol=None,
-                               use_mpi=False)
-        from .runner import build_inputs
-        return execute(self.module, build_inputs(self.module, inputs, seed), self.session,
-                       repeat=repeat, max_memory=max_memory,
-                       max_while_iterations=max_while_iterations, seed=seed,
-                       interpret=interpret, profiler=profiler)
+        from .run_paths import run_executable
+        return run_executable(self, inputs, options, expected, rtol, atol)
+
+    def prepared(self, options: RunOptions):
+        """The one-device context for `options` (runner.Prepared), made on first use and
+        kept: its thunk sequence and kernels serve every later call."""
+        key = (options.interpret, options.max_while_iterations, options.seed)
+        if key not in self._prepared:
+            from .runner import prepare
+            self._prepared[key] = prepare(self.module, self.session, options)
+        return self._prepared[key]
 
 
 def compile(source, *, plugins: Iterable = (), device: str = "cpu", passes: str | None = None,
             decompose_all: bool = False, prefer: str = "kernel", strict: bool = False,
             bundled_plugins: bool = True, session=None, dump_dir: str | None = None,
             verify_each: bool = False, keep_source: bool = False,
-            name: str = "<string>") -> Executable:
+            name: str = "<string>", replicas: int | None = None,
+            partitions: int | None = None) -> Executable:
     """Parse, verify and compile `source` (a path, `-` for standard input, or HLO text)
     with the plugins in `plugins` (directories or `Plugin` objects, beside the bundled
     ones), for `device`.  `passes`: a pipeline spec as `--passes` takes it (None: the
     default pipeline; "none": no passes).  `decompose_all`: every plugin op lowered to core
     HLO (the portable artifact).  `session`: a ready plugin.Session instead of `plugins`,
     `device`, `prefer` and `strict`.  `keep_source`: keep the module as read, printed, in
-    `source_text`.  `name`: how errors in HLO text given as a string name it."""
+    `source_text`.  `name`: how errors in HLO text given as a string name it.
+    `replicas` / `partitions`: the devices the module runs on, when not its header's: set
+    before any rewrite, so decompositions (`b.num_devices`) and runs see them."""
     from .driver import compile_module, load_module, load_text
     if session is None:
         session = load_session(plugins, device=device,
@@ -172,6 +173,7 @@ def compile(source, *, plugins: Iterable = (), device: str = "cpu", passes: str 
                                strict=strict, bundled=bundled_plugins)
     t0 = time.perf_counter()
     module = load_module(str(source)) if _is_path(source) else load_text(source, name)
+    _set_devices(module, replicas, partitions)
     source_text = None
     if keep_source:
         from ..hlo.text.printer import module_to_text
@@ -188,6 +190,18 @@ def compile(source, *, plugins: Iterable = (), device: str = "cpu", passes: str 
                    for via, k in (("kernel", kept), ("decomposition", n - kept)) if k]
     return Executable(module, session, pm, served,
                       {"parse_s": t1 - t0, "pipeline_s": time.perf_counter() - t1}, source_text)
+
+
+def _set_devices(module: Module, replicas: int | None, partitions: int | None) -> None:
+    """The run's device grid written into the module's header (`replica_count=`,
+    `num_partitions=`), where the passes and the runtime read it."""
+    for key, value in (("replica_count", replicas), ("num_partitions", partitions)):
+        if value is None:
+            continue
+        if not isinstance(value, int) or value < 1:
+            raise HloError(f"{key.replace('_count', 's').replace('num_', '')}: must be at "
+                           f"least 1, got {value}")
+        module.attrs[key] = value
 
 
 def _is_path(source) -> bool:

@@ -7,7 +7,7 @@
   module as StableHLO text (`compile --emit stablehlo`).
 * `reference`: `run --reference xla`: the module with plugin ops decomposed, run on XLA:CPU
   (host devices in a subprocess for D > 1: `devices`), each output compared (`stats`:
-  max abs, max relative, max ULP); `cli_reference` is the verb's body.
+  max abs, max relative, max ULP); cli/reference_report.py prints it.
 * `check`: `check-plugins --reference xla`: each decomposition on XLA against its kernel.
 
 Nothing here imports jax at import time: without jax, using the bridge is a one-line error

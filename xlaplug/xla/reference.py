@@ -75,3 +75,36 @@ def compare_devices(ours: list[list[np.ndarray]], theirs: list[list[np.ndarray]]
     for d, (a, b) in enumerate(zip(ours, theirs)):
         out += diff_all(a, b, rtol, atol, f" device {d}" if many else "")
     return out
+
+
+def check_reference_options(expect_path, repeat) -> None:
+    """`--reference xla` is its own comparison, in this process: checked before any work."""
+    from ..backends.spmd.mpi import launched_by_mpi
+    from ..runtime.driver import OptionError
+    from .jaxlib_names import require_jax
+    if expect_path:
+        raise OptionError("--reference xla and --expect: give one thing to compare against")
+    if repeat != 1:
+        raise OptionError("--reference xla runs once: drop --repeat")
+    if launched_by_mpi():
+        raise OptionError("--reference xla runs its devices as threads: run it without "
+                          "mpiexec")
+    require_jax("--reference xla")
+
+
+def run_against_xla(exe, npz: dict | None, options, rtol=None, atol=None):
+    """(xlaplug's RunResult, the OutputDiffs of every device against XLA:CPU): the
+    executable run as any run is, and XLA given the same arguments -- drawn by the same
+    functions from the same seed -- for the module as read (`exe.source_text`)."""
+    module, grid = exe.module, exe.grid
+    check_arguments(module)
+    if grid.count == 1:
+        from ..runtime.inputs import build_inputs
+        per_device = [build_inputs(module, npz, options.seed)]
+    else:
+        from ..runtime.inputs import device_inputs
+        per_device = device_inputs(module, npz, options.seed, grid.count)
+    ours = exe.run(inputs=npz, options=options)
+    theirs = reference_for_text(exe.source_text, exe.session.registry, per_device,
+                                grid.replicas, grid.partitions)
+    return ours, compare_devices(ours.per_device, theirs, rtol, atol)

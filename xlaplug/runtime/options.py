@@ -1,0 +1,101 @@
+"""What a run is asked to do (`RunOptions`) and what it gives back (`RunResult`): the one
+vocabulary of `Executable.run`, whoever calls it -- the CLI, `exe(*arrays)`, `xlaplug.jax`,
+`--reference xla`, or an MPI rank -- so an option means the same thing everywhere."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from ..hlo.errors import HloError
+
+
+class RunError(HloError):
+    """A user-facing failure of a run (bad inputs, guard tripped, kernel failure)."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """seed: the draws of inputs not given (and of rng ops); repeat: runs after one setup
+    (the timings are their median); replicas / partitions: the device grid (None: the
+    module header's); collective_timeout: seconds a collective waits for the others;
+    max_memory: bytes of buffers a run may hold (None: the memory available);
+    max_while_iterations: a while loop past it is an error; interpret: every instruction
+    its own kernel (no compiled fusions or loops); profile: time every thunk (one device);
+    blas_threads: threads of BLAS products (None: the library's own setting);
+    gather: under MPI, rank 0's result holds every device's outputs (what the CLI prints)."""
+    seed: int = 0
+    repeat: int = 1
+    replicas: int | None = None
+    partitions: int | None = None
+    collective_timeout: float = 60.0
+    max_memory: int | None = None
+    max_while_iterations: int | None = None
+    interpret: bool = False
+    profile: bool = False
+    blas_threads: int | None = None
+    gather: bool = False
+
+    def __post_init__(self):
+        if not isinstance(self.repeat, int) or self.repeat < 1:
+            raise RunError(f"repeat: must be 1 or more, got {self.repeat}")
+        for name in ("replicas", "partitions", "blas_threads"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or v < 1):
+                raise RunError(f"{name}: must be at least 1, got {v}")
+        if not (self.collective_timeout > 0 and math.isfinite(self.collective_timeout)):
+            raise RunError(f"collective_timeout: must be a positive number of seconds, got "
+                           f"{self.collective_timeout}")
+        if self.max_memory is not None and self.max_memory < 1:
+            raise RunError(f"max_memory: must be a positive number of bytes, got "
+                           f"{self.max_memory}")
+        if self.max_while_iterations is not None and self.max_while_iterations < 0:
+            raise RunError(f"max_while_iterations: must be 0 or more, got "
+                           f"{self.max_while_iterations}")
+
+    @classmethod
+    def of(cls, options: "RunOptions | None" = None, **changes) -> "RunOptions":
+        """`options` with `changes` (field names; an unknown one is an error naming it)."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(changes) - known)
+        if unknown:
+            raise RunError(f"unknown run option {unknown[0]!r} (known: {', '.join(sorted(known))})")
+        base = options if options is not None else cls()
+        return cls(**{**{f.name: getattr(base, f.name) for f in fields(cls)}, **changes})
+
+    def executor_options(self) -> dict:
+        """The executor's settings for this run (ExecContext's `options`)."""
+        out = {"max_while_iterations": self.max_while_iterations, "seed": self.seed}
+        if self.interpret:  # no compiled fusions or while loops: every instruction its own kernel
+            out.update(fusion_min_elements=1 << 62, interpret_loops=True)
+        return out
+
+
+@dataclass
+class Mismatch:
+    leaf: str
+    message: str
+
+
+@dataclass
+class RunResult:
+    """outputs: the output leaves (out0, out1, ...) of the devices this process ran -- on
+    several, stacked on a leading device axis (under MPI with `gather`, rank 0 holds every
+    device's); per_device: [device][leaf]; timings: parse/compile/run seconds (run: the
+    median of `run_times`); peak_bytes: the buffers one device holds at most; mismatches:
+    against `expected` (None when nothing was compared); all_ok: no mismatch on any rank."""
+    outputs: list[np.ndarray]
+    per_device: list[list[np.ndarray]]
+    timings: dict[str, float]
+    run_times: list[float] = field(default_factory=list)
+    peak_bytes: int = 0
+    grid: Any = None
+    engine: str = "interpreter"
+    transport: str = "local"          # local (one device), threads, mpi
+    rank: int = 0
+    devices: tuple[int, ...] = (0,)   # the device ids this process ran
+    profile: Any = None               # a runtime.profiler.Profiler when asked for
+    mismatches: list[Mismatch] | None = None
+    all_ok: bool = True

@@ -1,0 +1,115 @@
+"""The one run path behind `Executable.run`: where a module's devices run -- one device here,
+D devices in this process (threads or fibers), or this rank's devices under mpiexec -- chosen
+from the module's grid and the launcher, never by the caller.  Every caller (the CLI,
+`exe(*arrays)`, `xlaplug.jax`, `--reference xla`) gets the same RunResult."""
+from __future__ import annotations
+
+import statistics
+import time
+
+from .options import RunError, RunOptions, RunResult
+from .outputs import compare, compare_devices, stacked
+
+
+def run_executable(exe, inputs: dict | None, options: RunOptions, expected: dict | None,
+                   rtol: float | None, atol: float | None) -> RunResult:
+    from ..backends.spmd.mpi import launched_by_mpi
+    from .multi_run import grid_for
+    grid = grid_for(exe.module, options.replicas, options.partitions)
+    if launched_by_mpi():
+        return _over_mpi(exe, grid, inputs, options, expected, rtol, atol)
+    if grid.count > 1:
+        return _in_process(exe, grid, inputs, options, expected, rtol, atol)
+    return _one_device(exe, grid, inputs, options, expected, rtol, atol)
+
+
+def _one_device(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:
+    from .inputs import build_inputs
+    from .runner import run_prepared
+    t0 = time.perf_counter()
+    prep = exe.prepared(options)
+    compile_s = time.perf_counter() - t0
+    args = build_inputs(exe.module, inputs, options.seed)
+    profiler = None
+    if options.profile:
+        from .profiler import Profiler
+        profiler = Profiler()
+    outputs, times = run_prepared(prep, exe.module, args, options, profiler)
+    mismatches = compare(outputs, expected, rtol, atol) if expected is not None else None
+    from .outputs import leaves
+    return RunResult(outputs, [outputs], _timings(compile_s, times), times,
+                     prep.peak + sum(a.nbytes for a in leaves(tuple(args))), grid,
+                     profile=profiler, mismatches=mismatches, all_ok=not mismatches)
+
+
+def _in_process(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:
+    from .inputs import device_inputs
+    from .multi_run import preflight, run_in_process
+    if options.profile:
+        raise RunError(f"profiles a run on one device; this one runs on {grid.count} devices")
+    t0 = time.perf_counter()
+    per_inputs = device_inputs(exe.module, inputs, options.seed, grid.count)
+    device, overrides = exe.session.device, exe.session.resolve
+    ctx = preflight(exe.module, grid, device, options, overrides, per_inputs[0])
+    compile_s = time.perf_counter() - t0
+    per_device, times = run_in_process(exe.module, grid, per_inputs, device=device,
+                                       options=options, overrides=overrides, first_context=ctx)
+    mismatches = (compare_devices(per_device, expected, rtol, atol)
+                  if expected is not None else None)
+    return RunResult(stacked(per_device), per_device, _timings(compile_s, times), times,
+                     grid=grid, transport="threads", devices=tuple(range(grid.count)),
+                     mismatches=mismatches, all_ok=not mismatches)
+
+
+def _over_mpi(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:
+    """This rank's devices.  With `options.gather` the inputs are every device's (each rank
+    takes its own) and rank 0's result holds every device's outputs; without it the inputs
+    and outputs are this rank's devices' only."""
+    from ..backends.spmd.groups import DeviceGrid
+    from ..backends.spmd.mpi import mpi_module
+    from .inputs import device_inputs
+    from .multi_run import preflight, run_over_mpi
+    if options.profile:
+        raise RunError(f"profiles a run on one device; this one runs on {grid.count} devices")
+    t0 = time.perf_counter()
+    ranks = mpi_module().COMM_WORLD.Get_size()
+    rank = mpi_module().COMM_WORLD.Get_rank()
+    k = grid.count // ranks if grid.count % ranks == 0 else 1
+    if options.gather:
+        per_inputs = device_inputs(exe.module, inputs, options.seed, grid.count)
+        args_of = per_inputs.__getitem__
+    else:  # this rank's devices only: stacked over its k devices (or each one's own)
+        mine = device_inputs(exe.module, inputs, options.seed, k) if k > 1 else \
+            [_own_inputs(exe.module, inputs, options.seed, rank)]
+        args_of = (lambda d: mine[d - rank * k])
+    here = DeviceGrid(1, k)
+    device, overrides = exe.session.device, exe.session.resolve
+    ctx = preflight(exe.module, here, device, options, overrides, args_of(rank * k))
+    compile_s = time.perf_counter() - t0
+    r = run_over_mpi(exe.module, grid, args_of, device=device, options=options,
+                     overrides=overrides, expected=expected, rtol=rtol, atol=atol,
+                     context=ctx if k == 1 else None)
+    per_device = r["per_device"]
+    outputs = per_device[0] if len(per_device) == 1 and not options.gather else \
+        stacked(per_device)
+    return RunResult(outputs, per_device, _timings(compile_s, r["run_times"]), r["run_times"],
+                     grid=grid, transport="mpi", rank=r["rank"], devices=r["devices"],
+                     mismatches=r["mismatches"], all_ok=r["all_ok"])
+
+
+def _own_inputs(module, inputs, seed: int, device: int) -> list:
+    """One device's arguments, given as its own values; the parameters not given are drawn
+    as that device draws them in a whole run (seed, device)."""
+    import numpy as np
+
+    from .inputs import coerce_input, random_value
+    out = []
+    for p in module.entry.parameters:
+        value = None if inputs is None else inputs.get(f"in{p.parameter_number}")
+        out.append(random_value(p.shape, np.random.default_rng([seed, device]), p.name)
+                   if value is None else coerce_input(value, p.shape, p.name))
+    return out
+
+
+def _timings(compile_s: float, times: list[float]) -> dict[str, float]:
+    return {"compile_s": compile_s, "run_s": statistics.median(times)}
