@@ -92,17 +92,22 @@ class Mismatch:
 
 
 def compare(outputs: list[np.ndarray], expected: dict, rtol: float | None,
-            atol: float | None) -> list[Mismatch]:
-    bad: list[Mismatch] = []
+            atol: float | None, check_keys: bool = True) -> list[Mismatch]:
+    """Mismatches of `outputs` against `expected` (outK keys); with `check_keys`, a missing
+    or extra key is one too (expect_keys)."""
+    from .expect_keys import as_expected_dtype, key_problems
+    bad = [Mismatch(key, msg) for key, msg in key_problems(len(outputs), expected)
+           ] if check_keys else []
     for k, got in enumerate(outputs):
         key = f"out{k}"
         if key not in expected:
             continue
-        want = np.asarray(expected[key])
-        if want.dtype.kind == "V" and want.dtype.itemsize == got.dtype.itemsize:
-            want = want.view(got.dtype)
+        want, dtype_msg = as_expected_dtype(got, np.asarray(expected[key]))
         if got.shape != want.shape:
             bad.append(Mismatch(key, f"shape {got.shape} != expected {want.shape}"))
+            continue
+        if dtype_msg is not None:
+            bad.append(Mismatch(key, dtype_msg))
             continue
         if got.dtype.kind in "biu" or got.dtype == np.bool_:
             diff = got.astype(np.int64) != want.astype(np.int64) if got.dtype != np.uint64 else got != want
