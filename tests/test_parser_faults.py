@@ -101,3 +101,30 @@ def test_other_digits_in_strings_and_comments_are_text(tmp_path):
     p = xlaplug("compile", f)
     assert p.returncode == 0, p.stderr
     assert 'op_name="x\u0663"' in p.stdout
+
+
+def test_inline_computations_past_xlas_limit(tmp_path):
+    # XLA counts each computation written inline (ParseHloComputation); 5,000 of them ran
+    # for minutes here before the check.
+    inner = "p = f32[] parameter(0)\n ROOT r = f32[] negate(p)"
+    for k in range(5000):
+        inner = f"q{k} = f32[] parameter(0)\n ROOT c{k} = f32[] call(q{k}), to_apply={{ {inner} }}"
+    text = ("HloModule t\nENTRY e {\n x = f32[] parameter(0)\n ROOT y = f32[] call(x), "
+            "to_apply={ " + inner + " }\n}\n")
+    # The 500th inline computation opens on line 503; its first shape, after
+    # ` ROOT c4501 = f32[] call(q4501), to_apply={ q4500 = `, is level 501.
+    _fails_at(tmp_path, text, 503, 53, "maximum recursion depth exceeded")
+    assert len(" ROOT c4501 = f32[] call(q4501), to_apply={ q4500 = ") == 52
+
+
+def test_inline_computations_at_xlas_limit_parse():
+    inner = "p = f32[] parameter(0)\n ROOT r = f32[] negate(p)"
+    for k in range(498):  # 499 inline levels: the innermost shapes are level 500
+        inner = f"q{k} = f32[] parameter(0)\n ROOT c{k} = f32[] call(q{k}), to_apply={{ {inner} }}"
+    text = ("HloModule t\nENTRY e {\n x = f32[] parameter(0)\n ROOT y = f32[] call(x), "
+            "to_apply={ " + inner + " }\n}\n")
+    from xlaplug.hlo.text.parser_limits import check_limits
+    check_limits(text)  # no error; the parse itself takes seconds (inline parses nest)
+    with pytest.raises(Exception, match="maximum recursion depth"):
+        check_limits(text.replace("to_apply={ q0", "to_apply={ q = f32[] parameter(0)\n"
+                                  " ROOT c = f32[] call(q), to_apply={ q0", 1) + "}")

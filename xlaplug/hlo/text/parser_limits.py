@@ -7,7 +7,8 @@ operand list `(...)` and each nested computation, and past
 exceeded" at the token it was reading.  Here the count is the parentheses open outside
 strings and comments (tuple shapes, operand lists -- nested instructions included), plus one
 for the shape or name read inside the innermost: the 501st `(`, or a token read inside 500
-of them, is the error, at its line and column.  Braces are not counted (XLA reads layouts,
+of them, is the error, at its line and column; a computation written inline (`to_apply={
+p = ... }`) is a level too.  Other braces are not counted (XLA reads layouts,
 dense literals and JSON configs without recursing; parser_deep.py bounds them).  Bounding the
 depth here bounds every recursion after the parser -- the verifier, the passes, printing
 a shape -- so none of them can exhaust Python's stack or the C stack.
@@ -28,11 +29,15 @@ from ..errors import HloSyntaxError, position_of
 MAX_DEPTH = 500  # XLA's HloParserOptions::kDefaultMaxRecursionDepth
 # Python frames a text within MAX_DEPTH needs (several per level, in the parser and in what
 # walks shapes after it), and few enough that the C stack cannot overflow first.
-RECURSION_ROOM = 8 * MAX_DEPTH
+RECURSION_ROOM = 20 * MAX_DEPTH
 TOO_DEEP = "maximum recursion depth exceeded"  # XLA's message
 # What the scan stops at: strings and comments (skipped whole), parentheses, and any
 # non-ASCII character (a digit of another script, or anything else: only digits matter).
-_SCAN = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?\*/|[()]|[^\x00-\x7f]', re.S)
+_SCAN = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?\*/|[(){}]|[^\x00-\x7f]', re.S)
+# A `{` that opens a computation written inline (`to_apply={ p = ... }`): a level, as XLA's
+# ParseHloComputation counts one.
+_INLINE = re.compile(r"\b(?:to_apply|calls|body|condition|true_computation|false_computation"
+                     r"|branch_computations|called_computations|scatter|select)\s*=\s*\{?\s*$")
 # XLA reads `parameter(0)` and `constant(...)`'s literal without an operand list: no level.
 _NOT_A_LEVEL = re.compile(r"\b(?:parameter|constant)\s*$")
 _SIGNIFICANT = re.compile(r'(?:\s|//[^\n]*|/\*.*?\*/|,)*', re.S)
@@ -42,21 +47,22 @@ def check_limits(text: str) -> None:
     """Raise HloSyntaxError (with line and column) at the first non-ASCII numeral outside
     strings and comments, or where the text nests deeper than XLA's parser reads."""
     ascii_only = text.isascii()
-    if ascii_only and text.count("(") < MAX_DEPTH:
+    if ascii_only and text.count("(") + text.count("={") < MAX_DEPTH:
         return  # the common case: nothing to find (both tests run at C speed)
     depth = 0
     counted: list[bool] = []  # per open `(`: is it a level (not `parameter(` / `constant(`)
     for m in _SCAN.finditer(text):
         c = m.group(0)
-        if c == "(":
-            level = not _NOT_A_LEVEL.search(text, max(0, m.start() - 12), m.start())
+        if c in "({":
+            level = (not _NOT_A_LEVEL.search(text, max(0, m.start() - 12), m.start())
+                     if c == "(" else _inline_computation(text, m.start()))
             counted.append(level)
             depth += level
             if depth > MAX_DEPTH:
                 raise _at(text, m.start(), TOO_DEEP + _why())
             if depth == MAX_DEPTH and level:
                 _check_innermost(text, m.end())
-        elif c == ")":
+        elif c in ")}":
             if counted:
                 depth -= counted.pop()
         elif len(c) == 1 and not c.isascii() and _numeral(c):
@@ -65,11 +71,33 @@ def check_limits(text: str) -> None:
 
 
 def _check_innermost(text: str, i: int) -> None:
-    """Inside MAX_DEPTH parentheses: a shape, name or literal is read one level deeper, past
-    the limit (an empty `()` is not; a `(` is reported by the caller, one level deeper)."""
+    """At MAX_DEPTH levels: a shape (or a literal) is read one level deeper, past the limit;
+    an operand named without a shape is not, nor an empty `()` (a `(` is reported by the
+    caller, one level deeper).  In a computation written inline, its first instruction's
+    shape is what is read first."""
     i = _SIGNIFICANT.match(text, i).end()
+    m = _INSTRUCTION.match(text, i)
+    if m is not None:
+        i = _SIGNIFICANT.match(text, m.end()).end()
+    elif _BARE_NAME.match(text, i):
+        return
     if i < len(text) and text[i] not in "()":
         raise _at(text, i, TOO_DEEP + _why())
+
+
+_BARE_NAME = re.compile(r"%?[A-Za-z_][\w.\-]*\s*[,)]")
+
+
+def _inline_computation(text: str, i: int) -> bool:
+    """Whether the `{` at text[i] opens a computation written inline (and not the braces of
+    a list of names, a layout or a literal): an attribute that names computations, followed
+    by an instruction (`name =`)."""
+    if not _INLINE.search(text, max(0, i - 40), i):
+        return False
+    return bool(_INSTRUCTION.match(text, i + 1))
+
+
+_INSTRUCTION = re.compile(r"\s*(?:ROOT\s+)?%?[A-Za-z_][\w.\-]*\s*=(?!=)")
 
 
 @contextmanager
