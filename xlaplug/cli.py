@@ -24,7 +24,7 @@ def handle_errors(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         import warnings
-        from .hlo.text.parser_limits import recursion_room
+        from xlaplug.hlo.text.parser_limits import recursion_room  # absolute: survives moves
         try:
             with warnings.catch_warnings(), recursion_room():  # room for XLA's 500 levels
                 warnings.showwarning = _show_warning  # one plain line, not Python's format

@@ -63,7 +63,7 @@ def stacked(per_device: list[list[np.ndarray]]) -> list[np.ndarray]:
 
 def compare_devices(per_device: list[list[np.ndarray]], expected: dict, rtol, atol,
                     first_device: int = 0) -> list[Mismatch]:
-    from .expect_keys import key_problems
+    from xlaplug.expect_keys import key_problems  # absolute: survives moves
     n_total = len(per_device)
     # The file's keys once, by the rank holding device 0 (under MPI each rank checks its own)
     bad = [Mismatch(key, msg) for key, msg in key_problems(len(per_device[0]), expected)

@@ -95,7 +95,7 @@ def compare(outputs: list[np.ndarray], expected: dict, rtol: float | None,
             atol: float | None, check_keys: bool = True) -> list[Mismatch]:
     """Mismatches of `outputs` against `expected` (outK keys); with `check_keys`, a missing
     or extra key is one too (expect_keys)."""
-    from .expect_keys import as_expected_dtype, key_problems
+    from xlaplug.expect_keys import as_expected_dtype, key_problems  # absolute: survives moves
     bad = [Mismatch(key, msg) for key, msg in key_problems(len(outputs), expected)
            ] if check_keys else []
     for k, got in enumerate(outputs):
