@@ -33,7 +33,9 @@ RECURSION_ROOM = 20 * MAX_DEPTH
 TOO_DEEP = "maximum recursion depth exceeded"  # XLA's message
 # What the scan stops at: strings and comments (skipped whole), parentheses, and any
 # non-ASCII character (a digit of another script, or anything else: only digits matter).
-_SCAN = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?\*/|[(){}]|[^\x00-\x7f]', re.S)
+# A flat brace group of ASCII text (a layout, `dimensions={0}`) holds no level: one match.
+_SCAN = re.compile(r'\{[^{}()"/\x80-\U0010ffff]*\}|"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?\*/'
+                   r'|[(){}]|[^\x00-\x7f]', re.S)
 # A `{` that opens a computation written inline (`to_apply={ p = ... }`): a level, as XLA's
 # ParseHloComputation counts one.
 _INLINE = re.compile(r"\b(?:to_apply|calls|body|condition|true_computation|false_computation"
@@ -53,6 +55,8 @@ def check_limits(text: str) -> None:
     counted: list[bool] = []  # per open `(`: is it a level (not `parameter(` / `constant(`)
     for m in _SCAN.finditer(text):
         c = m.group(0)
+        if len(c) > 1:
+            continue  # a string, a comment, a flat brace group
         if c in "({":
             level = (not _NOT_A_LEVEL.search(text, max(0, m.start() - 12), m.start())
                      if c == "(" else _inline_computation(text, m.start()))
@@ -65,7 +69,7 @@ def check_limits(text: str) -> None:
         elif c in ")}":
             if counted:
                 depth -= counted.pop()
-        elif len(c) == 1 and not c.isascii() and _numeral(c):
+        elif not c.isascii() and _numeral(c):
             raise _at(text, m.start(), f"'{c}' ({unicodedata.name(c, 'U+%04X' % ord(c))}) is "
                                        f"not a digit: only ASCII 0-9 are numbers in HLO text")
 
