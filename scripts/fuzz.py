@@ -1,43 +1,76 @@
 """A deterministic mutation fuzzer: mutants of corpus programs through compile, then run.
 
-    python scripts/fuzz.py --seed 0 --count 2000 --budget-seconds 3600 [--save-dir DIR]
+    python scripts/fuzz.py --seed 0 --count 500 [--jobs 2] [--timeout 60] [--save-dir DIR]
 
-The corpus is examples/*.hlo, a fixed sample of the StableHLO conformance modules (when the
-suite sits next to the repository, as tests/oracle.py finds it) and the jax-lowered programs
-of tests/.corpus_cache (when the jax corpus has been built).  Mutant k is a pure function of
-(seed, k) (scripts/fuzz_mutations.py).  Each goes through `xlaplug compile FILE` and then
-`xlaplug run FILE --max-memory 1G --max-while-iterations 10000`, in a worker process (the
-CLI in-process, so a mutant costs no interpreter start) under an alarm and an address-space
-limit; a worker that dies or stops answering is replaced.  Each mutant is classified:
+The corpus is examples/*.hlo, the modules of tests/data/xla_parser_cases.json (XLA's parser
+tests), a fixed sample of the StableHLO conformance modules (when the suite sits next to the
+repository, as tests/oracle.py finds it) and the jax-lowered programs of tests/.corpus_cache
+(when the jax corpus has been built).  Mutant k is a pure function of (seed, k)
+(scripts/fuzz_mutations.py).  Each runs in a process of its own, as a user runs the CLI:
+`xlaplug compile FILE`, then `xlaplug run FILE --max-memory 1G --max-while-iterations
+10000` (both verbs in one interpreter, each under click's own exit handling), under an
+address-space limit and a timeout.  Each mutant is classified:
 
-  clean      exit 2 with a one-line `...error: ...` headline (parse, verify, option errors)
-  ran        run exit 0                     check      run exit 1 (a check failed)
-  crash      a Python traceback, or a worker that died
-  hang       past --timeout seconds         exhausted  out of memory under the limit
-  message    exit 2 but the first line is not an error headline
+  clean   exit 0, 1 (a check failed) or 2 with an error headline (`FILE:L:C: error: ...`,
+          `FILE: error: ...` or `error: ...`) and no traceback
+  crash   a Python traceback, a signal (a segfault), another exit code, click's
+          "Aborted!", or an exit 2 whose first line is not an error headline
+  hang    past --timeout seconds
 
-Prints one JSON object of counts; exit 1 if any mutant crashed, hung, exhausted memory or
-gave a malformed message.
+A crash or hang is minimized (delta debugging over lines, then characters: the smallest
+text that still fails the same way) and written to --save-dir with the original.  Prints one
+JSON object of counts; exit 1 if any mutant crashed or hung.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import random
+import re
+import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
+from fuzz_minimize import minimize  # noqa: E402
 from fuzz_mutations import mutate  # noqa: E402
 
-BAD = ("crash", "hang", "exhausted", "message")
+CLASSES = ("clean", "crash", "hang")
+BAD = ("crash", "hang")
 GUARDS = ["--max-memory", "1G", "--max-while-iterations", "10000"]
-MEMORY_LIMIT = 6 << 30  # the worker's address space: past it, MemoryError
+MEMORY_LIMIT = 6 << 30  # each mutant's address space: past it, MemoryError
+HEADLINE = re.compile(r"^(?:\S.*?: )?error: \S")  # FILE:L:C: error, FILE: error, error
+
+# Runs the verbs in one interpreter, each as the console entry point does (click's
+# standalone mode: its exit codes and messages), and reports each verb's exit code and
+# stderr as one JSON line on stdout (the verbs' own stdout is discarded).
+DRIVER = r"""
+import contextlib, io, json, os, sys, traceback
+path, guards = sys.argv[1], sys.argv[2:]
+out = sys.stdout
+from xlaplug.cli import main
+for verb in (["compile", path], ["run", path, *guards]):
+    err = io.StringIO()
+    with open(os.devnull, "w") as null, contextlib.redirect_stdout(null), \
+            contextlib.redirect_stderr(err):
+        try:
+            main(verb, prog_name="xlaplug")
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except BaseException:
+            traceback.print_exc()
+            code = "exception"
+    out.write(json.dumps({"verb": verb[0], "code": code, "stderr": err.getvalue()}) + "\n")
+    out.flush()
+    if code != 0:
+        break
+"""
 
 
 def conformance_dir() -> Path | None:
@@ -52,6 +85,10 @@ def conformance_dir() -> Path | None:
 def corpus(sample: int = 150) -> list[tuple[str, str]]:
     """(name, text) of every corpus program, in a fixed order."""
     out = [(p.name, p.read_text()) for p in sorted((ROOT / "examples").glob("*.hlo"))]
+    cases = ROOT / "tests" / "data" / "xla_parser_cases.json"
+    if cases.is_file():
+        out += [(f"xla:{c['name']}", c["text"]) for c in json.loads(cases.read_text())
+                if c.get("text", "").strip()]
     d = conformance_dir()
     if d is not None:
         files = sorted(d.glob("*.hlo"))
@@ -69,163 +106,160 @@ def mutant(programs: list[tuple[str, str]], seed: int, k: int) -> tuple[str, str
     return name, how, text
 
 
-# ---- the worker ------------------------------------------------------------------------
+# ---- one mutant, one process ----------------------------------------------------------
 
-class _Alarm(BaseException):
-    """Raised by the per-mutant alarm; a BaseException so no error handler swallows it."""
-
-
-def _cli(args: list[str]) -> tuple[int, str]:
-    import contextlib
-    import io
-
-    from xlaplug.cli.main import main
-    buf = io.StringIO()
-    code = 0
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(buf):
-        try:
-            main(args, standalone_mode=False)
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 1
-    return code, buf.getvalue()
-
-
-def classify(path: str) -> tuple[str, str]:
-    """(class, first line of the message) of one mutant file, in this process."""
-    import traceback
-    try:
-        code, err = _cli(["compile", path])
-        if code == 0:
-            code, err = _cli(["run", path, *GUARDS])
-    except _Alarm:
-        return "hang", ""
-    except MemoryError:
-        return "exhausted", ""
-    except Exception:
-        return "crash", traceback.format_exc().strip().splitlines()[-1][:300]
-    first = err.strip().splitlines()[0] if err.strip() else ""
-    if code == 2:
-        if "out of memory" in first:
-            return "exhausted", first
-        ok = ": error: " in first or first.startswith("error: ")
-        return ("clean" if ok else "message"), first[:300]
-    return {0: "ran", 1: "check"}.get(code, "crash"), first[:300]
-
-
-def _worker(conn, timeout: float) -> None:
+def _limit_memory() -> None:
     import resource
-    import signal
-    import warnings
-    warnings.simplefilter("ignore")
     try:
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
     except (ValueError, OSError):
         pass
 
-    def on_alarm(signum, frame):
-        raise _Alarm()
-    signal.signal(signal.SIGALRM, on_alarm)
-    while True:
-        path = conn.recv()
-        if path is None:
-            return
-        signal.setitimer(signal.ITIMER_REAL, timeout)
-        try:
-            result = classify(path)
-        except _Alarm:
-            result = ("hang", "")
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        conn.send(result)
+
+def default_command(path: str) -> list[str]:
+    return [sys.executable, "-c", DRIVER, path, *GUARDS]
 
 
-class Worker:
-    def __init__(self, timeout: float):
-        self.timeout = timeout
-        self.ctx = mp.get_context("spawn")
-        self.start()
-
-    def start(self) -> None:
-        self.conn, child = self.ctx.Pipe()
-        self.proc = self.ctx.Process(target=_worker, args=(child, self.timeout), daemon=True)
-        self.proc.start()
-        self.done = 0
-
-    def stop(self) -> None:
-        if self.proc.is_alive():
-            self.proc.kill()
-        self.proc.join()
-
-    def check(self, path: str) -> tuple[str, str]:
-        if self.done >= 200:  # a fresh interpreter now and then: caches only grow
-            self.stop()
-            self.start()
-        self.conn.send(path)
-        # The alarm fires in the worker first; the slack covers a worker stuck in C code.
-        if not self.conn.poll(self.timeout + 30):
-            self.stop()
-            self.start()
-            return "hang", "worker did not answer"
-        try:
-            result = self.conn.recv()
-        except EOFError:
-            code = self.proc.exitcode
-            self.stop()
-            self.start()
-            return "crash", f"worker died (exit code {code})"
-        self.done += 1
-        return tuple(result)
+def classify(path: str, timeout: float, command=default_command) -> tuple[str, str]:
+    """(class, detail) of the mutant file at `path`, run in a fresh process."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "NUMBA_ENABLE_CUDASIM": "0"}
+    try:
+        p = subprocess.run(command(path), capture_output=True, text=True, timeout=timeout,
+                           env=env, cwd=ROOT, preexec_fn=_limit_memory,
+                           errors="backslashreplace")
+    except subprocess.TimeoutExpired:
+        return "hang", f"past {timeout:g} s"
+    verbs = [json.loads(ln) for ln in p.stdout.splitlines() if ln.startswith("{")]
+    phase = ["compile", "run"][min(len(verbs), 1)] if p.returncode else \
+        (verbs[-1]["verb"] if verbs else "?")
+    if p.returncode < 0:
+        return "crash", f"{phase}: killed by signal {-p.returncode}"
+    if p.returncode != 0 and not verbs:
+        return "crash", f"exit {p.returncode}: {_last_line(p.stderr)}"
+    if not verbs:  # a command without the driver's report: its own exit code and stderr
+        verbs = [{"verb": "?", "code": p.returncode, "stderr": p.stderr}]
+    last = verbs[-1]
+    return judge(last["verb"], last["code"], last["stderr"] + p.stderr)
 
 
-def fuzz(seed: int, count: int, budget_s: float, timeout: float = 20.0,
-         save_dir: Path | None = None, log=None) -> dict:
+def judge(verb: str, code, stderr: str) -> tuple[str, str]:
+    """clean or crash, from one verb's exit code and stderr."""
+    if "Traceback (most recent call last)" in stderr or code == "exception":
+        return "crash", f"{verb}: traceback: {_last_line(stderr)}"
+    lines = [ln for ln in stderr.splitlines() if ln.strip() and not ln.startswith("warning:")]
+    first = lines[0] if lines else ""
+    if code == 0:
+        return "clean", "exit 0"
+    if code == 1:
+        if "Aborted!" in stderr:
+            return "crash", f"{verb}: click's 'Aborted!' (an EOFError)"
+        return "clean", f"exit 1: {first[:200]}"
+    if code == 2:
+        if HEADLINE.match(first):
+            return "clean", f"exit 2: {first[:200]}"
+        return "crash", f"{verb}: exit 2 without an error headline: {first[:200]!r}"
+    return "crash", f"{verb}: exit {code}: {first[:200]}"
+
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def _signature(cls: str, detail: str) -> str:
+    """What a smaller text must reproduce: the class, and for a crash its kind (the
+    exception's type, the signal, the exit code), not the message that names the text."""
+    if cls == "hang":
+        return "hang"
+    m = re.search(r"traceback: (\w+(?:\.\w+)*)", detail) or \
+        re.search(r"(signal \d+|exit \d+ without|exit \d+|Aborted)", detail)
+    return f"{cls}:{m.group(1) if m else detail}"
+
+
+# ---- the campaign ---------------------------------------------------------------------
+
+def fuzz(seed: int, count: int, budget_s: float = 3600, timeout: float = 60.0, jobs: int = 1,
+         save_dir: Path | None = None, log=None, minimize_s: float = 300.0,
+         command=default_command) -> dict:
     programs = corpus()
-    counts = dict.fromkeys(("clean", "ran", "check") + BAD, 0)
+    counts = dict.fromkeys(CLASSES, 0)
+    exits = {"exit 0": 0, "exit 1": 0, "exit 2": 0}
     findings: list[dict] = []
     start = time.monotonic()
     tmp = tempfile.mkdtemp(prefix="xlaplug-fuzz-")
     os.environ.setdefault("XLAPLUG_CACHE_DIR", os.path.join(tmp, "cache"))
-    worker = Worker(timeout)
+
+    def one(k: int):
+        if time.monotonic() - start > budget_s:
+            return None
+        name, how, text = mutant(programs, seed, k)
+        path = os.path.join(tmp, f"mutant_{k}.hlo")
+        Path(path).write_text(text, encoding="utf-8", errors="surrogateescape")
+        t0 = time.monotonic()
+        cls, detail = classify(path, timeout, command)
+        os.unlink(path)
+        return k, name, how, text, cls, detail, time.monotonic() - t0
+
     done = 0
-    try:
-        for k in range(count):
-            if time.monotonic() - start > budget_s:
-                break
-            name, how, text = mutant(programs, seed, k)
-            path = os.path.join(tmp, f"mutant_{k}.hlo")
-            Path(path).write_text(text, encoding="utf-8", errors="surrogateescape")
-            cls, detail = worker.check(path)
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for result in pool.map(one, range(count)):
+            if result is None:
+                continue
+            k, name, how, text, cls, detail, took = result
             counts[cls] += 1
             done += 1
-            if cls in BAD:
+            if cls == "clean":
+                exits[detail.split(":")[0]] += 1
+            else:
                 findings.append({"mutant": k, "from": name, "mutation": how, "class": cls,
                                  "detail": detail})
-                if save_dir is not None:
-                    save_dir.mkdir(parents=True, exist_ok=True)
-                    (save_dir / f"{cls}_{k}.hlo").write_text(text, encoding="utf-8",
-                                                             errors="surrogateescape")
             if log is not None:
-                log(f"{k} {cls} {name} {how} {detail}")
-            os.unlink(path)
-    finally:
-        worker.conn.send(None) if worker.proc.is_alive() else None
-        worker.stop()
+                log(f"{k} {cls} {took:.1f}s {name} {how} {detail}")
+    minimize_each = minimize_s / max(1, len(findings))
+    for f in findings:
+        if save_dir is not None:
+            f.update(_save(f, mutant(programs, seed, f["mutant"])[2], save_dir, timeout,
+                           minimize_each, command, tmp))
     return {"seed": seed, "mutants": done, "corpus": len(programs), "counts": counts,
-            "seconds": round(time.monotonic() - start, 1), "findings": findings}
+            "clean_exits": exits, "seconds": round(time.monotonic() - start, 1),
+            "findings": findings}
+
+
+def _save(finding: dict, text: str, save_dir: Path, timeout: float, budget_s: float,
+          command, tmp: str) -> dict:
+    """Write the mutant and its minimized reproducer; the reproducer's path and size."""
+    save_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"{finding['class']}_{finding['mutant']}"
+    (save_dir / f"{stem}.hlo").write_text(text, encoding="utf-8", errors="surrogateescape")
+    want = _signature(finding["class"], finding["detail"])
+    path = os.path.join(tmp, f"{stem}.min.hlo")
+
+    def fails(candidate: str) -> bool:
+        Path(path).write_text(candidate, encoding="utf-8", errors="surrogateescape")
+        return _signature(*classify(path, timeout, command)) == want
+
+    small = minimize(text, fails, budget_s)
+    out = save_dir / f"{stem}.min.hlo"
+    out.write_text(small, encoding="utf-8", errors="surrogateescape")
+    return {"reproducer": str(out), "reproducer_chars": len(small)}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--count", type=int, default=1000)
+    ap.add_argument("--count", type=int, default=500)
     ap.add_argument("--budget-seconds", type=float, default=3600)
-    ap.add_argument("--timeout", type=float, default=20.0, help="seconds per mutant")
-    ap.add_argument("--save-dir", type=Path, default=None,
-                    help="write crashing and hanging mutants here")
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds per mutant")
+    ap.add_argument("--jobs", type=int, default=1, help="mutants run at once")
+    ap.add_argument("--save-dir", type=Path, default=Path("fuzz-findings"),
+                    help="crashing and hanging mutants, and their minimized reproducers")
+    ap.add_argument("--minimize-seconds", type=float, default=600,
+                    help="time for minimizing, shared by the findings")
     ap.add_argument("-v", "--verbose", action="store_true", help="one line per mutant")
     args = ap.parse_args(argv)
     log = (lambda s: print(s, file=sys.stderr, flush=True)) if args.verbose else None
-    report = fuzz(args.seed, args.count, args.budget_seconds, args.timeout, args.save_dir, log)
+    report = fuzz(args.seed, args.count, args.budget_seconds, args.timeout, args.jobs,
+                  args.save_dir, log, args.minimize_seconds)
     print(json.dumps(report, indent=2))
     return 1 if any(report["counts"][c] for c in BAD) else 0
 

@@ -199,10 +199,38 @@ def duplicate_name(text: str, rng: random.Random) -> str:
     return "\n".join(lines)
 
 
+def deep_nesting(text: str, rng: random.Random) -> str:
+    """Nest a shape or an operand list hundreds to thousands of levels deep (issue 27: the
+    parser's depth limit, and everything that walks a shape after it)."""
+    depth = rng.choice([20, 499, 500, 501, 600, 4000, 8000, 8193])
+    if rng.randrange(2):
+        shapes = list(SHAPE.finditer(text))
+        if not shapes:
+            return text
+        m = rng.choice(shapes)
+        return text[:m.start()] + "(" * depth + m.group(0) + ")" * depth + text[m.end():]
+    m = re.search(r"\b([a-z][\w\-]*)\((%?[A-Za-z_][\w.\-]*)\)", text)
+    if m is None:
+        return text
+    inner = m.group(2)
+    return text[:m.start(2)] + "negate(" * depth + inner + ")" * depth + text[m.end(2):]
+
+
+def unicode_digit(text: str, rng: random.Random) -> str:
+    """Replace an ASCII digit with a digit of another script (Arabic-Indic, fullwidth,
+    Devanagari): Python's int() reads them, XLA's lexer does not."""
+    digits = [m.start() for m in re.finditer(r"\d", text) if text[m.start()].isascii()]
+    if not digits:
+        return text
+    k = rng.choice(digits)
+    base = rng.choice([0x660, 0xFF10, 0x966])
+    return text[:k] + chr(base + int(text[k])) + text[k + 1:]
+
+
 BYTE = [flip_byte, insert_bytes, delete_span, line_edit]
-TOKEN_MUTATIONS = [swap_token, change_number]
+TOKEN_MUTATIONS = [swap_token, change_number, unicode_digit]
 STRUCTURAL = [retarget_call, use_before_definition, operand_cycle, reshape_dims,
-              endless_loop, duplicate_name]
+              endless_loop, duplicate_name, deep_nesting]
 FAMILIES = {"byte": BYTE, "token": TOKEN_MUTATIONS, "structural": STRUCTURAL}
 
 

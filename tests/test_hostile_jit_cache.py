@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from xlaplug.backends.cpu import jit_cache
+from xlaplug.backends.cpu import jit_cache, jit_store
 
 SRC = "def plus_one(x):\n    return x + 1\n"
 
@@ -17,7 +17,8 @@ def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("XLAPLUG_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("XLAPLUG_JIT_CACHE", raising=False)
     monkeypatch.setattr(jit_cache, "_LOADED", {})
-    monkeypatch.setattr(jit_cache, "_REFUSED", set())
+    monkeypatch.setattr(jit_store, "_REFUSED", set())
+    monkeypatch.setattr(jit_store, "_HEALED", set())
     return tmp_path / "jit"
 
 

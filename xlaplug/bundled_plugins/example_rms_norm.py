@@ -10,8 +10,9 @@ fallback, and the reference `check-plugins` compares the kernels with), a CPU ke
 (numba) and a CUDA kernel (numba.cuda, one block per row).
 """
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
+from xlaplug.backends.cpu.jit_store import cached_njit
 from xlaplug.hlo.errors import HloError
 from xlaplug.plugin import Plugin
 
@@ -48,7 +49,8 @@ def rms_norm_decomposed(b, x, scale, *, epsilon=1e-6):
     return b.multiply(b.multiply(x, inv_b), scale_b)
 
 
-@njit(parallel=True, cache=True)
+# numba's cache=True, kept in xlaplug's cache directory (in memory when there is none)
+@cached_njit(parallel=True)
 def _rms_rows(x2, scale, eps, out2):
     rows, n = x2.shape
     for r in prange(rows):

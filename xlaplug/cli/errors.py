@@ -21,8 +21,10 @@ def handle_errors(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         import warnings
+
+        from ..hlo.text.parser_limits import recursion_room
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), recursion_room():  # room for XLA's 500 levels
                 warnings.showwarning = _show_warning  # one plain line, not Python's format
                 return fn(*args, **kwargs)
         except HloError as e:

@@ -116,8 +116,28 @@ class Shape:
                 and self.dynamic == other.dynamic and self.buffer == other.buffer)
 
     def __str__(self) -> str:
-        if self.is_tuple:
-            return "(" + ", ".join(str(s) for s in self.tuple_shapes) + ")"
+        if not self.is_tuple:
+            return self._array_text()
+        # Iterative: a tuple nested as deep as XLA's parser allows prints in an error message
+        # without recursing (each level a C-stack frame through str.join).
+        out: list[str] = []
+        stack: list = [self]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, str):
+                out.append(item)
+            elif item.is_tuple:
+                stack.append(")")
+                for k in range(len(item.tuple_shapes) - 1, -1, -1):
+                    stack.append(item.tuple_shapes[k])
+                    if k:
+                        stack.append(", ")
+                stack.append("(")
+            else:
+                out.append(item._array_text())
+        return "".join(out)
+
+    def _array_text(self) -> str:
         parts = []
         for d, dyn in zip(self.dims, self.dynamic):
             if d == UNBOUNDED:

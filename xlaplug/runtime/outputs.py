@@ -20,17 +20,22 @@ DEFAULT_TOL = {"f16": (1e-3, 1e-3), "bf16": (1e-2, 1e-2), "f32": (1e-5, 1e-6),
 
 
 def compare(outputs: list[np.ndarray], expected: dict, rtol: float | None,
-            atol: float | None) -> list[Mismatch]:
-    bad: list[Mismatch] = []
+            atol: float | None, check_keys: bool = True) -> list[Mismatch]:
+    """Mismatches of `outputs` against `expected` (outK keys); with `check_keys`, a missing
+    or extra key is one too (expect_keys)."""
+    from .expect_keys import as_expected_dtype, key_problems
+    bad = [Mismatch(key, msg) for key, msg in key_problems(len(outputs), expected)
+           ] if check_keys else []
     for k, got in enumerate(outputs):
         key = f"out{k}"
         if key not in expected:
             continue
-        want = np.asarray(expected[key])
-        if want.dtype.kind == "V" and want.dtype.itemsize == got.dtype.itemsize:
-            want = want.view(got.dtype)
+        want, dtype_msg = as_expected_dtype(got, np.asarray(expected[key]))
         if got.shape != want.shape:
             bad.append(Mismatch(key, f"shape {got.shape} != expected {want.shape}"))
+            continue
+        if dtype_msg is not None:
+            bad.append(Mismatch(key, dtype_msg))
             continue
         if got.dtype.kind in "biu" or got.dtype == np.bool_:
             diff = got.astype(np.int64) != want.astype(np.int64) if got.dtype != np.uint64 else got != want
@@ -85,8 +90,11 @@ def stacked(per_device: list[list[np.ndarray]]) -> list[np.ndarray]:
 
 def compare_devices(per_device: list[list[np.ndarray]], expected: dict, rtol, atol,
                     first_device: int = 0) -> list[Mismatch]:
+    from .expect_keys import key_problems
     n_total = len(per_device)
-    bad: list[Mismatch] = []
+    # The file's keys once, by the rank holding device 0 (under MPI each rank checks its own)
+    bad = [Mismatch(key, msg) for key, msg in key_problems(len(per_device[0]), expected)
+           ] if per_device and first_device == 0 else []
     for i, outs in enumerate(per_device):
         d = first_device + i
         mine = {}
@@ -99,6 +107,6 @@ def compare_devices(per_device: list[list[np.ndarray]], expected: dict, rtol, at
             if stacked_ok and want.shape[0] >= d + 1 and (want.shape[0] > 1 or n_total == 1):
                 want = want[d]
             mine[f"out{k}"] = want
-        for m in compare(outs, mine, rtol, atol):
+        for m in compare(outs, mine, rtol, atol, check_keys=False):  # checked above
             bad.append(Mismatch(f"{m.leaf} device {d}", m.message))
     return bad

@@ -18,10 +18,10 @@ loop vectorises across n.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from .jit_store import cached_njit
 
 
-@njit(cache=True, nogil=True)
+@cached_njit(nogil=True)  # on disk in xlaplug's cache, or in memory
 def _four_sums(ar, ai, br, bi, re, im):
     nb, m_, k_ = ar.shape
     n_ = br.shape[2]

@@ -9,15 +9,15 @@ operands): one compiled specialisation per loop, cached on disk.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from .jit_store import cached_njit
 
 from ..common.scalar_int import (_xclz, _xipow, _xsdiv, _xshl, _xsra, _xsrem, _xsrl,
                                      _xudiv, _xurem)
 
-_OPTS = dict(cache=True, nogil=True)
+_OPTS = dict(nogil=True)  # on disk in xlaplug's cache (jit_store), or in memory
 
 
-@njit(**_OPTS)
+@cached_njit(**_OPTS)
 def sdiv(a, b, minv):
     out = np.empty_like(a)
     for i in range(a.size):
@@ -25,7 +25,7 @@ def sdiv(a, b, minv):
     return out
 
 
-@njit(**_OPTS)
+@cached_njit(**_OPTS)
 def srem(a, b, minv):
     out = np.empty_like(a)
     for i in range(a.size):
@@ -33,7 +33,7 @@ def srem(a, b, minv):
     return out
 
 
-@njit(**_OPTS)
+@cached_njit(**_OPTS)
 def udiv(a, b, ones):
     out = np.empty_like(a)
     for i in range(a.size):
@@ -41,7 +41,7 @@ def udiv(a, b, ones):
     return out
 
 
-@njit(**_OPTS)
+@cached_njit(**_OPTS)
 def urem(a, b):
     out = np.empty_like(a)
     for i in range(a.size):
@@ -49,7 +49,7 @@ def urem(a, b):
     return out
 
 
-@njit(**_OPTS)
+@cached_njit(**_OPTS)
 def ipow(p, e, mask, w):
     out = np.empty_like(p)
     for i in range(p.size):
@@ -57,7 +57,7 @@ def ipow(p, e, mask, w):
     return out
 
 
-@njit(**_OPTS)
+@cached_njit(**_OPTS)
 def shift(kind, p, c, w, mask):
     """kind 0: left, 1: right logical, 2: right arithmetic (on w-bit patterns)."""
     out = np.empty_like(p)
@@ -71,7 +71,7 @@ def shift(kind, p, c, w, mask):
     return out
 
 
-@njit(**_OPTS)
+@cached_njit(**_OPTS)
 def clz(p, w):
     out = np.empty(p.size, np.int64)
     for i in range(p.size):
@@ -84,7 +84,7 @@ def flat(x, dtype) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(x).astype(dtype, copy=False)).reshape(-1)
 
 
-@njit(error_model="numpy", **_OPTS)
+@cached_njit(error_model="numpy", **_OPTS)
 def fpow(a, b):
     """C's pow on float64 (numpy's own loops lose a few ULP on large exponents)."""
     out = np.empty_like(a)

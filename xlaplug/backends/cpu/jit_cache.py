@@ -10,11 +10,10 @@ A change to the helpers or to numba gives new file names, so a stale entry is ne
 `XLAPLUG_JIT_CACHE=0`, or a directory that cannot be written, compiles in memory instead.
 
 Whoever can write the cache runs code in every later process (the modules are imported,
-numba's index and data files are pickles), so, as plugin directories are: the directory is
-created 0700, and a directory, module or numba cache file not owned by this user or
-writable by group or others is refused -- one warning, then in-memory compiles; and a
-module's text must be exactly the text its name is the hash of, else it is not imported
-(the verified text is what runs, not a second read of the file).
+numba's index and data files are pickles): jit_store.py says whose files are trusted.  A
+module's text must be exactly the text its name is the hash of (the verified text is what
+runs, not a second read of the file); one that is not -- truncated, edited, not UTF-8 -- is
+removed with its numba files and written again, with one warning.
 
 A module is: the header below (numpy, math and the scalar helpers as globals), constants
 (bit-exact: `np.frombuffer` of their bytes), then the pieces' source.  `scalar_piece` turns
@@ -27,7 +26,6 @@ import hashlib
 import importlib.util
 import os
 import re
-import stat
 import sys
 import threading
 import warnings
@@ -39,6 +37,8 @@ from numba import njit
 
 from ...hlo.ir import Computation
 from ..common.scalar_codegen import generate_source
+from .jit_store import UnsafeCache, cache_dir, cached_njit, check, healed, refuse, usable_dir
+from . import jit_store
 
 # numba's "internal pedantic check" on the IR of loops whose bodies it inlined ("variable
 # ... is not in scope. Please report ...") fires on generated fused loops that compile and
@@ -57,11 +57,6 @@ globals().update(_NS)
 _LOCK = threading.Lock()
 _LOADED: dict[str, object] = {}
 _DIGEST = None
-_REFUSED: set[str] = set()  # cache paths already warned about (one warning each)
-
-
-class UnsafeCache(Exception):
-    """The cache directory or one of its files could be written by someone else."""
 
 
 def _helpers_digest() -> str:
@@ -74,20 +69,6 @@ def _helpers_digest() -> str:
             h.update(p.read_bytes())
         _DIGEST = h.hexdigest()[:16]
     return _DIGEST
-
-
-def cache_dir() -> Path | None:
-    """Where generated modules go, or None when the on-disk cache is off."""
-    if os.environ.get("XLAPLUG_JIT_CACHE", "1") == "0":
-        return None
-    base = os.environ.get("XLAPLUG_CACHE_DIR")
-    if not base:
-        try:
-            base = os.path.join(os.environ.get("XDG_CACHE_HOME") or
-                                os.path.join(Path.home(), ".cache"), "xlaplug")
-        except RuntimeError:  # no home directory: compile in memory
-            return None
-    return Path(base) / "jit"
 
 
 def _const_line(name: str, value) -> str:
@@ -126,29 +107,6 @@ def scalar_piece(comp: Computation, prefix: str, elementwise: bool = False,
     return src, named, f"{prefix}_c{entry[2:]}"
 
 
-def _unsafe(path: Path) -> str | None:
-    """Why `path` must not be trusted, or None: owned by another user, or writable by group
-    or others."""
-    st = path.stat()
-    if hasattr(os, "getuid") and st.st_uid != os.getuid():
-        return f"'{path}' is owned by another user"
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return f"'{path}' is writable by group or others (chmod go-w '{path}')"
-    return None
-
-
-def _check(path: Path) -> None:
-    why = _unsafe(path)
-    if why is not None:
-        raise UnsafeCache(why)
-
-
-def _refuse(d: Path, why: str) -> None:
-    if str(d) not in _REFUSED:
-        _REFUSED.add(str(d))
-        warnings.warn(f"JIT cache not used: {why}; compiling in memory")
-
-
 def cached_function(src: str, consts: dict, entry: str, **njit_options):
     """njit(entry) of the module made of `src` and `consts` (see the module docstring)."""
     text = module_text(src, consts, njit_options)
@@ -159,11 +117,11 @@ def cached_function(src: str, consts: dict, entry: str, **njit_options):
             return fn
     fn = None
     d = cache_dir()
-    if d is not None and str(d) not in _REFUSED:
+    if d is not None and str(d) not in jit_store._REFUSED:
         try:
             fn = _from_file(d, key, text, entry, njit_options)
         except UnsafeCache as e:
-            _refuse(d, str(e))
+            refuse(d, str(e))
         except (OSError, ImportError):
             fn = None  # not writable, or gone: compile in memory
     if fn is None:
@@ -188,7 +146,7 @@ def is_cached(src: str, consts: dict, entry: str, **njit_options) -> bool:
     d = cache_dir()
     line = next((k for k, ln in enumerate(text.splitlines(), 1)
                  if ln.startswith(f"def {entry}(")), None)
-    if d is None or str(d) in _REFUSED or line is None:
+    if d is None or str(d) in jit_store._REFUSED or line is None:
         return False
     v = sys.version_info
     index = f"xlaplug_jit_{key}_{_helpers_digest()}.{entry}-{line}.py{v.major}{v.minor}.nbi"
@@ -205,31 +163,47 @@ def _key(text: str) -> str:
 def _from_file(d: Path, key: str, text: str, entry: str, njit_options: dict):
     name = f"xlaplug_jit_{key}_{_helpers_digest()}"
     path = d / f"{name}.py"
-    if not d.exists():
-        d.mkdir(mode=0o700, parents=True, exist_ok=True)
-    _check(d)
+    if not usable_dir(d):
+        return None
+    if path.exists():
+        check(path)
+        why = _damage(path, text)
+        if why is not None:  # truncated, edited, foreign: remove it and its numba files
+            for p in [path, *(d / "__pycache__").glob(f"{name}.*")]:
+                p.unlink(missing_ok=True)
+            healed(path, why)
     if not path.exists():
         tmp = d / f".{name}.{os.getpid()}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)  # atomic: a reader sees the whole file or none
-    _check(path)
-    found = path.read_text()
-    if found != text or _key(found) != key:
+    check(path)
+    if _damage(path, text) is not None:  # changed under us since it was written
         raise UnsafeCache(f"'{path}' does not hold the text its name is the hash of")
     pycache = d / "__pycache__"
     if pycache.exists():  # numba's index and data files: pickles it will load
-        _check(pycache)
+        check(pycache)
         for p in pycache.glob(f"{name}.*"):
-            _check(p)
+            check(p)
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod  # numba's cache locates a function through its module
     # The text just verified is what runs (compiled under the file's name, so numba's cache
     # finds the file), not a second read that could differ.
-    exec(compile(found, str(path), "exec"), mod.__dict__)
-    return njit(cache=True, **njit_options)(getattr(mod, entry))
+    exec(compile(text, str(path), "exec"), mod.__dict__)
+    return cached_njit(getattr(mod, entry), **njit_options)
+
+
+def _damage(path: Path, text: str) -> str | None:
+    """Why the module file at `path` is not `text` (its name is the hash of it), or None."""
+    try:
+        found = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return "not UTF-8"
+    if found != text:
+        return "does not hold the text its name is the hash of"
+    return None
 
 
 __all__ = ["cache_dir", "cached_function", "is_cached", "module_text", "scalar_piece"]

@@ -27,7 +27,7 @@ from ..opcodes import ALL_OPCODES
 from .parser_diagnostics import _Ctx, _describe, _err, _syntax_error, at_offset, parse_state  # noqa: F401
 from .parser_grammar import _ATTR, _NAME_RX, BRACE_DEPTH, grammar_text  # noqa: F401
 from .parser_attrs import _attr_tokens, _attrs, _attrs_of, _opt_attrs
-from .parser_deep import MAX_DEPTH
+from .parser_limits import RECURSION_ROOM, check_limits
 from .parser_fast import fast_items
 from .parser_inline import INLINE
 from .parser_operands import Nested, scan_operands, split_top_level
@@ -307,6 +307,7 @@ def _check_text(text: str) -> None:
         line, col = position_of(text, m.start())
         raise HloSyntaxError(f"binary data in HLO text (control character 0x{ord(m.group(0)):02x})",
                              line=line, column=col)
+    check_limits(text)  # XLA's nesting limit; only ASCII digits are numbers
 
 
 def module_name_of(filename: str) -> str:
@@ -330,9 +331,10 @@ def _check_attribute_placement(opcode: str, tok) -> None:
 
 def parse_module(text: str, filename: str = "<string>") -> Module:
     """Parse HLO text.  Raises HloSyntaxError with a position on malformed input."""
-    # Nested instructions and tuple literals are read recursively, up to XLA's 8,192 levels.
+    # Nested instructions and tuple shapes and literals are read recursively, up to XLA's
+    # 500 levels (parser_limits.py checks the text first): room for them, and no more.
     limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, 8 * MAX_DEPTH))
+    sys.setrecursionlimit(max(limit, RECURSION_ROOM))
     state = parse_state(text)  # this parse's own text and tables (a context variable)
     try:
         _check_text(text)

@@ -1,13 +1,14 @@
-"""Deep nesting, up to XLA's limit of 8,192 levels.
+"""Deep nesting of brackets past what the lexer's regular expressions take.
 
 The grammar's coarse tokens are regular expressions, which nest a fixed number of levels:
 `opcode(operands)` five parentheses, an attribute value eight braces.  That covers what XLA
 and jax print and keeps the lexer fast.  Deeper text lexes as the start of a token only --
 DEEP_CALL (`opcode(`) or DEEP_ATTRS (the `,` of an attribute run) -- and the wrapper here
 completes it by scanning brackets in Python, then hands the parser the full OPCALL or ATTRS
-token, so the rest of the parser never sees the difference.  Past XLA's limit of 8,192
-levels (XLA's parser's `max_recursion_depth`) it is an error at the bracket that goes too
-deep.
+token, so the rest of the parser never sees the difference.  Parentheses (shapes, operand
+lists) are bounded before parsing at XLA's 500 levels (parser_limits.py); braces (JSON
+configs, which XLA's lexer reads without recursing) here, at 8,192 levels: past it, an
+error at the bracket that goes too deep.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ _OPEN = {"(": ")", "[": "]", "{": "}"}
 
 def _too_deep(text: str, pos: int) -> HloSyntaxError:
     line, col = position_of(text, pos)
-    return HloSyntaxError(f"nesting deeper than {MAX_DEPTH} levels (XLA's parser's limit)",
+    return HloSyntaxError(f"nesting deeper than {MAX_DEPTH} levels",
                           line=line, column=col)
 
 

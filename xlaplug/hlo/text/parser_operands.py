@@ -91,7 +91,7 @@ def _matching(text: str, i: int) -> int:
 
 # Operand lists with brackets (shapes, nested instructions) are cut with a map of each
 # bracket's partner, made once per instruction in one pass; nested instructions reuse it, so
-# an operand nested N deep costs O(N), not O(N^2), however deep (up to XLA's 8,192 levels).
+# an operand nested N deep costs O(N), not O(N^2), however deep (parser_limits.py bounds it at XLA's 500).
 _BRACKET = re.compile(r'"(?:[^"\\\n]|\\.)*"|[()\[\]{}]')
 _SPECIAL = re.compile(r'[,(\[{"]')
 def _partners(body: str, pos: int) -> dict:

@@ -5,11 +5,10 @@ instruction shapes, and a computation signature wherever the input had one.
 """
 from __future__ import annotations
 
-import sys
-
 from .attributes import format_value, name_ref
 from ..ir import Computation, Instruction, Module
 from .literals import format_literal
+from .parser_limits import recursion_room
 
 
 def instruction_to_text(ins: Instruction, is_root: bool = False) -> str:
@@ -48,13 +47,9 @@ def computation_to_text(comp: Computation) -> str:
 
 
 def module_to_text(module: Module) -> str:
-    # Shapes and tuple literals print recursively, and may nest XLA's 8,192 levels.
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, 8 * 8192))
-    try:
+    # Tuple literals print recursively, up to XLA's 500 levels (parser_limits.py).
+    with recursion_room():
         return _module_to_text(module)
-    finally:
-        sys.setrecursionlimit(limit)
 
 
 def _module_to_text(module: Module) -> str:

@@ -35,6 +35,10 @@ def _layout_numbers(m2m: str, layout_text: str, text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in parts)
 
 
+def _ascii_number(d: str) -> bool:
+    return d.isascii() and d.isdigit()
+
+
 @lru_cache(maxsize=4096)
 def parse_array_shape(text: str) -> Shape:
     m = _ARRAY.fullmatch(text)
@@ -52,11 +56,11 @@ def parse_array_shape(text: str) -> Shape:
                 dims.append(UNBOUNDED)
                 dyn.append(True)
             elif d.startswith("<="):
-                if not d[2:].strip().isdigit():
+                if not _ascii_number(d[2:].strip()):
                     raise ShapeError(f"malformed dimension '{d}' in shape '{text.strip()}'")
                 dims.append(int(d[2:]))
                 dyn.append(True)
-            elif d.isdigit():
+            elif _ascii_number(d):  # XLA's lexer: ASCII 0-9 only (int() takes any script's)
                 dims.append(int(d))
                 dyn.append(False)
             else:
