@@ -1,0 +1,109 @@
+"""The portable artifact (`compile --decompose-all`, issue 26): HLO as XLA takes it before
+its own passes -- plugin ops decomposed, nothing of xlaplug's optimization (no fusion) --
+and XLA:CPU runs it to xlaplug's outputs; refusals under --decompose-all say what is
+missing."""
+import numpy as np
+import pytest
+
+import xlaplug
+from xlaplug.hlo.errors import HloError
+from xlaplug.passes import resolve_pipeline
+from xlaplug.plugin import Plugin
+
+
+def swish_plugin(calls: list, decomposition: bool = True) -> Plugin:
+    p = Plugin("acme_portable", version="0")
+
+    @p.shape("acme.swish")
+    def shape(x, *, beta=1.0):
+        return x
+
+    if decomposition:
+        @p.decomposition("acme.swish")
+        def decomposed(b, x, *, beta=1.0):
+            return b.multiply(x, b.logistic(b.multiply(x, b.constant(beta, x.dtype))))
+
+    @p.kernel("acme.swish", device="cpu")
+    def kernel(x, out, *, beta=1.0):
+        calls.append(x.shape)
+        out[...] = x / (1 + np.exp(-x.dtype.type(beta) * x))
+    return p
+
+
+def test_portable_is_a_named_pipeline_without_optimizations():
+    names = [p.name for p in resolve_pipeline("portable")]
+    assert names == ["custom-call-lowering", "dce"]
+    assert resolve_pipeline("portable")[0].decompose_all is True
+
+
+@pytest.mark.jax
+def test_decompose_all_artifact_has_no_fusion_and_xla_cpu_runs_it_to_the_kernels_outputs():
+    jax = pytest.importorskip("jax")
+    from xlaplug.xla.jaxlib_names import run_on_xla_cpu
+
+    def f(x, w):  # the dot's result is 65536 elements: the default pipeline fuses the swish
+        y = x @ w
+        call = jax.ffi.ffi_call("acme.swish", jax.ShapeDtypeStruct(y.shape, y.dtype))
+        return call(y, beta=np.float32(1.5)) + 1.0
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((256, 16)).astype(np.float32)
+    w = rng.standard_normal((16, 256)).astype(np.float32) * 0.25
+    text = jax.jit(f).lower(x, w).as_text(dialect="hlo")
+    calls: list = []
+    fused = xlaplug.compile(text, plugins=[swish_plugin(calls)], bundled_plugins=False,
+                            prefer="decomposition")
+    assert "fusion" in fused.hlo  # the default pipeline does fuse the decomposed swish
+    ours = xlaplug.compile(text, plugins=[swish_plugin(calls)], bundled_plugins=False)(x, w)[0]
+    assert calls == [(256, 256)]
+    art = xlaplug.compile(text, plugins=[swish_plugin(calls)], bundled_plugins=False,
+                          decompose_all=True)
+    assert [p.name for p in art.pass_manager.pipeline] == ["custom-call-lowering", "dce"]
+    hlo = art.hlo
+    assert "fusion" not in hlo and "custom-call" not in hlo and "logistic(" in hlo
+    assert "{0,1}" not in hlo  # no layouts beyond the input's (jax's are all row-major)
+    (theirs,) = run_on_xla_cpu(hlo, [[x, w]], what="test")[0]
+    np.testing.assert_allclose(theirs, ours, rtol=1e-5, atol=1e-5)
+    y = x.astype(np.float64) @ w
+    np.testing.assert_allclose(theirs, y / (1 + np.exp(-1.5 * y)) + 1, rtol=1e-4, atol=1e-4)
+
+
+DOUBLE_CALL = """HloModule m
+ENTRY e {
+  p = f32[4] parameter(0)
+  ROOT s = f32[4] custom-call(p), custom_call_target="acme.swish"
+}
+"""
+
+
+def test_decompose_all_refusal_names_the_kernel_that_is_there(tmp_path):
+    calls: list = []
+    with pytest.raises(HloError) as e:
+        xlaplug.compile(DOUBLE_CALL, plugins=[swish_plugin(calls, decomposition=False)],
+                        bundled_plugins=False, decompose_all=True)
+    msg = e.value.message
+    assert "op acme.swish (plugin acme_portable) has a kernel for cpu but no decomposition" \
+        in msg and "no kernel" not in msg
+    # Without --decompose-all the kernel serves it.
+    exe = xlaplug.compile(DOUBLE_CALL, plugins=[swish_plugin(calls, decomposition=False)],
+                          bundled_plugins=False)
+    assert exe(np.zeros(4, np.float32))[0].tolist() == [0.0] * 4
+
+
+def test_decompose_all_refusal_in_the_cli(tmp_path):
+    from click.testing import CliRunner
+
+    from xlaplug.cli import main
+    plug = tmp_path / "plugins"
+    plug.mkdir()
+    (plug / "k.py").write_text(
+        "import numpy as np\nfrom xlaplug.plugin import Plugin\nplugin = Plugin('konly')\n"
+        "@plugin.shape('acme.swish')\ndef s(x):\n    return x\n"
+        "@plugin.kernel('acme.swish', device='cpu')\ndef k(x, out):\n    out[...] = x\n")
+    f = tmp_path / "m.hlo"
+    f.write_text(DOUBLE_CALL)
+    r = CliRunner().invoke(main, ["compile", str(f), "--plugins-dir", str(plug),
+                                  "--decompose-all", "-o", str(tmp_path / "out.hlo")])
+    assert r.exit_code == 2
+    assert "op acme.swish (plugin konly) has a kernel for cpu but no decomposition" in r.output
+    assert "Traceback" not in r.output
