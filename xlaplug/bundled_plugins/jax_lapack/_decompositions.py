@@ -1,0 +1,7 @@
+"""Which routines decompose into core HLO, and with what: routine -> decomposition,
+shared by its s/d/c/z targets (the element type comes from the operands)."""
+from __future__ import annotations
+
+from . import _decomp_factor as F
+
+DECOMPOSED = {"potrf": F.potrf, "trsm": F.trsm, "getrf": F.getrf}
