@@ -73,6 +73,9 @@ CASES = {
     "triangular_solve": (lambda a, b: jsl.solve_triangular(a, b, lower=False, trans=1),
                          lambda d: (general((4, 4), d), general((4, 3), d, 3))),
     "lu": (lambda a: jsl.lu(a), lambda d: (general((5, 3), d),)),
+    # LAPACK's reflectors are the decomposition's too, so Q and R match as they are.
+    "qr": (jnp.linalg.qr, lambda d: (general((2, 5, 3), d),)),
+    "qr_complete": (lambda a: jnp.linalg.qr(a, mode="complete"), lambda d: (general((3, 4), d),)),
 }
 
 

@@ -3,5 +3,8 @@ shared by its s/d/c/z targets (the element type comes from the operands)."""
 from __future__ import annotations
 
 from . import _decomp_factor as F
+from . import _decomp_qr as Q
 
-DECOMPOSED = {"potrf": F.potrf, "trsm": F.trsm, "getrf": F.getrf}
+DECOMPOSED = {"potrf": F.potrf, "trsm": F.trsm, "getrf": F.getrf,
+              "geqrf": Q.geqrf, "orgqr": Q.orgqr, "ungqr": Q.orgqr,
+              "ormqr": Q.ormqr, "unmqr": Q.ormqr}

@@ -1,0 +1,125 @@
+"""Decompositions of the Householder family: geqrf, orgqr/ungqr, ormqr/unmqr.
+
+The model is XLA's qr_expander.cc (one Householder reflector per column, applied to the
+trailing columns with a dot), in LAPACK's representation, as dgeqr2 / dlarfg keep it:
+H = I - tau v v^H with v = [1; a[j+1:, j]], beta = -sign(re alpha) |(alpha, x)| real on
+the diagonal, tau = 0 (H = I) when there is nothing to annihilate.  orgqr and ormqr apply
+the stored reflectors one per loop step in dorg2r's / dorm2r's order.  (dlarfg's rescaling
+for |beta| < safmin, ~1e-38 in f32, is not reproduced, as in _householder.py.)
+"""
+from __future__ import annotations
+
+from . import _hlo as H
+
+
+def _reflector(sb, a, j):
+    """v of reflector j (rows < j zero, 1 at j, then a[j+1:, j]) as a [..., m, 1] column."""
+    c = H.column(sb, a, j)
+    cd = c.shape.dims
+    i, jj = H.rows(sb, cd), sb.broadcast(j, cd)
+    one = sb.broadcast(H.const(sb, 1, c.shape.element_type), cd)
+    return sb.select(H.cmp(sb, i, jj, "GT"), c,
+                     sb.select(H.cmp(sb, i, jj, "EQ"), one, H.zeros(sb, c.shape.element_type, cd)))
+
+
+def _apply_left(sb, v, tau, c):
+    """(I - tau v v^H) c, tau per matrix [..., 1, 1]."""
+    w = H.bmm(sb, H.adjoint(sb, v), c)                           # [..., 1, n]
+    return sb.subtract(c, sb.multiply(H.expand(sb, tau, c.shape.dims), H.bmm(sb, v, w)))
+
+
+def _apply_right(sb, v, tau, c):
+    """c (I - tau v v^H)."""
+    w = H.bmm(sb, c, v)                                          # [..., m, 1]
+    return sb.subtract(c, sb.multiply(H.expand(sb, tau, c.shape.dims),
+                                      H.bmm(sb, w, H.adjoint(sb, v))))
+
+
+def _tau_at(sb, tau, j):
+    """tau[..., j] as [..., 1, 1]."""
+    batch = tau.shape.dims[:-1]
+    t = H.dslice(sb, tau, [0] * len(batch) + [j], (*batch, 1))
+    return sb.reshape(t, (*batch, 1, 1))
+
+
+def geqrf(b, a, **_):
+    dims, et = a.shape.dims, a.shape.element_type
+    batch, (m, n), r = dims[:-2], dims[-2:], len(dims) - 2
+    k, rt = min(m, n), H.REAL_OF[et]
+
+    def step(sb, j, state, consts):
+        x, tau = state
+        c = H.column(sb, x, j)
+        cd = c.shape.dims
+        i, jj = H.rows(sb, cd), sb.broadcast(j, cd)
+        tail = sb.select(H.cmp(sb, i, jj, "GT"), c, H.zeros(sb, et, cd))
+        xnorm = sb.sqrt(H.reduce_dims(sb, H.abs2(sb, tail), [r]))     # [..., 1]
+        xnorm = sb.reshape(xnorm, (*batch, 1, 1))
+        alpha = H.entry(sb, x, j, j)
+        ar = H.real(sb, alpha)
+        zero = H.const(sb, 0, rt)
+        if H.is_complex(alpha):
+            ai = sb.imag(alpha)
+            trivial = sb.op("and", H.cmp(sb, xnorm, sb.broadcast(zero, xnorm.shape.dims), "EQ"),
+                            H.cmp(sb, ai, sb.broadcast(zero, ai.shape.dims), "EQ"))
+            norm = sb.sqrt(sb.add(H.abs2(sb, alpha), sb.multiply(xnorm, xnorm)))
+        else:
+            trivial = H.cmp(sb, xnorm, sb.broadcast(zero, xnorm.shape.dims), "EQ")
+            norm = sb.sqrt(sb.add(sb.multiply(alpha, alpha), sb.multiply(xnorm, xnorm)))
+        neg = H.cmp(sb, ar, sb.broadcast(zero, ar.shape.dims), "LT")
+        beta = sb.select(neg, norm, sb.negate(norm))                 # -copysign(norm, re)
+        if H.is_complex(alpha):
+            t = sb.complex(sb.divide(sb.subtract(beta, ar), beta),
+                           sb.divide(sb.negate(ai), beta))
+        else:
+            t = sb.divide(sb.subtract(beta, alpha), beta)
+        t = sb.select(trivial, H.zeros(sb, et, t.shape.dims), t)
+        beta = sb.select(trivial, ar, beta)
+        scale = sb.divide(H.const(sb, 1, et), sb.subtract(alpha, H.as_type(sb, beta, et)))
+        v = sb.select(H.expand(sb, trivial, cd), tail, sb.multiply(tail, H.expand(sb, scale, cd)))
+        one = sb.broadcast(H.const(sb, 1, et), cd)
+        vfull = sb.select(H.cmp(sb, i, jj, "EQ"), one, v)
+        applied = _apply_left(sb, vfull, H.conj(sb, t), x)
+        later = H.cmp(sb, H.cols(sb, dims), sb.broadcast(j, dims), "GT")
+        x = sb.select(later, applied, x)
+        newcol = sb.select(H.cmp(sb, i, jj, "EQ"), H.expand(sb, H.as_type(sb, beta, et), cd),
+                           sb.select(H.cmp(sb, i, jj, "GT"), v, c))
+        x = H.dupdate(sb, x, newcol, [0] * (r + 1) + [j])
+        tau = H.dupdate(sb, tau, sb.reshape(t, (*batch, 1)), [0] * r + [j])
+        return [x, tau]
+
+    x, tau = H.fori(b, k, [a, H.zeros(b, et, (*batch, k))], step, "geqrf")
+    return b.tuple(x, tau)
+
+
+def orgqr(b, a, tau, **_):
+    """The first n columns of Q = H(1) ... H(k), built from I by H(k) first (dorg2r)."""
+    dims, et = a.shape.dims, a.shape.element_type
+    k = tau.shape.dims[-1]
+
+    def step(sb, s, state, consts):
+        (q,) = state
+        x, t = consts
+        j = sb.subtract(H.const(sb, k - 1, "s32"), s)
+        return [_apply_left(sb, _reflector(sb, x, j), _tau_at(sb, t, j), q)]
+    (q,) = H.fori(b, k, [H.eye(b, et, dims)], step, "orgqr", consts=[a, tau])
+    return q
+
+
+def ormqr(b, a, tau, c, *, left=True, transpose=False, **_):
+    """Q c, Q^H c, c Q or c Q^H for Q = H(1) ... H(k) (dorm2r's order)."""
+    k = tau.shape.dims[-1]
+    left, transpose = bool(left), bool(transpose)
+    forward = left == transpose                    # Q^H c and c Q apply H(1) first
+
+    def step(sb, s, state, consts):
+        (y,) = state
+        x, t = consts
+        j = s if forward else sb.subtract(H.const(sb, k - 1, "s32"), s)
+        tj = _tau_at(sb, t, j)
+        if transpose:
+            tj = H.conj(sb, tj)
+        v = _reflector(sb, x, j)
+        return [_apply_left(sb, v, tj, y) if left else _apply_right(sb, v, tj, y)]
+    (y,) = H.fori(b, k, [c], step, "ormqr", consts=[a, tau])
+    return y
