@@ -89,3 +89,41 @@ def test_unique_results_match_jax_in_xlaplug_and_on_xla_cpu(name, dtype):
     for w, o, t in zip(want, ours, theirs):
         close(o, w, dtype)
         close(t, w, dtype)
+
+
+def hermitian(n, dtype, seed=4, batch=()):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((*batch, n, n))
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal((*batch, n, n))
+    return (x + np.conj(np.swapaxes(x, -1, -2))).astype(dtype)
+
+
+def check_eigh(a, w, v, want_w, dtype):
+    """Eigenvalues ascending as jax's; A V = V diag(w); V unitary."""
+    tol = TOL[dtype] * 10
+    close(w, want_w, dtype)
+    np.testing.assert_allclose(a @ v, v * w[..., None, :], atol=tol * np.abs(a).max())
+    eye = np.broadcast_to(np.eye(a.shape[-1]), a.shape)
+    np.testing.assert_allclose(np.conj(np.swapaxes(v, -1, -2)) @ v, eye, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64],
+                         ids=["f32", "f64", "c64"])
+def test_eigh_decomposes_up_to_eigenvector_signs(dtype):
+    a = hermitian(5, dtype, batch=(2,))
+    (want_w, want_v), ours, theirs = (lambda r: ((r[0][0], r[0][1]), r[1], r[2]))(
+        three_ways(lambda x: tuple(jnp.linalg.eigh(x)), a))
+    for w, v in (ours, theirs):
+        check_eigh(a, w, v, want_w, dtype)
+
+
+def test_eigvalsh_reads_the_upper_triangle_only():
+    a = hermitian(4, np.float64)
+    junk = a + np.tril(np.full((4, 4), 7.0), -1)  # the unread triangle
+    # (jnp.linalg symmetrizes its input first; lax's eigh can leave that to LAPACK)
+    f = lambda x: jax.lax.linalg.eigh(x, lower=False, symmetrize_input=False)[1]  # noqa: E731
+    want, ours, theirs = three_ways(f, junk)
+    close(want[0], np.linalg.eigvalsh(a), np.float64)
+    close(ours[0], want[0], np.float64)
+    close(theirs[0], want[0], np.float64)

@@ -39,7 +39,7 @@ from xlaplug.plugin import Plugin
 from . import _cuda
 from . import _kernels as K
 from ._common import char
-from ._decompositions import DECOMPOSED
+from ._decompositions import CANONICAL, DECOMPOSED
 from ._geev import geev
 
 plugin = Plugin("jax_lapack", version="1.0",
@@ -251,7 +251,8 @@ for _routine, (_prefixes, _shape, _kernel, _examples) in ROUTINES.items():
         plugin.shape(_target, examples=_ex_list)(_shape(_target, _etype))
         plugin.kernel(_target, device="cpu", examples=_ex_list)(_kernel)
         if _routine in DECOMPOSED:  # core HLO for the portable artifact (issue 26)
-            plugin.decomposition(_target, examples=_ex_list)(DECOMPOSED[_routine])
+            plugin.decomposition(_target, examples=_ex_list,
+                                 canonical=CANONICAL.get(_routine))(DECOMPOSED[_routine])
         TARGETS.append(_target)
 
 CUDA_TARGETS: list[str] = _cuda.register(plugin, ROUTINES, TYPES)

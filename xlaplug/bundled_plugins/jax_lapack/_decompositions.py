@@ -1,10 +1,14 @@
 """Which routines decompose into core HLO, and with what: routine -> decomposition,
-shared by its s/d/c/z targets (the element type comes from the operands)."""
+shared by its s/d/c/z targets (the element type comes from the operands); and, for
+results unique only up to a sign or phase, the canonical form check-plugins compares."""
 from __future__ import annotations
 
+from . import _decomp_eigh as E
 from . import _decomp_factor as F
 from . import _decomp_qr as Q
 
 DECOMPOSED = {"potrf": F.potrf, "trsm": F.trsm, "getrf": F.getrf,
               "geqrf": Q.geqrf, "orgqr": Q.orgqr, "ungqr": Q.orgqr,
-              "ormqr": Q.ormqr, "unmqr": Q.ormqr}
+              "ormqr": Q.ormqr, "unmqr": Q.ormqr,
+              "syevd": E.syevd, "heevd": E.syevd}
+CANONICAL = {"syevd": E.canonical_eigh, "heevd": E.canonical_eigh}
