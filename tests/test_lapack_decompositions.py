@@ -127,3 +127,40 @@ def test_eigvalsh_reads_the_upper_triangle_only():
     close(want[0], np.linalg.eigvalsh(a), np.float64)
     close(ours[0], want[0], np.float64)
     close(theirs[0], want[0], np.float64)
+
+
+def check_svd(a, s, u, vt, want_s, dtype, full):
+    """Singular values as jax's; A = U_k diag(s) Vt_k; U, Vt with orthonormal columns/rows."""
+    tol = TOL[dtype] * 10
+    k = s.shape[-1]
+    close(s, want_s, dtype)
+    rebuilt = (u[..., :, :k] * s[..., None, :]) @ vt[..., :k, :]
+    np.testing.assert_allclose(rebuilt, a, atol=tol * np.abs(a).max())
+    for m in (u, np.conj(np.swapaxes(vt, -1, -2))):
+        np.testing.assert_allclose(np.conj(np.swapaxes(m, -1, -2)) @ m,
+                                   np.broadcast_to(np.eye(m.shape[-1]), m.shape[:-2] +
+                                                   (m.shape[-1],) * 2), atol=tol)
+    if full:
+        assert u.shape[-1] == u.shape[-2] and vt.shape[-1] == vt.shape[-2]
+
+
+@pytest.mark.parametrize("shape,full,dtype", [((5, 3), False, np.float32),
+                                              ((2, 3, 4), True, np.float64),
+                                              ((4, 3), True, np.complex64)],
+                         ids=["f32-5x3-econ", "f64-batch-3x4-full", "c64-4x3-full"])
+def test_svd_decomposes_up_to_singular_vector_phases(shape, full, dtype):
+    a = general(shape, dtype, seed=5)
+    want, ours, theirs = three_ways(lambda x: tuple(jnp.linalg.svd(x, full_matrices=full)), a)
+    want_s = want[1]
+    for u, s, vt in (ours, theirs):
+        check_svd(a, s, u, vt, want_s, dtype, full)
+
+
+def test_singular_values_only_and_pinv():
+    a = general((4, 6), np.float32, seed=6)
+    want, ours, theirs = three_ways(lambda x: jnp.linalg.svd(x, compute_uv=False), a)
+    close(ours[0], want[0], np.float32)
+    close(theirs[0], want[0], np.float32)
+    want, ours, theirs = three_ways(jnp.linalg.pinv, a)
+    close(ours[0], want[0], np.float32)
+    close(theirs[0], want[0], np.float32)

@@ -31,10 +31,15 @@ def hermitian_from(b, a, lower: bool):
 
 def _rotation(sb, h, p, q):
     """G (as a full matrix) that zeroes h[p, q] in G^H h G."""
-    dims, et = h.shape.dims, h.shape.element_type
-    rt = H.REAL_OF[et]
     app, aqq = H.real(sb, H.entry(sb, h, p, p)), H.real(sb, H.entry(sb, h, q, q))
-    apq = H.entry(sb, h, p, q)
+    return rotation(sb, app, aqq, H.entry(sb, h, p, q), p, q, h.shape.dims)
+
+
+def rotation(sb, app, aqq, apq, p, q, dims):
+    """The Jacobi rotation of the 2x2 Hermitian [[app, apq], [conj(apq), aqq]] (real
+    app, aqq; [..., 1, 1] each) placed at rows and columns p, q of an identity `dims`."""
+    et = apq.shape.element_type
+    rt = H.REAL_OF[et]
     g = sb.abs(apq)
     one, zero_r = H.const(sb, 1, rt), H.const(sb, 0, rt)
     zero = H.cmp(sb, g, sb.broadcast(zero_r, g.shape.dims), "EQ")
@@ -120,8 +125,8 @@ def _less_than(b, etype: str) -> Computation:
 
 def sort_ascending(b, w, v):
     """w ascending along its last dimension, v's columns in the same order."""
-    dims = v.shape.dims
-    r = len(dims) - 2
+    r = v.shape.rank - 2
+    dims = (*w.shape.dims, w.shape.dims[-1])                 # the permutation matrix's
     idx = H.iota(b, w.shape.dims, r)
     s = b.op("sort", w, idx, dimensions=(r,), is_stable=True,
              to_apply=_less_than(b, w.shape.element_type))
