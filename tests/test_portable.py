@@ -107,3 +107,39 @@ def test_decompose_all_refusal_in_the_cli(tmp_path):
     assert r.exit_code == 2
     assert "op acme.swish (plugin konly) has a kernel for cpu but no decomposition" in r.output
     assert "Traceback" not in r.output
+
+
+def _portable(*args):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.run([sys.executable, str(root / "benchmarks" / "portable.py"), *args],
+                          capture_output=True, text=True, timeout=600, env=env,
+                          stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.jax
+@pytest.mark.slow
+def test_portable_benchmark_runs_every_artifact_on_xla_cpu(tmp_path):
+    r = _portable("--platform", "cpu", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "cpu: f32 0.0001, f64 1e-10" in r.stdout  # the tolerances it used
+    rows = [ln.split() for ln in r.stdout.splitlines() if ln.startswith(("example_", "linalg_",
+                                                                        "ffi_"))]
+    names = {row[0] for row in rows}
+    assert {"example_rms_norm", "example_horovod", "example_mlp", "ffi_swish_dot",
+            "linalg_cholesky", "linalg_solve", "linalg_inv", "linalg_slogdet", "linalg_qr",
+            "linalg_eigh", "linalg_svd", "linalg_triangular_solve"} <= names
+    assert all(row[1] == "cpu" and row[2] == "ok" for row in rows), r.stdout
+    for name in names:  # every artifact written, none with a fusion or a plugin op left
+        hlo = (tmp_path / f"{name}.hlo").read_text()
+        assert "fusion" not in hlo and "lapack_" not in hlo
+
+
+@pytest.mark.jax
+def test_portable_benchmark_refuses_an_absent_platform():
+    r = _portable("--platform", "cpu,nosuch", "--only", "linalg_inv")
+    assert r.returncode == 2 and "jax has no platform nosuch here" in r.stderr

@@ -68,11 +68,13 @@ def adjoint(b: Builder, x):
 
 
 def bmm(b: Builder, x, y):
-    """x @ y over the batch dimensions."""
+    """x @ y over the batch dimensions, at HIGHEST precision (as XLA's expanders ask: a
+    TPU's default f32 dot rounds its operands to bf16, too coarse for a factorization)."""
     r = x.shape.rank - 2
-    batch = tuple(range(r))
-    return b.dot(x, y, lhs_contracting=(r + 1,), rhs_contracting=(r,), lhs_batch=batch,
-                 rhs_batch=batch)
+    batch = tuple(range(r)) or None
+    return b.op("dot", x, y, lhs_batch_dims=batch, rhs_batch_dims=batch,
+                lhs_contracting_dims=(r + 1,), rhs_contracting_dims=(r,),
+                operand_precision=(Word("highest"), Word("highest")))
 
 
 def iota(b: Builder, dims, dim: int):
