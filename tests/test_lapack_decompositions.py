@@ -164,3 +164,15 @@ def test_singular_values_only_and_pinv():
     want, ours, theirs = three_ways(jnp.linalg.pinv, a)
     close(ours[0], want[0], np.float32)
     close(theirs[0], want[0], np.float32)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64], ids=["f64", "c64"])
+def test_hessenberg_and_tridiagonal_reductions_match_lapacks_representation(dtype):
+    a = general((2, 5, 5), dtype, seed=7)
+    for f in (lambda x: jax.lax.linalg.hessenberg(x),
+              lambda x: jax.lax.linalg.tridiagonal(x, lower=True),
+              lambda x: jax.lax.linalg.tridiagonal(x, lower=False)):
+        want, ours, theirs = three_ways(f, a)
+        for w, o, t in zip(want, ours, theirs):
+            close(o, w, dtype)
+            close(t, w, dtype)

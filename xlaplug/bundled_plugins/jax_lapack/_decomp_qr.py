@@ -42,10 +42,46 @@ def _tau_at(sb, tau, j):
     return sb.reshape(t, (*batch, 1, 1))
 
 
+def larfg(sb, alpha, tail):
+    """dlarfg / zlarfg: alpha [..., 1, 1] and the vector's tail x [..., m, 1] (zero outside
+    it) -> (beta real, tau, v = the tail scaled; v = x and tau = 0 when there is nothing to
+    annihilate).  H = I - tau [1; v] [1; v]^H has H^H [alpha; x] = [beta; 0]."""
+    et = alpha.shape.element_type
+    rt, r = H.REAL_OF[et], alpha.shape.rank - 2
+    batch, cd = alpha.shape.dims[:-2], tail.shape.dims
+    xnorm = sb.reshape(sb.sqrt(H.reduce_dims(sb, H.abs2(sb, tail), [r])), (*batch, 1, 1))
+    ar = H.real(sb, alpha)
+    zero = H.const(sb, 0, rt)
+    trivial = H.cmp(sb, xnorm, sb.broadcast(zero, xnorm.shape.dims), "EQ")
+    if H.is_complex(alpha):
+        ai = sb.imag(alpha)
+        trivial = sb.op("and", trivial, H.cmp(sb, ai, sb.broadcast(zero, ai.shape.dims), "EQ"))
+    norm = sb.sqrt(sb.add(H.abs2(sb, alpha), sb.multiply(xnorm, xnorm)))
+    neg = H.cmp(sb, ar, sb.broadcast(zero, ar.shape.dims), "LT")
+    beta = sb.select(neg, norm, sb.negate(norm))                     # -copysign(norm, re)
+    if H.is_complex(alpha):
+        t = sb.complex(sb.divide(sb.subtract(beta, ar), beta), sb.divide(sb.negate(ai), beta))
+    else:
+        t = sb.divide(sb.subtract(beta, alpha), beta)
+    t = sb.select(trivial, H.zeros(sb, et, t.shape.dims), t)
+    beta = sb.select(trivial, ar, beta)
+    scale = sb.divide(H.const(sb, 1, et), sb.subtract(alpha, H.as_type(sb, beta, et)))
+    v = sb.select(H.expand(sb, trivial, cd), tail, sb.multiply(tail, H.expand(sb, scale, cd)))
+    return beta, t, v
+
+
+def between(sb, dims, dim: int, lo, hi):
+    """iota along `dim` of `dims` in [lo, hi) (s32 scalars or ints)."""
+    i = H.iota(sb, dims, dim)
+    lo = sb.broadcast(lo if not isinstance(lo, int) else H.const(sb, lo, "s32"), dims)
+    hi = sb.broadcast(hi if not isinstance(hi, int) else H.const(sb, hi, "s32"), dims)
+    return sb.op("and", H.cmp(sb, i, lo, "GE"), H.cmp(sb, i, hi, "LT"))
+
+
 def geqrf(b, a, **_):
     dims, et = a.shape.dims, a.shape.element_type
     batch, (m, n), r = dims[:-2], dims[-2:], len(dims) - 2
-    k, rt = min(m, n), H.REAL_OF[et]
+    k = min(m, n)
 
     def step(sb, j, state, consts):
         x, tau = state
@@ -53,30 +89,7 @@ def geqrf(b, a, **_):
         cd = c.shape.dims
         i, jj = H.rows(sb, cd), sb.broadcast(j, cd)
         tail = sb.select(H.cmp(sb, i, jj, "GT"), c, H.zeros(sb, et, cd))
-        xnorm = sb.sqrt(H.reduce_dims(sb, H.abs2(sb, tail), [r]))     # [..., 1]
-        xnorm = sb.reshape(xnorm, (*batch, 1, 1))
-        alpha = H.entry(sb, x, j, j)
-        ar = H.real(sb, alpha)
-        zero = H.const(sb, 0, rt)
-        if H.is_complex(alpha):
-            ai = sb.imag(alpha)
-            trivial = sb.op("and", H.cmp(sb, xnorm, sb.broadcast(zero, xnorm.shape.dims), "EQ"),
-                            H.cmp(sb, ai, sb.broadcast(zero, ai.shape.dims), "EQ"))
-            norm = sb.sqrt(sb.add(H.abs2(sb, alpha), sb.multiply(xnorm, xnorm)))
-        else:
-            trivial = H.cmp(sb, xnorm, sb.broadcast(zero, xnorm.shape.dims), "EQ")
-            norm = sb.sqrt(sb.add(sb.multiply(alpha, alpha), sb.multiply(xnorm, xnorm)))
-        neg = H.cmp(sb, ar, sb.broadcast(zero, ar.shape.dims), "LT")
-        beta = sb.select(neg, norm, sb.negate(norm))                 # -copysign(norm, re)
-        if H.is_complex(alpha):
-            t = sb.complex(sb.divide(sb.subtract(beta, ar), beta),
-                           sb.divide(sb.negate(ai), beta))
-        else:
-            t = sb.divide(sb.subtract(beta, alpha), beta)
-        t = sb.select(trivial, H.zeros(sb, et, t.shape.dims), t)
-        beta = sb.select(trivial, ar, beta)
-        scale = sb.divide(H.const(sb, 1, et), sb.subtract(alpha, H.as_type(sb, beta, et)))
-        v = sb.select(H.expand(sb, trivial, cd), tail, sb.multiply(tail, H.expand(sb, scale, cd)))
+        beta, t, v = larfg(sb, H.entry(sb, x, j, j), tail)
         one = sb.broadcast(H.const(sb, 1, et), cd)
         vfull = sb.select(H.cmp(sb, i, jj, "EQ"), one, v)
         applied = _apply_left(sb, vfull, H.conj(sb, t), x)

@@ -6,11 +6,13 @@ from __future__ import annotations
 from . import _decomp_eigh as E
 from . import _decomp_factor as F
 from . import _decomp_qr as Q
+from . import _decomp_reduce as R
 from . import _decomp_svd as S
 
 DECOMPOSED = {"potrf": F.potrf, "trsm": F.trsm, "getrf": F.getrf,
               "geqrf": Q.geqrf, "orgqr": Q.orgqr, "ungqr": Q.orgqr,
               "ormqr": Q.ormqr, "unmqr": Q.ormqr,
-              "syevd": E.syevd, "heevd": E.syevd, "gesdd": S.gesdd, "gesvd": S.gesdd}
+              "syevd": E.syevd, "heevd": E.syevd, "gesdd": S.gesdd, "gesvd": S.gesdd,
+              "gehrd": R.gehrd, "sytrd": R.sytrd, "hetrd": R.sytrd}
 CANONICAL = {"syevd": E.canonical_eigh, "heevd": E.canonical_eigh,
              "gesdd": S.canonical_svd, "gesvd": S.canonical_svd}
