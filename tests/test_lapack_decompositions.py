@@ -73,6 +73,9 @@ CASES = {
     "triangular_solve": (lambda a, b: jsl.solve_triangular(a, b, lower=False, trans=1),
                          lambda d: (general((4, 4), d), general((4, 3), d, 3))),
     "lu": (lambda a: jsl.lu(a), lambda d: (general((5, 3), d),)),
+    "tridiagonal_solve": (jax.lax.linalg.tridiagonal_solve, lambda d: tuple(
+        general((5, 1), d, k)[:, 0] * (3 if k == 5 else 1) for k in (4, 5, 6)) + (
+        general((5, 2), d, 7),)),
     # LAPACK's reflectors are the decomposition's too, so Q and R match as they are.
     "qr": (jnp.linalg.qr, lambda d: (general((2, 5, 3), d),)),
     "qr_complete": (lambda a: jnp.linalg.qr(a, mode="complete"), lambda d: (general((3, 4), d),)),
@@ -176,3 +179,49 @@ def test_hessenberg_and_tridiagonal_reductions_match_lapacks_representation(dtyp
         for w, o, t in zip(want, ours, theirs):
             close(o, w, dtype)
             close(t, w, dtype)
+
+
+def custom_call(target, operands, result, attrs=""):
+    params = "\n".join(f"  p{k} = {s} parameter({k})" for k, s in enumerate(operands))
+    names = ", ".join(f"p{k}" for k in range(len(operands)))
+    layouts = ", ".join(operands)
+    return (f"HloModule m\nENTRY e {{\n{params}\n  ROOT r = {result} custom-call({names}), "
+            f"custom_call_target=\"{target}\", operand_layout_constraints={{{layouts}}}, "
+            f"api_version=API_VERSION_TYPED_FFI{attrs}\n}}\n")
+
+
+def _failing_cases():
+    bad_spd = np.diag([1.0, 2.0, -1.0, 3.0]).astype(np.float32)       # 3rd minor < 0
+    zero_col = general((4, 4), np.float64, seed=8)
+    zero_col[:, 1] = 0                                                 # zero pivot at 2
+    dl = np.array([0, 0, 1, 1], np.complex64)                          # d[0] = dl[1] = 0
+    d = np.array([0, 1, 2, 3], np.complex64)
+    du = np.array([1, 1, 1, 0], np.complex64)
+    rhs = np.ones((4, 1), np.complex64)
+    return {
+        "potrf": (custom_call("lapack_spotrf_ffi", ["f32[4,4]{0,1}"], "(f32[4,4]{0,1}, s32[])",
+                              ", backend_config={uplo = 76 : ui8}"), [bad_spd], 3),
+        "getrf": (custom_call("lapack_dgetrf_ffi", ["f64[4,4]{0,1}"],
+                              "(f64[4,4]{0,1}, s32[4]{0}, s32[])"), [zero_col], 2),
+        "gtsv": (custom_call("lapack_cgtsv_ffi", ["c64[4]{0}"] * 3 + ["c64[4,1]{0,1}"],
+                             "(c64[4]{0}, c64[4]{0}, c64[4]{0}, c64[4,1]{0,1}, s32[])"),
+                 [dl, d, du, rhs], 1),
+    }
+
+
+@pytest.mark.parametrize("name", ["potrf", "getrf", "gtsv"])
+def test_failed_factorizations_give_lapacks_info_and_the_kernels_outputs(name):
+    text, args, info = _failing_cases()[name]
+    kernel = xlaplug.compile(text)(*args)
+    decomposed = xlaplug.compile(text, prefer="decomposition")(*args)
+    artifact = run_on_xla_cpu(xlaplug.compile(text, decompose_all=True).hlo, [args],
+                              what="test")[0]
+    # XLA:CPU's own LAPACK call: jaxlib fills in its LAPACK routines on the first jax
+    # program that needs them (before that, a lapack_*_ffi call crashes XLA:CPU).
+    jnp.linalg.cholesky(jnp.eye(2)).block_until_ready()
+    lapack = run_on_xla_cpu(text, [args], what="test")[0]
+    assert int(lapack[-1]) == info and int(kernel[-1]) == info
+    for outs in (decomposed, artifact):
+        assert int(outs[-1]) == info
+        for k, o in zip(kernel, outs):
+            np.testing.assert_allclose(o, k, rtol=1e-5, atol=1e-6, equal_nan=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from . import _decomp_eigh as E
 from . import _decomp_factor as F
+from . import _decomp_gtsv as T
 from . import _decomp_qr as Q
 from . import _decomp_reduce as R
 from . import _decomp_svd as S
@@ -13,6 +14,7 @@ DECOMPOSED = {"potrf": F.potrf, "trsm": F.trsm, "getrf": F.getrf,
               "geqrf": Q.geqrf, "orgqr": Q.orgqr, "ungqr": Q.orgqr,
               "ormqr": Q.ormqr, "unmqr": Q.ormqr,
               "syevd": E.syevd, "heevd": E.syevd, "gesdd": S.gesdd, "gesvd": S.gesdd,
-              "gehrd": R.gehrd, "sytrd": R.sytrd, "hetrd": R.sytrd}
+              "gehrd": R.gehrd, "sytrd": R.sytrd, "hetrd": R.sytrd,
+              "gtsv": T.gtsv}
 CANONICAL = {"syevd": E.canonical_eigh, "heevd": E.canonical_eigh,
              "gesdd": S.canonical_svd, "gesvd": S.canonical_svd}
