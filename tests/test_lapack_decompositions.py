@@ -79,6 +79,8 @@ CASES = {
     # LAPACK's reflectors are the decomposition's too, so Q and R match as they are.
     "qr": (jnp.linalg.qr, lambda d: (general((2, 5, 3), d),)),
     "qr_complete": (lambda a: jnp.linalg.qr(a, mode="complete"), lambda d: (general((3, 4), d),)),
+    "qr_pivoting": (lambda a: jsl.qr(a, pivoting=True, mode="economic"),
+                    lambda d: (general((5, 4), d, 9),)),
 }
 
 
@@ -225,3 +227,19 @@ def test_failed_factorizations_give_lapacks_info_and_the_kernels_outputs(name):
         assert int(outs[-1]) == info
         for k, o in zip(kernel, outs):
             np.testing.assert_allclose(o, k, rtol=1e-5, atol=1e-6, equal_nan=True)
+
+
+def test_geqp3_fixed_columns_as_lapack_exchanges_them():
+    """Columns whose jpvt is nonzero go first, by dgeqp3's exchange (not a stable sort)."""
+    text = custom_call("lapack_dgeqp3_ffi", ["f64[4,4]{0,1}", "s32[4]{0}"],
+                       "(f64[4,4]{0,1}, s32[4]{0}, f64[4]{0})")
+    args = [general((4, 4), np.float64, seed=10), np.array([0, 1, 0, 1], np.int32)]
+    jnp.linalg.cholesky(jnp.eye(2)).block_until_ready()  # jaxlib's LAPACK, filled in
+    lapack = run_on_xla_cpu(text, [args], what="test")[0]
+    assert lapack[1].tolist() == [2, 4, 3, 1]
+    for outs in (xlaplug.compile(text, prefer="decomposition")(*args),
+                 run_on_xla_cpu(xlaplug.compile(text, decompose_all=True).hlo, [args],
+                                what="test")[0]):
+        assert outs[1].tolist() == [2, 4, 3, 1]
+        for o, w in zip(outs, lapack):
+            close(o, w, np.float64)

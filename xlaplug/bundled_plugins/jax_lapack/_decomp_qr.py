@@ -78,30 +78,36 @@ def between(sb, dims, dim: int, lo, hi):
     return sb.op("and", H.cmp(sb, i, lo, "GE"), H.cmp(sb, i, hi, "LT"))
 
 
+def householder_step(sb, x, j):
+    """dgeqr2's step j: the reflector of x[j:, j], applied to the columns after j and
+    stored in column j (beta on the diagonal, v below).  Returns (x, tau [..., 1, 1])."""
+    dims, et = x.shape.dims, x.shape.element_type
+    r = len(dims) - 2
+    c = H.column(sb, x, j)
+    cd = c.shape.dims
+    i, jj = H.rows(sb, cd), sb.broadcast(j, cd)
+    tail = sb.select(H.cmp(sb, i, jj, "GT"), c, H.zeros(sb, et, cd))
+    beta, t, v = larfg(sb, H.entry(sb, x, j, j), tail)
+    one = sb.broadcast(H.const(sb, 1, et), cd)
+    vfull = sb.select(H.cmp(sb, i, jj, "EQ"), one, v)
+    applied = _apply_left(sb, vfull, H.conj(sb, t), x)
+    later = H.cmp(sb, H.cols(sb, dims), sb.broadcast(j, dims), "GT")
+    x = sb.select(later, applied, x)
+    newcol = sb.select(H.cmp(sb, i, jj, "EQ"), H.expand(sb, H.as_type(sb, beta, et), cd),
+                       sb.select(H.cmp(sb, i, jj, "GT"), v, c))
+    return H.dupdate(sb, x, newcol, [0] * (r + 1) + [j]), t
+
+
 def geqrf(b, a, **_):
     dims, et = a.shape.dims, a.shape.element_type
     batch, (m, n), r = dims[:-2], dims[-2:], len(dims) - 2
-    k = min(m, n)
 
     def step(sb, j, state, consts):
         x, tau = state
-        c = H.column(sb, x, j)
-        cd = c.shape.dims
-        i, jj = H.rows(sb, cd), sb.broadcast(j, cd)
-        tail = sb.select(H.cmp(sb, i, jj, "GT"), c, H.zeros(sb, et, cd))
-        beta, t, v = larfg(sb, H.entry(sb, x, j, j), tail)
-        one = sb.broadcast(H.const(sb, 1, et), cd)
-        vfull = sb.select(H.cmp(sb, i, jj, "EQ"), one, v)
-        applied = _apply_left(sb, vfull, H.conj(sb, t), x)
-        later = H.cmp(sb, H.cols(sb, dims), sb.broadcast(j, dims), "GT")
-        x = sb.select(later, applied, x)
-        newcol = sb.select(H.cmp(sb, i, jj, "EQ"), H.expand(sb, H.as_type(sb, beta, et), cd),
-                           sb.select(H.cmp(sb, i, jj, "GT"), v, c))
-        x = H.dupdate(sb, x, newcol, [0] * (r + 1) + [j])
-        tau = H.dupdate(sb, tau, sb.reshape(t, (*batch, 1)), [0] * r + [j])
-        return [x, tau]
+        x, t = householder_step(sb, x, j)
+        return [x, H.dupdate(sb, tau, sb.reshape(t, (*batch, 1)), [0] * r + [j])]
 
-    x, tau = H.fori(b, k, [a, H.zeros(b, et, (*batch, k))], step, "geqrf")
+    x, tau = H.fori(b, min(m, n), [a, H.zeros(b, et, (*batch, min(m, n)))], step, "geqrf")
     return b.tuple(x, tau)
 
 
