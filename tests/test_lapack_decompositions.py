@@ -243,3 +243,21 @@ def test_geqp3_fixed_columns_as_lapack_exchanges_them():
         assert outs[1].tolist() == [2, 4, 3, 1]
         for o, w in zip(outs, lapack):
             close(o, w, np.float64)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=["f32", "c128"])
+def test_eig_decomposes_with_left_and_right_vectors(dtype):
+    """Eigenvalues (sorted) as jax's; A vr = vr diag(w), vl^H A = diag(w) vl^H, unit norm:
+    the order and each vector's phase are not unique."""
+    a = general((2, 5, 5), dtype, seed=11) - 5 * np.eye(5, dtype=dtype)
+    f = lambda x: tuple(jax.lax.linalg.eig(x, compute_left_eigenvectors=True))  # noqa: E731
+    want, ours, theirs = three_ways(f, a)
+    tol = TOL[dtype] * 20
+    key = lambda w: np.sort_complex(np.round(w, 3))  # noqa: E731
+    for w, vl, vr in (ours, theirs):
+        np.testing.assert_allclose(key(w), key(want[0]), atol=tol * 10)
+        np.testing.assert_allclose(a @ vr, vr * w[..., None, :], atol=tol * 10)
+        vh = np.conj(np.swapaxes(vl, -1, -2))
+        np.testing.assert_allclose(vh @ a, w[..., :, None] * vh, atol=tol * 10)
+        for v in (vl, vr):
+            np.testing.assert_allclose(np.linalg.norm(v, axis=-2), 1, atol=tol)

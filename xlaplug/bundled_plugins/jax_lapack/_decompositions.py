@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from . import _decomp_eigh as E
 from . import _decomp_factor as F
+from . import _decomp_geev as G
 from . import _decomp_geqp3 as P
 from . import _decomp_gtsv as T
 from . import _decomp_qr as Q
@@ -16,6 +17,6 @@ DECOMPOSED = {"potrf": F.potrf, "trsm": F.trsm, "getrf": F.getrf,
               "ormqr": Q.ormqr, "unmqr": Q.ormqr,
               "syevd": E.syevd, "heevd": E.syevd, "gesdd": S.gesdd, "gesvd": S.gesdd,
               "gehrd": R.gehrd, "sytrd": R.sytrd, "hetrd": R.sytrd,
-              "gtsv": T.gtsv, "geqp3": P.geqp3}
+              "gtsv": T.gtsv, "geqp3": P.geqp3, "geev": G.geev}
 CANONICAL = {"syevd": E.canonical_eigh, "heevd": E.canonical_eigh,
-             "gesdd": S.canonical_svd, "gesvd": S.canonical_svd}
+             "gesdd": S.canonical_svd, "gesvd": S.canonical_svd, "geev": G.canonical_geev}
