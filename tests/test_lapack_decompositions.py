@@ -73,6 +73,9 @@ CASES = {
     "triangular_solve": (lambda a, b: jsl.solve_triangular(a, b, lower=False, trans=1),
                          lambda d: (general((4, 4), d), general((4, 3), d, 3))),
     "lu": (lambda a: jsl.lu(a), lambda d: (general((5, 3), d),)),
+    # singular values only, u and vt declared economy-size: the decomposition reads them
+    "matrix_rank": (jnp.linalg.matrix_rank, lambda d: (
+        (general((5, 2), d, 12) @ general((2, 4), d, 13)).astype(d),)),
     "tridiagonal_solve": (jax.lax.linalg.tridiagonal_solve, lambda d: tuple(
         general((5, 1), d, k)[:, 0] * (3 if k == 5 else 1) for k in (4, 5, 6)) + (
         general((5, 2), d, 7),)),

@@ -380,7 +380,8 @@ def list_opcodes_cmd(as_json, plugins_dirs, no_plugins, strict):
 @handle_errors
 def check_plugins_cmd(ops, device, trials, seed, as_json, devices, reference, plugins_dirs,
                       no_plugins, strict):
-    """Run each plugin kernel against its decomposition on random inputs."""
+    """Run each plugin kernel against its decomposition on random inputs.  OPS: op names
+    or plugin names (every op of that plugin); none: every op."""
     from .plugin.check import check_plugins, results_table
     if reference:
         from .xla.jaxlib_names import require_jax

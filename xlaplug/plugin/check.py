@@ -88,7 +88,7 @@ def check_plugins(session, ops=(), trials: int = 3, seed: int = 0,
         from ..xla.check import run_decomposition_on_xla as run_reference
     reg = session.registry
     results: list[CheckResult] = []
-    wanted = set(ops)
+    wanted = plugin_ops(reg, ops)
     for (op, device), kentry in sorted(reg.kernels.items()):
         if device != session.device or (wanted and op not in wanted):
             continue
@@ -125,6 +125,17 @@ def check_plugins(session, ops=(), trials: int = 3, seed: int = 0,
         results += [CheckResult(m, "-", "-", 0, False, "no loaded plugin has a kernel for it")
                     for m in missing]
     return results
+
+
+def plugin_ops(reg, names) -> set[str]:
+    """`names` with each that names a loaded plugin (and no op) replaced by its ops:
+    `check-plugins jax_lapack` checks every op of jax_lapack."""
+    known = {op for op, _ in reg.kernels}
+    plugins = {p.name: p for p in reg.plugins}
+    out: set[str] = set()
+    for n in names:
+        out |= set(plugins[n].ops) & known if n in plugins and n not in known else {n}
+    return out
 
 
 def _one(op, kentry, dentry, sentry, shapes, arrays, attrs, ctx, label, trial,

@@ -102,7 +102,9 @@ def complete(b, u1, full: bool):
     return b.concatenate(econ, rest, dimensions=(r + 1,))
 
 
-def gesdd(b, a, *, mode=65, **_):
+def gesdd(b, a, *, mode=65, result_shape=None, **_):
+    """`result_shape`: the call's declared shape, which says (mode 'N' only) whether jax
+    declared u and vt full or economy; without it, full."""
     dims, et = a.shape.dims, a.shape.element_type
     batch, (m, n), r = dims[:-2], dims[-2:], len(dims) - 2
     k, rt = min(m, n), H.REAL_OF[et]
@@ -112,8 +114,10 @@ def gesdd(b, a, *, mode=65, **_):
     tall = m >= n
     sigma, u1, v = hestenes(b, a if tall else H.adjoint(b, a))
     if job == "N":
-        u = H.zeros(b, et, (*batch, m, m))
-        vt = H.zeros(b, et, (*batch, n, n))
+        full = (*batch, m, m), (*batch, n, n)
+        declared = result_shape.tuple_shapes[2:4] if result_shape is not None else ()
+        u_dims, vt_dims = (tuple(s.dims) for s in declared) if declared else full
+        u, vt = H.zeros(b, et, u_dims), H.zeros(b, et, vt_dims)
     else:
         full = job == "A"
         if tall:
