@@ -21,6 +21,15 @@ Results are LAPACK's where LAPACK's are unique, and LAPACK's representation wher
 are not (Householder reflectors and taus, pivots, eigenvector normalisation): see
 _kernels.py, _householder.py, _solvers.py and _geev.py for what is exact and what is not.
 
+Decompositions (_decompositions.py, _decomp_*.py): every routine also lowers to core HLO
+(while loops, dynamic slices, dots), so `compile --decompose-all` makes a module any XLA
+backend runs: Cholesky, triangular solve and LU as XLA's expanders and jax's unblocked LU
+do, Householder QR / Q / Q-products, pivoted QR, Hessenberg and tridiagonal reductions and
+the tridiagonal solve step for step as LAPACK's unblocked routines (same representation,
+pivots and info codes), Jacobi eigh and one-sided Jacobi SVD, and geev by Hessenberg
+reduction, shifted QR and back substitution.  Eigen- and singular vectors (and geev's
+order) are the kernels' only up to a phase: check-plugins compares canonical forms.
+
 CUDA: potrf, getrf, trsm, geqrf, orgqr/ungqr and syevd/heevd also have numba.cuda kernels
 (_cuda.py), one thread per matrix.  They follow the CPU kernels' algorithms and
 representations; syevd/heevd (cyclic Jacobi) gives LAPACK's eigenvalues, but its
