@@ -143,3 +143,34 @@ def test_portable_benchmark_runs_every_artifact_on_xla_cpu(tmp_path):
 def test_portable_benchmark_refuses_an_absent_platform():
     r = _portable("--platform", "cpu,nosuch", "--only", "linalg_inv")
     assert r.returncode == 2 and "jax has no platform nosuch here" in r.stderr
+
+
+def _cli(*args):
+    from click.testing import CliRunner
+
+    from xlaplug.cli import main
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.mark.jax
+def test_reference_names_a_platform(tmp_path):
+    """`run --reference xla:cpu` runs the artifact (jax_lapack's ops decomposed) on that
+    backend; an absent platform, or a bad spelling, is one line and exit 2."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    a = np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]], np.float32)
+    f = tmp_path / "chol.hlo"
+    f.write_text(jax.jit(lambda x: jnp.linalg.cholesky(x) @ x).lower(a).as_text(dialect="hlo"))
+    np.savez(tmp_path / "in.npz", in0=a)
+    r = _cli("run", f, "--inputs", tmp_path / "in.npz", "--reference", "xla:cpu", "--json")
+    assert r.exit_code == 0, r.output
+    import json
+    ref = json.loads(r.output)["reference"]
+    assert ref["ok"] and ref["platform"] == "xla:cpu"
+    present = {d.platform for d in jax.devices()}
+    if "tpu" not in present:
+        r = _cli("run", f, "--reference", "xla:tpu")
+        assert r.exit_code == 2 and r.output.strip().splitlines() == [
+            "error: --reference xla:tpu: jax has no tpu platform here (present: cpu)"]
+    r = _cli("run", f, "--reference", "lapack")
+    assert r.exit_code == 2 and "expected xla or xla:PLATFORM" in r.output

@@ -218,10 +218,10 @@ def _load_npz(path: str, what: str) -> dict:
 @click.option("--collective-timeout", type=float, default=60.0, show_default=True,
               metavar="SECONDS", help="A collective that not every participant reaches "
                                       "within this fails, naming who did not come.")
-@click.option("--reference", type=click.Choice(["xla"]), default=None,
-              help="Also run the module, plugin ops decomposed, on XLA:CPU (through jax) "
-                   "with the same inputs and compare every output; exit 1 past the "
-                   "tolerance.")
+@click.option("--reference", default=None, metavar="xla[:PLATFORM]",
+              help="Also run the module, plugin ops decomposed, on XLA (through jax; "
+                   "xla:tpu, xla:gpu: that backend, default cpu) with the same inputs and "
+                   "compare every output; exit 1 past the tolerance.")
 @plugin_options
 @handle_errors
 def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, repeat, passes,
@@ -243,9 +243,10 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
                           f"{max_while_iterations}")
     if repeat < 1:
         raise OptionError(f"--repeat: must be 1 or more, got {repeat}")
+    platform = None
     if reference:
         from .xla.cli_reference import check_reference_options
-        check_reference_options(expect_path, repeat)
+        platform = check_reference_options(expect_path, repeat, reference)
 
     session = setup_plugins(plugins_dirs, no_plugins, strict, device, prefer)
     # --reference xla: XLA gets the module as read (its plugin ops decomposed), not as
@@ -266,7 +267,7 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
             exe.source_text, module, session, grid, npz, seed=seed, rtol=rtol, atol=atol,
             max_memory=limit, max_while_iterations=max_while_iterations, interpret=interpret,
             timeout=collective_timeout, out_path=out_path, as_json=as_json,
-            timings={"parse_s": parse_s, "pipeline_s": pipeline_s}))
+            timings={"parse_s": parse_s, "pipeline_s": pipeline_s}, platform=platform))
     if grid.count > 1 or launched_by_mpi():
         if profile:
             raise OptionError("--profile: profiles a run on one device; this one runs on "

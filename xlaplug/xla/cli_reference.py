@@ -1,5 +1,5 @@
-"""The `run --reference xla` verb's body: run on xlaplug, run the portable artifact on
-XLA:CPU with the same inputs, print the per-output table (or `--json`), return the exit
+"""The `run --reference xla[:PLATFORM]` verb's body: run on xlaplug, run the portable
+artifact on XLA (its CPU backend, or the platform named) with the same inputs, print the per-output table (or `--json`), return the exit
 code (1 when any output is past the tolerance)."""
 from __future__ import annotations
 
@@ -11,11 +11,17 @@ import numpy as np
 from ..hlo.ir import Module
 
 
-def check_reference_options(expect_path, repeat) -> None:
-    """`--reference xla` is its own comparison, in this process: checked before any work."""
+def check_reference_options(expect_path, repeat, reference: str = "xla") -> str:
+    """`--reference xla[:PLATFORM]` is its own comparison, in this process: checked before
+    any work.  Returns the platform (`cpu` for plain `xla`)."""
     from ..backends.spmd.mpi import launched_by_mpi
     from ..driver import OptionError
     from .jaxlib_names import require_jax
+    kind, _, platform = reference.partition(":")
+    if kind != "xla" or (_ and not platform):
+        raise OptionError(f"--reference: expected xla or xla:PLATFORM (xla:cpu, xla:tpu, "
+                          f"xla:gpu), got '{reference}'")
+    platform = platform.lower() or "cpu"
     if expect_path:
         raise OptionError("--reference xla and --expect: give one thing to compare against")
     if repeat != 1:
@@ -24,11 +30,28 @@ def check_reference_options(expect_path, repeat) -> None:
         raise OptionError("--reference xla runs its devices as threads: run it without "
                           "mpiexec")
     require_jax("--reference xla")
+    if platform != "cpu":
+        import jax
+        try:
+            jax.devices(platform)
+        except RuntimeError:
+            present = [p for p in ("cpu", "tpu", "gpu") if _has(jax, p)]
+            raise OptionError(f"--reference xla:{platform}: jax has no {platform} platform "
+                              f"here (present: {', '.join(present)})") from None
+    return platform
+
+
+def _has(jax, platform: str) -> bool:
+    try:
+        return bool(jax.devices(platform))
+    except RuntimeError:
+        return False
 
 
 def reference_command(pristine: str, module: Module, session, grid, npz, *, seed: int,
                       rtol, atol, max_memory, max_while_iterations, interpret: bool,
-                      timeout: float, out_path, as_json: bool, timings: dict) -> int:
+                      timeout: float, out_path, as_json: bool, timings: dict,
+                      platform: str | None = None) -> int:
     from ..runner import execute, summarize
     from .reference import check_arguments, compare_devices, reference_for_text
     from .stats import diff_table
@@ -49,8 +72,10 @@ def reference_command(pristine: str, module: Module, session, grid, npz, *, seed
         res = run_in_process(module, grid, per_device, device=session.device,
                              options=options, overrides=session.resolve, timeout=timeout)
         ours, run_s = res.per_device, res.timings["run_s"]
+    platform = platform or "cpu"
+    label = f"XLA:{platform.upper()}"
     theirs = reference_for_text(pristine, session.registry, per_device, grid.replicas,
-                                grid.partitions)
+                                grid.partitions, platform)
     diffs = compare_devices(ours, theirs, rtol, atol)
     ok = all(d.ok for d in diffs)
     if out_path:
@@ -68,17 +93,17 @@ def reference_command(pristine: str, module: Module, session, grid, npz, *, seed
                "partitions": grid.partitions,
                "outputs": {f"out{k}": summarize(v) for k, v in enumerate(ours[0])},
                "timings": t,
-               "reference": {"platform": "xla:cpu", "ok": ok,
+               "reference": {"platform": f"xla:{platform}", "ok": ok,
                              "outputs": [d.as_json() for d in diffs]}}
         click.echo(json.dumps(obj, indent=2))
     else:
         from rich.console import Console
         console = Console(soft_wrap=True)
-        console.print(diff_table(diffs, f"xlaplug ({session.device}) against XLA:CPU"
+        console.print(diff_table(diffs, f"xlaplug ({session.device}) against {label}"
                                         + (f", {grid.count} devices" if grid.count > 1 else "")))
         bad = [d for d in diffs if not d.ok]
         for d in bad:
             click.echo(f"MISMATCH {d.name}: {d.message}", err=True)
         if not bad:
-            click.echo(f"all {len(diffs)} outputs match XLA:CPU")
+            click.echo(f"all {len(diffs)} outputs match {label}")
     return 0 if ok else 1

@@ -46,10 +46,14 @@ def check_arguments(module: Module) -> None:
 
 
 def run_reference(text: str, per_device: list[list[np.ndarray]], replicas: int = 1,
-                  partitions: int = 1) -> list[list[np.ndarray]]:
-    """[device][leaf] outputs of XLA:CPU running HLO text on each device's arguments."""
-    from .jaxlib_names import require_jax, run_on_xla_cpu
+                  partitions: int = 1, platform: str = "cpu") -> list[list[np.ndarray]]:
+    """[device][leaf] outputs of XLA (its `platform` backend) running HLO text on each
+    device's arguments."""
+    from .jaxlib_names import require_jax, run_on_xla, run_on_xla_cpu
     require_jax("--reference xla")
+    if platform != "cpu":  # an accelerator's own devices, in this process
+        return run_on_xla(text, per_device, platform, replicas, partitions,
+                          what=f"--reference xla:{platform}")
     if replicas * partitions == 1:
         return run_on_xla_cpu(text, per_device, 1, 1)
     from .devices import run_in_subprocess
@@ -57,13 +61,15 @@ def run_reference(text: str, per_device: list[list[np.ndarray]], replicas: int =
 
 
 def reference_for_text(text: str, registry, per_device: list[list[np.ndarray]],
-                       replicas: int = 1, partitions: int = 1) -> list[list[np.ndarray]]:
+                       replicas: int = 1, partitions: int = 1,
+                       platform: str = "cpu") -> list[list[np.ndarray]]:
     """XLA:CPU's outputs for the portable artifact of HLO `text` (the module as read, before
     xlaplug's passes) with the registry's decompositions."""
     from ..hlo.text.parser import parse_module
     module = parse_module(text, "<reference>")
     check_arguments(module)
-    return run_reference(portable_text(module, registry), per_device, replicas, partitions)
+    return run_reference(portable_text(module, registry), per_device, replicas, partitions,
+                         platform)
 
 
 def compare_devices(ours: list[list[np.ndarray]], theirs: list[list[np.ndarray]], rtol=None,
