@@ -264,3 +264,28 @@ def test_eig_decomposes_with_left_and_right_vectors(dtype):
         np.testing.assert_allclose(vh @ a, w[..., :, None] * vh, atol=tol * 10)
         for v in (vl, vr):
             np.testing.assert_allclose(np.linalg.norm(v, axis=-2), 1, atol=tol)
+
+
+def _check_plugins_json(*args):
+    import json
+
+    from click.testing import CliRunner
+
+    from xlaplug.cli import main
+    r = CliRunner().invoke(main, ["check-plugins", "jax_lapack", "--json", *args])
+    return r.exit_code, json.loads(r.output)
+
+
+def test_check_plugins_jax_lapack_compares_every_kernel_with_its_decomposition():
+    code, obj = _check_plugins_json("--trials", "1")
+    assert code == 0 and obj["ok"]
+    assert len({r["op"] for r in obj["results"]}) == 56
+    assert all(r["detail"] == "kernel matches decomposition" for r in obj["results"])
+
+
+@pytest.mark.slow
+def test_xla_cpu_runs_every_decomposition_to_the_kernels_values():
+    code, obj = _check_plugins_json("--trials", "1", "--reference", "xla")
+    assert code == 0, [r for r in obj["results"] if not r["ok"]]
+    assert len(obj["results"]) == 56
+    assert all(r["detail"] == "kernel matches decomposition on XLA:CPU" for r in obj["results"])

@@ -142,7 +142,10 @@ def reduce_dims(b: Builder, x, dimensions, opcode: str = "add"):
         init = -big if opcode == "maximum" else big
     else:
         init = {"add": 0, "and": True, "or": False}[opcode]
-    comp = b.scalar_computation(f"{opcode}_{etype}", opcode, etype)
+    # A builder with no uniquer (check-plugins') leaves names to us: XLA's parser refuses
+    # two computations of one name.
+    name = f"{opcode}_{etype}" if b._uniq else b._name(f"{opcode}_{etype}")
+    comp = b.scalar_computation(name, opcode, etype)
     return b.reduce(x, const(b, init, etype), dimensions, comp)
 
 
