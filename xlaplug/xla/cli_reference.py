@@ -1,6 +1,7 @@
 """The `run --reference xla[:PLATFORM]` verb's body: run on xlaplug, run the portable
-artifact on XLA (its CPU backend, or the platform named) with the same inputs, print the per-output table (or `--json`), return the exit
-code (1 when any output is past the tolerance)."""
+artifact on XLA (its CPU backend, or the platform named) with the same inputs, print the
+per-output table (or `--json`), return the exit code (1 when any output is past the
+tolerance)."""
 from __future__ import annotations
 
 import json

@@ -45,8 +45,9 @@ def rotation(sb, app, aqq, apq, p, q, dims):
     zero = H.cmp(sb, g, sb.broadcast(zero_r, g.shape.dims), "EQ")
     gs = sb.select(zero, sb.broadcast(one, g.shape.dims), g)
     tau = sb.divide(sb.subtract(aqq, app), sb.multiply(gs, H.const(sb, 2, rt)))
-    sign = sb.select(H.cmp(sb, tau, sb.broadcast(zero_r, g.shape.dims), "GE"),
-                     sb.broadcast(one, g.shape.dims), sb.broadcast(H.const(sb, -1, rt), g.shape.dims))
+    gd = g.shape.dims
+    sign = sb.select(H.cmp(sb, tau, sb.broadcast(zero_r, gd), "GE"), sb.broadcast(one, gd),
+                     sb.broadcast(H.const(sb, -1, rt), gd))
     t = sb.divide(sign, sb.add(sb.abs(tau), sb.sqrt(sb.add(sb.multiply(tau, tau), one))))
     c = sb.rsqrt(sb.add(sb.multiply(t, t), one))
     s = sb.multiply(t, c)
@@ -143,7 +144,7 @@ def _all_nan(b, x, from_dim: int):
 
 
 def syevd(b, a, *, uplo=76, mode=86, **_):
-    dims, r = a.shape.dims, a.shape.rank - 2
+    r = a.shape.rank - 2
     h = hermitian_from(b, a, char(uplo, "L") == "L")
     w, v = sort_ascending(b, *jacobi(b, h))
     bad = _all_nan(b, w, r)

@@ -120,8 +120,8 @@ def getrf(b, a, **_):
         top = H.reduce_dims(sb, safe, [r, r + 1], "maximum")   # [batch]
         win = sb.op("and", here, H.cmp(sb, safe, H.expand(sb, sb.reshape(top, (*batch, 1, 1)),
                                                       c.shape.dims), "EQ"))
-        p = H.reduce_dims(sb, sb.select(win, ri, sb.broadcast(H.const(sb, m, "s32"), ri.shape.dims)),
-                          [r, r + 1], "minimum")
+        none = sb.broadcast(H.const(sb, m, "s32"), ri.shape.dims)
+        p = H.reduce_dims(sb, sb.select(win, ri, none), [r, r + 1], "minimum")
         jb = sb.broadcast(j, batch)
         first_nan = sb.reshape(H.entry(sb, sb.convert(nan, "s32"), j, 0), batch)
         p = sb.select(H.cmp(sb, first_nan, H.zeros(sb, "s32", batch), "NE"), jb, p)

@@ -59,7 +59,7 @@ def _pick(sb, x, mask):
 
 def _schur(b, h, z, max_iter):
     dims, et = h.shape.dims, h.shape.element_type
-    n, r, rt = dims[-1], len(dims) - 2, H.REAL_OF[et]
+    r, rt = len(dims) - 2, H.REAL_OF[et]
     eps = float(np.finfo(np.float32 if rt == "f32" else np.float64).eps)
 
     def deflate(sb, h):

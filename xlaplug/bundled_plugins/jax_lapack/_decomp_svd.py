@@ -107,7 +107,6 @@ def gesdd(b, a, *, mode=65, result_shape=None, **_):
     declared u and vt full or economy; without it, full."""
     dims, et = a.shape.dims, a.shape.element_type
     batch, (m, n), r = dims[:-2], dims[-2:], len(dims) - 2
-    k, rt = min(m, n), H.REAL_OF[et]
     job = char(mode, "A")
     nan = H.reduce_dims(b, H.cmp(b, a, a, "NE"), [r, r + 1], "or")
     info = b.select(nan, b.broadcast(H.const(b, -4, "s32"), batch), H.zeros(b, "s32", batch))
