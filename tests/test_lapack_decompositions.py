@@ -289,3 +289,59 @@ def test_xla_cpu_runs_every_decomposition_to_the_kernels_values():
     assert code == 0, [r for r in obj["results"] if not r["ok"]]
     assert len(obj["results"]) == 56
     assert all(r["detail"] == "kernel matches decomposition on XLA:CPU" for r in obj["results"])
+
+
+EDGE_CASES = [  # (target, operands, result, attributes): empty and 1x1 matrices
+  ("lapack_spotrf_ffi", ["f32[0,0]{0,1}"],
+     "(f32[0,0]{0,1}, s32[])", ", backend_config={uplo = 76 : ui8}"),
+ ("lapack_sgetrf_ffi", ["f32[3,0]{0,1}"], "(f32[3,0]{0,1}, s32[0]{0}, s32[])", ""),
+ ("lapack_sgeqrf_ffi", ["f32[0,3]{0,1}"], "(f32[0,3]{0,1}, f32[0]{0})", ""),
+  ("lapack_ssyevd_ffi", ["f32[0,0]{0,1}"],
+     "(f32[0,0]{0,1}, f32[0]{0}, s32[])", ", backend_config={mode = 86 : ui8, uplo = 76 : ui8}"),
+  ("lapack_sgesdd_ffi", ["f32[0,3]{0,1}"],
+     "(f32[0,3]{0,1}, f32[0]{0}, f32[0,0]{0,1}, f32[3,3]{0,1}, s32[])",
+     ", backend_config={mode = 65 : ui8}"),
+  ("lapack_sgesdd_ffi", ["f32[2,3,1]{1,2,0}"],
+     "(f32[2,3,1]{1,2,0}, f32[2,1]{1,0}, f32[2,3,3]{1,2,0}, f32[2,1,1]{1,2,0}, s32[2]{0})",
+     ", backend_config={mode = 65 : ui8}"),
+  ("lapack_sgeev_ffi", ["f32[0,0]{0,1}"],
+     "(f32[0]{0}, f32[0]{0}, c64[0,0]{0,1}, c64[0,0]{0,1}, s32[])",
+     ", backend_config={compute_left = 78 : ui8, compute_right = 86 : ui8}"),
+  ("lapack_sgeev_ffi", ["f32[1,1]{0,1}"],
+     "(f32[1]{0}, f32[1]{0}, c64[1,1]{0,1}, c64[1,1]{0,1}, s32[])",
+     ", backend_config={compute_left = 86 : ui8, compute_right = 86 : ui8}"),
+  ("lapack_strsm_ffi", ["f32[0,0]{0,1}", "f32[0,2]{0,1}"],
+     "f32[0,2]{0,1}",
+     ", backend_config={diag = 78 : ui8, side = 76 : ui8, trans_x = 78 : ui8, uplo = 76 : ui8}"),
+  ("lapack_sgtsv_ffi", ["f32[0]{0}"]*3 + ["f32[0,1]{0,1}"],
+     "(f32[0]{0}, f32[0]{0}, f32[0]{0}, f32[0,1]{0,1}, s32[])", ""),
+  ("lapack_sgtsv_ffi", ["f32[1]{0}"]*3 + ["f32[1,1]{0,1}"],
+     "(f32[1]{0}, f32[1]{0}, f32[1]{0}, f32[1,1]{0,1}, s32[])", ""),
+  ("lapack_ssytrd_ffi", ["f32[1,1]{0,1}"],
+     "(f32[1,1]{0,1}, f32[1]{0}, f32[0]{0}, f32[0]{0}, s32[])",
+     ", backend_config={uplo = 76 : ui8}"),
+  ("lapack_sgehrd_ffi", ["f32[1,1]{0,1}"],
+     "(f32[1,1]{0,1}, f32[0]{0}, s32[])", ", backend_config={high = 1 : i32, low = 1 : i32}"),
+ ("lapack_sgeqp3_ffi", ["f32[2,0]{0,1}", "s32[0]{0}"], "(f32[2,0]{0,1}, s32[0]{0}, f32[0]{0})", ""),
+]
+
+
+@pytest.mark.parametrize("case", EDGE_CASES, ids=[f"{c[0][7:-4]}-{c[1][0].split('{')[0]}"
+                                                  for c in EDGE_CASES])
+def test_empty_and_one_by_one_matrices_decompose(case):
+    """Loops that never run are not built (their bodies would slice an empty matrix); the
+    decomposition, its artifact on XLA:CPU and the kernel agree."""
+    from xlaplug.hlo.text.shape_parser import parse_shape
+    target, ops, result, attrs = case
+    text = custom_call(target, ops, result, attrs)
+    rng = np.random.default_rng(0)
+    args = [(rng.standard_normal(parse_shape(o).dims) + 3).astype(parse_shape(o).dtype)
+            for o in ops]
+    kernel = xlaplug.compile(text)(*args)
+    ours = xlaplug.compile(text, prefer="decomposition")(*args)
+    theirs = run_on_xla_cpu(xlaplug.compile(text, decompose_all=True).hlo, [args],
+                            what="test")[0]
+    for k, o, t in zip(kernel, ours, theirs):
+        assert k.shape == o.shape == t.shape
+        np.testing.assert_allclose(o, k, atol=1e-5, equal_nan=True)
+        np.testing.assert_allclose(t, o, atol=1e-5, equal_nan=True)

@@ -138,7 +138,11 @@ def sort_ascending(b, w, v):
 
 
 def _all_nan(b, x, from_dim: int):
+    """Per matrix: is every entry NaN (numpy's mark of a failed LAPACK call)?  An empty
+    result has not failed."""
     dims = x.shape.dims
+    if not int(np.prod(dims[from_dim:], dtype=np.int64)):
+        return b.broadcast(H.const(b, False, "pred"), dims[:from_dim])
     nan = H.cmp(b, x, x, "NE")
     return H.reduce_dims(b, nan, list(range(from_dim, len(dims))), "and")
 

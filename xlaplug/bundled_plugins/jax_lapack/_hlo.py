@@ -174,6 +174,8 @@ def fori(b: Builder, n: int, state: list, body_fn, name: str = "fori", start: in
     """for i in range(start, n): state = body_fn(sb, i, state, consts); i is an s32
     scalar.  A loop body sees only its parameter, so the loop-invariant values it reads
     (`consts`) ride along in the state unchanged."""
+    if n <= start:  # never runs; its body may not even build (a slice of an empty matrix)
+        return list(state)
     nc = len(consts)
 
     def cond(cb, vals):
