@@ -322,7 +322,8 @@ EDGE_CASES = [  # (target, operands, result, attributes): empty and 1x1 matrices
      ", backend_config={uplo = 76 : ui8}"),
     ("lapack_sgehrd_ffi", ["f32[1,1]{0,1}"],
      "(f32[1,1]{0,1}, f32[0]{0}, s32[])", ", backend_config={high = 1 : i32, low = 1 : i32}"),
-    ("lapack_sgeqp3_ffi", ["f32[2,0]{0,1}", "s32[0]{0}"], "(f32[2,0]{0,1}, s32[0]{0}, f32[0]{0})", ""),
+    ("lapack_sgeqp3_ffi", ["f32[2,0]{0,1}", "s32[0]{0}"],
+     "(f32[2,0]{0,1}, s32[0]{0}, f32[0]{0})", ""),
 ]
 
 
