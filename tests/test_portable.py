@@ -32,7 +32,7 @@ def swish_plugin(calls: list, decomposition: bool = True) -> Plugin:
 
 def test_portable_is_a_named_pipeline_without_optimizations():
     names = [p.name for p in resolve_pipeline("portable")]
-    assert names == ["custom-call-lowering", "dce"]
+    assert names == ["custom-call-lowering", "inline-calls", "dce"]
     assert resolve_pipeline("portable")[0].decompose_all is True
 
 
@@ -58,7 +58,8 @@ def test_decompose_all_artifact_has_no_fusion_and_xla_cpu_runs_it_to_the_kernels
     assert calls == [(256, 256)]
     art = xlaplug.compile(text, plugins=[swish_plugin(calls)], bundled_plugins=False,
                           decompose_all=True)
-    assert [p.name for p in art.pass_manager.pipeline] == ["custom-call-lowering", "dce"]
+    assert [p.name for p in art.pass_manager.pipeline] == ["custom-call-lowering",
+                                                            "inline-calls", "dce"]
     hlo = art.hlo
     assert "fusion" not in hlo and "custom-call" not in hlo and "logistic(" in hlo
     assert "{0,1}" not in hlo  # no layouts beyond the input's (jax's are all row-major)

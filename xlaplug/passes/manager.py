@@ -43,11 +43,12 @@ BUILTIN_PASSES = MappingProxyType({p.name: p for p in (
 DEFAULT_PIPELINE = ("sdy-shard-map", "custom-call-lowering", "inline-calls",
                     "tuple-simplify", "dce", "reduce-fusion", "loop-fusion")
 # The portable artifact (`compile --decompose-all`, `--passes portable`): HLO as XLA takes
-# it before its own passes.  Every plugin op is replaced by its decomposition and what
-# that leaves unused is swept; nothing of xlaplug's own optimization runs (no fusions, no
-# shard_map gathering, no calls inlined), since XLA:TPU, for one, refuses a `fusion` in
-# its input, and every backend runs its own pipeline anyway.
-PORTABLE_PIPELINE = ("custom-call-lowering{decompose_all=true}", "dce")
+# it before its own passes.  Every plugin op is replaced by its decomposition, a
+# composite's call by its body (inlined, as XLA's own call inliner would), and what that
+# leaves unused is swept; nothing of xlaplug's own optimization runs (no fusions, no
+# shard_map gathering), since XLA:TPU, for one, refuses a `fusion` in its input, and
+# every backend runs its own pipeline anyway.
+PORTABLE_PIPELINE = ("custom-call-lowering{decompose_all=true}", "inline-calls", "dce")
 
 
 class PassSpecError(HloError):
