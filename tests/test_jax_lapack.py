@@ -264,11 +264,16 @@ def test_linalg_function_matches_xla(lapack, device, name, dtype, batch):
     if device == "cuda" and name in NO_CUDA_KERNEL:
         routine = NO_CUDA_KERNEL[name]
         assert not ROUTINES[routine][1]
+        # No CUDA kernel: the routine's decomposition (core HLO) takes its place (issue 26;
+        # its values are tests/test_lapack_decompositions.py's, on the CPU: the CUDA
+        # simulator runs those loops' every step as a launch, minutes per program).
         _, texts = _xla(f, args, dtype)
         for text in texts.values():
-            with pytest.raises(HloError, match=rf"target 'lapack_.{routine}_ffi' on cuda "
-                                               r"\(no kernel for cuda"):
-                _run(lapack, text, args, device)
+            module = parse_module(text)
+            compile_module(module, Session(lapack, device=device))
+            left = [i.attrs.get("custom_call_target") for c in module.computations
+                    for i in c.instructions if i.opcode == "custom-call"]
+            assert not any(routine in str(t) for t in left), left
         return
     check(lapack, f, args, dtype, device, eig_leaves=[(0, 1)] if name == "eig" else (),
           phase_leaves=[1] if name == "eigh" else ())

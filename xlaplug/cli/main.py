@@ -26,10 +26,11 @@ main.add_command(run_cmd)
 
 @main.command("compile")
 @click.argument("file")
-@click.option("--passes", default=None, metavar="P1,P2|none",
+@click.option("--passes", default=None, metavar="P1,P2|none|portable",
               help="Run exactly these passes (comma-separated, options in braces: "
-                   "loop-fusion{min_elements=1}); 'none' runs none. "
-                   "Default: the standard pipeline.")
+                   "loop-fusion{min_elements=1}); 'none' runs none; 'portable' the "
+                   "--decompose-all artifact's. Default: the standard pipeline "
+                   "(the portable one with --decompose-all).")
 @click.option("--emit", type=click.Choice(["hlo", "json", "thunks", "stablehlo"]),
               default="hlo", show_default=True,
               help="What to print; stablehlo: the module, plugin ops decomposed, as "
@@ -59,8 +60,8 @@ def compile_cmd(file, passes, emit, output, dump_dir, verify_each, device, prefe
         from ..xla.jaxlib_names import require_jax
         require_jax("--emit stablehlo")
         # The portable artifact: every plugin op decomposed; xlaplug's own passes only when
-        # asked for (the consumer runs its own).
-        decompose_all, passes = True, "none" if passes is None else passes
+        # asked for (the consumer runs its own): passes None is the portable pipeline.
+        decompose_all = True
     session = setup_plugins(plugins_dirs, no_plugins, strict, device,
                             "decomposition" if decompose_all else prefer)
     exe = compile_hlo(file, session=session, passes=passes, dump_dir=dump_dir,
@@ -153,7 +154,8 @@ def list_opcodes_cmd(as_json, plugins_dirs, no_plugins, strict):
 @handle_errors
 def check_plugins_cmd(ops, device, trials, seed, as_json, devices, reference, plugins_dirs,
                       no_plugins, strict):
-    """Run each plugin kernel against its decomposition on random inputs."""
+    """Run each plugin kernel against its decomposition on random inputs.  OPS: op names
+    or plugin names (every op of that plugin); none: every op."""
     from ..plugin.check import check_plugins, results_table
     if reference:
         from ..xla.jaxlib_names import require_jax

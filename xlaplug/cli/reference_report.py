@@ -7,10 +7,12 @@ import json
 import click
 
 
-def print_reference(exe, ours, diffs, as_json: bool) -> int:
+def print_reference(exe, ours, diffs, as_json: bool, platform: str | None = None) -> int:
     from ..runtime.outputs import summarize
     grid, device = ours.grid, exe.session.device
     ok = all(d.ok for d in diffs)
+    platform = platform or "cpu"
+    label = f"XLA:{platform.upper()}"
     t = {"parse_s": exe.timings["parse_s"],
          "compile_s": exe.timings["pipeline_s"] + ours.timings["compile_s"],
          "run_s": ours.timings["run_s"]}
@@ -19,7 +21,7 @@ def print_reference(exe, ours, diffs, as_json: bool) -> int:
                "partitions": grid.partitions,
                "outputs": {f"out{k}": summarize(v) for k, v in enumerate(ours.per_device[0])},
                "timings": t,
-               "reference": {"platform": "xla:cpu", "ok": ok,
+               "reference": {"platform": f"xla:{platform}", "ok": ok,
                              "outputs": [d.as_json() for d in diffs]}}
         click.echo(json.dumps(obj, indent=2))
         return 0 if ok else 1
@@ -28,12 +30,12 @@ def print_reference(exe, ours, diffs, as_json: bool) -> int:
     from ..xla.stats import diff_table
     from .terminal import plural
     console = Console(soft_wrap=True)
-    console.print(diff_table(diffs, f"xlaplug ({device}) against XLA:CPU"
+    console.print(diff_table(diffs, f"xlaplug ({device}) against {label}"
                              + (f", {plural(grid.count, 'device')}" if grid.count > 1 else "")))
     bad = [d for d in diffs if not d.ok]
     for d in bad:
         click.echo(f"MISMATCH {d.name}: {d.message}", err=True)
     if not bad:
-        click.echo("the output matches XLA:CPU" if len(diffs) == 1 else
-                   f"all {len(diffs)} outputs match XLA:CPU")
+        click.echo(f"the output matches {label}" if len(diffs) == 1 else
+                   f"all {len(diffs)} outputs match {label}")
     return 0 if ok else 1

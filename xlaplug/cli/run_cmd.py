@@ -43,10 +43,10 @@ from .interrupt import interruptible
 @click.option("--collective-timeout", type=float, default=60.0, show_default=True,
               metavar="SECONDS", help="A collective that not every participant reaches "
                                       "within this fails, naming who did not come.")
-@click.option("--reference", type=click.Choice(["xla"]), default=None,
-              help="Also run the module, plugin ops decomposed, on XLA:CPU (through jax) "
-                   "with the same inputs and compare every output; exit 1 past the "
-                   "tolerance.")
+@click.option("--reference", default=None, metavar="xla[:PLATFORM]",
+              help="Also run the module, plugin ops decomposed, on XLA (through jax; "
+                   "xla:tpu, xla:gpu: that backend, default cpu) with the same inputs and "
+                   "compare every output; exit 1 past the tolerance.")
 @plugin_options
 @handle_errors
 def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, repeat, passes,
@@ -76,9 +76,10 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
                          max_memory=parse_bytes(max_memory) if max_memory is not None else None,
                          max_while_iterations=max_while_iterations, interpret=interpret,
                          profile=profile, gather=True)
+    platform = None
     if reference:
         from ..xla.reference import check_reference_options
-        check_reference_options(expect_path, repeat)
+        platform = check_reference_options(expect_path, repeat, reference)
 
     session = setup_plugins(plugins_dirs, no_plugins, strict, device, prefer)
     # The run's devices are known before any rewrite: decompositions see them.
@@ -96,10 +97,11 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
     if reference:
         from ..xla.reference import run_against_xla
         from .reference_report import print_reference
-        ours, diffs = interruptible(lambda: run_against_xla(exe, npz, options, rtol, atol))
+        ours, diffs = interruptible(lambda: run_against_xla(exe, npz, options, rtol, atol,
+                                                            platform))
         if out_path:
             _write_outputs(out_path, ours.outputs)
-        sys.exit(print_reference(exe, ours, diffs, as_json))
+        sys.exit(print_reference(exe, ours, diffs, as_json, platform))
     from ..runtime.multi_run import QuietStop
     try:
         res = interruptible(lambda: exe.run(inputs=npz, options=options, expected=expected,

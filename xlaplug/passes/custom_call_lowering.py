@@ -89,6 +89,12 @@ class CustomCallLowering:
                     if self.decompose_all:  # the composite's body is its decomposition
                         ins.attrs.pop("is_composite", None)
                         changed = True
+                elif self.decompose_all and reg.kernel_for(name, ctx.device) is not None:
+                    owner = reg.kernel_for(name, ctx.device).plugin.name
+                    raise HloError(f"custom-call '{ins.name}': op {name} (plugin {owner}) has a "
+                                   f"kernel for {ctx.device} but no decomposition, and "
+                                   f"--decompose-all lowers every plugin op to core HLO",
+                                   line=ins.line, column=ins.column)
                 elif self.decompose_all or ins.opcode == "custom-call":
                     if reg.kernel_for(name, ctx.device) is None or self.decompose_all:
                         raise HloError(f"custom-call '{ins.name}': no plugin provides target "

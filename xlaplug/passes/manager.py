@@ -42,6 +42,13 @@ BUILTIN_PASSES = MappingProxyType({p.name: p for p in (
 # with their producers and consumers, and elementwise chains on large arrays into loops.
 DEFAULT_PIPELINE = ("sdy-shard-map", "custom-call-lowering", "inline-calls",
                     "tuple-simplify", "dce", "reduce-fusion", "loop-fusion")
+# The portable artifact (`compile --decompose-all`, `--passes portable`): HLO as XLA takes
+# it before its own passes.  Every plugin op is replaced by its decomposition, a
+# composite's call by its body (inlined, as XLA's own call inliner would), and what that
+# leaves unused is swept; nothing of xlaplug's own optimization runs (no fusions, no
+# shard_map gathering), since XLA:TPU, for one, refuses a `fusion` in its input, and
+# every backend runs its own pipeline anyway.
+PORTABLE_PIPELINE = ("custom-call-lowering{decompose_all=true}", "inline-calls", "dce")
 
 
 class PassSpecError(HloError):
@@ -168,12 +175,15 @@ def make_pass(name: str, options: dict[str, str], registry: Registry | None = No
 
 
 def resolve_pipeline(spec: str | None, registry: Registry | None = None) -> list[HloPass]:
-    """`None` -> the default pipeline; "none" -> no passes; "a,b{opt=v}" -> exactly those.
+    """`None` -> the default pipeline; "none" -> no passes; "portable" -> the portable
+    artifact's (PORTABLE_PIPELINE); "a,b{opt=v}" -> exactly those.
     `registry`: the session's plugins, whose passes may be named and join the default."""
     if spec is None:
         return [make_pass(n, {}, registry) for n in default_pipeline(registry)]
     if spec.strip() == "none":
         return []
+    if spec.strip() == "portable":
+        spec = ",".join(PORTABLE_PIPELINE)
     return [make_pass(n, opts, registry) for n, opts in parse_pipeline(spec)]
 
 

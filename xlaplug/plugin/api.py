@@ -39,6 +39,10 @@ class OpEntry:
     examples: list = field(default_factory=list)
     priority: int = 0
     communicator: bool = False  # the kernel gets `comm`: backends/spmd/communicator.py
+    # A decomposition's: outputs (numpy) -> outputs in a canonical form, applied to the
+    # kernel's and the decomposition's before check-plugins compares them, for results
+    # unique only up to a choice (an eigenvector's sign).
+    canonical: Callable | None = None
 
 
 # The list the Plugins constructed by the import under way go to: one per load, per thread
@@ -73,8 +77,14 @@ class Plugin:
     def shape(self, op: str, *, examples=None):
         return self._reg(self.shapes, op, examples)
 
-    def decomposition(self, op: str, *, examples=None):
-        return self._reg(self.decompositions, op, examples)
+    def decomposition(self, op: str, *, examples=None, canonical=None):
+        """`canonical`: outputs -> outputs, for results unique only up to a choice (signs
+        of eigenvectors); check-plugins compares kernel and decomposition through it."""
+        def deco(fn):
+            self.decompositions[op] = OpEntry(self, fn, list(examples or []),
+                                              canonical=canonical)
+            return fn
+        return deco
 
     def kernel(self, op: str, *, device: str = "cpu", examples=None, priority: int = 0,
                communicator: bool = False):

@@ -22,14 +22,14 @@ from ..hlo.text.shape_parser import parse_shape
 from ..runtime.inputs import random_value
 from ..runtime.outputs import leaves
 from .api import bind_call
-from .check import CheckResult, _as_tuple, _close
+from .check import CheckResult, _as_tuple, _close, plugin_ops
 from .rules import shape_rule_kwargs
 
 
 def check_on_devices(session, ops=(), n: int = 2, trials: int = 3,
                      seed: int = 0) -> list[CheckResult]:
     reg = session.registry
-    wanted = set(ops)
+    wanted = plugin_ops(session.registry, ops)
     out: list[CheckResult] = []
     for (op, device), kentry in sorted(reg.kernels.items()):
         if device != session.device or (wanted and op not in wanted):

@@ -57,8 +57,12 @@ def decompose_into(b: Builder, ins: Instruction, operands: list, registry: Regis
     """Build the instruction's decomposition with `b` over `operands`; its root."""
     name = op_name(ins)
     entry = registry.decompositions[name]
+    from .api import _signature_names
+    kwargs = call_kwargs(ins)
+    if "result_shape" in _signature_names(entry.fn):  # where the attributes leave it open
+        kwargs["result_shape"] = ins.shape
     out = call_rule(entry.fn, f"plugin '{entry.plugin.name}' decomposition of '{name}'", ins,
-                    [b, *operands], call_kwargs(ins))
+                    [b, *operands], kwargs)
     if isinstance(out, (tuple, list)):
         out = b.tuple(*out)
     if not isinstance(out, Instruction) or not out.shape.compatible(ins.shape):

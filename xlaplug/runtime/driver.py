@@ -74,6 +74,8 @@ def compile_module(module: Module, session=None, passes: str | None = None, *,
         raise TypeError("compile_module(module, session, passes): give the pipeline spec "
                         f"as passes={session!r}")
     session = session if session is not None else Session()
+    if decompose_all and passes is None:  # the portable artifact: no xlaplug optimizations
+        passes = "portable"
     pipeline = resolve_pipeline(passes, session.registry)
     if decompose_all and not any(p.name == "custom-call-lowering" for p in pipeline):
         pipeline.insert(0, make_pass("custom-call-lowering", {}))

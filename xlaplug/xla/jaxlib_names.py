@@ -180,17 +180,32 @@ def run_stablehlo_on_xla_cpu(mlir: str | bytes, args: list[np.ndarray],
     return _compile_and_run(mlir, [list(args)], 1, 1, what)[0]
 
 
+def run_on_xla(text: str, per_device: list[list[np.ndarray]], platform: str,
+               replicas: int = 1, partitions: int = 1, *, what: str = "XLA"
+               ) -> list[list[np.ndarray]]:
+    """run_on_xla_cpu on any platform jax has (`cpu`, `tpu`, `gpu`): the HLO text compiled
+    by that backend of XLA and run on its first replicas x partitions devices."""
+    if partitions > 1:
+        text = _manual(text)
+    return _compile_and_run(hlo_to_stablehlo_bytecode(text, what), per_device, replicas,
+                            partitions, what, platform)
+
+
 def _compile_and_run(computation: str | bytes, per_device, replicas: int, partitions: int,
-                     what: str) -> list[list[np.ndarray]]:
+                     what: str, platform: str = "cpu") -> list[list[np.ndarray]]:
     get_backend = _name("jax._src.xla_bridge", "get_backend", what)
     import jax
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
     xc = _name("jax._src.lib", "xla_client", what)
     n = replicas * partitions
-    backend = get_backend("cpu")
+    label = f"XLA:{platform.upper()}"
+    try:
+        backend = get_backend(platform)
+    except RuntimeError as e:
+        raise XlaError(f"jax has no '{platform}' platform here: {xla_message(e)}") from None
     devs = backend.local_devices()[:n]
     if len(devs) < n:
-        raise XlaError(f"XLA:CPU has {len(devs)} host devices, the module needs {n}")
+        raise XlaError(f"{label} has {len(devs)} devices, the module needs {n}")
     opts = xc.CompileOptions()
     opts.num_replicas, opts.num_partitions = replicas, partitions
     opts.device_assignment = xc.DeviceAssignment.create(
@@ -199,7 +214,7 @@ def _compile_and_run(computation: str | bytes, per_device, replicas: int, partit
     try:
         exe = backend.compile_and_load(computation, xc.DeviceList(tuple(devs)), opts)
     except Exception as e:
-        raise XlaError(f"XLA:CPU cannot compile the module: {xla_message(e)}") from None
+        raise XlaError(f"{label} cannot compile the module: {xla_message(e)}") from None
     # Each device's own value, as a "replicated" global array (jax does not compare shards).
     replicated = NamedSharding(Mesh(np.array(devs), ("d",)), PartitionSpec())
     args = []
@@ -212,7 +227,7 @@ def _compile_and_run(computation: str | bytes, per_device, replicas: int, partit
                                                                      replicated, bufs))
             res = exe.execute_sharded(args).disassemble_into_single_device_arrays()
     except Exception as e:
-        raise XlaError(f"XLA:CPU failed running the module: {xla_message(e)}") from None
+        raise XlaError(f"{label} failed running the module: {xla_message(e)}") from None
     return [[np.asarray(leaf[d]) for leaf in res] for d in range(n)]
 
 

@@ -46,10 +46,14 @@ def check_arguments(module: Module) -> None:
 
 
 def run_reference(text: str, per_device: list[list[np.ndarray]], replicas: int = 1,
-                  partitions: int = 1) -> list[list[np.ndarray]]:
-    """[device][leaf] outputs of XLA:CPU running HLO text on each device's arguments."""
-    from .jaxlib_names import require_jax, run_on_xla_cpu
+                  partitions: int = 1, platform: str = "cpu") -> list[list[np.ndarray]]:
+    """[device][leaf] outputs of XLA (its `platform` backend) running HLO text on each
+    device's arguments."""
+    from .jaxlib_names import require_jax, run_on_xla, run_on_xla_cpu
     require_jax("--reference xla")
+    if platform != "cpu":  # an accelerator's own devices, in this process
+        return run_on_xla(text, per_device, platform, replicas, partitions,
+                          what=f"--reference xla:{platform}")
     if replicas * partitions == 1:
         return run_on_xla_cpu(text, per_device, 1, 1)
     from .devices import run_in_subprocess
@@ -57,13 +61,15 @@ def run_reference(text: str, per_device: list[list[np.ndarray]], replicas: int =
 
 
 def reference_for_text(text: str, registry, per_device: list[list[np.ndarray]],
-                       replicas: int = 1, partitions: int = 1) -> list[list[np.ndarray]]:
+                       replicas: int = 1, partitions: int = 1,
+                       platform: str = "cpu") -> list[list[np.ndarray]]:
     """XLA:CPU's outputs for the portable artifact of HLO `text` (the module as read, before
     xlaplug's passes) with the registry's decompositions."""
     from ..hlo.text.parser import parse_module
     module = parse_module(text, "<reference>")
     check_arguments(module)
-    return run_reference(portable_text(module, registry), per_device, replicas, partitions)
+    return run_reference(portable_text(module, registry), per_device, replicas, partitions,
+                         platform)
 
 
 def compare_devices(ours: list[list[np.ndarray]], theirs: list[list[np.ndarray]], rtol=None,
@@ -77,11 +83,17 @@ def compare_devices(ours: list[list[np.ndarray]], theirs: list[list[np.ndarray]]
     return out
 
 
-def check_reference_options(expect_path, repeat) -> None:
-    """`--reference xla` is its own comparison, in this process: checked before any work."""
+def check_reference_options(expect_path, repeat, reference: str = "xla") -> str:
+    """`--reference xla[:PLATFORM]` is its own comparison, in this process: checked before
+    any work.  Returns the platform (`cpu` for plain `xla`)."""
     from ..backends.spmd.mpi import launched_by_mpi
     from ..runtime.driver import OptionError
     from .jaxlib_names import require_jax
+    kind, _, platform = reference.partition(":")
+    if kind != "xla" or (_ and not platform):
+        raise OptionError(f"--reference: expected xla or xla:PLATFORM (xla:cpu, xla:tpu, "
+                          f"xla:gpu), got '{reference}'")
+    platform = platform.lower() or "cpu"
     if expect_path:
         raise OptionError("--reference xla and --expect: give one thing to compare against")
     if repeat != 1:
@@ -90,9 +102,26 @@ def check_reference_options(expect_path, repeat) -> None:
         raise OptionError("--reference xla runs its devices as threads: run it without "
                           "mpiexec")
     require_jax("--reference xla")
+    if platform != "cpu":
+        import jax
+        try:
+            jax.devices(platform)
+        except RuntimeError:
+            present = [p for p in ("cpu", "tpu", "gpu") if _has(jax, p)]
+            raise OptionError(f"--reference xla:{platform}: jax has no {platform} platform "
+                              f"here (present: {', '.join(present)})") from None
+    return platform
 
 
-def run_against_xla(exe, npz: dict | None, options, rtol=None, atol=None):
+def _has(jax, platform: str) -> bool:
+    try:
+        return bool(jax.devices(platform))
+    except RuntimeError:
+        return False
+
+
+def run_against_xla(exe, npz: dict | None, options, rtol=None, atol=None,
+                    platform: str | None = None):
     """(xlaplug's RunResult, the OutputDiffs of every device against XLA:CPU): the
     executable run as any run is, and XLA given the same arguments -- drawn by the same
     functions from the same seed -- for the module as read (`exe.source_text`)."""
@@ -106,5 +135,5 @@ def run_against_xla(exe, npz: dict | None, options, rtol=None, atol=None):
         per_device = device_inputs(module, npz, options.seed, grid.count)
     ours = exe.run(inputs=npz, options=options)
     theirs = reference_for_text(exe.source_text, exe.session.registry, per_device,
-                                grid.replicas, grid.partitions)
+                                grid.replicas, grid.partitions, platform or "cpu")
     return ours, compare_devices(ours.per_device, theirs, rtol, atol)

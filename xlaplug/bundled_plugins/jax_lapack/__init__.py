@@ -21,6 +21,15 @@ Results are LAPACK's where LAPACK's are unique, and LAPACK's representation wher
 are not (Householder reflectors and taus, pivots, eigenvector normalisation): see
 _kernels.py, _householder.py, _solvers.py and _geev.py for what is exact and what is not.
 
+Decompositions (_decompositions.py, _decomp_*.py): every routine also lowers to core HLO
+(while loops, dynamic slices, dots), so `compile --decompose-all` makes a module any XLA
+backend runs: Cholesky, triangular solve and LU as XLA's expanders and jax's unblocked LU
+do, Householder QR / Q / Q-products, pivoted QR, Hessenberg and tridiagonal reductions and
+the tridiagonal solve step for step as LAPACK's unblocked routines (same representation,
+pivots and info codes), Jacobi eigh and one-sided Jacobi SVD, and geev by Hessenberg
+reduction, shifted QR and back substitution.  Eigen- and singular vectors (and geev's
+order) are the kernels' only up to a phase: check-plugins compares canonical forms.
+
 CUDA: potrf, getrf, trsm, geqrf, orgqr/ungqr and syevd/heevd also have numba.cuda kernels
 (_cuda.py), one thread per matrix.  They follow the CPU kernels' algorithms and
 representations; syevd/heevd (cyclic Jacobi) gives LAPACK's eigenvalues, but its
@@ -39,6 +48,7 @@ from xlaplug.plugin import Plugin
 from . import _cuda
 from . import _kernels as K
 from ._common import char
+from ._decompositions import CANONICAL, DECOMPOSED
 from ._geev import geev
 
 plugin = Plugin("jax_lapack", version="1.0",
@@ -249,6 +259,9 @@ for _routine, (_prefixes, _shape, _kernel, _examples) in ROUTINES.items():
         _ex_list = _examples(_etype)
         plugin.shape(_target, examples=_ex_list)(_shape(_target, _etype))
         plugin.kernel(_target, device="cpu", examples=_ex_list)(_kernel)
+        if _routine in DECOMPOSED:  # core HLO for the portable artifact (issue 26)
+            plugin.decomposition(_target, examples=_ex_list,
+                                 canonical=CANONICAL.get(_routine))(DECOMPOSED[_routine])
         TARGETS.append(_target)
 
 CUDA_TARGETS: list[str] = _cuda.register(plugin, ROUTINES, TYPES)
