@@ -4,6 +4,7 @@
     swish_x = xlaplug.jax.jit(f, plugins=["plugins"])   # dirs or Plugin objects
     y = swish_x(x)                                       # numpy in, numpy out
     report = xlaplug.jax.check(f, x, plugins=["plugins"])
+    xlaplug.jax.register(["plugins"])                    # served inside XLA: jax.jit(f)(x)
     assert report.ok, report
 
 `jit` lowers f with jax (`jax.jit(f, keep_unused=True).lower(*args).as_text(dialect="hlo")`)
@@ -160,3 +161,14 @@ def check(f, *args, plugins=(), device: str = "cpu", rtol=None, atol=None) -> Co
     (theirs,) = run_reference(text, [arrays])
     diffs = compare_devices([ours], [theirs], rtol, atol)
     return Comparison(all(d.ok for d in diffs), diffs, ours, theirs, text)
+
+
+def register(plugins=None, *, strict: bool = False):
+    """Serve every loaded plugin op that has a CPU kernel inside XLA: an FFI target under
+    the op's own name, so `jax.ffi.ffi_call("acme.swish", ...)` in plain `jax.jit` code runs
+    the kernel.  `plugins` as for `jit` (None: the bundled ones, XLAPLUG_PLUGIN_PATH and the
+    entry points).  Returns an xlaplug.xla.ffi.Report: how each op is served."""
+    _jax()
+    from .api import load_session
+    from .xla.ffi import register_registry
+    return register_registry(load_session(plugins or (), strict=strict).registry)
