@@ -31,12 +31,20 @@ def element_type(code: int) -> str:
     return name
 
 
-def dtype_of(code: int) -> np.dtype:
+# code -> (numpy dtype, element type): filled on first sight of a code, so f32 calls never
+# import ml_dtypes, and a call's dtypes cost one dict lookup each.
+_DTYPES: dict[int, tuple[np.dtype, str]] = {}
+
+
+def dtype_of(code: int) -> tuple[np.dtype, str]:
+    known = _DTYPES.get(code)
+    if known is not None:
+        return known
     name = element_type(code)
     if name in _SUB_BYTE:
         raise DecodeError(f"{name} buffers are packed by XLA; xlaplug's FFI handlers do not "
                           "take them")
-    return to_dtype(name)
+    return _DTYPES.setdefault(code, (to_dtype(name), name))
 
 
 def view(addr: int | None, dtype: np.dtype, dims: tuple) -> np.ndarray:
@@ -51,48 +59,61 @@ def view(addr: int | None, dtype: np.dtype, dims: tuple) -> np.ndarray:
 def buffer(addr: int) -> tuple[np.ndarray, str]:
     """(view, HLO element type) of the XLA_FFI_Buffer at `addr`."""
     b = abi.Buffer.from_address(addr)
-    dims = tuple(b.dims[i] for i in range(b.rank))
-    return view(b.data, dtype_of(b.dtype), dims), element_type(b.dtype)
+    dtype, name = dtype_of(b.dtype)
+    return view(b.data, dtype, tuple(b.dims[:b.rank])), name
 
 
 def buffers(args: abi.Args) -> tuple[list[np.ndarray], list[str]]:
     views, types = [], []
-    for i in range(args.size):
-        if args.types[i] != 1:  # XLA_FFI_ArgType_BUFFER / XLA_FFI_RetType_BUFFER
-            raise DecodeError(f"argument {i} has FFI type {args.types[i]}, not a buffer")
-        v, t = buffer(args.args[i])
+    n = args.size
+    kinds, addrs = args.types[:n], args.args[:n]
+    for i in range(n):
+        if kinds[i] != 1:  # XLA_FFI_ArgType_BUFFER / XLA_FFI_RetType_BUFFER
+            raise DecodeError(f"argument {i} has FFI type {kinds[i]}, not a buffer")
+        v, t = buffer(addrs[i])
         views.append(v)
         types.append(t)
     return views, types
 
 
-def _text(span_addr: int) -> str:
-    span = abi.ByteSpan.from_address(span_addr)
+def _text(span: abi.ByteSpan) -> str:
     return ctypes.string_at(span.ptr, span.len).decode("utf-8") if span.len else ""
+
+
+# Scalar attribute types read straight through ctypes (the others through a numpy view).
+_CTYPES = {1: ctypes.c_bool, 2: ctypes.c_int8, 3: ctypes.c_int16, 4: ctypes.c_int32,
+           5: ctypes.c_int64, 6: ctypes.c_uint8, 7: ctypes.c_uint16, 8: ctypes.c_uint32,
+           9: ctypes.c_uint64, 11: ctypes.c_float, 12: ctypes.c_double}
 
 
 def _scalar(addr: int):
     s = abi.Scalar.from_address(addr)
-    dt = dtype_of(s.dtype)
-    value = view(s.value, dt, ())[()].copy()
-    return bool(value) if dt == np.bool_ else value
+    code = s.dtype
+    dt = dtype_of(code)[0]
+    ctype = _CTYPES.get(code)
+    if ctype is not None:
+        value = ctype.from_address(s.value).value
+        return value if code == 1 else dt.type(value)
+    return view(s.value, dt, ())[()].copy()
 
 
 def _array(addr: int) -> np.ndarray:
     a = abi.Array.from_address(addr)
-    return view(a.data, dtype_of(a.dtype), (a.size,)).copy()
+    return view(a.data, dtype_of(a.dtype)[0], (a.size,)).copy()
 
 
 def attributes(attrs: abi.Attrs) -> dict:
     """The attributes of a call frame (or of one dictionary attribute), by name."""
     out = {}
-    for i in range(attrs.size):
-        name = _text(ctypes.addressof(attrs.names[i].contents))
-        kind, addr = attrs.types[i], attrs.attrs[i]
+    n = attrs.size
+    names, kinds, addrs = attrs.names[:n], attrs.types[:n], attrs.attrs[:n]
+    for i in range(n):
+        name = _text(names[i].contents)
+        kind, addr = kinds[i], addrs[i]
         if kind == abi.ATTR_SCALAR:
             out[name] = _scalar(addr)
         elif kind == abi.ATTR_STRING:
-            out[name] = _text(addr)
+            out[name] = _text(abi.ByteSpan.from_address(addr))
         elif kind == abi.ATTR_ARRAY:
             out[name] = _array(addr)
         elif kind == abi.ATTR_DICTIONARY:
