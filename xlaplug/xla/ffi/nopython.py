@@ -41,17 +41,17 @@ def as_int(typingctx, ptr):
     return types.int64(types.voidptr), codegen
 
 
-@njit(inline="always")
+@njit
 def load_i64(addr, offset):
     return carray(as_ptr(addr + offset), 1, np.int64)[0]
 
 
-@njit(inline="always")
+@njit
 def load_i32(addr, offset):
     return carray(as_ptr(addr + offset), 1, np.int32)[0]
 
 
-@njit(inline="always")
+@njit
 def store_i32(addr, offset, value):
     carray(as_ptr(addr + offset), 1, np.int32)[0] = value
 
@@ -75,7 +75,7 @@ def answer_metadata(frame):
     return 0
 
 
-@njit(inline="always")
+@njit
 def buffer_addr(frame, k, nargs):
     """The XLA_FFI_Buffer* of operand k, or of result k - nargs."""
     if k < nargs:
@@ -83,18 +83,18 @@ def buffer_addr(frame, k, nargs):
     return load_i64(load_i64(frame, abi.FRAME_RETS), 8 * (k - nargs))
 
 
-@njit(inline="always")
+@njit
 def buffer_is(buf, dtype_code, rank):
     return load_i32(buf, abi.BUFFER_DTYPE) == dtype_code and \
         load_i64(buf, abi.BUFFER_RANK) == rank
 
 
-@njit(inline="always")
+@njit
 def buffer_data(buf):
     return as_ptr(load_i64(buf, abi.BUFFER_DATA))
 
 
-@njit(inline="always")
+@njit
 def buffer_dim(buf, i):
     return load_i64(load_i64(buf, abi.BUFFER_DIMS), 8 * i)
 
@@ -162,16 +162,16 @@ def scalar_attr(frame, name, has_default, default_f, default_i):
     return False, False, 0.0, np.int64(0)
 
 
-@njit(inline="always")
+@njit
 def array_is(addr, dtype_code):
     return load_i32(addr, abi.ARRAY_DTYPE) == dtype_code
 
 
-@njit(inline="always")
+@njit
 def array_size(addr):
     return load_i64(addr, abi.ARRAY_SIZE)
 
 
-@njit(inline="always")
+@njit
 def array_data(addr):
     return as_ptr(load_i64(addr, abi.ARRAY_DATA))

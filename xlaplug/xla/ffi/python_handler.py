@@ -60,6 +60,11 @@ class PythonHandler:
         except (TypeError, ValueError):
             params = {}
         self.wants_types = "element_types" in params
+        # A numba kernel's defaults, given explicitly: a dispatcher with explicit
+        # signatures types an omitted argument as `omitted(...)`, which none of them takes.
+        from numba.core.registry import CPUDispatcher
+        self.defaults = {} if not isinstance(entry.fn, CPUDispatcher) else {
+            p.name: p.default for p in params.values() if p.default is not p.empty}
         self.callback = abi.HANDLER(self._call)  # kept alive as long as this object
         self.address = ctypes.cast(self.callback, ctypes.c_void_p).value
 
@@ -80,7 +85,7 @@ class PythonHandler:
     def run(self, frame: abi.CallFrame) -> None:
         operands, in_types = decode.buffers(frame.args)
         results, out_types = decode.buffers(frame.rets)
-        kwargs = decode.attributes(frame.attrs)
+        kwargs = {**self.defaults, **decode.attributes(frame.attrs)}
         if self.wants_types:
             kwargs["element_types"] = tuple(in_types + out_types)
         ret = self.entry.fn(*operands, *results, **kwargs)
