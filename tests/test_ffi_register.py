@@ -146,3 +146,17 @@ def test_metadata_stage_answers_our_version_and_refuses_an_unknown_one(report, k
     assert xla.query(address) == 0x7E57
     assert xla.answered == (0, 0, 0)
     assert len(xla.messages) == 1 and "XLA FFI API version 1.0" in xla.messages[0]
+
+
+def test_overhead_benchmark_runs_every_way_and_agrees_with_jnp():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, str(root / "benchmarks" / "ffi_overhead.py"),
+                        "--check-only"], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(root)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "bench.axpb_compiled: compiled handler" in r.stdout
+    assert "all ways agree with jnp" in r.stdout
