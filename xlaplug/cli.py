@@ -221,11 +221,14 @@ def _load_npz(path: str, what: str) -> dict:
               help="Also run the module, plugin ops decomposed, on XLA:CPU (through jax) "
                    "with the same inputs and compare every output; exit 1 past the "
                    "tolerance.")
+@click.option("--engine", type=click.Choice(["interpreter", "xla"]), default="interpreter",
+              show_default=True, help="Who runs the module: xlaplug's interpreter, or XLA:CPU "
+                                      "through jaxlib with plugin kernels as FFI handlers.")
 @plugin_options
 @handle_errors
 def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, repeat, passes,
             max_memory, max_while_iterations, interpret, as_json, profile, prefer, replicas,
-            partitions, collective_timeout, reference, plugins_dirs, no_plugins, strict):
+            partitions, collective_timeout, reference, engine, plugins_dirs, no_plugins, strict):
     """Compile FILE and run it; print, save and compare its outputs."""
     import numpy as np
 
@@ -245,11 +248,15 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
     if reference:
         from .xla.cli_reference import check_reference_options
         check_reference_options(expect_path, repeat)
+    if engine == "xla" and (reference or profile or interpret or device != "cpu"):
+        raise OptionError("--engine xla: runs on cpu, without --reference, --profile or "
+                          "--interpret")
 
     session = setup_plugins(plugins_dirs, no_plugins, strict, device, prefer)
     # --reference xla: XLA gets the module as read (its plugin ops decomposed), not as
     # xlaplug's passes leave it
-    exe = compile_hlo(file, session=session, passes=passes, keep_source=bool(reference))
+    exe = compile_hlo(file, session=session, passes=passes,
+                      keep_source=bool(reference) or engine == "xla")
     module = exe.module
     parse_s, pipeline_s = exe.timings["parse_s"], exe.timings["pipeline_s"]
     npz = _load_npz(inputs_path, "--inputs") if inputs_path else None
@@ -266,6 +273,8 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
             max_memory=limit, max_while_iterations=max_while_iterations, interpret=interpret,
             timeout=collective_timeout, out_path=out_path, as_json=as_json,
             timings={"parse_s": parse_s, "pipeline_s": pipeline_s}))
+    if engine == "xla" and (grid.count > 1 or launched_by_mpi()):
+        raise OptionError(f"--engine xla: runs one device; this run has {grid.count}")
     if grid.count > 1 or launched_by_mpi():
         if profile:
             raise OptionError("--profile: profiles a run on one device; this one runs on "
@@ -279,9 +288,14 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
     if profile:
         from .backends.profiler import Profiler
         profiler = Profiler()
-    res = exe.run(inputs=npz, seed=seed, repeat=repeat, max_memory=limit,
-                  max_while_iterations=max_while_iterations, interpret=interpret,
-                  profiler=profiler)
+    if engine == "xla":
+        from .runner import build_inputs
+        from .xla.engine import run_on_xla
+        res = run_on_xla(exe.source_text, session, build_inputs(module, npz, seed), repeat)
+    else:
+        res = exe.run(inputs=npz, seed=seed, repeat=repeat, max_memory=limit,
+                      max_while_iterations=max_while_iterations, interpret=interpret,
+                      profiler=profiler)
     prof = None
     if profiler is not None:
         from .profile_report import profile_json
@@ -295,7 +309,7 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
     timings = {"parse_s": parse_s, "compile_s": pipeline_s + res.timings["compile_s"],
                "run_s": res.timings["run_s"]}
     if as_json:
-        obj = {"module": module.name, "device": device,
+        obj = {"module": module.name, "device": device, "engine": engine,
                "outputs": {f"out{k}": summarize(v) for k, v in enumerate(res.outputs)},
                "peak_bytes": res.peak_bytes, "timings": timings, "repeat": repeat}
         if prof is not None:
