@@ -309,7 +309,8 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
     timings = {"parse_s": parse_s, "compile_s": pipeline_s + res.timings["compile_s"],
                "run_s": res.timings["run_s"]}
     if as_json:
-        obj = {"module": module.name, "device": device, "engine": engine,
+        obj = {"module": module.name, "device": device,
+               **({"engine": "xla"} if engine == "xla" else {}),
                "outputs": {f"out{k}": summarize(v) for k, v in enumerate(res.outputs)},
                "peak_bytes": res.peak_bytes, "timings": timings, "repeat": repeat}
         if prof is not None:
