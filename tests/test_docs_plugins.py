@@ -84,6 +84,11 @@ def test_tutorial_end_to_end(tmp_path, monkeypatch, capsys):
     assert got.dtype == np.float32 and got.shape == (4, 6)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
     exec(compile(blocks["compare.py"], "compare.py", "exec"), {"__name__": "compare"})
+    # ... and on XLA, the kernel served as an FFI handler (section 6).
+    r = xlaplug("xlaplug run swish.hlo --plugins-dir plugins --inputs inputs.npz --engine xla "
+                "--expect outputs.npz", tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "all 1 outputs match outputs.npz" in r.stdout
     # ... and from Python, with an explicit session (the document's last code block).
     monkeypatch.delenv("XLAPLUG_PLUGIN_PATH", raising=False)
     embed: dict = {"__name__": "embed"}
