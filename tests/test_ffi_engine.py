@@ -109,3 +109,16 @@ def test_a_backend_config_xla_cannot_hand_a_handler_is_refused_at_its_line():
                                        r"dictionary") as e:
         engine_text(text, load_session([p]).registry)
     assert e.value.line == 5
+
+
+def test_communicator_ops_are_decomposed_on_the_engine(tmp_path):
+    """examples/horovod.hlo: the Horovod kernels need devices to meet; XLA runs their
+    decompositions, to the interpreter's values."""
+    from pathlib import Path
+    hlo = str(Path(__file__).resolve().parents[1] / "examples" / "horovod.hlo")
+    r = CliRunner().invoke(main, ["run", hlo, "--out", str(tmp_path / "h.npz")])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["run", hlo, "--engine", "xla", "--expect",
+                                  str(tmp_path / "h.npz")])
+    assert r.exit_code == 0, r.output
+    assert "all 1 outputs match" in r.output

@@ -6,10 +6,12 @@ except that what stays a custom call is for XLA: an op with a CPU kernel stays, 
 `api_version=API_VERSION_TYPED_FFI`, its attributes in `backend_config={...}` (the MLIR
 dictionary XLA's HLO parser reads into FFI attributes, as jax prints `ffi_call`), and the
 kernel is registered as the FFI target of that name; an op with only a decomposition is
-decomposed.  Core opcodes are XLA's own: a plugin's override of one is not used here.
+decomposed, and so is an op whose kernel needs a communicator.  Core opcodes are XLA's
+own: a plugin's override of one is not used here.
 """
 from __future__ import annotations
 
+import copy
 import time
 
 from ..hlo.attr_types import Raw, Word
@@ -57,7 +59,11 @@ def engine_text(source_text: str, registry, name: str = "<xla engine>") -> tuple
     from .reference import check_arguments
     module = parse_module(source_text, name)
     check_arguments(module)
-    compile_module(module, Session(registry, prefer="kernel"), "custom-call-lowering")
+    # A kernel that needs a communicator (the Horovod ops) has no devices to meet inside
+    # XLA: its op is decomposed, as if it had no kernel.
+    lowering = copy.copy(registry)
+    lowering.kernels = {k: e for k, e in registry.kernels.items() if not e.communicator}
+    compile_module(module, Session(lowering, prefer="kernel"), "custom-call-lowering")
     served, seen = [], set()
     for comp in module.computations:
         for ins in comp.instructions:
@@ -67,7 +73,7 @@ def engine_text(source_text: str, registry, name: str = "<xla engine>") -> tuple
                 continue  # a target XLA knows itself (jaxlib's lapack_*_ffi) or refuses
             if entry.communicator:
                 raise EngineError(f"custom-call '{ins.name}': the kernel of '{op}' needs a "
-                                  "communicator, which the XLA engine does not give yet",
+                                  "communicator and the op has no decomposition to run instead",
                                   line=ins.line, column=ins.column)
             _typed_ffi(ins)
             if op not in seen:
