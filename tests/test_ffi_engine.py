@@ -122,3 +122,17 @@ def test_communicator_ops_are_decomposed_on_the_engine(tmp_path):
                                   str(tmp_path / "h.npz")])
     assert r.exit_code == 0, r.output
     assert "all 1 outputs match" in r.output
+
+
+def test_targets_xla_holds_itself_stay_xlas():
+    """jax_lapack's kernels share their names with jaxlib's own LAPACK targets: on the
+    engine those calls stay XLA's, and the module runs to jax's values."""
+    import jax.numpy as jnp
+    a = np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]], np.float32)
+    text = jax.jit(jnp.linalg.cholesky).lower(a).as_text(dialect="hlo")
+    assert "lapack_spotrf_ffi" in text
+    session = load_session()
+    hlo, served = engine_text(text, session.registry)
+    assert "lapack_spotrf_ffi" in hlo and served == []
+    (got,) = run_on_xla(text, session, [a]).outputs
+    np.testing.assert_allclose(got, np.asarray(jax.jit(jnp.linalg.cholesky)(a)), rtol=1e-6)

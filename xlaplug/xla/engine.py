@@ -64,7 +64,7 @@ def engine_text(source_text: str, registry, name: str = "<xla engine>") -> tuple
     lowering = copy.copy(registry)
     lowering.kernels = {k: e for k, e in registry.kernels.items() if not e.communicator}
     compile_module(module, Session(lowering, prefer="kernel"), "custom-call-lowering")
-    served, seen = [], set()
+    served, seen, taken = [], set(), set()
     for comp in module.computations:
         for ins in comp.instructions:
             op = op_name(ins) if ins.opcode == "custom-call" else None
@@ -75,15 +75,20 @@ def engine_text(source_text: str, registry, name: str = "<xla engine>") -> tuple
                 raise EngineError(f"custom-call '{ins.name}': the kernel of '{op}' needs a "
                                   "communicator and the op has no decomposition to run instead",
                                   line=ins.line, column=ins.column)
-            _typed_ffi(ins)
+            if op in taken:
+                continue
             if op not in seen:
                 seen.add(op)
                 s = register_op(op, entry, shape_rule=registry.shapes.get(op))
+                if s.how == NOT_SERVED and s.taken:
+                    taken.add(op)  # XLA's own target (jaxlib's lapack_*_ffi) serves it
+                    continue
                 if s.how == NOT_SERVED:
                     raise EngineError(f"custom-call '{ins.name}': '{op}' cannot be served "
                                       f"inside XLA: {s.reason}", line=ins.line,
                                       column=ins.column)
                 served.append(s)
+            _typed_ffi(ins)
     return module_to_text(module), served
 
 

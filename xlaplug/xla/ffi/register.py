@@ -31,6 +31,7 @@ class Served:
     how: str            # COMPILED, PYTHON or NOT_SERVED
     reason: str = ""    # why not compiled, or why not served
     new: bool = True    # False: this plugin had registered it already
+    taken: bool = False  # XLA holds the target from another library (jaxlib's own)
 
 
 @dataclass
@@ -110,9 +111,11 @@ def register_op(op: str, entry, target: str | None = None, shape_rule=None) -> S
             jax.ffi.register_ffi_target(target, capsule, platform="cpu", api_version=1)
         except Exception as e:  # XLA's refusal: a name taken elsewhere, a version refused
             said = str(e).splitlines()[0]
-            if "Duplicate FFI handler registration" in said:
+            taken = "Duplicate FFI handler registration" in said
+            if taken:
                 said = "another library (jaxlib's own kernels?) registered it first"
-            return Served(op, plugin.name, NOT_SERVED, f"XLA refused target '{target}': {said}")
+            return Served(op, plugin.name, NOT_SERVED, f"XLA refused target '{target}': {said}",
+                          taken=taken)
         _TARGETS[target] = _Target(plugin.name, plugin.source, handler, served)
         return served
 
