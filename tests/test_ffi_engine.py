@@ -136,3 +136,23 @@ def test_targets_xla_holds_itself_stay_xlas():
     assert "lapack_spotrf_ffi" in hlo and served == []
     (got,) = run_on_xla(text, session, [a]).outputs
     np.testing.assert_allclose(got, np.asarray(jax.jit(jnp.linalg.cholesky)(a)), rtol=1e-6)
+
+
+def test_xlaplug_jax_jit_with_the_xla_engine_matches_the_interpreter():
+    import xlaplug.jax as xj
+    p = Plugin("engine_jit")
+
+    @p.kernel("engine_jit.square")
+    def square(x, out):
+        out[...] = x * x
+
+    def f(x):
+        y = jax.ffi.ffi_call("engine_jit.square", jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+        return {"y": y, "s": y.sum()}
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    on_xla = xj.jit(f, plugins=[p], engine="xla")(x)
+    interp = xj.jit(f, plugins=[p])(x)
+    for k in ("y", "s"):
+        np.testing.assert_array_equal(on_xla[k], interp[k])
+    with pytest.raises(HloError, match="engine must be 'interpreter' or 'xla'"):
+        xj.jit(f, engine="gpu")

@@ -88,8 +88,8 @@ def _fit(arrays: list[np.ndarray], compiled: _Compiled) -> list[np.ndarray]:
 class Jitted:
     """f compiled by xlaplug, per input signature; call it on numpy (or jax) arrays."""
 
-    def __init__(self, f, session):
-        self.f, self.session = f, session
+    def __init__(self, f, session, engine: str = "interpreter"):
+        self.f, self.session, self.engine = f, session, engine
         self._cache: dict = {}
 
     def compiled(self, *args) -> _Compiled:
@@ -107,6 +107,9 @@ class Jitted:
         jax = _jax()
         compiled = self.compiled(*args)
         arrays = _fit(_arrays(args, jax)[0], compiled)
+        if self.engine == "xla":  # XLA runs it, plugin kernels as FFI handlers (xla/engine.py)
+            from .xla.engine import run_on_xla
+            return arrays, run_on_xla(compiled.text, self.session, arrays).outputs, compiled
         return arrays, execute(compiled.module, arrays, self.session).outputs, compiled
 
     def __call__(self, *args):
@@ -119,12 +122,16 @@ class Jitted:
         return len(self._cache)
 
 
-def jit(f, *, plugins=(), device: str = "cpu", prefer: str = "kernel") -> Jitted:
+def jit(f, *, plugins=(), device: str = "cpu", prefer: str = "kernel",
+        engine: str = "interpreter") -> Jitted:
     """f run by xlaplug with `plugins` (directories or Plugin objects, beside the bundled
-    ones) on `device`; lowered and compiled once per input signature."""
+    ones) on `device`; lowered and compiled once per input signature.  `engine="xla"`:
+    XLA:CPU runs it, the plugin kernels served as FFI handlers (`run --engine xla`)."""
     _jax()
     from .api import load_session
-    return Jitted(f, load_session(plugins, device=device, prefer=prefer))
+    if engine not in ("interpreter", "xla"):
+        raise JaxInputError(f"engine must be 'interpreter' or 'xla', got {engine!r}")
+    return Jitted(f, load_session(plugins, device=device, prefer=prefer), engine)
 
 
 @dataclass
