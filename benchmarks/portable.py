@@ -124,7 +124,7 @@ def workloads(only):
 
 def random_args(exe, seed=0):
     """One argument per parameter, stacked on a leading axis of D on D > 1 devices."""
-    from xlaplug.runner import random_value
+    from xlaplug.runtime.inputs import random_value
     rng = np.random.default_rng(seed)
     d = exe.num_devices
     args = []

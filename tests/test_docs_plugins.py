@@ -84,6 +84,11 @@ def test_tutorial_end_to_end(tmp_path, monkeypatch, capsys):
     assert got.dtype == np.float32 and got.shape == (4, 6)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
     exec(compile(blocks["compare.py"], "compare.py", "exec"), {"__name__": "compare"})
+    # ... and on XLA, the kernel served as an FFI handler (section 6).
+    r = xlaplug("xlaplug run swish.hlo --plugins-dir plugins --inputs inputs.npz --engine xla "
+                "--expect outputs.npz", tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "the output matches outputs.npz" in r.stdout
     # ... and from Python, with an explicit session (the document's last code block).
     monkeypatch.delenv("XLAPLUG_PLUGIN_PATH", raising=False)
     embed: dict = {"__name__": "embed"}
@@ -141,7 +146,7 @@ def test_ring_allreduce_section(tmp_path):
 
 
 def test_xla_section(tmp_path, monkeypatch, capsys):
-    """Section 6: xlaplug.jax from ffi_call to the kernel, check against XLA, `run
+    """Section 7: xlaplug.jax from ffi_call to the kernel, check against XLA, `run
     --reference xla`, `check-plugins --reference xla`, and the StableHLO artifact."""
     blocks = code_blocks()
     text = DOC.read_text()
@@ -192,3 +197,27 @@ def test_xla_section(tmp_path, monkeypatch, capsys):
                 tmp_path)
     assert r.returncode == 0, r.stderr
     assert "the output matches outputs.npz" in r.stdout
+
+
+def test_serving_inside_xla_section(tmp_path):
+    """Section 6: xlaplug.jax.register serves acme.swish (Python handler) and an @njit
+    acme.softclip (compiled handler) inside XLA; plain jax.jit runs both.  In a subprocess:
+    an FFI registration lasts as long as its process (test_tutorial_end_to_end needs jax
+    *not* to know acme.swish)."""
+    blocks = code_blocks()
+    text = DOC.read_text()
+    (tmp_path / "plugins").mkdir(mode=0o755)
+    (tmp_path / "plugins" / "acme_swish.py").write_text(blocks["plugins/acme_swish.py"])
+    (tmp_path / "serve_in_xla.py").write_text(blocks["serve_in_xla.py"] +
+                                              "\nnp.save('y.npy', np.asarray(y))\n")
+    env = {k: v for k, v in os.environ.items() if k != "XLAPLUG_PLUGIN_PATH"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    r = subprocess.run([sys.executable, "serve_in_xla.py"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    shown = re.search(r"It prints:\n\n```console\n(.*?)```", text, re.S).group(1)
+    assert r.stdout.strip() == shown.strip()
+    x = np.linspace(-3, 3, 24, dtype=np.float32).reshape(4, 6)
+    h = x * jax.nn.sigmoid(np.float32(1.5) * x)
+    want = np.asarray(2 * jax.numpy.tanh(h * 3 / 2))
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), want, rtol=1e-6, atol=1e-6)

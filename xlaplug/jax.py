@@ -4,6 +4,7 @@
     swish_x = xlaplug.jax.jit(f, plugins=["plugins"])   # dirs or Plugin objects
     y = swish_x(x)                                       # numpy in, numpy out
     report = xlaplug.jax.check(f, x, plugins=["plugins"])
+    xlaplug.jax.register(["plugins"])                    # served inside XLA: jax.jit(f)(x)
     assert report.ok, report
 
 `jit` lowers f with jax (`jax.jit(f, keep_unused=True).lower(*args).as_text(dialect="hlo")`)
@@ -87,8 +88,8 @@ def _fit(arrays: list[np.ndarray], compiled: _Compiled) -> list[np.ndarray]:
 class Jitted:
     """f compiled by xlaplug, per input signature; call it on numpy (or jax) arrays."""
 
-    def __init__(self, f, session):
-        self.f, self.session = f, session
+    def __init__(self, f, session, engine: str = "interpreter"):
+        self.f, self.session, self.engine = f, session, engine
         self._cache: dict = {}
 
     def compiled(self, *args) -> _Compiled:
@@ -106,6 +107,9 @@ class Jitted:
         jax = _jax()
         compiled = self.compiled(*args)
         arrays = _fit(_arrays(args, jax)[0], compiled)
+        if self.engine == "xla":  # XLA runs it, plugin kernels as FFI handlers (xla/engine.py)
+            from .xla.engine import run_on_xla
+            return arrays, run_on_xla(compiled.text, self.session, arrays).outputs, compiled
         return arrays, execute(compiled.module, arrays, self.session).outputs, compiled
 
     def __call__(self, *args):
@@ -118,12 +122,16 @@ class Jitted:
         return len(self._cache)
 
 
-def jit(f, *, plugins=(), device: str = "cpu", prefer: str = "kernel") -> Jitted:
+def jit(f, *, plugins=(), device: str = "cpu", prefer: str = "kernel",
+        engine: str = "interpreter") -> Jitted:
     """f run by xlaplug with `plugins` (directories or Plugin objects, beside the bundled
-    ones) on `device`; lowered and compiled once per input signature."""
+    ones) on `device`; lowered and compiled once per input signature.  `engine="xla"`:
+    XLA:CPU runs it, the plugin kernels served as FFI handlers (`run --engine xla`)."""
     _jax()
     from .runtime.executable import load_session
-    return Jitted(f, load_session(plugins, device=device, prefer=prefer))
+    if engine not in ("interpreter", "xla"):
+        raise JaxInputError(f"engine must be 'interpreter' or 'xla', got {engine!r}")
+    return Jitted(f, load_session(plugins, device=device, prefer=prefer), engine)
 
 
 @dataclass
@@ -160,3 +168,14 @@ def check(f, *args, plugins=(), device: str = "cpu", rtol=None, atol=None) -> Co
     (theirs,) = run_reference(text, [arrays])
     diffs = compare_devices([ours], [theirs], rtol, atol)
     return Comparison(all(d.ok for d in diffs), diffs, ours, theirs, text)
+
+
+def register(plugins=None, *, strict: bool = False):
+    """Serve every loaded plugin op that has a CPU kernel inside XLA: an FFI target under
+    the op's own name, so `jax.ffi.ffi_call("acme.swish", ...)` in plain `jax.jit` code runs
+    the kernel.  `plugins` as for `jit` (None: the bundled ones, XLAPLUG_PLUGIN_PATH and the
+    entry points).  Returns an xlaplug.xla.ffi.Report: how each op is served."""
+    _jax()
+    from .runtime.executable import load_session
+    from .xla.ffi import register_registry
+    return register_registry(load_session(plugins or (), strict=strict).registry)

@@ -7,10 +7,10 @@
 
 It gives all four pieces: a shape rule, a decomposition into core HLO (the portable
 fallback, and the reference `check-plugins` compares the kernels with), a CPU kernel
-(numba) and a CUDA kernel (numba.cuda, one block per row).
+(numba @njit: the interpreter calls it, and inside XLA a compiled FFI handler serves it
+with no Python in the call) and a CUDA kernel (numba.cuda, one block per row).
 """
 import numpy as np
-from numba import prange
 
 from xlaplug.backends.cpu.jit_store import cached_njit
 from xlaplug.hlo.errors import HloError
@@ -49,26 +49,20 @@ def rms_norm_decomposed(b, x, scale, *, epsilon=1e-6):
     return b.multiply(b.multiply(x, inv_b), scale_b)
 
 
-# numba's cache=True, kept in xlaplug's cache directory (in memory when there is none)
-@cached_njit(parallel=True)
-def _rms_rows(x2, scale, eps, out2):
-    rows, n = x2.shape
-    for r in prange(rows):
+@plugin.kernel(OP, device="cpu", examples=EXAMPLES)
+@cached_njit()  # numba's cache, in xlaplug's cache directory (in memory without one)
+def rms_norm_cpu(x, scale, out, epsilon=1e-6):
+    # An @njit kernel with no keyword-only parameters: inside XLA (xlaplug.jax.register) it
+    # is served by a compiled FFI handler, compiled for each of EXAMPLES' signatures.
+    n = x.shape[x.ndim - 1]
+    for idx in np.ndindex(x.shape[:-1]):
+        row, dst = x[idx], out[idx]
         acc = 0.0
         for j in range(n):
-            acc += x2[r, j] * x2[r, j]
-        inv = 1.0 / np.sqrt(acc / n + eps)
+            acc += row[j] * row[j]
+        inv = 1.0 / np.sqrt(acc / n + epsilon)
         for j in range(n):
-            out2[r, j] = x2[r, j] * inv * scale[j]
-
-
-@plugin.kernel(OP, device="cpu", examples=EXAMPLES)
-def rms_norm_cpu(x, scale, out, *, epsilon=1e-6):
-    n = x.shape[-1]
-    x2 = np.ascontiguousarray(x).reshape(-1, n)
-    out2 = np.empty_like(x2)
-    _rms_rows(x2, scale, x.dtype.type(epsilon), out2)
-    out[...] = out2.reshape(out.shape)
+            dst[j] = row[j] * inv * scale[j]
 
 
 _CUDA_KERNEL = None

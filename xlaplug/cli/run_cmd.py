@@ -47,11 +47,14 @@ from .interrupt import interruptible
               help="Also run the module, plugin ops decomposed, on XLA (through jax; "
                    "xla:tpu, xla:gpu: that backend, default cpu) with the same inputs and "
                    "compare every output; exit 1 past the tolerance.")
+@click.option("--engine", type=click.Choice(["interpreter", "xla"]), default="interpreter",
+              show_default=True, help="Who runs the module: xlaplug's interpreter, or XLA:CPU "
+                                      "through jaxlib with plugin kernels as FFI handlers.")
 @plugin_options
 @handle_errors
 def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, repeat, passes,
             max_memory, max_while_iterations, interpret, as_json, profile, prefer, replicas,
-            partitions, collective_timeout, reference, plugins_dirs, no_plugins, strict):
+            partitions, collective_timeout, reference, engine, plugins_dirs, no_plugins, strict):
     """Compile FILE and run it; print, save and compare its outputs."""
     from ..runtime.driver import OptionError, check_output_path
     from ..runtime.executable import compile as compile_hlo
@@ -71,7 +74,10 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
     if not collective_timeout > 0:
         raise OptionError(f"--collective-timeout: must be a positive number of seconds, got "
                           f"{collective_timeout}")
-    options = RunOptions(seed=seed, repeat=repeat, replicas=replicas, partitions=partitions,
+    if engine == "xla" and (reference or profile or interpret or device != "cpu"):
+        raise OptionError("--engine xla: runs on cpu, without --reference, --profile or "
+                          "--interpret")
+    options = RunOptions(engine=engine, seed=seed, repeat=repeat, replicas=replicas, partitions=partitions,
                          collective_timeout=collective_timeout,
                          max_memory=parse_bytes(max_memory) if max_memory is not None else None,
                          max_while_iterations=max_while_iterations, interpret=interpret,
@@ -85,12 +91,15 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
     # The run's devices are known before any rewrite: decompositions see them.
     # --reference xla: XLA gets the module as read (plugin ops decomposed), not as
     # xlaplug's passes leave it.
-    exe = compile_hlo(file, session=session, passes=passes, keep_source=bool(reference),
+    exe = compile_hlo(file, session=session, passes=passes,
+                      keep_source=bool(reference) or engine == "xla",
                       replicas=replicas, partitions=partitions)
     npz = load_npz(inputs_path, "--inputs") if inputs_path else None
     expected = load_npz(expect_path, "--expect") if expect_path else None
     if npz is None and expected is not None and any(k.startswith("in") for k in expected):
         npz = expected  # one npz may hold both the inK and the outK keys
+    if engine == "xla" and exe.num_devices > 1:
+        raise OptionError(f"--engine xla: runs one device; this run has {exe.num_devices}")
     if profile and exe.num_devices > 1:
         raise OptionError(f"--profile: profiles a run on one device; this one runs on "
                           f"{exe.num_devices} devices")

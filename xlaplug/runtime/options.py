@@ -25,7 +25,9 @@ class RunOptions:
     max_while_iterations: a while loop past it is an error; interpret: every instruction
     its own kernel (no compiled fusions or loops); profile: time every thunk (one device);
     blas_threads: threads of BLAS products (None: the library's own setting);
-    gather: under MPI, rank 0's result holds every device's outputs (what the CLI prints)."""
+    gather: under MPI, rank 0's result holds every device's outputs (what the CLI prints);
+    engine: who runs it -- "interpreter" (xlaplug's) or "xla" (XLA:CPU through jaxlib, plugin
+    kernels served as FFI handlers: xla/engine.py)."""
     seed: int = 0
     repeat: int = 1
     replicas: int | None = None
@@ -37,6 +39,7 @@ class RunOptions:
     profile: bool = False
     blas_threads: int | None = None
     gather: bool = False
+    engine: str = "interpreter"
 
     def __post_init__(self):
         if not isinstance(self.repeat, int) or self.repeat < 1:
@@ -45,6 +48,10 @@ class RunOptions:
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or v < 1):
                 raise RunError(f"{name}: must be at least 1, got {v}")
+        if self.engine not in ("interpreter", "xla"):
+            raise RunError(f"engine: must be 'interpreter' or 'xla', got {self.engine!r}")
+        if self.engine == "xla" and (self.profile or self.interpret):
+            raise RunError("engine xla: runs without profile or interpret")
         if not (self.collective_timeout > 0 and math.isfinite(self.collective_timeout)):
             raise RunError(f"collective_timeout: must be a positive number of seconds, got "
                            f"{self.collective_timeout}")

@@ -16,6 +16,8 @@ def run_executable(exe, inputs: dict | None, options: RunOptions, expected: dict
     from ..backends.spmd.mpi import launched_by_mpi
     from .multi_run import grid_for
     grid = grid_for(exe.module, options.replicas, options.partitions)
+    if options.engine == "xla":
+        return _on_xla(exe, grid, inputs, options, expected, rtol, atol)
     if launched_by_mpi():
         return _over_mpi(exe, grid, inputs, options, expected, rtol, atol)
     if grid.count > 1:
@@ -40,6 +42,23 @@ def _one_device(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:
     return RunResult(outputs, [outputs], _timings(compile_s, times), times,
                      prep.peak + sum(a.nbytes for a in leaves(tuple(args))), grid,
                      profile=profiler, mismatches=mismatches, all_ok=not mismatches)
+
+
+def _on_xla(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:
+    """XLA:CPU runs the module as read, plugin kernels served as FFI handlers."""
+    from ..backends.spmd.mpi import launched_by_mpi
+    from ..xla.engine import run_on_xla
+    from .inputs import build_inputs
+    if grid.count > 1 or launched_by_mpi():
+        raise RunError(f"--engine xla: runs one device; this run has {grid.count}")
+    if exe.source_text is None:
+        raise RunError("engine xla runs the module as read: compile it with keep_source=True")
+    res = run_on_xla(exe.source_text, exe.session, build_inputs(exe.module, inputs, options.seed),
+                     options.repeat)
+    res.grid = grid
+    res.mismatches = compare(res.outputs, expected, rtol, atol) if expected is not None else None
+    res.all_ok = not res.mismatches
+    return res
 
 
 def _in_process(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import time
 
 import numpy as np
 
@@ -163,15 +164,16 @@ def mlir_to_hlo_text(data: str | bytes, what: str) -> str:
 # ---- XLA:CPU ---------------------------------------------------------------------------------
 
 def run_on_xla_cpu(text: str, per_device: list[list[np.ndarray]], replicas: int = 1,
-                   partitions: int = 1, *, what: str = "--reference xla"
-                   ) -> list[list[np.ndarray]]:
+                   partitions: int = 1, *, what: str = "--reference xla", repeat: int = 1,
+                   times: list | None = None) -> list[list[np.ndarray]]:
     """Compile HLO text with XLA:CPU for replicas x partitions devices (the process's jax must
     have that many host devices) and run it on each device's arguments; [device][leaf].
-    Device d is replica d // P, partition d % P, as XLA's default assignment."""
+    Device d is replica d // P, partition d % P, as XLA's default assignment.  `repeat`
+    runs of the one compiled executable; each run's seconds go to `times` when given."""
     if partitions > 1:  # a per-device program: every instruction is manual to XLA's partitioner
         text = _manual(text)
     return _compile_and_run(hlo_to_stablehlo_bytecode(text, what), per_device, replicas,
-                            partitions, what)
+                            partitions, what, "cpu", repeat, times)
 
 
 def run_stablehlo_on_xla_cpu(mlir: str | bytes, args: list[np.ndarray],
@@ -192,7 +194,8 @@ def run_on_xla(text: str, per_device: list[list[np.ndarray]], platform: str,
 
 
 def _compile_and_run(computation: str | bytes, per_device, replicas: int, partitions: int,
-                     what: str, platform: str = "cpu") -> list[list[np.ndarray]]:
+                     what: str, platform: str = "cpu", repeat: int = 1,
+                     times: list | None = None) -> list[list[np.ndarray]]:
     get_backend = _name("jax._src.xla_bridge", "get_backend", what)
     import jax
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
@@ -225,10 +228,15 @@ def _compile_and_run(computation: str | bytes, per_device, replicas: int, partit
                 bufs = [jax.device_put(v, dv) for v, dv in zip(vals, devs)]
                 args.append(jax.make_array_from_single_device_arrays(vals[0].shape,
                                                                      replicated, bufs))
-            res = exe.execute_sharded(args).disassemble_into_single_device_arrays()
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                res = exe.execute_sharded(args).disassemble_into_single_device_arrays()
+                out = [[np.asarray(leaf[d]) for leaf in res] for d in range(n)]
+                if times is not None:
+                    times.append(time.perf_counter() - t0)
     except Exception as e:
         raise XlaError(f"{label} failed running the module: {xla_message(e)}") from None
-    return [[np.asarray(leaf[d]) for leaf in res] for d in range(n)]
+    return out
 
 
 def _manual(text: str) -> str:

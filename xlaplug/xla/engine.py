@@ -1,0 +1,113 @@
+"""`--engine xla` on one device: the module runs on XLA:CPU through jaxlib, and its plugin
+ops are typed-FFI custom calls that XLA itself hands to the plugin kernels (xla/ffi).
+
+The module as read is lowered the way the interpreter lowers it with `--prefer kernel`,
+except that what stays a custom call is for XLA: an op with a CPU kernel stays, marked
+`api_version=API_VERSION_TYPED_FFI`, its attributes in `backend_config={...}` (the MLIR
+dictionary XLA's HLO parser reads into FFI attributes, as jax prints `ffi_call`), and the
+kernel is registered as the FFI target of that name; an op with only a decomposition is
+decomposed, and so is an op whose kernel needs a communicator.  Core opcodes are XLA's
+own: a plugin's override of one is not used here.
+"""
+from __future__ import annotations
+
+import copy
+import time
+
+from ..hlo.attr_types import Raw, Word
+from ..hlo.errors import HloError
+from ..plugin.attrs import op_name, parse_mlir_dict
+
+TYPED_FFI = "API_VERSION_TYPED_FFI"
+
+
+class EngineError(HloError):
+    """The module cannot run on the XLA engine as asked (one line)."""
+
+    def headline(self) -> str:
+        return super().headline() if self.line else f"error: {self.message}"
+
+
+def _typed_ffi(ins) -> None:
+    """Mark a plugin custom call as a typed-FFI call whose attributes XLA can read."""
+    api = ins.attrs.get("api_version")
+    if api not in (None, TYPED_FFI, "API_VERSION_ORIGINAL"):
+        raise EngineError(f"custom-call '{ins.name}': api_version={api}; the XLA engine serves "
+                          f"plugin ops as {TYPED_FFI} calls", line=ins.line, column=ins.column)
+    cfg = ins.attrs.get("backend_config")
+    if cfg is not None:
+        text = cfg.text if isinstance(cfg, Raw) else str(cfg)
+        try:
+            parse_mlir_dict(text) if text.strip() else None
+        except ValueError:
+            raise EngineError(f"custom-call '{ins.name}': backend_config is not an MLIR "
+                              "dictionary ({name = value : type, ...}), the only form XLA "
+                              "hands a typed-FFI handler", line=ins.line,
+                              column=ins.column) from None
+        if not text.strip():
+            del ins.attrs["backend_config"]
+    ins.attrs["api_version"] = Word(TYPED_FFI)
+
+
+def engine_text(source_text: str, registry, name: str = "<xla engine>") -> tuple[str, list]:
+    """(HLO text for XLA, the FFI registrations) of a module as read."""
+    from ..runtime.driver import compile_module
+    from ..hlo.text.parser import parse_module
+    from ..hlo.text.printer import module_to_text
+    from ..plugin.session import Session
+    from .ffi import NOT_SERVED, register_op
+    from .reference import check_arguments
+    module = parse_module(source_text, name)
+    check_arguments(module)
+    # A kernel that needs a communicator (the Horovod ops) has no devices to meet inside
+    # XLA: its op is decomposed, as if it had no kernel.
+    lowering = copy.copy(registry)
+    lowering.kernels = {k: e for k, e in registry.kernels.items() if not e.communicator}
+    compile_module(module, Session(lowering, prefer="kernel"), "custom-call-lowering")
+    served, seen, taken = [], set(), set()
+    for comp in module.computations:
+        for ins in comp.instructions:
+            op = op_name(ins) if ins.opcode == "custom-call" else None
+            entry = registry.kernel_for(op, "cpu") if op else None
+            if entry is None:
+                continue  # a target XLA knows itself (jaxlib's lapack_*_ffi) or refuses
+            if entry.communicator:
+                raise EngineError(f"custom-call '{ins.name}': the kernel of '{op}' needs a "
+                                  "communicator and the op has no decomposition to run instead",
+                                  line=ins.line, column=ins.column)
+            if op in taken:
+                continue
+            if op not in seen:
+                seen.add(op)
+                s = register_op(op, entry, shape_rule=registry.shapes.get(op))
+                if s.how == NOT_SERVED and s.taken:
+                    taken.add(op)  # XLA's own target (jaxlib's lapack_*_ffi) serves it
+                    continue
+                if s.how == NOT_SERVED:
+                    raise EngineError(f"custom-call '{ins.name}': '{op}' cannot be served "
+                                      f"inside XLA: {s.reason}", line=ins.line,
+                                      column=ins.column)
+                served.append(s)
+            _typed_ffi(ins)
+    return module_to_text(module), served
+
+
+def run_on_xla(source_text: str, session, args: list, repeat: int = 1):
+    """A runner.RunResult of the module run by XLA:CPU with its plugin kernels as FFI
+    handlers, on one device."""
+    from ..runtime.options import RunResult
+    from .jaxlib_names import require_jax, run_on_xla_cpu
+    require_jax("--engine xla")
+    if session.device != "cpu":
+        raise EngineError(f"--engine xla runs on cpu; --device {session.device} is not "
+                          "served by it")
+    t0 = time.perf_counter()
+    text, _served = engine_text(source_text, session.registry)
+    compile_s = time.perf_counter() - t0
+    times: list[float] = []
+    (outs,) = run_on_xla_cpu(text, [list(args)], 1, 1, what="--engine xla", repeat=repeat,
+                             times=times)
+    # the interpreter's figure: the median of the runs (XLA's compile is in none of them)
+    return RunResult(outs, [outs], {"compile_s": compile_s,
+                                    "run_s": sorted(times)[len(times) // 2]},
+                     times, engine="xla")

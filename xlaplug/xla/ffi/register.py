@@ -1,0 +1,134 @@
+"""Plugin kernels registered with XLA as typed-FFI targets (platform "cpu", api_version 1).
+
+XLA's table of FFI targets is process-wide and has no unregister, and the handlers must
+outlive every executable that calls them: so the handlers xlaplug registered are kept here,
+in the one process-wide table this package has (`_TARGETS`, under a lock).  A target
+registered again by the same plugin is a no-op; by a different plugin it is an error naming
+both; one that XLA already holds from elsewhere (jaxlib's own LAPACK targets) is reported,
+not served.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from numba.core.registry import CPUDispatcher
+
+from ...hlo.opcodes import ALL_OPCODES
+from . import abi
+from .compiled_handler import CompiledHandler, why_not_compiled
+from .python_handler import PythonHandler
+from .signatures import compile_examples
+
+COMPILED, PYTHON, NOT_SERVED = "compiled handler", "Python handler", "not served"
+
+
+@dataclass
+class Served:
+    """How one op is served inside XLA."""
+    op: str
+    plugin: str
+    how: str            # COMPILED, PYTHON or NOT_SERVED
+    reason: str = ""    # why not compiled, or why not served
+    new: bool = True    # False: this plugin had registered it already
+    taken: bool = False  # XLA holds the target from another library (jaxlib's own)
+
+
+@dataclass
+class Report:
+    ops: list[Served] = field(default_factory=list)
+
+    def __getitem__(self, op: str) -> Served:
+        for s in self.ops:
+            if s.op == op:
+                return s
+        raise KeyError(op)
+
+    @property
+    def served(self) -> list[str]:
+        return [s.op for s in self.ops if s.how != NOT_SERVED]
+
+    def __str__(self) -> str:
+        lines = [f"{s.op:32} {s.how:17} plugin '{s.plugin}'" + (f": {s.reason}" if s.reason
+                                                                 else "") for s in self.ops]
+        return "\n".join(lines) or "no plugin op has a CPU kernel"
+
+
+@dataclass
+class _Target:
+    plugin: str
+    source: str
+    handler: object     # CompiledHandler or PythonHandler: alive as long as the process
+    served: Served
+
+
+_TARGETS: dict[str, _Target] = {}
+_LOCK = threading.Lock()
+
+
+def _jax_cpu():
+    """jax, once its CPU backend exists: registering before that only queues the target,
+    and XLA's refusal would come later, far from its cause."""
+    from ..jaxlib_names import require_jax
+    require_jax("registering plugin kernels with XLA")
+    import jax
+    jax.devices("cpu")
+    abi.check_version(abi.header_version(jax.ffi.include_dir()), "jaxlib's xla/ffi/api/c_api.h")
+    return jax
+
+
+def handler_for(op: str, entry, shape_rule=None) -> tuple[object, Served]:
+    """The compiled handler where the kernel qualifies, else the Python handler."""
+    python = PythonHandler(op, entry)
+    reason = None
+    if isinstance(entry.fn, CPUDispatcher):
+        reason = compile_examples(op, entry, shape_rule)
+    reason = reason or why_not_compiled(entry.fn)
+    if reason is None:
+        return CompiledHandler(op, entry, python), Served(op, entry.plugin.name, COMPILED)
+    return python, Served(op, entry.plugin.name, PYTHON, reason)
+
+
+def register_op(op: str, entry, target: str | None = None, shape_rule=None) -> Served:
+    """Serve plugin kernel `entry` (an OpEntry) inside XLA as FFI target `target` (the op's
+    own name unless given); `shape_rule` (the op's shape OpEntry) lets an @njit kernel be
+    compiled for its examples."""
+    jax = _jax_cpu()
+    target = target or op
+    plugin = entry.plugin
+    with _LOCK:
+        held = _TARGETS.get(target)
+        if held is not None:
+            if (held.plugin, held.source) == (plugin.name, plugin.source):
+                s = held.served
+                return Served(op, s.plugin, s.how, s.reason, new=False)
+            raise abi.FfiError(f"FFI target '{target}' is already served by plugin "
+                               f"'{held.plugin}' ({held.source}); plugin '{plugin.name}' "
+                               f"({plugin.source}) cannot register it too")
+        handler, served = handler_for(op, entry, shape_rule)
+        capsule = jax.ffi.pycapsule(abi.HANDLER(handler.address))
+        try:
+            jax.ffi.register_ffi_target(target, capsule, platform="cpu", api_version=1)
+        except Exception as e:  # XLA's refusal: a name taken elsewhere, a version refused
+            said = str(e).splitlines()[0]
+            taken = "Duplicate FFI handler registration" in said
+            if taken:
+                said = "another library (jaxlib's own kernels?) registered it first"
+            return Served(op, plugin.name, NOT_SERVED, f"XLA refused target '{target}': {said}",
+                          taken=taken)
+        _TARGETS[target] = _Target(plugin.name, plugin.source, handler, served)
+        return served
+
+
+def register_registry(registry) -> Report:
+    """Every op of a plugin Registry that has a CPU kernel, under its own name."""
+    report = Report()
+    for (op, device), entry in sorted(registry.kernels.items(), key=lambda kv: kv[0]):
+        if device != "cpu" or op in ALL_OPCODES:
+            continue  # core-opcode overrides are no FFI targets (issue 22 item 3)
+        if entry.communicator:
+            report.ops.append(Served(op, entry.plugin.name, NOT_SERVED,
+                                     "its kernel needs a communicator (devices of one run)"))
+            continue
+        report.ops.append(register_op(op, entry, shape_rule=registry.shapes.get(op)))
+    return report
