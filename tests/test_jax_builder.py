@@ -212,3 +212,67 @@ def test_inputs_keep_hlo_shapes_and_values_are_checked():
         JaxBuilder().value(x)
     with pytest.raises(HloError, match="axis_size needs an axis_name"):
         JaxBuilder(axis_size=2)
+
+
+IDX = np.array([[2], [0], [7]], np.int32)  # 7 is out of range: gather clamps it to 2
+
+
+def test_gather_with_the_index_vector_last_or_implicit():
+    def build(b, x, idx):
+        return b.op("gather", x, idx, offset_dims=(1,), collapsed_slice_dims=(0,),
+                    start_index_map=(0,), index_vector_dim=1, slice_sizes=(1, 4))
+    np.testing.assert_array_equal(run(build, A, IDX), A[[2, 0, 2]])
+
+    def implicit(b, x, idx):  # index_vector_dim == rank: a trailing 1 is implied
+        return b.op("gather", x, idx, offset_dims=(1,), collapsed_slice_dims=(0,),
+                    start_index_map=(0,), index_vector_dim=1, slice_sizes=(1, 4))
+    np.testing.assert_array_equal(run(implicit, A, IDX[:, 0]), A[[2, 0, 2]])
+
+
+def test_scatter_add_and_replace_drop_out_of_range_windows():
+    upd = np.arange(12, dtype=np.float32).reshape(3, 4)
+
+    def build(combiner):
+        def f(b, x, idx, u):
+            return b.op("scatter", x, idx, u, update_window_dims=(1,),
+                        inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,),
+                        index_vector_dim=1, to_apply=combiner(b))
+        return f
+    add = build(lambda b: b.scalar_computation("add", "add", "f32"))
+    want = jnp.asarray(A).at[jnp.array([2, 0, 7])].add(upd, mode="drop")
+    np.testing.assert_array_equal(run(add, A, IDX, upd), want)
+
+    def replace(b):
+        rb = Builder("rep")
+        rb.parameter(0, Shape.array("f32", ()))
+        p1 = rb.parameter(1, Shape.array("f32", ()))
+        return Computation("rep", rb.instructions, p1)
+    want = jnp.asarray(A).at[jnp.array([2, 0, 7])].set(upd, mode="drop")
+    np.testing.assert_array_equal(run(build(replace), A, IDX, upd), want)
+    # the gradient of a scatter-add reaches operand and updates
+    g = jax.grad(lambda u: jnp.sum(run(add, A, IDX, u, jit=False) ** 2))(upd)
+    np.testing.assert_allclose(g, jax.grad(lambda u: jnp.sum(jnp.asarray(A).at[
+        jnp.array([2, 0, 7])].add(u, mode="drop") ** 2))(upd))
+
+
+def test_sort_and_map():
+    def lt(b):
+        cb = Builder("lt")
+        p0, p1 = (cb.parameter(k, Shape.array("f32", ())) for k in (0, 1))
+        return Computation("lt", cb.instructions, cb.compare(p0, p1, direction="LT"))
+    got = run(lambda b, x: b.op("sort", x, dimensions=(1,), to_apply=lt(b)), A)
+    np.testing.assert_array_equal(got, np.sort(A, axis=1))
+
+    def square(b):
+        cb = Builder("sq")
+        p = cb.parameter(0, Shape.array("f32", ()))
+        return Computation("sq", cb.instructions, cb.multiply(p, p))
+    got = run(lambda b, x: b.op("map", x, dimensions=(0, 1), to_apply=square(b)), A)
+    np.testing.assert_allclose(got, A * A)
+
+    def gt(b):
+        cb = Builder("gt")
+        p0, p1 = (cb.parameter(k, Shape.array("f32", ())) for k in (0, 1))
+        return Computation("gt", cb.instructions, cb.compare(p0, p1, direction="GT"))
+    with pytest.raises(HloError, match="opcode 'sort' has no lax equivalent"):
+        run(lambda b, x: b.op("sort", x, dimensions=(1,), to_apply=gt(b)), A)
