@@ -236,3 +236,45 @@ def test_shape_rule_disagreeing_with_the_decomposition_is_named():
     with pytest.raises(PluginError, match=r"decomposition of 'liar.op' gives f32\[24\] but its "
                                           r"shape rule says f32\[3,8\]"):
         xj.op("liar.op", plugins=[p])(X)
+
+
+def test_a_plugin_op_inside_a_decomposition_is_that_ops_jax_function():
+    """A decomposition that builds a custom call to another plugin op gets that op's own jax
+    function (here its decomposition), with the call's typed attributes."""
+    p = acme()
+
+    @p.shape("acme.swish2")
+    def shape(x):
+        return x
+
+    @p.decomposition("acme.swish2")
+    def decomposition(b, x):
+        y = b.op("custom-call", x, custom_call_target="acme.swish", shape=x.shape,
+                 backend_config='{"beta": 2.0}')
+        return b.add(y, y)
+    f = xj.op("acme.swish2", plugins=[p])
+    np.testing.assert_allclose(jax.jit(f)(X), 2 * swish_math(X, 2.0), rtol=1e-6, atol=1e-6)
+    hlo = jax.jit(f).lower(X).as_text(dialect="hlo")
+    assert "custom-call" not in hlo
+
+
+def test_jaxlibs_own_lapack_targets_are_not_taken_for_plugin_kernels():
+    """jax_lapack's kernels stand in for jaxlib's LAPACK targets inside xlaplug; jaxlib's
+    handlers under the same names are no kernel path for op() (they want jax's column-major
+    layouts): a clear error, no FFI call."""
+    with pytest.raises(PluginError, match="'lapack_spotrf_ffi' has no decomposition and no "
+                                          "kernel registered with XLA"):
+        xj.op("lapack_spotrf_ffi")(np.eye(3, dtype=np.float32), uplo=np.uint8(76))
+
+
+def test_plugin_api_vmap_method_and_vjp_registration():
+    p = Plugin("bad_vmap", version="0")
+    with pytest.raises(PluginError, match="vmap_method must be one of sequential"):
+        p.kernel("x.op", device="cpu", vmap_method="magic")
+    a, b = Plugin("va", version="0"), Plugin("vb", version="0")
+    for q in (a, b):
+        q.vjp("x.op")(lambda b, ops, r, ct: [ct])
+    with pytest.raises(PluginError, match="op 'x.op' is provided by both plugin 'va' and "
+                                          "plugin 'vb'"):
+        from xlaplug.api import load_session
+        load_session([a, b], strict=True, bundled=False)
