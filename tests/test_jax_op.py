@@ -278,3 +278,23 @@ def test_plugin_api_vmap_method_and_vjp_registration():
                                           "plugin 'vb'"):
         from xlaplug.api import load_session
         load_session([a, b], strict=True, bundled=False)
+
+
+def test_an_op_with_two_results():
+    p = Plugin("sincos", version="0")
+
+    @p.shape("acme.sincos")
+    def shape(x):
+        return (x, x)
+
+    @p.decomposition("acme.sincos")
+    def decomposition(b, x):
+        return b.sine(x), b.cosine(x)
+    f = xj.op("acme.sincos", plugins=[p])
+    s, c = jax.jit(f)(X)
+    np.testing.assert_allclose(s, np.sin(X), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(c, np.cos(X), rtol=1e-6, atol=1e-6)
+    g = jax.grad(lambda x: jnp.sum(f(x)[0] * f(x)[1]))(X)
+    np.testing.assert_allclose(g, np.cos(2 * X), rtol=1e-5, atol=1e-5)
+    vs, vc = jax.vmap(f)(np.stack([X, -X]))
+    assert vs.shape == vc.shape == (2,) + X.shape
