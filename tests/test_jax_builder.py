@@ -7,7 +7,8 @@ import pytest
 jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 
-from xlaplug.hlo.attr_types import Padding, PadDim, SliceDim, SliceRanges, Window, WindowDim  # noqa: E402,E501
+from xlaplug.hlo.attr_types import (Padding, PadDim, SliceDim, SliceRanges, Window,  # noqa: E402
+                                    WindowDim)
 from xlaplug.hlo.builder import Builder  # noqa: E402
 from xlaplug.hlo.errors import HloError  # noqa: E402
 from xlaplug.hlo.ir import Computation, Shape  # noqa: E402

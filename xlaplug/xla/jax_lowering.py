@@ -166,8 +166,10 @@ def _reverse(lax, ins, ops, a):
 
 
 def _dot(lax, ins, ops, a):
-    dims = ((tuple(a.get("lhs_contracting_dims") or ()), tuple(a.get("rhs_contracting_dims") or ())),
-            (tuple(a.get("lhs_batch_dims") or ()), tuple(a.get("rhs_batch_dims") or ())))
+    def get(key):
+        return tuple(a.get(key) or ())
+    dims = ((get("lhs_contracting_dims"), get("rhs_contracting_dims")),
+            (get("lhs_batch_dims"), get("rhs_batch_dims")))
     return lax.dot_general(ops[0], ops[1], dims, preferred_element_type=dtype_of(ins.shape))
 
 
