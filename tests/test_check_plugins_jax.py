@@ -62,6 +62,7 @@ def test_cli_values_and_gradients(tmp_path):
     assert r.returncode == 2 and "--jax and --reference xla name two references" in r.stderr
 
 
+@pytest.mark.slow
 def test_bundled_ops_pass_in_jax_with_gradients():
     session = load_session()
     ops = ["example.rms_norm", "HorovodAllreduce", "HorovodReducescatter"]

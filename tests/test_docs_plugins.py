@@ -140,6 +140,7 @@ def test_ring_allreduce_section(tmp_path):
     assert "all 1 outputs of 4 devices match core.npz" in ring.stdout
 
 
+@pytest.mark.slow
 def test_jax_op_section(tmp_path, monkeypatch, capsys):
     """Section 6: the plugin op as a jax function (jit, grad, vmap, export), the Horovod
     all-reduce in shard_map, and `check-plugins --jax`."""

@@ -84,6 +84,7 @@ def rms_math(x, scale, eps):
     return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + eps) * scale
 
 
+@pytest.mark.slow
 def test_rms_norm_jit_grad_vmap_against_jnp():
     rms = xj.op("example.rms_norm")
     f = jax.jit(lambda x, s: rms(x, s, epsilon=1e-5))
