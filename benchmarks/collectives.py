@@ -80,11 +80,11 @@ def worker_mpi(sizes: list[int]) -> None:
     sys.path.insert(0, str(ROOT))
     from mpi4py import MPI
 
-    from xlaplug.backends.executor import ExecContext
+    from xlaplug.runtime.executor import ExecContext
     from xlaplug.backends.spmd.groups import DeviceGrid
     from xlaplug.backends.spmd.kernels import Place
     from xlaplug.backends.spmd.mpi import MpiTransport
-    from xlaplug.backends.spmd.runner import collective_groups
+    from xlaplug.runtime.spmd.runner import collective_groups
     from xlaplug.hlo.text.parser import parse_module
     comm = MPI.COMM_WORLD
     rank, d = comm.Get_rank(), comm.Get_size()
@@ -178,8 +178,8 @@ def worker_inprocess(sizes: list[int], d: int) -> None:
 def _compiled_once(module, args, grid):
     """A run of `module` on every device with each device's context (its thunk sequences,
     compiled kernels) and thread made once and kept, as XLA keeps its executable."""
-    from xlaplug.backends.executor import ExecContext
-    from xlaplug.backends.spmd.runner import devices_for, run_devices
+    from xlaplug.runtime.executor import ExecContext
+    from xlaplug.runtime.spmd.runner import devices_for, run_devices
     contexts = [ExecContext("cpu", {}) for _ in range(grid.count)]
     threads = devices_for(module, grid.count)  # as `xlaplug run` chooses; kept to the end
     return lambda: run_devices(module, args, grid, lambda d: contexts[d], 60.0, threads)
@@ -197,7 +197,7 @@ def _training_step(d: int) -> dict:
         from jax.experimental.shard_map import shard_map
 
     from xlaplug.backends.spmd.groups import DeviceGrid
-    from xlaplug.backends.spmd.runner import run_module_devices
+    from xlaplug.runtime.spmd.runner import run_module_devices
     from xlaplug.hlo.text.parser import parse_module
     mesh = Mesh(np.array(jax.devices()[:d]), ("x",))
 

@@ -38,10 +38,10 @@ def bench_devices(run, name, w, repeat: int, device: str, passes, check_only: bo
     checks, XLA timing and numpy run)."""
     import jax
 
-    from xlaplug.backends.executor import ExecContext
+    from xlaplug.runtime.executor import ExecContext
     from xlaplug.backends.spmd.groups import DeviceGrid
-    from xlaplug.backends.spmd.runner import devices_for, run_devices
-    from xlaplug.driver import compile_module
+    from xlaplug.runtime.spmd.runner import devices_for, run_devices
+    from xlaplug.runtime.driver import compile_module
     from xlaplug.hlo import parse_module
     d = w.devices
     if len(jax.devices()) < d:

@@ -33,7 +33,7 @@ def main() -> None:
     args = ap.parse_args()
     import os
 
-    from xlaplug.driver import load_text
+    from xlaplug.runtime.driver import load_text
     from xlaplug.hlo import parse_module
     from xlaplug.passes.manager import cyclic_gc_paused
 

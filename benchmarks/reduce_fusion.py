@@ -49,9 +49,9 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     import jax
-    from xlaplug.driver import compile_module
+    from xlaplug.runtime.driver import compile_module
     from xlaplug.hlo import parse_module
-    from xlaplug.runner import execute
+    from xlaplug.runtime.runner import execute
 
     x = np.random.default_rng(0).standard_normal((256 if a.quick else 4096, 1024)) \
         .astype(np.float32)

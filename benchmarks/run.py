@@ -349,9 +349,9 @@ def bench_one(name: str, quick: bool, repeat: int, device: str, passes: str | No
 
 def run_xlaplug(name, hlo_text, w, ref, repeat, device, passes, check_only) -> dict:
     """Parse + pipeline, a first run, then the timed runs; the output checked against ref."""
-    from xlaplug.driver import compile_module
+    from xlaplug.runtime.driver import compile_module
     from xlaplug.hlo import parse_module
-    from xlaplug.runner import execute
+    from xlaplug.runtime.runner import execute
     t0 = time.perf_counter()
     module = parse_module(hlo_text, f"<{name}>")
     parse_s = time.perf_counter() - t0

@@ -76,9 +76,9 @@ def workload(kind: str, size: int, rng):
 def measure(kind: str, size: int, device: str, quick: bool, gpu, check_only=False) -> dict:
     import jax
 
-    from xlaplug.driver import compile_module
+    from xlaplug.runtime.driver import compile_module
     from xlaplug.hlo import parse_module
-    from xlaplug.runner import execute
+    from xlaplug.runtime.runner import execute
     f, nf, args = workload(kind, size, np.random.default_rng(0))
     cpu = jax.devices("cpu")[0]
     with jax.default_device(cpu):

@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from xlaplug.conformance import run_case
+from xlaplug.runtime.conformance import run_case
 
 # The suite lies next to the repository (../shared); from a git worktree, further up.
 DEFAULT_DIR = next((d / "shared" / "conformance" / "stablehlo" for d in Path(__file__).resolve().parents

@@ -10,7 +10,7 @@ Each case is rewritten so that XLA can compile it and nothing is folded at compi
     them as constants, to see what the evaluator gives);
   * the `check.*` custom calls (no XLA kernel) are dropped, and the entry returns a tuple of
     every check's (actual, expected) operands instead.
-Both sides run the same rewritten text; the check rules are xlaplug.conformance's.
+Both sides run the same rewritten text; the check rules are xlaplug.runtime.conformance's.
 Prints, per case where anything differs, XLA's and our verdicts and the largest ULP distance
 between our output and XLA's; then the totals.
 """
@@ -101,7 +101,7 @@ def rewrite(text: str, fold: bool):
 
 def input_values(text: str, comp: str, lines, blocks) -> list[np.ndarray]:
     """The leaves of computation `comp` (constants only), evaluated by xlaplug."""
-    from xlaplug.backends.executor import run_module
+    from xlaplug.runtime.executor import run_module
     from xlaplug.hlo.text.parser import parse_module
     first, last = blocks[comp]
     sub = "HloModule inputs\n\nENTRY " + "\n".join(lines[first:last + 1]) + "\n"
@@ -175,10 +175,10 @@ def xla_run(text: str, args: list[np.ndarray]) -> list[np.ndarray]:
 
 def ours_run(text: str, args: list[np.ndarray], device: str, fuse_all: bool = False
              ) -> list[np.ndarray]:
-    from xlaplug.conformance import suite_session
-    from xlaplug.driver import compile_module
+    from xlaplug.runtime.conformance import suite_session
+    from xlaplug.runtime.driver import compile_module
     from xlaplug.hlo.text.parser import parse_module
-    from xlaplug.runner import execute
+    from xlaplug.runtime.runner import execute
     module = parse_module(text)
     session = suite_session(device)
     if fuse_all:  # fuse as XLA:CPU does at any size (FMA contraction included)
@@ -191,7 +191,7 @@ def ours_run(text: str, args: list[np.ndarray], device: str, fuse_all: bool = Fa
 
 def verdict(outs: list[np.ndarray], checks, max_ulp: int) -> str | None:
     """None when every check holds, else the first failing check's message."""
-    from xlaplug.conformance import CheckFailure, run_check
+    from xlaplug.runtime.conformance import CheckFailure, run_check
     for target, a, e in checks:
         try:
             run_check(target, outs[a], outs[e], max_ulp=max_ulp)
@@ -203,7 +203,7 @@ def verdict(outs: list[np.ndarray], checks, max_ulp: int) -> str | None:
 def ulps_between(ours: np.ndarray, xla: np.ndarray) -> int | None:
     """Largest ULP distance between our output and XLA's (0: same bits up to NaN payloads;
     None: not floating)."""
-    from xlaplug.conformance import _components, ulp_distance
+    from xlaplug.runtime.conformance import _components, ulp_distance
     if ours.dtype.kind not in "fc" and "float" not in ours.dtype.name:
         return 0 if np.array_equal(ours, xla) else None
     worst = 0

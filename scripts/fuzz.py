@@ -79,7 +79,7 @@ def _cli(args: list[str]) -> tuple[int, str]:
     import contextlib
     import io
 
-    from xlaplug.cli import main
+    from xlaplug.cli.main import main
     buf = io.StringIO()
     code = 0
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(buf):

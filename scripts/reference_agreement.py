@@ -29,12 +29,12 @@ CHECK_LINE = re.compile(r'^.*custom_call_target="check\.[^"]*".*\n', re.M)
 
 def agree(text: str, inputs, registry) -> tuple[str, str]:
     """(status, detail): agree / disagree / xla-refused / xlaplug-error."""
-    from xlaplug.driver import compile_module
+    from xlaplug.runtime.driver import compile_module
     from xlaplug.hlo.errors import HloError
     from xlaplug.hlo.text.parser import parse_module
     from xlaplug.hlo.verifier import verify_module
     from xlaplug.plugin import Session
-    from xlaplug.runner import execute
+    from xlaplug.runtime.runner import execute
     from xlaplug.xla.jaxlib_names import XlaError
     from xlaplug.xla.reference import (check_arguments, compare_devices, portable_text,
                                        run_reference)

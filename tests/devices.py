@@ -45,7 +45,7 @@ def assert_same_bits(got, want, what=""):
 def cuda_against_cpu(text: str, args, compare=assert_same_bits, what: str = ""):
     """Runs HLO text on cuda and on cpu; `compare(cuda result, cpu result, what)`; returns the
     cuda result."""
-    from xlaplug.backends.executor import run_module
+    from xlaplug.runtime.executor import run_module
     from xlaplug.hlo.text.parser import parse_module
     args = [np.asarray(a) for a in args]
     with np.errstate(all="ignore"):

@@ -90,7 +90,7 @@ def run_case(case: Case, tmp_path: Path) -> tuple[int, str, str]:
     """(exit code, what the output file holds, stderr) of the case's command line."""
     from click.testing import CliRunner
 
-    from xlaplug.cli import main
+    from xlaplug.cli.main import main
     out = tmp_path / "out.txt"
     args = case.args[:1] + ["-", "-o", str(out)] + case.args[1:]
     r = CliRunner().invoke(main, args, input=case.input)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import zlib
-from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -23,22 +22,19 @@ import pytest
 from xlaplug.hlo import dtypes as D
 from xlaplug.hlo.text.parser import parse_module
 
-# The StableHLO conformance suite (one .hlo file per test), next to the repository.
-CONFORMANCE_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "conformance" / \
-    "stablehlo"
 
 
 # ---- running HLO, flattening results --------------------------------------------------------
 
 def run_text(text: str, *args):
     """Parses HLO text and runs it with `run_module` on `args`."""
-    from xlaplug.backends.executor import run_module
+    from xlaplug.runtime.executor import run_module
     return run_module(parse_module(text), list(args))
 
 
 def cuda_and_cpu(module, args, **opts):
     """(cuda result, cpu result) of one parsed module run with `run_module` on `args`."""
-    from xlaplug.backends.executor import run_module
+    from xlaplug.runtime.executor import run_module
     return (run_module(module, list(args), device="cuda", **opts),
             run_module(module, list(args), device="cpu", **opts))
 

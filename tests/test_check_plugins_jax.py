@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("jax")
 
-from xlaplug.api import load_session  # noqa: E402
+from xlaplug import load_session  # noqa: E402
 from xlaplug.plugin import Plugin  # noqa: E402
 from xlaplug.plugin.check import check_plugins  # noqa: E402
 

@@ -17,9 +17,9 @@ from jax import lax
 
 from xlaplug.backends.cpu import compiled_while as CW
 from xlaplug.backends.cpu import loop_trip_count as TC
-from xlaplug.driver import compile_module
+from xlaplug.runtime.driver import compile_module
 from xlaplug.hlo import parse_module
-from xlaplug.runner import RunError, execute
+from xlaplug.runtime.runner import RunError, execute
 
 
 def _module(f, *args):
@@ -59,7 +59,7 @@ def record(monkeypatch):
         return res
     monkeypatch.setattr(CW, "generate", gen)
     monkeypatch.setattr(CW, "_run_compiled", rc)
-    from xlaplug.backends import executor
+    from xlaplug.runtime import executor
     real = executor.ExecContext.run
 
     def counting(self, comp, args):
@@ -247,7 +247,7 @@ def test_max_while_iterations_spans_both_phases(where, monkeypatch):
 
 def test_loop_code_lives_in_the_run_context():
     """No module-global plans: each run context (a device, a run) keeps its own."""
-    from xlaplug.backends.executor import ExecContext
+    from xlaplug.runtime.executor import ExecContext
     assert not hasattr(CW, "_PLANS")
     m, _ = _module(grow, np.float64(1.0))
     (loop,) = _whiles(m)
@@ -319,7 +319,7 @@ def test_interpret_option_keeps_every_loop_and_fusion_interpreted(tmp_path, monk
     assert not compiled and record["generated"] == {} and record["compiled"] == []
     np.testing.assert_allclose(got, np.asarray(want), rtol=1e-6)
     from click.testing import CliRunner
-    from xlaplug.cli import main
+    from xlaplug.cli.main import main
     path = tmp_path / "m.hlo"
     path.write_text(jax.jit(f).lower(big).as_text(dialect="hlo"))
     np.savez(tmp_path / "in.npz", in0=big)

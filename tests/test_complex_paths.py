@@ -15,7 +15,7 @@ from jax import lax
 from oracle import assert_same, float_edges, pairs, rng
 from test_elementwise import _assert_close_complex
 from xlaplug.backends.cpu import fused_loop
-from xlaplug.backends.executor import run_module
+from xlaplug.runtime.executor import run_module
 from xlaplug.hlo import dtypes as D
 from xlaplug.hlo.text.parser import parse_module
 

@@ -40,11 +40,11 @@ import numpy as np
 import pytest
 
 import jax_corpus as corpus
-from xlaplug.driver import compile_module
+from xlaplug.runtime.driver import compile_module
 from xlaplug.hlo import parse_module
 from xlaplug.hlo.ir import Module
 from xlaplug.plugin import Session
-from xlaplug.runner import compare, execute
+from xlaplug.runtime.runner import compare, execute
 
 VARIANTS = ("lowered", "compiled")
 

@@ -26,10 +26,10 @@ import pytest
 
 import jax_corpus as corpus
 from test_conformance_jax import ELIDED_CONSTANTS, _check_outputs, plugins  # noqa: F401
-from xlaplug.driver import compile_module
+from xlaplug.runtime.driver import compile_module
 from xlaplug.hlo import parse_module
 from xlaplug.plugin import Session
-from xlaplug.runner import execute
+from xlaplug.runtime.runner import execute
 from oracle import count_host_copies
 
 MAX_INPUT_ELEMENTS = 256

@@ -16,7 +16,7 @@ import pytest
 
 from xlaplug.backends.common.errors import ExecutionError
 from xlaplug.backends.cuda import launch
-from xlaplug.backends.executor import run_module
+from xlaplug.runtime.executor import run_module
 from xlaplug.hlo import dtypes as D
 from xlaplug.hlo.text.parser import parse_module
 

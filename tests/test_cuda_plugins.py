@@ -4,9 +4,9 @@ from pathlib import Path
 import numpy as np
 from numba import cuda  # module level: the simulator swaps module globals only
 
-from xlaplug.driver import compile_module, load_module
+from xlaplug.runtime.driver import compile_module, load_module
 from xlaplug.plugin import Session, load_plugins
-from xlaplug.runner import execute
+from xlaplug.runtime.runner import execute
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "rms_norm.hlo"
 

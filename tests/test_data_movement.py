@@ -408,7 +408,7 @@ def test_async_and_other_collectives(device):
 def test_collective_group_too_large_is_an_error(device):
     text = entry("a = f32[2]{0} parameter(0)",
                  "g = f32[4]{0} all-gather(a), replica_groups={{0,1}}, dimensions={0}")
-    from xlaplug.backends.executor import run_module
+    from xlaplug.runtime.executor import run_module
     from xlaplug.hlo.text.parser import parse_module
     with pytest.raises(Exception, match="replica 1 in its groups does not exist"):
         run_module(parse_module(text), [f32(2)], device=device)

@@ -101,7 +101,7 @@ def test_devices_keep_the_bits_across_collectives(fibers, monkeypatch):
     # Each device's reduce runs after a collective, i.e. after its fiber or thread has
     # waited for the others (a switch of greenlets, whose state includes the MXCSR).  The
     # sum of 64 values of 1e-39 is 6.4e-38 in IEEE arithmetic; flushed, every term reads 0.
-    from xlaplug.backends.spmd import runner
+    from xlaplug.runtime.spmd import runner
     from xlaplug.backends.spmd.groups import DeviceGrid
     from xlaplug.hlo.text.parser import parse_module
     monkeypatch.setattr(runner, "FIBERS_BELOW_BYTES", 1 << 30 if fibers else 0)

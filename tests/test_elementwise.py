@@ -39,7 +39,7 @@ jax.config.update("jax_enable_x64", True)
 from devices import device_cases, on_each_device  # noqa: E402
 from oracle import (as_list, assert_same, both, float_edges, float_inputs,  # noqa: E402
                     int_edges, int_inputs, pairs, rng, run_text, subnormal, ulp_distance)
-from xlaplug.backends.executor import run_module  # noqa: E402
+from xlaplug.runtime.executor import run_module# noqa: E402
 from xlaplug.hlo import dtypes as D  # noqa: E402
 from xlaplug.hlo.text.parser import parse_module  # noqa: E402
 

@@ -7,17 +7,17 @@ fusion pass, checked on small bodies by name.
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from suite_location import conformance_dir
 from xlaplug.backends.common import fusion_split
-from xlaplug.driver import compile_module
+from xlaplug.runtime.driver import compile_module
 from xlaplug.hlo import parse_module
-from xlaplug.runner import execute
+from xlaplug.runtime.runner import execute
 
 R = np.random.default_rng(1)
 D, X, Y = (R.standard_normal((16, 24)).astype(np.float32) for _ in range(3))
@@ -151,16 +151,12 @@ def test_unsplit_body_is_left_alone():
     assert not fusion_split.split(comp, None) and comp.instructions == before
 
 
-SUITE = next((d / "shared" / "conformance" / "stablehlo" for d in Path(__file__).resolve().parents
-              if (d / "shared" / "conformance" / "stablehlo").is_dir()), None)
 
 
 @pytest.mark.parametrize("name", ["asin_complex64_20_20_chlo", "acosh_complex128_20_20_chlo"])
 def test_complex_inverse_trig_suite_cases_pass(name):
     """Two of the five CHLO expansions XLA passes and we failed by 1-2 ULP before XLA's
     fusions were followed (the suite test runs all five)."""
-    if SUITE is None:
-        pytest.skip("conformance suite not present")
-    from xlaplug.conformance import run_case
-    r = run_case(SUITE / f"{name}.hlo")
+    from xlaplug.runtime.conformance import run_case
+    r = run_case(conformance_dir() / f"{name}.hlo")
     assert r.status == "pass", r.detail

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from xlaplug.backends.spmd.groups import DeviceGrid
-from xlaplug.backends.spmd.runner import run_module_devices
-from xlaplug.driver import compile_module
+from xlaplug.runtime.spmd.runner import run_module_devices
+from xlaplug.runtime.driver import compile_module
 from xlaplug.hlo.text.parser import parse_module
 from xlaplug.hlo.text.printer import module_to_text
 from xlaplug.plugin import load_plugins

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from xlaplug.cli import main
-from xlaplug.conformance import expect_close, expect_eq
+from xlaplug.cli.main import main
+from xlaplug.runtime.conformance import expect_close, expect_eq
 from xlaplug.hlo.errors import HloError
 from xlaplug.hlo.text.parser import parse_module
 
@@ -74,7 +74,7 @@ def test_run_out_naming_a_directory(tmp_path):
 
 
 def test_failed_write_leaves_nothing_behind(tmp_path, monkeypatch):
-    import xlaplug.driver as driver
+    import xlaplug.runtime.driver as driver
 
     def broken_replace(src, dst):
         raise OSError(28, "No space left on device")

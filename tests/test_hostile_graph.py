@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from xlaplug.cli import main
+from xlaplug.cli.main import main
 from xlaplug.hlo.errors import HloVerifyError
 from xlaplug.hlo.text.parser import parse_module
 from xlaplug.hlo.verifier import verify_module, verify_module_all
 from xlaplug.passes import PassContext, PassManager, resolve_pipeline
-from xlaplug.runner import execute
+from xlaplug.runtime.runner import execute
 
 SELF_CALL = """HloModule m
 f {

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from xlaplug.backends.cpu import fused_loop
-from xlaplug.backends.executor import ExecContext
+from xlaplug.runtime.executor import ExecContext
 from xlaplug.hlo.text.parser import parse_module
 
 _TEXT = """HloModule m

@@ -48,11 +48,11 @@ import jax.scipy.linalg as jsl  # noqa: E402
 from jax import lax  # noqa: E402
 
 from devices import on_each_device, ptx_check  # noqa: E402
-from xlaplug.driver import compile_module  # noqa: E402
+from xlaplug.runtime.driver import compile_module# noqa: E402
 from xlaplug.hlo import parse_module  # noqa: E402
 from xlaplug.hlo.errors import HloError  # noqa: E402
 from xlaplug.plugin import Session  # noqa: E402
-from xlaplug.runner import execute  # noqa: E402
+from xlaplug.runtime.runner import execute# noqa: E402
 
 F32, F64, C64, C128 = np.float32, np.float64, np.complex64, np.complex128
 # dtype -> (HLO element type, LAPACK type prefix)

@@ -277,7 +277,7 @@ def test_plugin_api_vmap_method_and_vjp_registration():
         q.vjp("x.op")(lambda b, ops, r, ct: [ct])
     with pytest.raises(PluginError, match="op 'x.op' is provided by both plugin 'va' and "
                                           "plugin 'vb'"):
-        from xlaplug.api import load_session
+        from xlaplug import load_session
         load_session([a, b], strict=True, bundled=False)
 
 

@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 _SCRIPT = r"""
 import json, numpy as np
 from xlaplug.hlo import parse_module
-from xlaplug.driver import compile_module
-from xlaplug.runner import execute
+from xlaplug.runtime.driver import compile_module
+from xlaplug.runtime.runner import execute
 from xlaplug.backends.cpu import jit_cache
 text = '''HloModule m
 body {

@@ -101,6 +101,6 @@ def test_scaled_dot_run_says_not_supported():
     m = parse_module(_SCALED)
     args = [np.zeros((8, 32), ml_dtypes.float8_e4m3fn), np.ones((8, 1), ml_dtypes.float8_e8m0fnu),
             np.zeros((32, 16), ml_dtypes.float8_e4m3fn), np.ones((1, 16), ml_dtypes.float8_e8m0fnu)]
-    from xlaplug.backends.executor import run_module
+    from xlaplug.runtime.executor import run_module
     with pytest.raises(Exception, match="scaled-dot"):
         run_module(m, args)

@@ -26,7 +26,7 @@ from jax import lax  # noqa: E402
 
 from devices import assert_same_bits, check_on, cuda_against_cpu, on_each_device, ptx_check  # noqa: E402,E501
 from oracle import assert_same, leaf_pairs, leaves, xla_cpu_run  # noqa: E402
-from xlaplug.backends.executor import run_module  # noqa: E402
+from xlaplug.runtime.executor import run_module# noqa: E402
 from xlaplug.hlo.text.parser import parse_module  # noqa: E402
 
 pytestmark = [

@@ -18,7 +18,7 @@ from xlaplug.backends.common.fusion_contents import LOOP_OPS
 from xlaplug.backends.common.scalar_ops import SCALAR_OPS
 from xlaplug.backends.coverage import BY_EXECUTOR, NOT_SUPPORTED
 from xlaplug.backends.registry import lookup
-from xlaplug.cli import main
+from xlaplug.cli.main import main
 from xlaplug.hlo.opcodes import ALL_OPCODES
 from xlaplug.hlo.shape_rules import RULES
 

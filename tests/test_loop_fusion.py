@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from jax import lax
 
-from xlaplug.driver import compile_module
+from xlaplug.runtime.driver import compile_module
 from xlaplug.hlo import parse_module
-from xlaplug.runner import execute
+from xlaplug.runtime.runner import execute
 
 FUSE = {"loop-fusion": {"min_elements": 1}}
 

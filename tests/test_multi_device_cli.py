@@ -309,7 +309,7 @@ COUNT_CALLS = r"""
 import numpy as np
 from xlaplug.backends.spmd.groups import DeviceGrid
 from xlaplug.backends.spmd.mpi import MpiTransport
-from xlaplug.backends.spmd.runner import collective_groups
+from xlaplug.runtime.spmd.runner import collective_groups
 from xlaplug.hlo.text.parser import parse_module
 m = parse_module('''HloModule m, replica_count=2
 add {

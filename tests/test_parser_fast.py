@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import xlaplug.hlo.text.parser as P
+from suite_location import find_conformance_dir
 from xlaplug.hlo.errors import HloError
 from xlaplug.hlo.text.parser_diagnostics import parse_state
 from xlaplug.hlo.text.printer import module_to_text
@@ -93,8 +94,7 @@ def test_jax_output_takes_the_fast_path():
 @pytest.mark.suite
 def test_jax_corpus_and_the_conformance_suite_read_the_same_both_ways(jax_corpus, monkeypatch):
     texts = [(e.name, t) for e in jax_corpus for t in (e.lowered_hlo, e.compiled_hlo) if t]
-    suite = next((d / "shared" / "conformance" / "stablehlo" for d in ROOT.parents
-                  if (d / "shared" / "conformance" / "stablehlo").is_dir()), None)
+    suite = find_conformance_dir()  # the corpus alone without it
     if suite is not None:
         texts += [(p.name, p.read_text()) for p in sorted(suite.glob("*.hlo"))[::25]]
     fast = _same(texts, monkeypatch)

@@ -388,7 +388,7 @@ _SMALL = "HloModule m\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n"
     b"\xef\xbb\xbf" + _SMALL.replace("\n", "\r\n").encode(),
 ])
 def test_cli_and_library_read_the_same_text(tmp_path, data):
-    from xlaplug.driver import load_module, read_text
+    from xlaplug.runtime.driver import load_module, read_text
     from xlaplug.hlo.text.parser import parse_file
     f = tmp_path / "m.hlo"
     f.write_bytes(data)
@@ -403,7 +403,7 @@ def test_cli_and_library_read_the_same_text(tmp_path, data):
     (b"\xef\xbb\xbfHloModule m\n\x01 \xff\n", 2, 1, "binary data in HLO text (control character 0x01)"),
 ])
 def test_cli_and_library_report_bad_bytes_alike(tmp_path, data, line, col, msg):
-    from xlaplug.driver import read_text
+    from xlaplug.runtime.driver import read_text
     from xlaplug.hlo.text.parser import parse_file
     f = tmp_path / "bad.hlo"
     f.write_bytes(data)

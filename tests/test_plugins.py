@@ -15,11 +15,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from xlaplug.cli import main
+from xlaplug.cli.main import main
 from xlaplug.plugin import BUNDLED_DIR, Session, load_plugins
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFORMANCE = ROOT.parent / "shared" / "conformance" / "stablehlo"
 
 
 # ---- helpers ---------------------------------------------------------------------------------
@@ -501,8 +500,8 @@ def _session(dirs, **kw):
 
 
 def _compile_and_run(path, args, session, passes=None):
-    from xlaplug.driver import compile_module, load_module
-    from xlaplug.runner import execute
+    from xlaplug.runtime.driver import compile_module, load_module
+    from xlaplug.runtime.runner import execute
     module = load_module(str(path))
     compile_module(module, session, passes)
     return module, execute(module, args, session).outputs
@@ -595,9 +594,9 @@ def test_kernel_signature_that_does_not_fit_is_refused(tmp_path):
 # ---- custom-call lowering --------------------------------------------------------------------
 
 def test_kernel_present_runs_as_plugin_thunk(tmp_path, acme):
-    from xlaplug.backends.executor import ExecContext
-    from xlaplug.backends.thunks import build_thunks
-    from xlaplug.driver import compile_module, load_module
+    from xlaplug.runtime.executor import ExecContext
+    from xlaplug.runtime.thunks import build_thunks
+    from xlaplug.runtime.driver import compile_module, load_module
     f = hlo_file(tmp_path, "sw.hlo", SWISH_HLO)
     r = cli("compile", f, "--plugins-dir", acme)
     assert r.exit_code == 0 and 'custom_call_target="acme.swish"' in r.output
@@ -671,7 +670,7 @@ def test_decompose_all_writes_portable_module(tmp_path, acme):
     assert r.exit_code == 0, r.output
     text = out_file.read_text()
     assert "custom-call" not in text and "rsqrt(" in text and "logistic(" in text
-    from xlaplug.driver import load_module
+    from xlaplug.runtime.driver import load_module
     load_module(str(out_file))  # parses and verifies
     scale = np.linspace(0.5, 2, 3, dtype=np.float32)
     # The kernel path (both ops are plugin thunks) and the portable module, with no plugins.
@@ -1017,9 +1016,8 @@ def test_horovod_allreduce(tmp_path):
 
 
 def test_stablehlo_check_on_conformance_file(tmp_path):
-    case = CONFORMANCE / "add_any_float32_2_float32_2.hlo"
-    if not case.is_file():
-        pytest.skip(f"conformance suite not found at {CONFORMANCE}")
+    from suite_location import conformance_dir
+    case = conformance_dir() / "add_any_float32_2_float32_2.hlo"
     text = case.read_text()
     r = cli("run", case)
     assert r.exit_code == 0, r.output

@@ -8,10 +8,10 @@ import math
 import pytest
 from click.testing import CliRunner
 
-from xlaplug.backends.profiler import Profiler
-from xlaplug.cli import main
+from xlaplug.runtime.profiler import Profiler
+from xlaplug.cli.main import main
 from xlaplug.hlo import parse_module
-from xlaplug.runner import execute
+from xlaplug.runtime.runner import execute
 
 # A while loop of 5 iterations (an interpreted body runs its thunks 5 times), then a dot.
 LOOP = """HloModule m

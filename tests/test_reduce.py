@@ -21,7 +21,7 @@ from jax import lax  # noqa: E402
 
 from devices import check_on, cuda_against_cpu, on_each_device, ptx_check  # noqa: E402
 from oracle import assert_leaves_close  # noqa: E402
-from xlaplug.backends.executor import run_module  # noqa: E402
+from xlaplug.runtime.executor import run_module# noqa: E402
 from xlaplug.hlo.text.parser import parse_module  # noqa: E402
 
 pytestmark = pytest.mark.jax

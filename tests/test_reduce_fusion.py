@@ -19,9 +19,9 @@ import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
 
 from xlaplug.backends.cpu.row_folds import pairwise_program  # noqa: E402
-from xlaplug.driver import compile_module  # noqa: E402
+from xlaplug.runtime.driver import compile_module# noqa: E402
 from xlaplug.hlo import parse_module  # noqa: E402
-from xlaplug.runner import execute  # noqa: E402
+from xlaplug.runtime.runner import execute# noqa: E402
 
 pytestmark = pytest.mark.jax
 R = np.random.default_rng(12)

@@ -25,7 +25,7 @@ from jax import lax  # noqa: E402
 from devices import check_on, on_each_device, ptx_check  # noqa: E402
 from oracle import (count_host_copies, cuda_and_cpu, entry, leaf_pairs, leaves,  # noqa: E402
                     xla_cpu_run)
-from xlaplug.backends.executor import run_module  # noqa: E402
+from xlaplug.runtime.executor import run_module# noqa: E402
 from xlaplug.hlo import dtypes as D  # noqa: E402
 from xlaplug.hlo.text.parser import parse_module  # noqa: E402
 

@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from xlaplug.driver import compile_module
+from xlaplug.runtime.driver import compile_module
 from xlaplug.hlo import parse_module
 from xlaplug.hlo.errors import HloError
 from xlaplug.plugin import Session, load_plugins
-from xlaplug.runner import execute
+from xlaplug.runtime.runner import execute
 
 SCALE_HLO = """HloModule m
 ENTRY e {

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from xlaplug.backends.spmd.device_fibers import DeviceFibers
-from xlaplug.backends.spmd.device_threads import DeviceThreads
+from xlaplug.runtime.spmd.device_fibers import DeviceFibers
+from xlaplug.runtime.spmd.device_threads import DeviceThreads
 from xlaplug.backends.spmd.groups import DeviceGrid
-from xlaplug.backends.spmd.runner import run_module_devices
+from xlaplug.runtime.spmd.runner import run_module_devices
 from xlaplug.hlo.text.parser import parse_module
 
 from xla_devices import _raw, _typed

@@ -10,9 +10,9 @@ import time
 import numpy as np
 import pytest
 
-from xlaplug.backends.spmd import runner
-from xlaplug.backends.spmd.device_fibers import DeviceFibers
-from xlaplug.backends.spmd.device_threads import DeviceThreads
+from xlaplug.runtime.spmd import runner
+from xlaplug.runtime.spmd.device_fibers import DeviceFibers
+from xlaplug.runtime.spmd.device_threads import DeviceThreads
 from xlaplug.backends.spmd.rendezvous import Aborted, CollectiveTimeout, Rendezvous
 from xlaplug.hlo.text.parser import parse_module
 
@@ -168,14 +168,14 @@ ENTRY e {
 
 
 def _context(d):
-    from xlaplug.backends.executor import ExecContext
+    from xlaplug.runtime.executor import ExecContext
     return ExecContext("cpu", {})
 
 
 def test_devices_running_at_once_run_fused_loops_serially_with_the_same_bits():
     # A 64K-element loop fusion runs on numba's threads on one device, and as a serial loop
     # where devices run at once (their threads already fill the cores): the same values.
-    from xlaplug.backends.executor import ExecContext
+    from xlaplug.runtime.executor import ExecContext
     from xlaplug.backends.spmd.groups import DeviceGrid
     text = """HloModule m, replica_count=2
 f {

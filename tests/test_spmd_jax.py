@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from xlaplug.backends.spmd.groups import DeviceGrid
-from xlaplug.backends.spmd.runner import run_module_devices
+from xlaplug.runtime.spmd.runner import run_module_devices
 from xlaplug.hlo.text.parser import parse_module
 
 pytest.importorskip("jax")
@@ -69,8 +69,8 @@ def test_global_program_matches_jax(name, programs):
     """The program as jax lowers it, before partitioning, runs on one device: shardings do
     not change values, and each shard_map region runs its body on every device of the mesh
     (passes/sdy_shard_map.py)."""
-    from xlaplug.driver import compile_module
-    from xlaplug.backends.executor import run_module
+    from xlaplug.runtime.driver import compile_module
+    from xlaplug.runtime.executor import run_module
     i, z = programs[name]
     module = parse_module(str(z[f"lowered_{i}"]))
     compile_module(module)

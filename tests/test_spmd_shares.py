@@ -9,8 +9,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from xlaplug.backends.spmd.device_fibers import DeviceFibers
-from xlaplug.backends.spmd.device_threads import DeviceThreads
+from xlaplug.runtime.spmd.device_fibers import DeviceFibers
+from xlaplug.runtime.spmd.device_threads import DeviceThreads
 from xlaplug.backends.spmd.reducers import reduce_values, ufunc_combiner
 from xlaplug.backends.spmd.rendezvous import Aborted, CollectiveTimeout, Rendezvous
 from xlaplug.backends.spmd.buffers import BufferPool
@@ -213,7 +213,7 @@ def test_fibers_belong_to_the_thread_that_runs_them():
 
 
 def test_small_modules_run_as_fibers_large_ones_as_threads():
-    from xlaplug.backends.spmd.runner import FIBERS_BELOW_BYTES, devices_for
+    from xlaplug.runtime.spmd.runner import FIBERS_BELOW_BYTES, devices_for
     from xlaplug.hlo.text.parser import parse_module
     text = "HloModule m\nENTRY e {{\n  p = f32[{n}] parameter(0)\n  ROOT r = f32[{n}] negate(p)\n}}\n"
     small = parse_module(text.format(n=FIBERS_BELOW_BYTES // 4 - 1))

@@ -2,7 +2,6 @@
 a sample of the jax corpus (its recorded inputs; the outputs of the original module and of
 the round-tripped one compared bit for bit) and StableHLO suite cases (their checks still
 pass after the round trip)."""
-import os
 from pathlib import Path
 
 import numpy as np
@@ -11,13 +10,13 @@ import pytest
 jax = pytest.importorskip("jax")
 
 import jax_corpus  # noqa: E402
-from oracle import CONFORMANCE_DIR  # noqa: E402
+from suite_location import conformance_dir  # noqa: E402
 
-from xlaplug.driver import compile_module  # noqa: E402
+from xlaplug.runtime.driver import compile_module# noqa: E402
 from xlaplug.hlo.text.parser import parse_module  # noqa: E402
 from xlaplug.hlo.text.printer import module_to_text  # noqa: E402
 from xlaplug.plugin import Session, load_plugins  # noqa: E402
-from xlaplug.runner import execute  # noqa: E402
+from xlaplug.runtime.runner import execute# noqa: E402
 from xlaplug.xla.jaxlib_names import mlir_to_hlo_text  # noqa: E402
 from xlaplug.xla.source import to_stablehlo  # noqa: E402
 
@@ -62,10 +61,8 @@ def test_corpus_program_round_trips(name, session):
 
 @pytest.mark.parametrize("name", SUITE)
 def test_suite_case_round_trips_and_its_checks_pass(name, tmp_path):
-    from xlaplug.conformance import run_case
-    # the suite lives next to the main checkout (../shared); elsewhere, point at it
-    suite = Path(os.environ.get("XLAPLUG_CONFORMANCE_DIR", CONFORMANCE_DIR))
-    assert suite.is_dir(), f"conformance suite not present at {suite} (XLAPLUG_CONFORMANCE_DIR)"
+    from xlaplug.runtime.conformance import run_case
+    suite = conformance_dir()
     path = suite / f"{name}.hlo"
     back = round_trip(path.read_text())
     assert 'custom_call_target="check.' in back  # the checks survive the trip

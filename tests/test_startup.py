@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PROBE = """
 import sys
 from click.testing import CliRunner
-from xlaplug.cli import main
+from xlaplug.cli.main import main
 r = CliRunner().invoke(main, ["run", "examples/mlp.hlo"])
 assert r.exit_code == 0, r.output
 from xlaplug.hlo.text.parser import _lark

@@ -15,7 +15,8 @@ import re
 import numpy as np
 import pytest
 
-from oracle import CONFORMANCE_DIR, hlo_text, jax_shard_map, strip_stack_tables
+from suite_location import conformance_dir
+from oracle import hlo_text, jax_shard_map, strip_stack_tables
 from xlaplug.hlo import HloSyntaxError, HloVerifyError, parse_module
 from xlaplug.hlo import shape_inference as si
 from xlaplug.hlo.ir import Shape
@@ -43,14 +44,13 @@ def line_of(text: str, name: str) -> int:
 # ---- (a) conformance suite -----------------------------------------------------------------
 
 # Every case of the suite verifies: its shards (tests/test_conformance_stablehlo.py) verify
-# each case they run (xlaplug.conformance.run_case), so it is not parsed again here.
+# each case they run (xlaplug.runtime.conformance.run_case), so it is not parsed again here.
 
 
 def test_conformance_corruptions_are_caught():
     """Corrupting declared shapes in conformance modules must be caught (the rules bite)."""
-    files = sorted(CONFORMANCE_DIR.glob("*.hlo"))
-    if not files:
-        pytest.skip(f"conformance suite not found at {CONFORMANCE_DIR}")
+    files = sorted(conformance_dir().glob("*.hlo"))
+    assert files, "the conformance suite's folder holds no .hlo files"
     picked = [p for p in files[::12]]
     checked, missed = _mutation_sweep([parse_module(p.read_text(), p.name) for p in picked])
     assert checked > 500

@@ -67,7 +67,7 @@ def xlaplug(*args, cwd=None, input=None):
 
     from click.testing import CliRunner
 
-    from xlaplug.cli import main
+    from xlaplug.cli.main import main
     old = os.getcwd()
     os.chdir(cwd or ROOT)
     try:

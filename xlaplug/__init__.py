@@ -9,7 +9,8 @@ importing `xlaplug.plugin` does not load the backends).
 """
 __version__ = "0.1.0"
 
-_API = {"compile": "api", "Executable": "api", "ServedOp": "api", "load_session": "api",
+_API = {"compile": "runtime.executable", "Executable": "runtime.executable",
+        "ServedOp": "runtime.executable", "load_session": "runtime.executable",
         "HloError": "hlo.errors", "HloSyntaxError": "hlo.errors",
         "HloVerifyError": "hlo.errors", "Plugin": "plugin", "PluginError": "plugin"}
 

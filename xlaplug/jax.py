@@ -64,7 +64,7 @@ def _arrays(args, jax) -> tuple[list[np.ndarray], object]:
 
 
 def _lower(f, args, session, jax) -> _Compiled:
-    from .api import compile as compile_hlo
+    from .runtime.executable import compile as compile_hlo
     name = f"<xlaplug.jax {getattr(f, '__name__', 'f')}>"
     lowered = jax.jit(f, keep_unused=True).lower(*args)
     text = lowered.as_text(dialect="hlo")
@@ -103,7 +103,7 @@ class Jitted:
 
     def run_flat(self, *args) -> tuple[list[np.ndarray], list[np.ndarray], _Compiled]:
         """(inputs as run, output leaves, compiled entry)."""
-        from .runner import execute
+        from .runtime.runner import execute
         jax = _jax()
         compiled = self.compiled(*args)
         arrays = _fit(_arrays(args, jax)[0], compiled)
@@ -123,7 +123,7 @@ def jit(f, *, plugins=(), device: str = "cpu", prefer: str = "kernel") -> Jitted
     """f run by xlaplug with `plugins` (directories or Plugin objects, beside the bundled
     ones) on `device`; lowered and compiled once per input signature."""
     _jax()
-    from .api import load_session
+    from .runtime.executable import load_session
     return Jitted(f, load_session(plugins, device=device, prefer=prefer))
 
 

@@ -10,7 +10,7 @@ ULP distances are counted in the declared type.
 """
 import numpy as np
 
-from xlaplug.conformance import DEFAULT_MAX_ULP, run_check
+from xlaplug.runtime.conformance import DEFAULT_MAX_ULP, run_check
 from xlaplug.hlo import dtypes as D
 from xlaplug.plugin import Plugin
 

@@ -18,7 +18,7 @@ from ..hlo.builder import Builder
 from ..hlo.errors import HloError
 from ..hlo.ir import Computation, Shape
 from ..hlo.text.shape_parser import parse_shape
-from ..runner import DEFAULT_TOL, leaves, random_value
+from ..runtime.runner import DEFAULT_TOL, leaves, random_value
 from .api import OpEntry, bind_call
 from .rules import shape_rule_kwargs
 from .session import _parameters
@@ -90,7 +90,7 @@ def check_plugins(session, ops=(), trials: int = 3, seed: int = 0,
     """`reference="xla"`: each decomposition runs on XLA:CPU (xla/check.py) instead of
     xlaplug's CPU backend; `reference="jax"`: through the jax builder under jax.jit, with
     gradient checks (xla/check_jax.py)."""
-    from ..backends.executor import ExecContext
+    from ..runtime.executor import ExecContext
     run_reference = _run_decomposition
     if reference == "xla":
         from ..xla.check import run_decomposition_on_xla as run_reference
@@ -198,7 +198,7 @@ def _shape_of(value) -> Shape:
 def results_table(results: list[CheckResult]):
     from rich.markup import escape
 
-    from ..terminal import table
+    from ..cli.terminal import table
     t = table("plugin checks")
     for h in ("op", "example", "trial", "result", "detail"):
         t.add_column(h, justify="right" if h == "trial" else "left")

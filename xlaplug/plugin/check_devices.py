@@ -19,7 +19,7 @@ from ..hlo.errors import HloError
 from ..hlo.ir import Computation, Module
 from ..hlo.opcodes import ALL_OPCODES
 from ..hlo.text.shape_parser import parse_shape
-from ..runner import leaves, random_value
+from ..runtime.runner import leaves, random_value
 from .api import bind_call
 from .check import CheckResult, _as_tuple, _close
 from .rules import shape_rule_kwargs
@@ -84,11 +84,11 @@ def _compare(per_kernel, per_ref, op, plugin, label, trial, n, what) -> CheckRes
 
 
 def _custom(kentry, dentry, sentry, op, shapes, attrs, n, rng, label, trial) -> CheckResult:
-    from ..backends.executor import ExecContext
+    from ..runtime.executor import ExecContext
     from ..backends.spmd.communicator import Communicator
     from ..backends.spmd.groups import DeviceGrid
     from ..backends.spmd.kernels import Place
-    from ..backends.spmd.runner import DeviceError, on_device_threads, run_devices
+    from ..runtime.spmd.runner import DeviceError, on_device_threads, run_devices
     plugin = kentry.plugin.name
     grid = DeviceGrid(n, 1)
     arrays = [[random_value(s, rng, f"operand {k}") for k, s in enumerate(shapes)]
@@ -124,9 +124,9 @@ def _custom(kentry, dentry, sentry, op, shapes, attrs, n, rng, label, trial) -> 
 
 def _override(session, op, plugin, text, n, seed, trial) -> CheckResult:
     from ..backends.spmd.groups import DeviceGrid
-    from ..backends.spmd.runner import run_module_devices
+    from ..runtime.spmd.runner import run_module_devices
     from ..hlo.text.parser import parse_module
-    from ..multi_run import device_inputs
+    from ..runtime.multi_run import device_inputs
     from .session import Session
     module = parse_module(text, f"<{plugin} example>")
     grid = DeviceGrid(n, 1)

@@ -41,7 +41,7 @@ def plugins_summary(reg: Registry):
     version, op count, how many ops have a decomposition, kernels per device (core-opcode
     overrides included), passes, status.  `list-plugins NAME` / `--verbose` give the whole
     of it; load errors follow the table (`load_errors`)."""
-    from ..terminal import table
+    from ..cli.terminal import table
     from .api import DEVICES
     t = table("plugins", "details: xlaplug list-plugins NAME (or --verbose)")
     t.add_column("plugin", no_wrap=True)
@@ -73,7 +73,7 @@ def plugin_details(reg: Registry, names=()) -> list:
     overrides and passes.  An unknown name is an error naming the loaded ones."""
     from rich.markup import escape
 
-    from ..terminal import table
+    from ..cli.terminal import table
     from .api import DEVICES, PluginError
     rows = _rows(reg)
     known = {r["plugin"] for r in rows}

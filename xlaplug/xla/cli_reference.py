@@ -14,7 +14,7 @@ from ..hlo.ir import Module
 def check_reference_options(expect_path, repeat) -> None:
     """`--reference xla` is its own comparison, in this process: checked before any work."""
     from ..backends.spmd.mpi import launched_by_mpi
-    from ..driver import OptionError
+    from ..runtime.driver import OptionError
     from .jaxlib_names import require_jax
     if expect_path:
         raise OptionError("--reference xla and --expect: give one thing to compare against")
@@ -29,19 +29,19 @@ def check_reference_options(expect_path, repeat) -> None:
 def reference_command(pristine: str, module: Module, session, grid, npz, *, seed: int,
                       rtol, atol, max_memory, max_while_iterations, interpret: bool,
                       timeout: float, out_path, as_json: bool, timings: dict) -> int:
-    from ..runner import execute, summarize
+    from ..runtime.runner import execute, summarize
     from .reference import check_arguments, compare_devices, reference_for_text
     from .stats import diff_table
     check_arguments(module)
     if grid.count == 1:
-        from ..runner import build_inputs
+        from ..runtime.runner import build_inputs
         per_device = [build_inputs(module, npz, seed)]
         res = execute(module, per_device[0], session, max_memory=max_memory,
                       max_while_iterations=max_while_iterations, seed=seed,
                       interpret=interpret)
         ours, run_s = [res.outputs], res.timings["run_s"]
     else:
-        from ..multi_run import device_inputs, run_in_process
+        from ..runtime.multi_run import device_inputs, run_in_process
         per_device = device_inputs(module, npz, seed, grid.count)
         options = {"max_while_iterations": max_while_iterations, "seed": seed}
         if interpret:
@@ -56,8 +56,8 @@ def reference_command(pristine: str, module: Module, session, grid, npz, *, seed
     if out_path:
         import io
 
-        from ..driver import write_atomic
-        from ..multi_run import stacked
+        from ..runtime.driver import write_atomic
+        from ..runtime.multi_run import stacked
         outs = ours[0] if grid.count == 1 else stacked(ours)
         buf = io.BytesIO()
         np.savez(buf, **{f"out{k}": v for k, v in enumerate(outs)})

@@ -276,5 +276,5 @@ def op(name: str, plugins=None, prefer: str | None = None, axis_name=None) -> Pl
     """The plugin op `name` as a jax function; `plugins`: directories or Plugin objects
     beside the bundled ones (as xlaplug.jax.jit takes them)."""
     _jax()
-    from ..api import load_session
+    from ..runtime.executable import load_session
     return PluginOp(name, load_session(plugins or ()).registry, prefer, axis_name)

@@ -30,7 +30,7 @@ def portable_text(module: Module, registry) -> str:
     call whose plugin has only a kernel stays, for XLA to resolve (jax_lapack's
     `lapack_*_ffi` targets are XLA:CPU's own; a target XLA has no handler for is its
     compile error).  None of xlaplug's other passes: XLA runs its own."""
-    from ..driver import compile_module
+    from ..runtime.driver import compile_module
     from ..hlo.text.printer import module_to_text
     from ..plugin.session import Session
     compile_module(module, Session(registry, prefer="decomposition"), "custom-call-lowering")

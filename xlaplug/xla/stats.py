@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..runner import compare
+from ..runtime.runner import compare
 
 
 @dataclass

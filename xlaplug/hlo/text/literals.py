@@ -13,7 +13,7 @@ import re
 
 import numpy as np
 
-from ...host import available_memory
+from ..host import available_memory
 from .. import dtypes
 from ..ir import Shape
 

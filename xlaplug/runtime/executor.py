@@ -13,10 +13,10 @@ import numpy as np
 
 from ..hlo.ir import Computation, Instruction, Module
 from ..hlo.opcodes import RUNTIME_CUSTOM_CALLS
-from .common.errors import ExecutionError
-from .cpu.denormals import FLUSHED_OPCODES, env_for, flushing
+from ..backends.common.errors import ExecutionError
+from ..backends.cpu.denormals import FLUSHED_OPCODES, env_for, flushing
 from .kernel_cache import KernelCache
-from .registry import lookup
+from ..backends.registry import lookup
 from .thunks import ThunkSequence, build_sequence
 
 
@@ -47,7 +47,7 @@ class ExecContext:
         self._constants: dict[int, Any] = {}
         # Kernels' per-run caches (compiled loop plans, ...), by name: see kernel_cache.py.
         self.kernel_cache = KernelCache()
-        from .device import memory_for
+        from ..backends.device import memory_for
         self.memory = memory_for(device)
         # FTZ and DAZ around the kernels where XLA:CPU flushes (cpu/denormals.py).
         self._fp_env = env_for(device)

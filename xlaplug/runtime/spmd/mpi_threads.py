@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from .mpi import MpiTransport
-from .rendezvous import Rendezvous
+from ...backends.spmd.mpi import MpiTransport
+from ...backends.spmd.rendezvous import Rendezvous
 
 
 class RankThreadsTransport:
@@ -87,10 +87,10 @@ def run_rank_devices(module, grid, mpi: MpiTransport, make_context, args_of,
                      timeout: float) -> list:
     """This rank's k = D / ranks devices, one thread each; their results (host values) in
     device order.  `args_of(d)`: device d's arguments; `make_context(d)`: its context."""
-    from .kernels import Place
+    from ...backends.spmd.kernels import Place
     from .runner import _cuda_simulated, _simulator_turns, on_device_threads
     if mpi.MPI.Query_thread() < mpi.MPI.THREAD_MULTIPLE:
-        from ..common.errors import ExecutionError
+        from ...backends.common.errors import ExecutionError
         raise ExecutionError("several devices per MPI rank need an MPI initialized with "
                              "MPI_THREAD_MULTIPLE (mpi4py's default)")
     k = grid.count // mpi.size

@@ -130,7 +130,7 @@ def build_sequence(comp: Computation, resolve: Callable[[Instruction], Callable 
 def build_thunks(module: Module, device: str = "cpu",
                  resolve: Callable[[Instruction], Callable | None] | None = None) -> ThunkSequence:
     if resolve is None:
-        from .registry import lookup
+        from ..backends.registry import lookup
         resolve = lambda ins: lookup(ins.opcode, device)  # noqa: E731
     return build_sequence(module.entry, resolve)
 
@@ -168,7 +168,7 @@ def thunks_table(seq: ThunkSequence, plain: bool = False) -> Any:
         widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
         lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header] + rows]
         return "\n".join(lines) + "\n" + footer + "\n"
-    from ..terminal import table as terminal_table
+    from ..cli.terminal import table as terminal_table
     table = terminal_table(f"thunk sequence: {seq.computation.name}", footer)
     for h in header:
         table.add_column(h, justify="right" if h in ("#", "bytes") else "left")

@@ -5,12 +5,12 @@ import os
 import tempfile
 from pathlib import Path
 
-from .hlo.errors import HloError, one_line
-from .hlo.ir import Module
-from .hlo.text.parser import parse_module
-from .hlo.text.reader import read_hlo
-from .hlo.verifier import verify_module
-from .passes import PassContext, PassManager, make_pass, resolve_pipeline
+from ..hlo.errors import HloError, one_line
+from ..hlo.ir import Module
+from ..hlo.text.parser import parse_module
+from ..hlo.text.reader import read_hlo
+from ..hlo.verifier import verify_module
+from ..passes import PassContext, PassManager, make_pass, resolve_pipeline
 
 
 class OptionError(HloError):
@@ -32,22 +32,22 @@ def read_text(path: str) -> tuple[str, str]:
 def load_module(path: str) -> Module:
     """Read, parse and verify FILE (`-`: standard input): HLO text, or MLIR (StableHLO /
     MHLO, text or bytecode) converted to HLO through jaxlib (xla/source.py)."""
-    from .xla.source import read_module_text
+    from ..xla.source import read_module_text
     return _parse_and_verify(*read_module_text(path))  # MLIR already converted there
 
 
 def load_text(text: str, name: str = "<string>") -> Module:
     """Parse and verify HLO text (MLIR text is converted first); errors carry `name` and the
     offending source line."""
-    from .xla.source import is_mlir, mlir_as_hlo_text
+    from ..xla.source import is_mlir, mlir_as_hlo_text
     if is_mlir(text[:4096].encode(), name):
         text, name = mlir_as_hlo_text(text.encode(), name), f"{name} (as HLO)"
     return _parse_and_verify(text, name)
 
 
 def _parse_and_verify(text: str, name: str) -> Module:
-    from .passes.manager import cyclic_gc_paused
-    from .xla.source import explain_not_hlo
+    from ..passes.manager import cyclic_gc_paused
+    from ..xla.source import explain_not_hlo
     with cyclic_gc_paused():  # a large module: see cyclic_gc_paused
         try:
             module = parse_module(text, name)
@@ -69,7 +69,7 @@ def compile_module(module: Module, session=None, passes: str | None = None, *,
     field settings, e.g. {"loop-fusion": {"min_elements": 1}}."""
     from dataclasses import replace
 
-    from .plugin.session import Session
+    from ..plugin.session import Session
     if isinstance(session, str):  # the pipeline spec was compile_module's second argument
         raise TypeError("compile_module(module, session, passes): give the pipeline spec "
                         f"as passes={session!r}")

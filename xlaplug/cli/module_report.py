@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .hlo.text.attributes import format_value
-from .hlo.ir import Module
+from ..hlo.text.attributes import format_value
+from ..hlo.ir import Module
 
 
 def module_json(module: Module, pm=None) -> dict:

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .backends.spmd.groups import DeviceGrid
-from .hlo.ir import Module
+from ..backends.spmd.groups import DeviceGrid
+from ..hlo.ir import Module
 from .runner import Mismatch, RunError, coerce_input, compare, leaves, random_value
 
 
@@ -98,7 +98,7 @@ class MultiResult:
 
 
 def _context_factory(device, options, overrides):
-    from .backends.executor import ExecContext
+    from .executor import ExecContext
     return lambda d: ExecContext(device, options, overrides=overrides)
 
 
@@ -106,8 +106,8 @@ def run_in_process(module: Module, grid: DeviceGrid, args: list[list], *, device
                    options: dict, overrides, timeout: float, repeat: int = 1,
                    first_context=None) -> MultiResult:
     """`first_context`: device 0's context when one is made already (preflight's)."""
-    from .backends.common.errors import ExecutionError
-    from .backends.spmd.runner import devices_for, run_devices
+    from ..backends.common.errors import ExecutionError
+    from .spmd.runner import devices_for, run_devices
     times, results = [], None
     # Devices (threads or fibers: runner.devices_for) and contexts (thunk sequences,
     # compiled kernels, collective buffers) made once for every repeat, as XLA runs one
@@ -131,7 +131,7 @@ def run_in_process(module: Module, grid: DeviceGrid, args: list[list], *, device
 
 def _message(e: BaseException) -> str:
     """An error's one-line message, without an HloError's `FILE: error:` prefix."""
-    from .hlo.errors import HloError
+    from ..hlo.errors import HloError
     text = e.message if isinstance(e, HloError) else str(e)
     return text.splitlines()[0] if text else type(e).__name__
 
@@ -146,13 +146,13 @@ def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, device: st
     """This rank's devices (D / ranks of them: one, or several on threads); rank 0's result
     holds every device's outputs and mismatches.  `context`: the context of a rank's one
     device when one is made already (preflight's)."""
-    from .backends.common.errors import ExecutionError
-    from .backends.executor import ExecContext
-    from .backends.spmd.kernels import Place
-    from .backends.spmd.mpi import MpiTransport
-    from .backends.spmd.mpi_threads import run_rank_devices
-    from .backends.spmd.rendezvous import Aborted
-    from .backends.spmd.runner import DeviceError, collective_groups
+    from ..backends.common.errors import ExecutionError
+    from .executor import ExecContext
+    from ..backends.spmd.kernels import Place
+    from ..backends.spmd.mpi import MpiTransport
+    from .spmd.mpi_threads import run_rank_devices
+    from ..backends.spmd.rendezvous import Aborted
+    from .spmd.runner import DeviceError, collective_groups
     transport = MpiTransport(timeout)
     if grid.count % transport.size:  # every rank sees it: rank 0 reports
         if transport.rank != 0:
@@ -204,7 +204,7 @@ def preflight(module: Module, grid: DeviceGrid, device: str, options: dict, over
     """Refuse before running: an instruction with no kernel, or buffers past the limit
     (every device of this process counted).  Returns the context it built (its thunk
     sequence made), for the run's first device."""
-    from .backends.executor import ExecContext
+    from .executor import ExecContext
     from .runner import _check_kernels, available_memory
     ctx = ExecContext(device, options, overrides=overrides)
     seq = ctx.sequence(module.entry)
@@ -226,7 +226,7 @@ def run_command(module: Module, *, grid: DeviceGrid, npz, expected, seed: int, d
     n = grid.count
     inputs = device_inputs(module, npz, seed, n)
     if use_mpi:  # this rank's devices: one, or D / ranks on threads (mpi_threads.py)
-        from .backends.spmd.mpi import mpi_module
+        from ..backends.spmd.mpi import mpi_module
         ranks = mpi_module().COMM_WORLD.Get_size()
         here = DeviceGrid(1, n // ranks if n % ranks == 0 else 1)
         ctx = preflight(module, here, device, options, overrides, max_memory, inputs[0])
@@ -254,7 +254,7 @@ def cli_multi(module: Module, session, grid: DeviceGrid, npz, expected, seed, re
 
     import click
 
-    from .backends.spmd.mpi import launched_by_mpi
+    from ..backends.spmd.mpi import launched_by_mpi
     from .driver import write_atomic
     from .runner import parse_bytes, run_options, summarize
     device = session.device
@@ -291,7 +291,7 @@ def cli_multi(module: Module, session, grid: DeviceGrid, npz, expected, seed, re
                 {"leaf": m.leaf, "message": m.message} for m in res.mismatches]}
         click.echo(json.dumps(obj, indent=2))
     else:
-        from .terminal import print_outputs
+        from ..cli.terminal import print_outputs
         click.echo(f"{grid.count} devices ({grid.replicas} replicas x {grid.partitions} "
                    f"partitions) in {where}; outputs stacked by device")
         print_outputs(outputs, t)

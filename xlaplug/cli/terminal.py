@@ -13,7 +13,7 @@ def table(title: str | None = None, caption: str | None = None):
 def first_values(arr, n: int = 3) -> str:
     """The first `n` elements, floats to 6 significant digits (the whole values are in
     `--out` and `--json`), `...` when there are more."""
-    from .hlo import dtypes
+    from ..hlo import dtypes
     flat = arr.reshape(-1)
     t = dtypes.from_dtype(arr.dtype) if arr.dtype in dtypes._DTYPE_TO_ELEMENT else None
     fmt = (lambda x: f"{float(x):.6g}") if t is not None and dtypes.is_float(t) else str
@@ -26,7 +26,7 @@ def print_outputs(outputs, timings) -> None:
     and its timing line."""
     from rich.console import Console
 
-    from .runner import summarize
+    from ..runtime.runner import summarize
     t = table("outputs")
     for h in ("name", "dtype", "shape", "min", "max", "mean", "first values"):
         t.add_column(h, justify="right" if h in ("min", "max", "mean") else "left")

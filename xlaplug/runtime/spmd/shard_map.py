@@ -9,9 +9,9 @@ import numpy as np
 
 from ...hlo.text import sdy
 from ...hlo.errors import HloError
-from ..common.errors import ExecutionError
-from .groups import DeviceGrid
-from .kernels import place_of
+from ...backends.common.errors import ExecutionError
+from ...backends.spmd.groups import DeviceGrid
+from ...backends.spmd.kernels import place_of
 
 
 def _blocks(mesh: sdy.SdyMesh, sharding: sdy.ValueSharding, shape, device: int):

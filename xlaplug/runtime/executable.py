@@ -16,8 +16,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from .hlo.errors import HloError
-from .hlo.ir import Module
+from ..hlo.errors import HloError
+from ..hlo.ir import Module
 
 
 def load_session(plugins: Iterable = (), *, device: str = "cpu", prefer: str = "kernel",
@@ -26,8 +26,8 @@ def load_session(plugins: Iterable = (), *, device: str = "cpu", prefer: str = "
     """A plugin.Session: the bundled plugins (unless `bundled=False`), the plugin
     directories and `Plugin` objects in `plugins`, XLAPLUG_PLUGIN_PATH and the entry points.
     A plugin that fails to load is a warning (an error with `strict`)."""
-    from .plugin import Plugin, load_plugins
-    from .plugin.session import Session
+    from ..plugin import Plugin, load_plugins
+    from ..plugin.session import Session
     if device not in ("cpu", "cuda"):
         raise HloError(f"device must be 'cpu' or 'cuda', got {device!r}")
     if prefer not in ("kernel", "decomposition"):
@@ -40,7 +40,7 @@ def load_session(plugins: Iterable = (), *, device: str = "cpu", prefer: str = "
         raise HloError(f"plugins: expected plugin directories or Plugin objects, got "
                        f"{type(other[0]).__name__}")
     if device == "cuda":
-        from .backends.cuda_support import require_cuda
+        from ..backends.cuda_support import require_cuda
         require_cuda()
     reg = load_plugins(dirs, objects=objects, bundled=bundled, strict=strict,
                        no_plugins=no_plugins)
@@ -78,7 +78,7 @@ class Executable:
     @property
     def hlo(self) -> str:
         """The module after the passes, as canonical HLO text XLA reads back."""
-        from .hlo.text.printer import module_to_text
+        from ..hlo.text.printer import module_to_text
         return module_to_text(self.module)
 
     @property
@@ -86,13 +86,13 @@ class Executable:
         """The entry computation's thunk sequence (kernels resolved as a run resolves them,
         buffer assignment included); `thunks_text()` prints it."""
         if self._thunks is None:
-            from .backends.executor import ExecContext
+            from .executor import ExecContext
             ctx = ExecContext(self.session.device, overrides=self.session.resolve)
             self._thunks = ctx.sequence(self.module.entry)
         return self._thunks
 
     def thunks_text(self) -> str:
-        from .backends.thunks import thunks_table
+        from .thunks import thunks_table
         return thunks_table(self.thunks, plain=True)
 
     @property
@@ -103,7 +103,7 @@ class Executable:
     @property
     def grid(self):
         """The devices the module runs on (replicas x partitions, from its header)."""
-        from .backends.spmd.groups import DeviceGrid
+        from ..backends.spmd.groups import DeviceGrid
         return DeviceGrid.of_module(self.module)
 
     @property
@@ -174,7 +174,7 @@ def compile(source, *, plugins: Iterable = (), device: str = "cpu", passes: str 
     module = load_module(str(source)) if _is_path(source) else load_text(source, name)
     source_text = None
     if keep_source:
-        from .hlo.text.printer import module_to_text
+        from ..hlo.text.printer import module_to_text
         source_text = module_to_text(module)
     t1 = time.perf_counter()
     before = _plugin_ops(module, session)
@@ -202,7 +202,7 @@ def _is_path(source) -> bool:
 def _plugin_ops(module: Module, session) -> dict:
     """{(op, plugin name): instruction count} of the custom ops the session's plugins
     provide and the core opcodes they override on its device, across the module."""
-    from .plugin.attrs import op_name
+    from ..plugin.attrs import op_name
     reg, out = session.registry, {}
     for comp in module.computations:
         for ins in comp.instructions:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parent.parent  # xlaplug/
 
 
 def where(fn) -> str:
@@ -28,8 +28,8 @@ def where(fn) -> str:
 
 
 def _kernel_where(op: str, device: str) -> str | None:
-    from .backends.coverage import BY_EXECUTOR
-    from .backends.registry import lookup
+    from ..backends.coverage import BY_EXECUTOR
+    from ..backends.registry import lookup
     if op in BY_EXECUTOR:
         return f"backends/executor.py:{BY_EXECUTOR[op]}"
     fn = lookup(op, device)
@@ -38,7 +38,7 @@ def _kernel_where(op: str, device: str) -> str | None:
 
 def _loop_fusion(op: str) -> str:
     """Whether passes/loop_fusion.py may put `op` inside a loop fusion."""
-    from .backends.common.fusion_contents import LOOP_OPS, SHAPE_OPS
+    from ..backends.common.fusion_contents import LOOP_OPS, SHAPE_OPS
     if op in LOOP_OPS or op in SHAPE_OPS or op == "broadcast":
         return "yes"
     if op == "constant":
@@ -48,11 +48,11 @@ def _loop_fusion(op: str) -> str:
 
 def opcode_rows(registry=None) -> list[dict]:
     """One dict per core opcode, sorted by name; `registry`: loaded plugins (or None)."""
-    from .backends.common.scalar_ops import SCALAR_OPS
-    from .backends.coverage import NOT_SUPPORTED
-    from .backends.cuda.scalar_cuda import CUDA_SCALAR_OPS
-    from .hlo.opcodes import ALL_OPCODES
-    from .hlo.shape_rules import RULES
+    from ..backends.common.scalar_ops import SCALAR_OPS
+    from ..backends.coverage import NOT_SUPPORTED
+    from ..backends.cuda.scalar_cuda import CUDA_SCALAR_OPS
+    from ..hlo.opcodes import ALL_OPCODES
+    from ..hlo.shape_rules import RULES
     overrides: dict[str, list[str]] = {}
     if registry is not None:
         for (op, device), entry in sorted(registry.kernels.items()):

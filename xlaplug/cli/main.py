@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from .hlo.errors import HloError
+from ..hlo.errors import HloError
 
 
 def _fail(message: str, code: int = 2):
@@ -29,7 +29,7 @@ def handle_errors(fn):
                 warnings.showwarning = _show_warning  # one plain line, not Python's format
                 return fn(*args, **kwargs)
         except HloError as e:
-            from .conformance import CheckFailure
+            from ..runtime.conformance import CheckFailure
             if e.file is None and kwargs.get("file") not in (None, "-"):
                 e.file = kwargs["file"]
             code = 1 if isinstance(e, CheckFailure) else 2
@@ -77,7 +77,7 @@ def setup_plugins(plugins_dirs, no_plugins, strict, device="cpu", prefer="kernel
     plugin that fails to load is a `warning:` line unless `quiet`)."""
     import warnings
 
-    from .api import load_session
+    from ..runtime.executable import load_session
     with warnings.catch_warnings():
         if quiet:
             warnings.simplefilter("ignore")
@@ -87,7 +87,7 @@ def setup_plugins(plugins_dirs, no_plugins, strict, device="cpu", prefer="kernel
 
 def _highlight(text: str) -> None:
     from rich.console import Console
-    from .hlo.text.highlight import THEME, HloHighlighter
+    from ..hlo.text.highlight import THEME, HloHighlighter
     Console(highlighter=HloHighlighter(), theme=THEME, soft_wrap=True).print(text, end="",
                                                                           markup=False)
 
@@ -117,14 +117,14 @@ def _highlight(text: str) -> None:
 def compile_cmd(file, passes, emit, output, dump_dir, verify_each, device, prefer, decompose_all,
                 plugins_dirs, no_plugins, strict):
     """Parse FILE (or - for stdin), verify it, run passes, print the result."""
-    from .api import compile as compile_hlo
-    from .driver import check_output_path, write_atomic
-    from .report import module_json
+    from ..runtime.executable import compile as compile_hlo
+    from ..runtime.driver import check_output_path, write_atomic
+    from .module_report import module_json
 
     if output:
         check_output_path(output, "-o")
     if emit == "stablehlo":
-        from .xla.jaxlib_names import require_jax
+        from ..xla.jaxlib_names import require_jax
         require_jax("--emit stablehlo")
         # The portable artifact: every plugin op decomposed; xlaplug's own passes only when
         # asked for (the consumer runs its own).
@@ -135,22 +135,22 @@ def compile_cmd(file, passes, emit, output, dump_dir, verify_each, device, prefe
                       verify_each=verify_each, decompose_all=decompose_all)
     module, pm = exe.module, exe.pass_manager
     if emit == "hlo":
-        from .hlo.text.printer import module_to_text
+        from ..hlo.text.printer import module_to_text
         out = module_to_text(module)
         if output is None and sys.stdout.isatty():
             _highlight(out)
             return
     elif emit == "stablehlo":
-        from .hlo.text.printer import module_to_text
-        from .xla.source import to_stablehlo
+        from ..hlo.text.printer import module_to_text
+        from ..xla.source import to_stablehlo
         out = to_stablehlo(module_to_text(module))
     elif emit == "json":
-        from .backends.thunks import thunks_json
+        from ..runtime.thunks import thunks_json
         obj = module_json(module, pm)
         obj["thunks"] = thunks_json(exe.thunks)
         out = json.dumps(obj, indent=2) + "\n"
     else:
-        from .backends.thunks import thunks_table
+        from ..runtime.thunks import thunks_table
         seq = exe.thunks
         if output is None:
             from rich.console import Console
@@ -170,7 +170,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 def _load_npz(path: str, what: str) -> dict:
     import zipfile
 
-    from .driver import OptionError
+    from ..runtime.driver import OptionError
 
     import numpy as np
     if not zipfile.is_zipfile(path):
@@ -229,9 +229,9 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
     """Compile FILE and run it; print, save and compare its outputs."""
     import numpy as np
 
-    from .api import compile as compile_hlo
-    from .driver import OptionError, check_output_path, write_atomic
-    from .runner import compare, parse_bytes, summarize
+    from ..runtime.executable import compile as compile_hlo
+    from ..runtime.driver import OptionError, check_output_path, write_atomic
+    from ..runtime.runner import compare, parse_bytes, summarize
 
     # Options first: a bad one is reported before any work is done.
     limit = parse_bytes(max_memory) if max_memory is not None else None
@@ -243,7 +243,7 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
     if repeat < 1:
         raise OptionError(f"--repeat: must be 1 or more, got {repeat}")
     if reference:
-        from .xla.cli_reference import check_reference_options
+        from ..xla.cli_reference import check_reference_options
         check_reference_options(expect_path, repeat)
 
     session = setup_plugins(plugins_dirs, no_plugins, strict, device, prefer)
@@ -256,11 +256,11 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
     expected = _load_npz(expect_path, "--expect") if expect_path else None
     if npz is None and expected is not None and any(k.startswith("in") for k in expected):
         npz = expected  # one npz may hold both the inK and the outK keys
-    from .backends.spmd.mpi import launched_by_mpi
-    from .multi_run import grid_for
+    from ..backends.spmd.mpi import launched_by_mpi
+    from ..runtime.multi_run import grid_for
     grid = grid_for(module, replicas, partitions)
     if reference:
-        from .xla.cli_reference import reference_command
+        from ..xla.cli_reference import reference_command
         sys.exit(reference_command(
             exe.source_text, module, session, grid, npz, seed=seed, rtol=rtol, atol=atol,
             max_memory=limit, max_while_iterations=max_while_iterations, interpret=interpret,
@@ -270,14 +270,14 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
         if profile:
             raise OptionError("--profile: profiles a run on one device; this one runs on "
                               f"{grid.count} devices")
-        from .multi_run import cli_multi
+        from ..runtime.multi_run import cli_multi
         sys.exit(cli_multi(module, session, grid, npz, expected, seed, repeat, max_memory,
                            max_while_iterations, interpret, collective_timeout, rtol, atol,
                            out_path, expect_path, as_json, {"parse_s": parse_s,
                                                             "pipeline_s": pipeline_s}))
     profiler = None
     if profile:
-        from .backends.profiler import Profiler
+        from ..runtime.profiler import Profiler
         profiler = Profiler()
     res = exe.run(inputs=npz, seed=seed, repeat=repeat, max_memory=limit,
                   max_while_iterations=max_while_iterations, interpret=interpret,
@@ -331,7 +331,7 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
 @handle_errors
 def list_plugins_cmd(names, verbose, as_json, plugins_dirs, no_plugins, strict):
     """List loaded plugins, one row each; NAME (or --verbose) shows a plugin in full."""
-    from .plugin.report import load_errors, plugin_details, plugins_json, plugins_summary
+    from ..plugin.report import load_errors, plugin_details, plugins_json, plugins_summary
     session = setup_plugins(plugins_dirs, no_plugins, strict, quiet=True)
     if as_json:
         click.echo(json.dumps(plugins_json(session.registry), indent=2))
@@ -383,23 +383,23 @@ def list_opcodes_cmd(as_json, plugins_dirs, no_plugins, strict):
 def check_plugins_cmd(ops, device, trials, seed, as_json, devices, reference, in_jax,
                       plugins_dirs, no_plugins, strict):
     """Run each plugin kernel against its decomposition on random inputs."""
-    from .plugin.check import check_plugins, results_table
+    from ..plugin.check import check_plugins, results_table
     if in_jax:
-        from .driver import OptionError
+        from ..runtime.driver import OptionError
         if reference:
             raise OptionError("check-plugins: --jax and --reference xla name two references; "
                               "give one")
         reference = "jax"
     if reference:
-        from .xla.jaxlib_names import require_jax
+        from ..xla.jaxlib_names import require_jax
         require_jax(f"check-plugins {'--jax' if in_jax else '--reference xla'}")
         if devices > 1:
-            from .driver import OptionError
+            from ..runtime.driver import OptionError
             raise OptionError(f"check-plugins {'--jax' if in_jax else '--reference xla'} "
                               "checks on one device: drop --devices")
     session = setup_plugins(plugins_dirs, no_plugins, strict, device)
     if devices > 1:
-        from .plugin.check_devices import check_on_devices
+        from ..plugin.check_devices import check_on_devices
         results = check_on_devices(session, ops, n=devices, trials=trials, seed=seed)
     else:
         results = check_plugins(session, ops, trials=trials, seed=seed, reference=reference)

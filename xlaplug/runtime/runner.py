@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .hlo import dtypes
-from .host import available_memory
-from .hlo.errors import HloError
-from .hlo.ir import Module, Shape
+from ..hlo import dtypes
+from ..hlo.host import available_memory
+from ..hlo.errors import HloError
+from ..hlo.ir import Module, Shape
 
 
 class RunError(HloError):
@@ -77,7 +77,7 @@ def build_inputs(module: Module, npz: dict | None, seed: int) -> list:
 
 def leaves(value) -> list[np.ndarray]:
     """Host arrays of a value's leaves, depth-first through tuples (out0, out1, ...)."""
-    from .backends.device import flatten
+    from ..backends.device import flatten
     return [np.asarray(v) for v in flatten(value)]
 
 
@@ -182,7 +182,7 @@ class RunResult:
 def session_for(session=None, device: str | None = None):
     """`session` (a plugin.Session), or a session with no plugins on `device` when None.
     A `device` that is not the session's is refused: the session compiled for its own."""
-    from .plugin.session import Session
+    from ..plugin.session import Session
     if session is None:
         return Session(device=device or "cpu")
     if device is not None and device != session.device:
@@ -207,8 +207,8 @@ def execute(module: Module, args: list, session=None, *, device: str | None = No
     no plugins, on `device`, default the CPU), `repeat` times after one setup.  A
     backends.profiler.Profiler, when given, times every thunk of every run but the first
     (which holds one-time setup: numba compiles, cache loads), or of the only run."""
-    from .backends.common.errors import ExecutionError
-    from .backends.executor import ExecContext
+    from ..backends.common.errors import ExecutionError
+    from .executor import ExecContext
     t0 = time.perf_counter()
     session = session_for(session, device)
     options = run_options(seed, max_while_iterations, interpret)

@@ -13,12 +13,12 @@ from typing import Any, Callable
 import numpy as np
 
 from ...hlo.ir import Module
-from ..common.errors import ExecutionError
+from ...backends.common.errors import ExecutionError
 from .device_fibers import DeviceFibers
 from .device_threads import DeviceThreads
-from .groups import DeviceGrid
-from .kernels import Place
-from .rendezvous import Aborted, Rendezvous
+from ...backends.spmd.groups import DeviceGrid
+from ...backends.spmd.kernels import Place
+from ...backends.spmd.rendezvous import Aborted, Rendezvous
 
 
 # numba's CUDA simulator runs one kernel at a time per process ("concurrent simulated kernel
@@ -60,7 +60,7 @@ def _blas_threads_per_device(n: int):
     (measured: a 64x512x64 sgemm 0.1 ms alone, 40 ms from two device threads on 2 cores).
     Set through the libraries' own calls (~1 us each): threadpoolctl's `limit` took ~15-35
     us a run, a tenth of a small all-reduce on four devices."""
-    from ..cpu.blas_threads import restore, set_threads
+    from ...backends.cpu.blas_threads import restore, set_threads
     changed = set_threads(max(1, _cores() // n))
     try:
         yield
@@ -251,8 +251,8 @@ def run_module_devices(module: Module, device_args: list[list], grid: DeviceGrid
 def collective_groups(module: Module, grid: DeviceGrid) -> list[list[tuple[int, ...]]]:
     """Every group set the module's collectives form on `grid`, in module order (what an
     MPI transport splits communicators for before the run)."""
-    from .groups import device_groups, permute_domain
-    from .kernels import PERMUTES
+    from ...backends.spmd.groups import device_groups, permute_domain
+    from ...backends.spmd.kernels import PERMUTES
     sets: list[list[tuple[int, ...]]] = [[tuple(range(grid.count))]]  # plugin communicators
     for comp in module.computations:
         for ins in comp.instructions:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .hlo.errors import HloError
+from ..hlo.errors import HloError
 
 DEFAULT_MAX_ULP = 1
 ALMOST_EQ_TOLERANCE = 1e-4
@@ -145,14 +145,14 @@ class CaseResult:
 def _bundled_registry():
     """The bundled plugins (stablehlo_check gives the check.* kernels), loaded once and
     shared read-only by every case's session."""
-    from .plugin import load_plugins
+    from ..plugin import load_plugins
     return load_plugins(entry_points=False)
 
 
 def suite_session(device: str = "cpu", max_ulp: int = DEFAULT_MAX_ULP):
     """The session the suite runs a case in: the bundled plugins on `device`; a check
     without its own max_ulp_difference uses the suite's `max_ulp`."""
-    from .plugin.session import Session
+    from ..plugin.session import Session
     return Session(_bundled_registry(), device=device,
                    attr_defaults={"max_ulp_difference": max_ulp})
 
@@ -162,8 +162,8 @@ def run_case(path: Path, max_ulp: int = DEFAULT_MAX_ULP, device: str = "cpu",
     """Parse (unless `module`, the case already parsed, is given), verify, compile and run
     one case; its check.* custom calls decide pass or fail."""
     from .driver import compile_module
-    from .hlo.text.parser import parse_file
-    from .hlo.verifier import verify_module
+    from ..hlo.text.parser import parse_file
+    from ..hlo.verifier import verify_module
     from .runner import RunError, execute
     t0 = time.perf_counter()
     name = path.stem
