@@ -277,3 +277,33 @@ def test_sort_and_map():
         return Computation("gt", cb.instructions, cb.compare(p0, p1, direction="GT"))
     with pytest.raises(HloError, match="opcode 'sort' has no lax equivalent"):
         run(lambda b, x: b.op("sort", x, dimensions=(1,), to_apply=gt(b)), A)
+
+
+def _branches():
+    def branch(k):
+        cb = Builder(f"br{k}")
+        p = cb.parameter(0, Shape.array("f32", ()))
+        return Computation(f"br{k}", cb.instructions, cb.add(p, cb.constant(float(k))))
+    return [branch(k) for k in range(3)]
+
+
+@pytest.mark.parametrize("index", [0, 1, 2, 5, -1])
+def test_indexed_conditional_out_of_range_as_xla_runs_it(index):
+    """An index outside 0..N-1 (negative too): the jax builder picks the branch XLA:CPU does
+    for the same HLO."""
+    from xlaplug.hlo.ir import Module
+    from xlaplug.hlo.text.printer import module_to_text
+    from xlaplug.xla.jaxlib_names import run_on_xla_cpu
+    hb = Builder("e")
+    i = hb.parameter(0, Shape.array("s32", ()))
+    x = hb.parameter(1, Shape.array("f32", ()))
+    branches = _branches()
+    root = hb.op("conditional", i, x, x, x, branch_computations=branches)
+    entry = Computation("e", hb.instructions, root)
+    text = module_to_text(Module("cond", [*branches, entry], entry))
+    args = [np.int32(index), np.float32(1.0)]
+    ((want,),) = run_on_xla_cpu(text, [[np.asarray(a) for a in args]])
+
+    def build(b, i, x):
+        return b.op("conditional", i, x, x, x, branch_computations=_branches())
+    assert float(run(build, *args)) == float(want)

@@ -113,6 +113,11 @@ def _conditional(jax, ins, ops, env):
         branches = [ins.attrs["false_computation"], ins.attrs["true_computation"]]
         ops = [ops[0], ops[2], ops[1]]
     index = jax.lax.convert_element_type(ops[0], np.int32)
+    if ins.attrs.get("branch_computations") is not None:
+        # HLO runs the last branch for an index out of range; lax.switch would clamp -1 to 0.
+        last = np.int32(len(branches) - 1)
+        index = jax.lax.select((index < 0) | (index > last), jax.lax.full_like(index, last),
+                               index)
     fns = [lambda args, c=c, k=k: env.call(c, [args[k]]) for k, c in enumerate(branches)]
     return jax.lax.switch(index, fns, tuple(ops[1:]))
 
