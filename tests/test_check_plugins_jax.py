@@ -75,6 +75,7 @@ def test_bundled_ops_pass_in_jax_with_gradients():
 
 def test_a_decomposition_jax_cannot_differentiate_fails_its_gradient_row():
     """A reducer that is no monoid runs as a generic lax.reduce: jax has no derivative."""
+    from xlaplug.hlo.attr_types import Word
     from xlaplug.hlo.ir import Computation, Shape
     from xlaplug.hlo.builder import Builder
     p = Plugin("maxish", version="0")
@@ -88,7 +89,7 @@ def test_a_decomposition_jax_cannot_differentiate_fails_its_gradient_row():
     def decomposition(b, x):
         rb = Builder("r")
         p0, p1 = (rb.parameter(k, Shape.array("f32", ())) for k in (0, 1))
-        comp = Computation("r", rb.instructions, rb.select(rb.compare(p0, p1, direction="GT"),
+        comp = Computation("r", rb.instructions, rb.select(rb.compare(p0, p1, direction=Word("GT")),
                                                            p0, p1))
         return b.reduce(x, b.constant(-np.inf), [1], comp)
 

@@ -8,7 +8,7 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 
 from xlaplug.hlo.attr_types import (Padding, PadDim, SliceDim, SliceRanges, Window,  # noqa: E402
-                                    WindowDim)
+                                    WindowDim, Word)
 from xlaplug.hlo.builder import Builder  # noqa: E402
 from xlaplug.hlo.errors import HloError  # noqa: E402
 from xlaplug.hlo.ir import Computation, Shape  # noqa: E402
@@ -52,8 +52,8 @@ CASES = {
     "round_afz_sign": (lambda b, x: b.add(b.round_nearest_afz(b.multiply(x, b.constant(3.0))),
                                           b.sign(x)), (A,),
                        lambda x: jax.lax.round(3 * x) + jnp.sign(x)),
-    "compare_select": (lambda b, x, y: b.select(b.compare(x, y, direction="GT"), x, y), (A, B),
-                       jnp.maximum),
+    "compare_select": (lambda b, x, y: b.select(b.compare(x, y, direction=Word("GT")), x, y),
+                       (A, B), jnp.maximum),
     "clamp": (lambda b, x: b.clamp(b.constant(-0.5), x, b.constant(0.5)), (A,),
               lambda x: jnp.clip(x, -0.5, 0.5)),
     "convert": (lambda b, x: b.convert(b.multiply(x, b.constant(10.0)), "s32"), (A,),
@@ -109,12 +109,37 @@ def test_builder_method_against_jnp(case):
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
 
 
+def xla_run(build, *args):
+    """The same build with the HLO Builder, as a module run by XLA:CPU: its one output."""
+    from xlaplug.hlo.ir import Module
+    from xlaplug.hlo.text.printer import module_to_text
+    from xlaplug.xla.jaxlib_names import run_on_xla_cpu
+    from xlaplug.xla.jax_builder import shape_of
+    b = Builder("e")
+    params = [b.parameter(k, shape_of(np.asarray(a))) for k, a in enumerate(args)]
+    root = build(b, *params)
+    entry = Computation("e", b.instructions, root)
+    text = module_to_text(Module("m", [*b.computations, entry], entry))
+    ((out,),) = run_on_xla_cpu(text, [[np.asarray(a) for a in args]])
+    return out
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_builder_method_as_xla_runs_the_same_hlo(case):
+    """The jax builder against XLA:CPU running what the HLO Builder builds from the same
+    calls: the attribute conventions (clamped dynamic-slice starts, padding, windows) agree."""
+    build, args, _ = CASES[case]
+    got, want = np.asarray(run(build, *args)), xla_run(build, *args)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
+
+
 def test_reduce_with_a_reducer_lax_has_no_monoid_for():
     """A reducer that is not a recognised monoid runs as lax.reduce with the computation as a
     jax function: here max spelled as select(compare(p0, p1, GT), p0, p1)."""
     rb = Builder("r")
     p0, p1 = (rb.parameter(k, Shape.array("f32", ())) for k in (0, 1))
-    root = rb.select(rb.compare(p0, p1, direction="GT"), p0, p1)
+    root = rb.select(rb.compare(p0, p1, direction=Word("GT")), p0, p1)
     comp = Computation("r", rb.instructions, root)
     assert binary_monoid(comp) is None
     got = run(lambda b, x: b.reduce(x, b.constant(-np.inf), [1], comp), A)
@@ -139,7 +164,7 @@ def test_while_and_conditional_run_their_computations():
         cp = cb.parameter(0, s)
         add = cb.scalar_computation("add", "add", "f32")
         cond_root = cb.compare(cb.reduce(cp, cb.constant(0.0), [0, 1], add),
-                               cb.constant(100.0), direction="LT")
+                               cb.constant(100.0), direction=Word("LT"))
         cond = Computation("cond", cb.instructions, cond_root)
         bb = Builder("b")
         bp = bb.parameter(0, s)
@@ -152,7 +177,7 @@ def test_while_and_conditional_run_their_computations():
         fp = fb.parameter(0, s)
         fal = Computation("f", fb.instructions, fb.copy(fp))
         pred = b.compare(b.reduce(w, b.constant(0.0), [0, 1], b.scalar_computation(
-            "a2", "add", "f32")), b.constant(150.0), direction="GT")
+            "a2", "add", "f32")), b.constant(150.0), direction=Word("GT"))
         return b.op("conditional", pred, w, w, true_computation=tru, false_computation=fal)
     x = np.abs(A) + 0.1
 
@@ -223,6 +248,7 @@ def test_gather_with_the_index_vector_last_or_implicit():
         return b.op("gather", x, idx, offset_dims=(1,), collapsed_slice_dims=(0,),
                     start_index_map=(0,), index_vector_dim=1, slice_sizes=(1, 4))
     np.testing.assert_array_equal(run(build, A, IDX), A[[2, 0, 2]])
+    np.testing.assert_array_equal(run(build, A, IDX), xla_run(build, A, IDX))
 
     def implicit(b, x, idx):  # index_vector_dim == rank: a trailing 1 is implied
         return b.op("gather", x, idx, offset_dims=(1,), collapsed_slice_dims=(0,),
@@ -242,6 +268,7 @@ def test_scatter_add_and_replace_drop_out_of_range_windows():
     add = build(lambda b: b.scalar_computation("add", "add", "f32"))
     want = jnp.asarray(A).at[jnp.array([2, 0, 7])].add(upd, mode="drop")
     np.testing.assert_array_equal(run(add, A, IDX, upd), want)
+    np.testing.assert_array_equal(run(add, A, IDX, upd), xla_run(add, A, IDX, upd))
 
     def replace(b):
         rb = Builder("rep")
@@ -260,7 +287,7 @@ def test_sort_and_map():
     def lt(b):
         cb = Builder("lt")
         p0, p1 = (cb.parameter(k, Shape.array("f32", ())) for k in (0, 1))
-        return Computation("lt", cb.instructions, cb.compare(p0, p1, direction="LT"))
+        return Computation("lt", cb.instructions, cb.compare(p0, p1, direction=Word("LT")))
     got = run(lambda b, x: b.op("sort", x, dimensions=(1,), to_apply=lt(b)), A)
     np.testing.assert_array_equal(got, np.sort(A, axis=1))
 
@@ -274,7 +301,7 @@ def test_sort_and_map():
     def gt(b):
         cb = Builder("gt")
         p0, p1 = (cb.parameter(k, Shape.array("f32", ())) for k in (0, 1))
-        return Computation("gt", cb.instructions, cb.compare(p0, p1, direction="GT"))
+        return Computation("gt", cb.instructions, cb.compare(p0, p1, direction=Word("GT")))
     with pytest.raises(HloError, match="opcode 'sort' has no lax equivalent"):
         run(lambda b, x: b.op("sort", x, dimensions=(1,), to_apply=gt(b)), A)
 
