@@ -30,7 +30,14 @@ def test_every_block_runs_and_prints_what_it_says(monkeypatch):
     assert len(blocks) >= 6
     ns: dict = {"__name__": "api_md"}
     checked = 0
+    try:
+        import jax  # noqa: F401
+        have_jax = True
+    except ImportError:
+        have_jax = False
     for k, block in enumerate(blocks):
+        if "import jax" in block and not have_jax:  # the JAX section needs xlaplug[xla]
+            continue
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf):
             exec(compile(block, f"docs/api.md block {k}", "exec"), ns)

@@ -145,6 +145,35 @@ def test_ring_allreduce_section(tmp_path):
     assert "the output of 4 devices matches core.npz" in ring.stdout
 
 
+@pytest.mark.slow
+def test_jax_op_section(tmp_path, monkeypatch, capsys):
+    """Section 6: the plugin op as a jax function (jit, grad, vmap, export), the Horovod
+    all-reduce in shard_map, and `check-plugins --jax`."""
+    blocks = code_blocks()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("XLAPLUG_PLUGIN_PATH", raising=False)
+    (tmp_path / "plugins").mkdir(mode=0o755)
+    (tmp_path / "plugins" / "acme_swish.py").write_text(blocks["plugins/acme_swish.py"])
+    capsys.readouterr()
+    ns: dict = {"__name__": "swish_op"}
+    exec(compile(blocks["swish_op.py"], "swish_op.py", "exec"), ns)
+    assert "(2, 4, 6)" in capsys.readouterr().out
+    x = ns["x"]
+    want = jax.grad(lambda v: jax.numpy.sum(v * jax.nn.sigmoid(1.5 * v)))(x)
+    np.testing.assert_allclose(ns["grad"], want, rtol=1e-6, atol=1e-6)
+    exec(compile(blocks["horovod_shard_map.py"], "horovod_shard_map.py", "exec"),
+         {"__name__": "horovod_shard_map"})
+    assert "(4, 3)" in capsys.readouterr().out
+
+    r = xlaplug("xlaplug check-plugins --plugins-dir plugins acme.swish --jax", tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    text = DOC.read_text()
+    assert r.stdout.count("kernel matches decomposition in jax (jit)") == 6
+    assert r.stdout.count("gradients: check_grads (fwd, rev) passes on the decomposition") == 2
+    assert "`kernel matches decomposition in jax (jit)`" in text
+    assert "`gradients: check_grads (fwd, rev) passes on the decomposition`" in text
+
+
 def test_xla_section(tmp_path, monkeypatch, capsys):
     """Section 7: xlaplug.jax from ffi_call to the kernel, check against XLA, `run
     --reference xla`, `check-plugins --reference xla`, and the StableHLO artifact."""

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .hlo.errors import HloError
+from .xla.jax_op import op  # noqa: F401  (a plugin op as a jax function)
 
 
 class JaxInputError(HloError):

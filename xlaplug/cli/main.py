@@ -150,20 +150,29 @@ def list_opcodes_cmd(as_json, plugins_dirs, no_plugins, strict):
                    "kernel.")
 @click.option("--reference", type=click.Choice(["xla"]), default=None,
               help="Run each decomposition on XLA:CPU (through jax), not on xlaplug.")
+@click.option("--jax", "in_jax", is_flag=True,
+              help="Run each decomposition as jax ops under jax.jit (xlaplug.jax.op's "
+                   "decomposition path) and check its gradients with check_grads.")
 @plugin_options
 @handle_errors
-def check_plugins_cmd(ops, device, trials, seed, as_json, devices, reference, plugins_dirs,
-                      no_plugins, strict):
+def check_plugins_cmd(ops, device, trials, seed, as_json, devices, reference, in_jax,
+                      plugins_dirs, no_plugins, strict):
     """Run each plugin kernel against its decomposition on random inputs.  OPS: op names
     or plugin names (every op of that plugin); none: every op."""
     from ..plugin.check import check_plugins, results_table
+    if in_jax:
+        from ..runtime.driver import OptionError
+        if reference:
+            raise OptionError("check-plugins: --jax and --reference xla name two references; "
+                              "give one")
+        reference = "jax"
     if reference:
         from ..xla.jaxlib_names import require_jax
-        require_jax("check-plugins --reference xla")
+        require_jax(f"check-plugins {'--jax' if in_jax else '--reference xla'}")
         if devices > 1:
             from ..runtime.driver import OptionError
-            raise OptionError("check-plugins --reference xla checks on one device: drop "
-                              "--devices")
+            raise OptionError(f"check-plugins {'--jax' if in_jax else '--reference xla'} "
+                              "checks on one device: drop --devices")
     session = setup_plugins(plugins_dirs, no_plugins, strict, device)
     if devices > 1:
         from ..plugin.check_devices import check_on_devices

@@ -8,6 +8,7 @@
     @plugin.kernel("acme.swish", device="cpu")  # (*arrays, *outputs, **attrs); writes outputs
     @plugin.kernel("all-reduce", device="cpu")  # replaces a core opcode's kernel
     @plugin.hlo_pass("acme-fold", after="dce")  # module -> bool (changed)
+    @plugin.vjp("acme.swish")   # (builder, operands, result, cotangent, **attrs) -> cotangents
 
 Every Plugin constructed while the loader imports a plugin file is collected for that load
 (`collecting`); the loader's Registry then answers "who provides op X on device D".
@@ -43,6 +44,11 @@ class OpEntry:
     # kernel's and the decomposition's before check-plugins compares them, for results
     # unique only up to a choice (an eigenvector's sign).
     canonical: Callable | None = None
+    # How jax.vmap batches the kernel's FFI call (jax.ffi.ffi_call's vmap_method).
+    vmap_method: str | None = None
+
+
+VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_all")
 
 
 # The list the Plugins constructed by the import under way go to: one per load, per thread
@@ -69,6 +75,7 @@ class Plugin:
         self.decompositions: dict[str, OpEntry] = {}
         self.kernels: dict[tuple[str, str], OpEntry] = {}
         self.passes: dict[str, tuple[Callable, str | None]] = {}
+        self.vjps: dict[str, OpEntry] = {}
         self.source: str = "<python>"
         found = _COLLECTOR.get()
         if found is not None:
@@ -86,20 +93,30 @@ class Plugin:
             return fn
         return deco
 
+    def vjp(self, op: str):
+        """The reverse-mode rule of `op` for jax (xlaplug.jax.op): written against the
+        builder like a decomposition, `(b, operands, result, cotangent, **attrs)` returns
+        one cotangent per operand (None: no gradient)."""
+        return self._reg(self.vjps, op, None)
+
     def kernel(self, op: str, *, device: str = "cpu", examples=None, priority: int = 0,
-               communicator: bool = False):
+               communicator: bool = False, vmap_method: str | None = None):
         """A kernel for `op` on `device`.  With `communicator=True` it also gets `comm`: this
-        device's place in the run and collectives over every device (threads or MPI)."""
+        device's place in the run and collectives over every device (threads or MPI).
+        `vmap_method`: how jax.vmap batches its FFI call (default "sequential")."""
         if device not in DEVICES:
             raise PluginError(f"plugin '{self.name}': kernel for '{op}' names unknown device "
                               f"'{device}' (expected one of {', '.join(DEVICES)})")
+        if vmap_method is not None and vmap_method not in VMAP_METHODS:
+            raise PluginError(f"plugin '{self.name}': kernel for '{op}': vmap_method must be "
+                              f"one of {', '.join(VMAP_METHODS)}, got {vmap_method!r}")
 
         def deco(fn):
             if communicator and "comm" not in _signature_names(fn):
                 raise PluginError(f"plugin '{self.name}': kernel for '{op}' asks for a "
                                   "communicator but takes no 'comm' argument")
             self.kernels[(op, device)] = OpEntry(self, fn, list(examples or []), priority,
-                                                 communicator)
+                                                 communicator, vmap_method)
             return fn
         return deco
 

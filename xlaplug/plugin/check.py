@@ -59,6 +59,13 @@ def _close(a: np.ndarray, b: np.ndarray) -> str | None:
     return f"{int((~ok).sum())} of {a.size} elements differ, max abs err {err:.3g}"
 
 
+def example_label(shapes_txt, attrs) -> str:
+    """An example as a user writes it: 1e-06, not np.float32(1e-06) or 9.99999997e-07."""
+    return ", ".join(shapes_txt) + "".join(
+        f"; {k}={v:.7g}" if isinstance(v, (float, np.floating)) else f"; {k}={v}"
+        for k, v in attrs.items())
+
+
 def decomposition_computation(entry: OpEntry, op: str, shapes, attrs,
                               name: str) -> tuple[Computation, list[Computation]]:
     """The decomposition of `op` on operands of `shapes` as a computation named `name` that
@@ -82,11 +89,14 @@ def _run_decomposition(entry: OpEntry, op: str, shapes, arrays, attrs, ctx):
 def check_plugins(session, ops=(), trials: int = 3, seed: int = 0,
                   reference: str | None = None) -> list[CheckResult]:
     """`reference="xla"`: each decomposition runs on XLA:CPU (xla/check.py) instead of
-    xlaplug's CPU backend."""
+    xlaplug's CPU backend; `reference="jax"`: through the jax builder under jax.jit, with
+    gradient checks (xla/check_jax.py)."""
     from ..runtime.executor import ExecContext
     run_reference = _run_decomposition
     if reference == "xla":
         from ..xla.check import run_decomposition_on_xla as run_reference
+    elif reference == "jax":
+        from ..xla.check_jax import run_decomposition_in_jax as run_reference
     reg = session.registry
     results: list[CheckResult] = []
     wanted = plugin_ops(reg, ops)
@@ -102,10 +112,7 @@ def check_plugins(session, ops=(), trials: int = 3, seed: int = 0,
             continue
         for ex in examples:
             shapes_txt, attrs = ex
-            # as a user writes them: 1e-06, not np.float32(1e-06) or 9.99999997e-07
-            label = ", ".join(shapes_txt) + "".join(
-                f"; {k}={v:.7g}" if isinstance(v, (float, np.floating)) else f"; {k}={v}"
-                for k, v in attrs.items())
+            label = example_label(shapes_txt, attrs)
             shapes = [parse_shape(s) for s in shapes_txt]
             rng = np.random.default_rng(seed)
             for trial in range(trials):
@@ -121,6 +128,9 @@ def check_plugins(session, ops=(), trials: int = 3, seed: int = 0,
                 except Exception as e:
                     results.append(CheckResult(op, kentry.plugin.name, label, trial, False,
                                                f"{type(e).__name__}: {e}"))
+    if reference == "jax":
+        from ..xla.check_jax import check_jax_extras
+        results += check_jax_extras(session, wanted, seed=seed)
     if wanted - {op for op, _ in reg.kernels}:
         missing = sorted(wanted - {op for op, _ in reg.kernels})
         results += [CheckResult(m, "-", "-", 0, False, "no loaded plugin has a kernel for it")

@@ -38,14 +38,17 @@ class Registry:
         self.kernels: dict[tuple[str, str], OpEntry] = {}
         self.replaced: dict[tuple[str, str], list[OpEntry]] = {}
         self.passes: dict[str, PluginPass] = {}
+        self.vjps: dict[str, OpEntry] = {}  # jax reverse-mode rules (xla/jax_op.py)
 
     def snapshot(self):
         return (dict(self.shapes), dict(self.decompositions), dict(self.kernels),
-                {k: list(v) for k, v in self.replaced.items()}, dict(self.passes))
+                {k: list(v) for k, v in self.replaced.items()}, dict(self.passes),
+                dict(self.vjps))
 
     def restore(self, snap) -> None:
         """Undo a plugin file's partial registration (a conflict part-way through)."""
-        self.shapes, self.decompositions, self.kernels, self.replaced, self.passes = snap
+        (self.shapes, self.decompositions, self.kernels, self.replaced, self.passes,
+         self.vjps) = snap
 
     @property
     def plugins(self) -> list[Plugin]:
@@ -53,7 +56,8 @@ class Registry:
 
     def add(self, plugin: Plugin) -> None:
         for table, mine in ((self.shapes, plugin.shapes),
-                            (self.decompositions, plugin.decompositions)):
+                            (self.decompositions, plugin.decompositions),
+                            (self.vjps, getattr(plugin, "vjps", {}))):
             for op, entry in mine.items():
                 if op in table and table[op].plugin is not plugin:
                     raise PluginError(f"op '{op}' is provided by both plugin "
