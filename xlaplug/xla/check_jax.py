@@ -50,7 +50,7 @@ def check_jax_extras(session, ops=(), seed: int = 0) -> list:
     kernel path through jax against the decomposition where an FFI target serves it."""
     from ..hlo.text.shape_parser import parse_shape
     from ..plugin.check import CheckResult, _close, example_label
-    from ..runtime.runner import random_value
+    from ..runtime.inputs import random_value
     from .jax_op import _kernel_target
     reg = session.registry
     out = []
