@@ -116,7 +116,7 @@ class Plugin:
                 raise PluginError(f"plugin '{self.name}': kernel for '{op}' asks for a "
                                   "communicator but takes no 'comm' argument")
             self.kernels[(op, device)] = OpEntry(self, fn, list(examples or []), priority,
-                                                 communicator, vmap_method)
+                                                 communicator, vmap_method=vmap_method)
             return fn
         return deco
 
