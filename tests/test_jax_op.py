@@ -259,13 +259,13 @@ def test_a_plugin_op_inside_a_decomposition_is_that_ops_jax_function():
     assert "custom-call" not in hlo
 
 
-def test_jaxlibs_own_lapack_targets_are_not_taken_for_plugin_kernels():
-    """jax_lapack's kernels stand in for jaxlib's LAPACK targets inside xlaplug; jaxlib's
-    handlers under the same names are no kernel path for op() (they want jax's column-major
-    layouts): a clear error, no FFI call."""
-    with pytest.raises(PluginError, match="'lapack_spotrf_ffi' has no decomposition and no "
-                                          "kernel registered with XLA"):
-        xj.op("lapack_spotrf_ffi")(np.eye(3, dtype=np.float32), uplo=np.uint8(76))
+def test_jaxlibs_own_lapack_targets_are_served_by_their_decompositions():
+    """jaxlib's handlers under jax_lapack's names are no kernel path for op() (they want
+    jax's column-major layouts): the op runs as its decomposition (issue 26), as jnp does."""
+    a = np.array([[4, 2], [2, 3]], np.float32)
+    factor, info = xj.op("lapack_spotrf_ffi")(a, uplo=np.uint8(76))
+    assert int(info) == 0
+    np.testing.assert_allclose(np.tril(np.asarray(factor)), np.linalg.cholesky(a), rtol=1e-6)
 
 
 def test_plugin_api_vmap_method_and_vjp_registration():

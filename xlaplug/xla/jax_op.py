@@ -262,10 +262,15 @@ def _as_list(declared) -> list[Shape]:
     return declared if isinstance(declared, list) else [declared]
 
 
+def _leaves(shapes) -> list[Shape]:
+    return [s for x in _as_list(shapes)
+            for s in (x.tuple_shapes if isinstance(x, Shape) and x.is_tuple else [x])]
+
+
 def _compatible(got, declared) -> bool:
-    g, d = _as_list(got), _as_list(declared)
-    return isinstance(got, list) == isinstance(declared, list) and len(g) == len(d) and \
-        all(a.compatible(b) for a, b in zip(g, d))
+    g, d = _leaves(got), _leaves(declared)
+    # a tuple Shape and a list of Shapes are the same results; layouts do not matter to jax
+    return len(g) == len(d) and all(a.compatible(b) for a, b in zip(g, d))
 
 
 def _fmt(shapes) -> str:
