@@ -39,8 +39,6 @@ VARIANTS = tuple(v.strip() for v in os.environ.get("XLAPLUG_CUDA_CORPUS_VARIANTS
 NOT_YET_ON_CUDA: dict[str, str] = {
     "eigh": "the jax_lapack CUDA syevd (cyclic Jacobi) gives LAPACK's eigenvalues, but "
             "eigenvectors that may differ from LAPACK's by a sign per column",
-    "svd": "custom-call 'lapack_sgesdd_ffi': the jax_lapack plugin has no cuda kernel for "
-           "gesdd",
 }
 
 
