@@ -334,3 +334,14 @@ def test_indexed_conditional_out_of_range_as_xla_runs_it(index):
     def build(b, i, x):
         return b.op("conditional", i, x, x, x, branch_computations=_branches())
     assert float(run(build, *args)) == float(want)
+
+
+@pytest.fixture(autouse=True)
+def _jax_default_precision():
+    """jax's default (32-bit) mode, as a plugin's jax user has it: other test files in the
+    same worker turn jax_enable_x64 on, which makes jnp's Python scalars 64-bit."""
+    import jax
+    was = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", False)
+    yield
+    jax.config.update("jax_enable_x64", was)
