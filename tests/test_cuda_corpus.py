@@ -39,6 +39,8 @@ VARIANTS = tuple(v.strip() for v in os.environ.get("XLAPLUG_CUDA_CORPUS_VARIANTS
 NOT_YET_ON_CUDA: dict[str, str] = {
     "eigh": "the jax_lapack CUDA syevd (cyclic Jacobi) gives LAPACK's eigenvalues, but "
             "eigenvectors that may differ from LAPACK's by a sign per column",
+    "svd": "gesdd has no CUDA kernel and lowers to its one-sided Jacobi decomposition "
+           "(issue 26): singular vectors that may differ from LAPACK's by a sign per column",
 }
 
 
