@@ -8,7 +8,7 @@ import statistics
 import time
 
 from .options import RunError, RunOptions, RunResult
-from .outputs import compare, compare_devices, stacked
+from .outputs import compare, compare_devices, leaves, stacked
 
 
 def run_executable(exe, inputs: dict | None, options: RunOptions, expected: dict | None,
@@ -38,7 +38,6 @@ def _one_device(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:
         profiler = Profiler()
     outputs, times = run_prepared(prep, exe.module, args, options, profiler)
     mismatches = compare(outputs, expected, rtol, atol) if expected is not None else None
-    from .outputs import leaves
     return RunResult(outputs, [outputs], _timings(compile_s, times), times,
                      prep.peak + sum(a.nbytes for a in leaves(tuple(args))), grid,
                      profile=profiler, mismatches=mismatches, all_ok=not mismatches)
