@@ -10,6 +10,7 @@ from xlaplug.backends.cpu import blas_threads as B
 
 class _Ctx:
     spmd = None
+    blas_threads = None
 
 
 class _Place:
@@ -30,6 +31,16 @@ def libs():
 
 def _counts(libs):
     return [lib.num_threads for lib, _ in libs]
+
+
+def test_threads_follow_the_products_work_and_a_runs_own_count_wins():
+    ctx = _Ctx()
+    assert B.threads_for(2 * 128 * 128 * 64, ctx) == 1         # 2^21 flops: one thread
+    assert B.threads_for(3 * B.FLOPS_PER_THREAD + 5, ctx) == 3  # one per FLOPS_PER_THREAD
+    assert B.threads_for(2 * 4096 * 4096 * 2048, ctx) is None   # every thread the library has
+    ctx.blas_threads = 2                                         # RunOptions(blas_threads=2)
+    assert B.threads_for(2 * 128 * 128 * 64, ctx) == 2
+    assert B.threads_for(2 * 4096 * 4096 * 2048, ctx) == 2
 
 
 def test_small_products_run_on_one_thread_large_ones_on_the_librarys_own(libs):

@@ -41,6 +41,8 @@ class ExecContext:
         # loop below runs, at no cost.
         self.profiler = profiler
         self.options = options or {}
+        # Threads of each BLAS product (RunOptions.blas_threads); None: by the product's work.
+        self.blas_threads = self.options.get("blas_threads")
         self._overrides = overrides
         self._sequences: dict[int, ThunkSequence] = {}
         self._scalar_fns: dict[int, Any] = {}

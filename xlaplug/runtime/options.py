@@ -24,7 +24,8 @@ class RunOptions:
     max_memory: bytes of buffers a run may hold (None: the memory available);
     max_while_iterations: a while loop past it is an error; interpret: every instruction
     its own kernel (no compiled fusions or loops); profile: time every thunk (one device);
-    blas_threads: threads of BLAS products (None: the library's own setting);
+    blas_threads: threads of each BLAS product (None: one per 2^24 flops of the product,
+    at most the library's own count: backends/cpu/blas_threads.py);
     gather: under MPI, rank 0's result holds every device's outputs (what the CLI prints);
     engine: who runs it -- "interpreter" (xlaplug's) or "xla" (XLA:CPU through jaxlib, plugin
     kernels served as FFI handlers: xla/engine.py)."""
@@ -74,7 +75,8 @@ class RunOptions:
 
     def executor_options(self) -> dict:
         """The executor's settings for this run (ExecContext's `options`)."""
-        out = {"max_while_iterations": self.max_while_iterations, "seed": self.seed}
+        out = {"max_while_iterations": self.max_while_iterations, "seed": self.seed,
+               "blas_threads": self.blas_threads}
         if self.interpret:  # no compiled fusions or while loops: every instruction its own kernel
             out.update(fusion_min_elements=1 << 62, interpret_loops=True)
         return out

@@ -1,15 +1,14 @@
 """How many threads the BLAS library (numpy's OpenBLAS) runs one product on.
 
-OpenBLAS splits every sgemm over all its threads, and its threads spin between calls.  On
-cores that other work shares -- numba's loop threads, other device threads, other jobs --
-a small product then waits a scheduler slice for its second thread, and spinning threads
-take the cores the rest of the run needs.  Measured on the project's 2-core machine at load
-3-10 (benchmarks/run.py, README "Where the speed goals stand"): a transformer block's
-attention (32 products of 128x64x128 in one np.matmul) 1.2 s with OpenBLAS's threads, 6 ms
-on one; the whole block 2.8x XLA:CPU on one thread against 15x; a conv net's training step
-7x against 21x.  A very large product may still gain from every core (XLA's Eigen
-contractions go parallel by cost), so each product gets one thread below
-SERIAL_BELOW_FLOPS and all of them from there.
+OpenBLAS splits every sgemm over all its threads, whatever its size, and its threads spin
+between calls; a small product then pays for waking threads that have almost nothing to do.
+XLA:CPU parallelizes a contraction by its cost.  So does this: a product gets one thread per
+FLOPS_PER_THREAD of work, at most what the library has.  On a quiet 13-core machine
+(2026-12-05, load 0.00, benchmarks/run.py) the earlier rule -- one thread below 2^35 flops,
+tuned on a 2-core machine shared with other jobs at load 2-10 -- held the MLP's 1-GFLOP dots
+to one core: 24.0 ms against XLA's 3.5.  Users run on quiet machines; on a loaded one,
+`RunOptions(blas_threads=1)`, or
+`OPENBLAS_NUM_THREADS=1` for the CLI, is the way back.
 
 Only where one thread calls BLAS at a time: on device threads (several devices calling
 BLAS at once) the multi-device runner divides the threads among them for the whole run
@@ -20,14 +19,11 @@ from __future__ import annotations
 import contextlib
 import functools
 
-# 2*M*N*K of one product (one matrix of a batch): below it one thread.  Measured on the
-# project's 2-core machine even at load 1.2-2 (benchmarks/run.py, alternating runs): the
-# MLP's 512x1024x1024 dots 26-28 ms on one thread against 53-76 ms on OpenBLAS's two, the
-# 3x3 conv's 64x576x3136 GEMMs 47-52 against 98-224 ms, a transformer block 50-63 against
-# 121-132 ms; square matmuls up to 2048 were no slower on one thread (benchmarks/
-# scaling.py).  So only products past that (2^35: 2048x2048 by 2048x2048 is 2^34) take
-# every thread the library has.
-SERIAL_BELOW_FLOPS = 1 << 35
+# 2*M*N*K of one product (one matrix of a batch) per thread: 2^24 flops is ~0.3-1 ms of one
+# core's sgemm, against the tens of microseconds waking a thread costs.  A transformer's
+# attention products (128x64x128, 2^21) stay on one thread; the MLP's 512x1024x1024 (2^30)
+# take every thread.
+FLOPS_PER_THREAD = 1 << 24
 
 
 @functools.lru_cache(maxsize=1)
@@ -66,6 +62,16 @@ def devices_at_once(ctx) -> bool:
     return place is not None and getattr(place.transport, "parallel", False)
 
 
+def threads_for(flops: int, ctx) -> int | None:
+    """Threads for one product of `flops` (None: all the library has): the run's own count
+    where it set one (RunOptions.blas_threads), else one per FLOPS_PER_THREAD."""
+    fixed = getattr(ctx, "blas_threads", None)
+    if fixed is not None:
+        return fixed
+    want = flops // FLOPS_PER_THREAD
+    return max(1, want) if want < 1024 else None
+
+
 @contextlib.contextmanager
 def for_product(ctx, m: int, n: int, k: int):
     """The thread count for the M x K by K x N products (per batch member) run inside, on
@@ -74,7 +80,7 @@ def for_product(ctx, m: int, n: int, k: int):
     if devices_at_once(ctx):
         yield
         return
-    changed = set_threads(1 if 2 * m * n * k < SERIAL_BELOW_FLOPS else None)
+    changed = set_threads(threads_for(2 * m * n * k, ctx))
     try:
         yield
     finally:

@@ -11,9 +11,9 @@ Only those kernels: XLA does not flush everywhere.  Its sin, tan and pow of a su
 conversions of one (bf16 -> pred is True, f8e8m0fnu's smallest value -> f64 is 2^-127),
 keep it -- its elementwise code applies flushes of its own, which elementwise.py and the
 generated loops reproduce op by op (tests/test_elementwise.py); setting the bits around
-them would break that.  Threads a kernel starts -- OpenBLAS's, for a product past
-blas_threads.SERIAL_BELOW_FLOPS -- keep their own MXCSR: a product that large is where a
-subnormal partial sum cannot move an f32 result.
+them would break that.  Threads a kernel starts -- OpenBLAS's, for a product of more than
+blas_threads.FLOPS_PER_THREAD -- keep their own MXCSR: a product that large sums long rows,
+where a subnormal partial sum moves an f32 result only when the result is itself subnormal.
 
 Only on x86-64 Linux (the bits are SSE's, the layout is its fenv_t's); elsewhere `env_for`
 gives None and these kernels keep IEEE subnormals.
