@@ -37,7 +37,7 @@ def test_threads_follow_the_products_work_and_a_runs_own_count_wins():
     ctx = _Ctx()
     assert B.threads_for(2 * 128 * 128 * 64, ctx) == 1         # 2^21 flops: one thread
     assert B.threads_for(3 * B.FLOPS_PER_THREAD + 5, ctx) == 3  # one per FLOPS_PER_THREAD
-    assert B.threads_for(2 * 4096 * 4096 * 2048, ctx) is None   # every thread the library has
+    assert B.threads_for(2 * 4096 * 4096 * 2048, ctx) == 4096   # set_threads caps it
     ctx.blas_threads = 2                                         # RunOptions(blas_threads=2)
     assert B.threads_for(2 * 128 * 128 * 64, ctx) == 2
     assert B.threads_for(2 * 4096 * 4096 * 2048, ctx) == 2

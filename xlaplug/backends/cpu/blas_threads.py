@@ -7,8 +7,7 @@ FLOPS_PER_THREAD of work, at most what the library has.  On a quiet 13-core mach
 (2026-12-05, load 0.00, benchmarks/run.py) the earlier rule -- one thread below 2^35 flops,
 tuned on a 2-core machine shared with other jobs at load 2-10 -- held the MLP's 1-GFLOP dots
 to one core: 24.0 ms against XLA's 3.5.  Users run on quiet machines; on a loaded one,
-`RunOptions(blas_threads=1)`, or
-`OPENBLAS_NUM_THREADS=1` for the CLI, is the way back.
+`RunOptions(blas_threads=1)`, or `OPENBLAS_NUM_THREADS=1` for the CLI, is the way back.
 
 Only where one thread calls BLAS at a time: on device threads (several devices calling
 BLAS at once) the multi-device runner divides the threads among them for the whole run
@@ -62,14 +61,12 @@ def devices_at_once(ctx) -> bool:
     return place is not None and getattr(place.transport, "parallel", False)
 
 
-def threads_for(flops: int, ctx) -> int | None:
-    """Threads for one product of `flops` (None: all the library has): the run's own count
-    where it set one (RunOptions.blas_threads), else one per FLOPS_PER_THREAD."""
+def threads_for(flops: int, ctx) -> int:
+    """Threads for one product of `flops`: the run's own count where it set one
+    (RunOptions.blas_threads), else one per FLOPS_PER_THREAD (set_threads caps either at
+    what the library has)."""
     fixed = getattr(ctx, "blas_threads", None)
-    if fixed is not None:
-        return fixed
-    want = flops // FLOPS_PER_THREAD
-    return max(1, want) if want < 1024 else None
+    return fixed if fixed is not None else max(1, flops // FLOPS_PER_THREAD)
 
 
 @contextlib.contextmanager

@@ -11,7 +11,7 @@ Only those kernels: XLA does not flush everywhere.  Its sin, tan and pow of a su
 conversions of one (bf16 -> pred is True, f8e8m0fnu's smallest value -> f64 is 2^-127),
 keep it -- its elementwise code applies flushes of its own, which elementwise.py and the
 generated loops reproduce op by op (tests/test_elementwise.py); setting the bits around
-them would break that.  Threads a kernel starts -- OpenBLAS's, for a product of more than
+them would break that.  Threads a kernel starts -- OpenBLAS's, for a product of at least twice
 blas_threads.FLOPS_PER_THREAD -- keep their own MXCSR: a product that large sums long rows,
 where a subnormal partial sum moves an f32 result only when the result is itself subnormal.
 
