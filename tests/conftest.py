@@ -65,7 +65,7 @@ SLOW = {
         "test_bad_pass_option_is_one_line_exit_2", "test_cuda_without_gpu_is_exit_2",
         "test_cuda_without_gpu_message_is_exactly_one_error", "test_missing_file_is_a_clear_error",
         "test_run_custom_call_without_plugin_names_target", "test_run_example_prints_table",
-        "test_run_input_dtype_converted_and_shape_checked", "test_run_inputs_out_expect_roundtrip",
+        "test_run_input_dtype_converted_only_with_cast_and_shape_checked", "test_run_inputs_out_expect_roundtrip",
         "test_run_memory_guard", "test_run_while_iteration_guard", "test_unknown_pass_is_exit_2"},
     "test_compiled_while": {"test_array_loops_compile_and_match_jax",
         "test_compiled_loop_matches_jax_and_the_interpreter",

@@ -142,7 +142,7 @@ def test_errors_are_the_clis_messages(tmp_path):
     (lambda: xlaplug.compile(RMS)(np.ones((8, 64), np.float32)),
      "module 'm' takes 2 arguments, got 1"),
     (lambda: xlaplug.compile(RMS)(np.ones((8, 63), np.float32), np.ones(64, np.float32)),
-     "input for parameter 'x' has shape (8, 63), the parameter is f32[8,64]{1,0}"),
+     "input in0 for parameter 'x' is f32[8,63]; the parameter is f32[8,64]"),
     (lambda: xlaplug.compile(RMS, device="tpu"), "device must be 'cpu' or 'cuda', got 'tpu'"),
     (lambda: xlaplug.compile(RMS, plugins=[3]),
      "plugins: expected plugin directories or Plugin objects, got int"),

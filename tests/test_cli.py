@@ -276,14 +276,19 @@ def test_run_json_and_repeat(simple):
                                         "first": ["0.007356584", "-1.8161145", "1.6585207"]}}}
 
 
-def test_run_input_dtype_converted_and_shape_checked(tmp_path, simple):
+def test_run_input_dtype_converted_only_with_cast_and_shape_checked(tmp_path, simple):
+    # An f64 file for f32 parameters is an error naming the parameter; --cast converts it.
     np.savez(tmp_path / "f64.npz", in0=np.zeros(3), in1=np.zeros(3))
-    assert cli("run", simple, "--inputs", tmp_path / "f64.npz").exit_code == 0
-    np.savez(tmp_path / "bad.npz", in0=np.zeros(4, np.float32))
+    r = xlaplug_proc("run", simple, "--inputs", tmp_path / "f64.npz")
+    assert r.returncode == 2
+    assert r.stderr == (f"{simple}: error: input in0 for parameter 'p0' is f64[3]; the "
+                        "parameter is f32[3] (--cast, or cast=True in the API, converts it)\n")
+    assert cli("run", simple, "--inputs", tmp_path / "f64.npz", "--cast").exit_code == 0
+    np.savez(tmp_path / "bad.npz", in0=np.zeros(4, np.float32), in1=np.zeros(3, np.float32))
     r = xlaplug_proc("run", simple, "--inputs", tmp_path / "bad.npz")
     assert r.returncode == 2
-    assert r.stderr == (f"{simple}: error: input for parameter 'p0' has shape (4,), the "
-                        "parameter is f32[3]{0}\n")
+    assert r.stderr == (f"{simple}: error: input in0 for parameter 'p0' is f32[4]; the "
+                        "parameter is f32[3]\n")
 
 
 def test_run_memory_guard(simple, tmp_path):

@@ -272,8 +272,9 @@ def test_input_of_the_wrong_stacked_shape(allreduce_case, tmp_path):
     np.savez(tmp_path / "bad.npz", in0=x[:3], in1=w)
     p = xlaplug("run", hlo, "--inputs", tmp_path / "bad.npz")
     assert p.returncode == 2
-    assert "input in0 for parameter 'x' has shape (3, 8): expected (8,) (the same for " \
-           "every device) or (4, 8) (one per device, 4 devices)" in p.stderr, p.stderr
+    assert "input in0 for parameter 'x' is f32[3,8]; the parameter is f32[8]: give f32[8] " \
+           "(every device gets it) or f32[4,8] (stacked: one per device, 4 devices)" \
+           in p.stderr, p.stderr
 
 
 def test_replicas_flag_overrides_the_header(allreduce_case):

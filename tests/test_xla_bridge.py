@@ -231,13 +231,15 @@ def test_reference_options_and_inputs_that_do_not_fit(tmp_path):
     r = xlaplug("run", EXAMPLES / "mlp.hlo", "--reference", "xla", "--expect", "x.npz")
     one_error_line(r, "--reference xla and --expect")
     np.savez(tmp_path / "bad_shape.npz", in0=np.zeros((3, 3), np.float32))
+    # --seed draws the parameters the file lacks: only in0 is checked
     r = xlaplug("run", EXAMPLES / "mlp.hlo", "--reference", "xla", "--inputs",
-                tmp_path / "bad_shape.npz")
-    one_error_line(r, "input for parameter", "has shape (3, 3)")
+                tmp_path / "bad_shape.npz", "--seed", 0)
+    one_error_line(r, "input in0 for parameter", "is f32[3,3]; the parameter is f32[")
     np.savez(tmp_path / "bad_dtype.npz", in0=np.array([["a"] * 16] * 4))
     r = xlaplug("run", EXAMPLES / "mlp.hlo", "--reference", "xla", "--inputs",
-                tmp_path / "bad_dtype.npz")
-    one_error_line(r, "has dtype <U1, which does not convert to the parameter's f32")
+                tmp_path / "bad_dtype.npz", "--seed", 0, "--cast")
+    one_error_line(r, "is <U1[4,16]; the parameter is f32[", "(no cast converts it: not a "
+                   "numeric type)")
 
 
 # ---- check-plugins --reference xla ------------------------------------------------------------

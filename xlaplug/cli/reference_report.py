@@ -28,7 +28,7 @@ def print_reference(exe, ours, diffs, as_json: bool, platform: str | None = None
     from rich.console import Console
 
     from ..xla.stats import diff_table
-    from .terminal import plural
+    from ..hlo.errors import plural
     console = Console(soft_wrap=True)
     console.print(diff_table(diffs, f"xlaplug ({device}) against {label}"
                              + (f", {plural(grid.count, 'device')}" if grid.count > 1 else "")))

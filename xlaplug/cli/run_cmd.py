@@ -15,12 +15,18 @@ from .interrupt import interruptible
 
 @click.command("run")
 @click.argument("file")
-@click.option("--inputs", "inputs_path", default=None, help=".npz with in0, in1, ... (parameter order).")
-@click.option("--seed", default=0, show_default=True, help="Seed for generated inputs.")
+@click.option("--inputs", "inputs_path", default=None,
+              help=".npz with in0, in1, ... (parameter order), each the parameter's dtype "
+                   "and shape (on D devices also stacked [D, ...]).")
+@click.option("--seed", type=click.IntRange(min=0), default=None,
+              help="Seed for generated inputs (default 0); with --inputs, draws the "
+                   "parameters the file lacks.")
+@click.option("--cast", is_flag=True,
+              help="Convert inputs whose dtype differs from their parameter's (else an error).")
 @click.option("--out", "out_path", default=None, help="Write outputs out0, out1, ... to this .npz.")
 @click.option("--expect", "expect_path", default=None, help=".npz with out0, ... to compare against.")
-@click.option("--rtol", type=float, default=None, help="Relative tolerance (default per dtype).")
-@click.option("--atol", type=float, default=None, help="Absolute tolerance (default per dtype).")
+@click.option("--rtol", default=None, help="Relative tolerance (default per dtype).")
+@click.option("--atol", default=None, help="Absolute tolerance (default per dtype).")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
 @click.option("--repeat", default=1, show_default=True, help="Run N times after one compile.")
 @click.option("--passes", default=None, metavar="P1,P2|none", help="Pass pipeline, as for compile.")
@@ -52,15 +58,20 @@ from .interrupt import interruptible
                                       "through jaxlib with plugin kernels as FFI handlers.")
 @plugin_options
 @handle_errors
-def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, repeat, passes,
+def run_cmd(file, inputs_path, seed, cast, out_path, expect_path, rtol, atol, device, repeat, passes,
             max_memory, max_while_iterations, interpret, as_json, profile, prefer, replicas,
             partitions, collective_timeout, reference, engine, plugins_dirs, no_plugins, strict):
     """Compile FILE and run it; print, save and compare its outputs."""
     from ..runtime.driver import OptionError, check_output_path
     from ..runtime.executable import compile as compile_hlo
-    from ..runtime.options import RunOptions
+    from ..runtime.options import RunError, RunOptions
 
+    from ..runtime.outputs import tolerance
     # Options first: a bad one is reported before any work is done.
+    try:
+        rtol, atol = tolerance("--rtol", rtol), tolerance("--atol", atol)
+    except RunError as e:
+        raise OptionError(e.message) from None
     if out_path:
         check_output_path(out_path, "--out")
     for flag, value in (("--replicas", replicas), ("--partitions", partitions)):
@@ -77,7 +88,7 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
     if engine == "xla" and (reference or profile or interpret or device != "cpu"):
         raise OptionError("--engine xla: runs on cpu, without --reference, --profile or "
                           "--interpret")
-    options = RunOptions(engine=engine, seed=seed, repeat=repeat, replicas=replicas, partitions=partitions,
+    options = RunOptions(engine=engine, seed=seed, cast=cast, repeat=repeat, replicas=replicas, partitions=partitions,
                          collective_timeout=collective_timeout,
                          max_memory=parse_bytes(max_memory) if max_memory is not None else None,
                          max_while_iterations=max_while_iterations, interpret=interpret,
@@ -97,7 +108,8 @@ def run_cmd(file, inputs_path, seed, out_path, expect_path, rtol, atol, device, 
     npz = load_npz(inputs_path, "--inputs") if inputs_path else None
     expected = load_npz(expect_path, "--expect") if expect_path else None
     if npz is None and expected is not None and any(k.startswith("in") for k in expected):
-        npz = expected  # one npz may hold both the inK and the outK keys
+        # one npz may hold both the inK and the outK keys: its other keys are the inputs
+        npz = {k: v for k, v in expected.items() if not k.startswith("out")}
     if engine == "xla" and exe.num_devices > 1:
         raise OptionError(f"--engine xla: runs one device; this run has {exe.num_devices}")
     if profile and exe.num_devices > 1:
@@ -167,7 +179,8 @@ def run_json(exe, res, timings: dict, repeat: int) -> dict:
 
 
 def print_run(exe, res, timings: dict, expect_path: str | None) -> None:
-    from .terminal import plural, print_outputs
+    from ..hlo.errors import plural
+    from .terminal import print_outputs
     grid = res.grid
     n = len(res.outputs)
     if grid.count > 1:

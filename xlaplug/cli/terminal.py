@@ -10,11 +10,6 @@ def table(title: str | None = None, caption: str | None = None):
                  padding=(0, 1), collapse_padding=True)
 
 
-def plural(n: int, noun: str) -> str:
-    """`1 device`, `4 devices`."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
 def first_values(arr, n: int = 3) -> str:
     """The first `n` elements, floats to 6 significant digits (the whole values are in
     `--out` and `--json`), `...` when there are more."""

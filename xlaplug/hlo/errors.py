@@ -66,6 +66,11 @@ class HloVerifyError(HloError):
     pass
 
 
+def plural(n: int, noun: str) -> str:
+    """`1 device`, `4 devices`: counts in messages, at every layer."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def one_line(message: str) -> str:
     """A message safe for a one-line headline: text quoted from the input (a token that spans
     lines, a value) may hold newlines or other control characters; they are shown escaped."""

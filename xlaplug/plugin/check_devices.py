@@ -128,10 +128,11 @@ def _override(session, op, plugin, text, n, seed, trial) -> CheckResult:
     from ..runtime.spmd.runner import run_module_devices
     from ..hlo.text.parser import parse_module
     from ..runtime.inputs import device_inputs
+    from ..runtime.options import RunOptions
     from .session import Session
     module = parse_module(text, f"<{plugin} example>")
     grid = DeviceGrid(n, 1)
-    args = device_inputs(module, None, seed + trial, n)
+    args = device_inputs(module, None, RunOptions(seed=seed + trial), n)
     core = Session(device=session.device)  # no plugins: the core kernel
     return _compare(run_module_devices(module, args, grid, session),
                     run_module_devices(module, args, grid, core), op, plugin, "module",

@@ -16,7 +16,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ..hlo.errors import HloError
+from ..hlo.errors import HloError, plural
 from ..hlo.ir import Module
 from .options import RunOptions, RunResult
 
@@ -128,23 +128,28 @@ class Executable:
         devices in this process, or -- under mpiexec -- this rank's devices, meeting the
         other ranks at every collective.  `expected`: `{"out0": ...}` to compare with
         (`rtol`/`atol`: None, the dtype's default); RunResult.mismatches lists what differs."""
+        from .outputs import tolerance
         from .runner import RunError
         options = RunOptions.of(options, **changes)
+        rtol, atol = tolerance("rtol", rtol), tolerance("atol", atol)
         params = self.module.entry.parameters
         if args:
             if inputs is not None:
                 raise RunError("give the arguments positionally or as inputs=, not both")
             if len(args) != len(params):
-                raise RunError(f"module '{self.module.name}' takes {len(params)} arguments, "
-                               f"got {len(args)}")
+                raise RunError(f"module '{self.module.name}' takes "
+                               f"{plural(len(params), 'argument')}, got {len(args)}")
             inputs = {f"in{p.parameter_number}": a for p, a in zip(params, args)}
+        elif inputs is not None and not isinstance(inputs, dict):
+            raise RunError(f"inputs: expected a dict of in0, in1, ... arrays, got "
+                           f"{type(inputs).__name__}")
         from .run_paths import run_executable
         return run_executable(self, inputs, options, expected, rtol, atol)
 
     def prepared(self, options: RunOptions):
         """The one-device context for `options` (runner.Prepared), made on first use and
         kept: its thunk sequence and kernels serve every later call."""
-        key = (options.interpret, options.max_while_iterations, options.seed)
+        key = (options.interpret, options.max_while_iterations, options.draw_seed)
         if key not in self._prepared:
             from .runner import prepare
             self._prepared[key] = prepare(self.module, self.session, options)

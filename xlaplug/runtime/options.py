@@ -18,7 +18,9 @@ class RunError(HloError):
 
 @dataclass(frozen=True)
 class RunOptions:
-    """seed: the draws of inputs not given (and of rng ops); repeat: runs after one setup
+    """seed: the draws of inputs not given (and of rng ops; None: 0) -- with inputs given,
+    a parameter they lack is drawn only when a seed is given, else it is an error; cast:
+    inputs whose dtype differs from their parameter's are converted (else an error); repeat: runs after one setup
     (the timings are their median); replicas / partitions: the device grid (None: the
     module header's); collective_timeout: seconds a collective waits for the others;
     max_memory: bytes of buffers a run may hold (None: the memory available);
@@ -29,7 +31,8 @@ class RunOptions:
     gather: under MPI, rank 0's result holds every device's outputs (what the CLI prints);
     engine: who runs it -- "interpreter" (xlaplug's) or "xla" (XLA:CPU through jaxlib, plugin
     kernels served as FFI handlers: xla/engine.py)."""
-    seed: int = 0
+    seed: int | None = None
+    cast: bool = False
     repeat: int = 1
     replicas: int | None = None
     partitions: int | None = None
@@ -43,6 +46,8 @@ class RunOptions:
     engine: str = "interpreter"
 
     def __post_init__(self):
+        if self.seed is not None and (not isinstance(self.seed, int) or self.seed < 0):
+            raise RunError(f"seed: must be an integer 0 or more, got {self.seed!r}")
         if not isinstance(self.repeat, int) or self.repeat < 1:
             raise RunError(f"repeat: must be 1 or more, got {self.repeat}")
         for name in ("replicas", "partitions", "blas_threads"):
@@ -73,9 +78,14 @@ class RunOptions:
         base = options if options is not None else cls()
         return cls(**{**{f.name: getattr(base, f.name) for f in fields(cls)}, **changes})
 
+    @property
+    def draw_seed(self) -> int:
+        """The seed of the draws (inputs not given, rng ops): 0 when none was given."""
+        return self.seed if self.seed is not None else 0
+
     def executor_options(self) -> dict:
         """The executor's settings for this run (ExecContext's `options`)."""
-        out = {"max_while_iterations": self.max_while_iterations, "seed": self.seed,
+        out = {"max_while_iterations": self.max_while_iterations, "seed": self.draw_seed,
                "blas_threads": self.blas_threads}
         if self.interpret:  # no compiled fusions or while loops: every instruction its own kernel
             out.update(fusion_min_elements=1 << 62, interpret_loops=True)

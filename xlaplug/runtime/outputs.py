@@ -19,6 +19,25 @@ DEFAULT_TOL = {"f16": (1e-3, 1e-3), "bf16": (1e-2, 1e-2), "f32": (1e-5, 1e-6),
                "f64": (1e-12, 1e-12), "c64": (1e-5, 1e-6), "c128": (1e-12, 1e-12)}
 
 
+def tolerance(name: str, value) -> float | None:
+    """`value` (a number, or its text from the command line) as a tolerance: a number 0 or
+    more (None: the dtype's default); anything else is an error naming `name`."""
+    import math
+
+    from .options import RunError
+    if value is None:
+        return None
+    try:
+        number = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        number = math.nan
+    if not (math.isfinite(number) and number >= 0):
+        raise RunError(f"{name}: must be a number 0 or more, got {value!r}"
+                       if isinstance(value, str) else
+                       f"{name}: must be a number 0 or more, got {value}")
+    return number
+
+
 def compare(outputs: list[np.ndarray], expected: dict, rtol: float | None,
             atol: float | None, check_keys: bool = True) -> list[Mismatch]:
     """Mismatches of `outputs` against `expected` (outK keys); with `check_keys`, a missing

@@ -31,7 +31,7 @@ def _one_device(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:
     t0 = time.perf_counter()
     prep = exe.prepared(options)
     compile_s = time.perf_counter() - t0
-    args = build_inputs(exe.module, inputs, options.seed)
+    args = build_inputs(exe.module, inputs, options)
     profiler = None
     if options.profile:
         from .profiler import Profiler
@@ -52,7 +52,7 @@ def _on_xla(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:
         raise RunError(f"--engine xla: runs one device; this run has {grid.count}")
     if exe.source_text is None:
         raise RunError("engine xla runs the module as read: compile it with keep_source=True")
-    res = run_on_xla(exe.source_text, exe.session, build_inputs(exe.module, inputs, options.seed),
+    res = run_on_xla(exe.source_text, exe.session, build_inputs(exe.module, inputs, options),
                      options.repeat)
     res.grid = grid
     res.mismatches = compare(res.outputs, expected, rtol, atol) if expected is not None else None
@@ -66,7 +66,7 @@ def _in_process(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:
     if options.profile:
         raise RunError(f"profiles a run on one device; this one runs on {grid.count} devices")
     t0 = time.perf_counter()
-    per_inputs = device_inputs(exe.module, inputs, options.seed, grid.count)
+    per_inputs = device_inputs(exe.module, inputs, options, grid.count)
     device, overrides = exe.session.device, exe.session.resolve
     ctx = preflight(exe.module, grid, device, options, overrides, per_inputs[0])
     compile_s = time.perf_counter() - t0
@@ -94,11 +94,11 @@ def _over_mpi(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:
     rank = mpi_module().COMM_WORLD.Get_rank()
     k = grid.count // ranks if grid.count % ranks == 0 else 1
     if options.gather:
-        per_inputs = device_inputs(exe.module, inputs, options.seed, grid.count)
+        per_inputs = device_inputs(exe.module, inputs, options, grid.count)
         args_of = per_inputs.__getitem__
     else:  # this rank's devices only: stacked over its k devices (or each one's own)
-        mine = device_inputs(exe.module, inputs, options.seed, k) if k > 1 else \
-            [_own_inputs(exe.module, inputs, options.seed, rank)]
+        mine = device_inputs(exe.module, inputs, options, k) if k > 1 else \
+            [_own_inputs(exe.module, inputs, options, rank)]
         args_of = (lambda d: mine[d - rank * k])
     here = DeviceGrid(1, k)
     device, overrides = exe.session.device, exe.session.resolve
@@ -115,17 +115,21 @@ def _over_mpi(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:
                      mismatches=r["mismatches"], all_ok=r["all_ok"])
 
 
-def _own_inputs(module, inputs, seed: int, device: int) -> list:
+def _own_inputs(module, inputs, options, device: int) -> list:
     """One device's arguments, given as its own values; the parameters not given are drawn
     as that device draws them in a whole run (seed, device)."""
     import numpy as np
 
-    from .inputs import coerce_input, random_value
+    from .inputs import check_keys, fit_input, random_value
+    if inputs is not None:
+        check_keys(module, inputs, draw_missing=options.seed is not None)
     out = []
     for p in module.entry.parameters:
-        value = None if inputs is None else inputs.get(f"in{p.parameter_number}")
-        out.append(random_value(p.shape, np.random.default_rng([seed, device]), p.name)
-                   if value is None else coerce_input(value, p.shape, p.name))
+        key = f"in{p.parameter_number}"
+        value = None if inputs is None else inputs.get(key)
+        out.append(random_value(p.shape, np.random.default_rng([options.draw_seed, device]),
+                                p.name)
+                   if value is None else fit_input(value, p.shape, key, p.name, options.cast)[0])
     return out
 
 

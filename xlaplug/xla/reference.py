@@ -129,10 +129,10 @@ def run_against_xla(exe, npz: dict | None, options, rtol=None, atol=None,
     check_arguments(module)
     if grid.count == 1:
         from ..runtime.inputs import build_inputs
-        per_device = [build_inputs(module, npz, options.seed)]
+        per_device = [build_inputs(module, npz, options)]
     else:
         from ..runtime.inputs import device_inputs
-        per_device = device_inputs(module, npz, options.seed, grid.count)
+        per_device = device_inputs(module, npz, options, grid.count)
     ours = exe.run(inputs=npz, options=options)
     theirs = reference_for_text(exe.source_text, exe.session.registry, per_device,
                                 grid.replicas, grid.partitions, platform or "cpu")
