@@ -58,6 +58,9 @@ SUITE_MODULES = {"test_conformance_stablehlo", "test_conformance_jax", "test_cor
 # whole suite (the CUDA ones under the simulator).  Re-measure and edit when tests move;
 # `-m "not slow and not suite"` is the fast loop.
 SLOW = {
+    "test_input_checks": {"test_a_dtype_that_differs_is_an_error_and_cast_converts_it",
+        "test_a_missing_parameter_is_drawn_only_with_an_explicit_seed",
+        "test_bf16_stored_by_npz_as_raw_bytes_is_read_as_bf16"},
     "test_api": {"test_errors_are_the_clis_messages", "test_many_devices_stacked_like_the_cli"},
     "test_benchmarks": {"test_cuda_without_gpu_is_one_line_exit_2",
         "test_model_workloads_run_and_match_xla", "test_scaling_sizes_match_xla"},
