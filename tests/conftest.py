@@ -58,6 +58,8 @@ SUITE_MODULES = {"test_conformance_stablehlo", "test_conformance_jax", "test_cor
 # whole suite (the CUDA ones under the simulator).  Re-measure and edit when tests move;
 # `-m "not slow and not suite"` is the fast loop.
 SLOW = {
+    "test_output_files": {"test_outputs_take_the_users_umask",
+        "test_dump_dir_creates_its_own_folder_but_not_the_ones_above"},
     "test_input_checks": {"test_a_dtype_that_differs_is_an_error_and_cast_converts_it",
         "test_a_missing_parameter_is_drawn_only_with_an_explicit_seed",
         "test_bf16_stored_by_npz_as_raw_bytes_is_read_as_bf16"},

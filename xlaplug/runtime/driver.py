@@ -98,8 +98,9 @@ def compile_module(module: Module, session=None, passes: str | None = None, *,
 
 
 def check_output_path(path: str, what: str) -> Path:
-    """`path` as a file to (over)write, or a one-line HloError: a directory, a parent that is
-    a file, or a folder that cannot be written are refused before any work is done."""
+    """`path` as a file to (over)write, or a one-line HloError: a directory, a folder that
+    does not exist (none is created: a misspelt path is not a place to write), a parent that
+    is a file, or a folder that cannot be written are refused before any work is done."""
     target = Path(path)
     if target.is_dir():
         raise OptionError(f"{what}: cannot write '{path}': it is a directory")
@@ -108,6 +109,9 @@ def check_output_path(path: str, what: str) -> Path:
         if folder.exists():
             if not folder.is_dir():
                 raise OptionError(f"{what}: cannot write '{path}': '{folder}' is not a directory")
+            if folder != parent:
+                raise OptionError(f"{what}: cannot write '{path}': folder '{parent}' does not "
+                                  f"exist")
             if not os.access(folder, os.W_OK | os.X_OK):
                 raise OptionError(f"{what}: cannot write '{path}': '{folder}' is not writable")
             break
@@ -115,12 +119,16 @@ def check_output_path(path: str, what: str) -> Path:
 
 
 def check_dump_dir(path: str) -> Path:
-    """`--dump-dir` as a directory that exists (created) and can be written."""
+    """`--dump-dir` as a directory that exists and can be written: the folder itself is
+    created when missing, but not the folders above it (as for an output file)."""
     d = Path(path)
     if d.exists() and not d.is_dir():
         raise OptionError(f"--dump-dir: '{path}' exists and is not a directory")
+    if not d.exists() and not d.parent.is_dir():
+        raise OptionError(f"--dump-dir: cannot create '{path}': folder '{d.parent}' does not "
+                          f"exist")
     try:
-        d.mkdir(parents=True, exist_ok=True)
+        d.mkdir(exist_ok=True)
     except OSError as e:
         raise OptionError(f"--dump-dir: cannot create '{path}': {e.strerror or e}") from None
     if not os.access(d, os.W_OK | os.X_OK):
@@ -129,17 +137,34 @@ def check_dump_dir(path: str) -> Path:
 
 
 def write_atomic(path: str, data: str | bytes, what: str = "output") -> None:
-    """Write via a temporary file and rename, so a failure leaves nothing half-written."""
+    """Write via a temporary file and rename, so a failure leaves nothing half-written.  The
+    file gets the mode any new file gets (0666 less the umask): mkstemp makes its temporary
+    file 0600, which the rename would otherwise keep."""
     target = check_output_path(path, what)
     tmp = None
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode() if isinstance(data, str) else data)
+            os.fchmod(f.fileno(), 0o666 & ~_umask())
         os.replace(tmp, target)
     except OSError as e:
         raise OptionError(f"{what}: cannot write '{path}': {e.strerror or e}") from None
     finally:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _umask() -> int:
+    """The process's umask.  Linux shows it in /proc; elsewhere it is read by setting it and
+    setting it back (no file is created in between, here)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
