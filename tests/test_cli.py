@@ -125,6 +125,7 @@ def test_compile_thunks_of_the_example_name_every_instruction(tmp_path):
 
 def test_compile_output_file_and_dump_dir(tmp_path, simple):
     out = tmp_path / "o" / "out.hlo"
+    (tmp_path / "o").mkdir()  # -o creates no folder (tests/test_output_files.py)
     r = cli("compile", simple, "-o", out, "--dump-dir", tmp_path / "dump")
     assert r.exit_code == 0
     assert out.read_text().startswith("HloModule m")
