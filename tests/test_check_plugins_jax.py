@@ -51,7 +51,7 @@ def cli(tmp_path, *args, offset=0.0):
 
 @pytest.mark.slow
 def test_cli_values_and_gradients(tmp_path):
-    r = cli(tmp_path, "--jax", "acme.swish")
+    r = cli(tmp_path, "--jax", "acme.swish", "--verbose")
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.count("kernel matches decomposition in jax (jit)") == 6
     assert r.stdout.count("check_grads (fwd, rev) passes on the decomposition") == 2

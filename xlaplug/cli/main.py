@@ -86,8 +86,8 @@ def compile_cmd(file, passes, emit, output, dump_dir, verify_each, device, prefe
         from ..runtime.thunks import thunks_table
         seq = exe.thunks
         if output is None:
-            from rich.console import Console
-            Console().print(thunks_table(seq))
+            from .terminal import console
+            console().print(thunks_table(seq))
             return
         out = thunks_table(seq, plain=True)
     if output:
@@ -111,8 +111,8 @@ def list_plugins_cmd(names, verbose, as_json, plugins_dirs, no_plugins, strict):
     if as_json:
         click.echo(json.dumps(plugins_json(session.registry), indent=2))
         return
-    from rich.console import Console
-    console = Console()
+    from .terminal import console as terminal_console
+    console = terminal_console()
     if names or verbose:
         for part in plugin_details(session.registry, names):
             console.print(part)
@@ -134,8 +134,8 @@ def list_opcodes_cmd(as_json, plugins_dirs, no_plugins, strict):
     if as_json:
         click.echo(json.dumps(opcodes_json(session.registry), indent=2))
     else:
-        from rich.console import Console
-        Console(width=80).print(opcodes_table(session.registry))
+        from .terminal import console
+        console().print(opcodes_table(session.registry))
 
 
 @main.command("check-plugins")
@@ -144,6 +144,8 @@ def list_opcodes_cmd(as_json, plugins_dirs, no_plugins, strict):
 @click.option("--trials", default=3, show_default=True, help="Random inputs per example.")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--verbose", "-v", is_flag=True,
+              help="One row per check (each example and trial), not one per op.")
 @click.option("--devices", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Check on this many devices at once (threads): multi-device kernels "
                    "against their decompositions, core-opcode overrides against the core "
@@ -155,11 +157,12 @@ def list_opcodes_cmd(as_json, plugins_dirs, no_plugins, strict):
                    "decomposition path) and check its gradients with check_grads.")
 @plugin_options
 @handle_errors
-def check_plugins_cmd(ops, device, trials, seed, as_json, devices, reference, in_jax,
+def check_plugins_cmd(ops, device, trials, seed, as_json, verbose, devices, reference, in_jax,
                       plugins_dirs, no_plugins, strict):
-    """Run each plugin kernel against its decomposition on random inputs.  OPS: op names
-    or plugin names (every op of that plugin); none: every op."""
-    from ..plugin.check import check_plugins, results_table
+    """Run each plugin kernel against its decomposition on random inputs; print one row per
+    op and a summary line (--verbose: every check).  OPS: op names or plugin names (every op
+    of that plugin); none: every op."""
+    from ..plugin.check import check_plugins
     if in_jax:
         from ..runtime.driver import OptionError
         if reference:
@@ -184,8 +187,8 @@ def check_plugins_cmd(ops, device, trials, seed, as_json, devices, reference, in
                                "results": [r.__dict__ for r in results],
                                "ok": all(r.ok for r in results)}, indent=2))
     else:
-        from rich.console import Console
-        Console(soft_wrap=True).print(results_table(results))
+        from .check_report import print_checks
+        print_checks(results, verbose)
     if not all(r.ok for r in results):
         sys.exit(1)
 

@@ -106,14 +106,12 @@ def _short(loc: str | None) -> str:
 
 
 def opcodes_table(registry=None):
-    """A rich table that fits 80 columns: abbreviated file names, marks for yes/no."""
-    from rich import box
-    from rich.table import Table
-    t = Table(title="core opcodes: where each is implemented (files under xlaplug/)",
-              caption=_LEGEND, box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1),
-              pad_edge=False, collapse_padding=True)
+    """A rich table, abbreviated file names and marks for yes/no, that wraps its cells to
+    the width it is printed at (never cuts them)."""
+    from .terminal import table
+    t = table("core opcodes: where each is implemented (files under xlaplug/)", _LEGEND)
     for h in ("opcode", "rule", "cpu", "cuda", "scalar", "fuse", "plugin"):
-        t.add_column(h, no_wrap=True, overflow="ellipsis")
+        t.add_column(h)
     for r in opcode_rows(registry):
         scalar = "yes" if r["scalar"] else ("cuda" if r["scalar_cuda"] else "-")
         fuse = {"yes": "yes", "rank 0": "r0", "no": "-"}[r["loop_fusion"]]

@@ -25,11 +25,10 @@ def print_reference(exe, ours, diffs, as_json: bool, platform: str | None = None
                              "outputs": [d.as_json() for d in diffs]}}
         click.echo(json.dumps(obj, indent=2))
         return 0 if ok else 1
-    from rich.console import Console
-
-    from ..xla.stats import diff_table
     from ..hlo.errors import plural
-    console = Console(soft_wrap=True)
+    from ..xla.stats import diff_table
+    from .terminal import console as terminal_console
+    console = terminal_console(soft_wrap=True)
     console.print(diff_table(diffs, f"xlaplug ({device}) against {label}"
                              + (f", {plural(grid.count, 'device')}" if grid.count > 1 else "")))
     bad = [d for d in diffs if not d.ok]

@@ -1,13 +1,29 @@
-"""What the verbs print on a terminal: one table style for all of them, laid out to fit 80
-columns (no vertical rules, one space of padding), and the outputs table of `run`."""
+"""What the verbs print on a terminal: one table style for all of them (no vertical rules,
+one space of padding) whose cells wrap, never cut, to fit the terminal's width; the console
+they print to; and the outputs table of `run`."""
 from __future__ import annotations
 
 
 def table(title: str | None = None, caption: str | None = None):
+    """A table whose every column folds what does not fit onto the next line: a long path or
+    shape is wrapped, never cut to `...`."""
     from rich import box
     from rich.table import Table
-    return Table(title=title, caption=caption, box=box.SIMPLE_HEAD, show_edge=False,
-                 padding=(0, 1), collapse_padding=True)
+
+    class FoldingTable(Table):
+        def add_column(self, *args, **kwargs):
+            kwargs.update(overflow="fold", no_wrap=False)
+            super().add_column(*args, **kwargs)
+
+    return FoldingTable(title=title, caption=caption, box=box.SIMPLE_HEAD, show_edge=False,
+                        padding=(0, 1), collapse_padding=True)
+
+
+def console(**kwargs):
+    """The console the verbs print to: a terminal's own width (rich reads it); when output
+    is not a terminal, $COLUMNS or 80 columns, the tables folding their cells to fit."""
+    from rich.console import Console
+    return Console(**kwargs)
 
 
 def first_values(arr, n: int = 3) -> str:
@@ -24,8 +40,6 @@ def first_values(arr, n: int = 3) -> str:
 def print_outputs(outputs, timings) -> None:
     """`xlaplug run`'s table of outputs (name, type, shape, min, max, mean, first values)
     and its timing line."""
-    from rich.console import Console
-
     from ..runtime.outputs import summarize
     t = table("outputs")
     for h in ("name", "dtype", "shape", "min", "max", "mean", "first values"):
@@ -36,8 +50,8 @@ def print_outputs(outputs, timings) -> None:
         t.add_row(f"out{k}", s["dtype"], str(tuple(s["shape"])), fmt(s.get("min")),
                   fmt(s.get("max")), fmt(s.get("mean")),
                   first_values(v) if v.size and v.dtype.kind != "V" else "-")
-    console = Console(soft_wrap=True)
-    console.print(t)
-    console.print(f"parse {timings['parse_s'] * 1e3:.1f} ms, compile "
-                  f"{timings['compile_s'] * 1e3:.1f} ms, run {timings['run_s'] * 1e3:.1f} ms "
-                  f"(median)", highlight=False)
+    out = console(soft_wrap=True)
+    out.print(t)
+    out.print(f"parse {timings['parse_s'] * 1e3:.1f} ms, compile "
+              f"{timings['compile_s'] * 1e3:.1f} ms, run {timings['run_s'] * 1e3:.1f} ms "
+              f"(median)", highlight=False)

@@ -208,16 +208,3 @@ def _shape_of(value) -> Shape:
         return Shape.tuple_of(_shape_of(v) for v in value)
     a = np.asarray(value)
     return Shape.array(from_dtype(a.dtype), a.shape)
-
-
-def results_table(results: list[CheckResult]):
-    from rich.markup import escape
-
-    from ..cli.terminal import table
-    t = table("plugin checks")
-    for h in ("op", "example", "trial", "result", "detail"):
-        t.add_column(h, justify="right" if h == "trial" else "left")
-    for r in results:
-        t.add_row(escape(r.op), escape(r.example), str(r.trial),
-                  "[green]ok[/green]" if r.ok else "[red]FAIL[/red]", escape(r.detail))
-    return t

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from ..hlo.errors import plural
 from ..runtime.outputs import compare
 
 
@@ -102,7 +103,8 @@ def diff_all(ours: list[np.ndarray], theirs: list[np.ndarray], rtol=None, atol=N
              suffix: str = "") -> list[OutputDiff]:
     if len(ours) != len(theirs):
         return [OutputDiff("outputs" + suffix, "-", [], float("inf"), float("inf"), 1 << 62,
-                           False, f"xlaplug gives {len(ours)} outputs, XLA {len(theirs)}")]
+                           False, f"xlaplug gives {plural(len(ours), 'output')}, XLA "
+                           f"{len(theirs)}")]
     return [diff(f"out{k}{suffix}", a, b, rtol, atol) for k, (a, b) in enumerate(zip(ours,
                                                                                       theirs))]
 
@@ -111,7 +113,7 @@ def diff_table(diffs: list[OutputDiff], title: str = "xlaplug against XLA:CPU"):
     from rich.table import Table
     t = Table(title=title)
     for h in ("output", "dtype", "shape", "max abs", "max rel", "max ULP", "result"):
-        t.add_column(h, no_wrap=h != "shape")
+        t.add_column(h, overflow="fold")  # wrapped to the width, never cut
     for d in diffs:
         t.add_row(d.name, d.dtype, str(tuple(d.shape)), f"{d.max_abs:.3g}", f"{d.max_rel:.3g}",
                   "-" if d.max_ulp >= 1 << 62 else str(d.max_ulp),
