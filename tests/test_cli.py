@@ -106,7 +106,7 @@ def test_compile_thunks_table(tmp_path, simple):
         "0  parameter  parameter (p0)  alias         f32[3]{0}  -\n"
         "1  parameter  parameter (p1)  alias         f32[3]{0}  -\n"
         "2  kernel     add (a)         %0, %1 -> b0  f32[3]{0}  12 B\n"
-        "3 thunks in e; 1 buffers, peak 12 B (with nested sequences 12 B)\n")
+        "3 thunks in e; 1 buffer, peak 12 B (with nested sequences 12 B)\n")
 
 
 def test_compile_thunks_of_the_example_name_every_instruction(tmp_path):
@@ -340,13 +340,13 @@ def test_run_custom_call_without_plugin_names_target(tmp_path):
     assert r.stderr == (f"{f}:4:8: error: custom-call 'c': no plugin provides target "
                         "'acme.swish' on cpu (no kernel for cpu, no decomposition); no plugins "
                         "are loaded\n")
-    # with the bundled plugins loaded, the one line lists what they do provide
+    # with the bundled plugins loaded, the one line counts them and names none: none is near
     r = xlaplug_proc("run", f)
     assert r.returncode == 2 and len(r.stderr.splitlines()) == 1
-    assert r.stderr.startswith(f"{f}:4:8: error: custom-call 'c': no plugin provides target "
-                               "'acme.swish' on cpu (no kernel for cpu, no decomposition); no "
-                               "loaded plugin provides it; loaded plugins provide: "), r.stderr
-    assert "example.rms_norm" in r.stderr
+    assert re.fullmatch(f"{re.escape(str(f))}:4:8: error: custom-call 'c': no plugin provides "
+                        r"target 'acme.swish' on cpu \(no kernel for cpu, no decomposition\); no "
+                        r"loaded plugin provides it \(\d+ ops loaded: xlaplug list-plugins lists "
+                        r"them\)\n", r.stderr), r.stderr
 
 
 def _env_without_simulator() -> dict:
@@ -372,15 +372,14 @@ def _run_cuda_without_simulator(simple):
 def test_cuda_without_gpu_is_exit_2(no_gpu, simple):
     r = _run_cuda_without_simulator(simple)
     assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
-    assert r.stderr.startswith(f"{simple}: error: ") and "Traceback" not in r.stderr
+    assert r.stderr.startswith("error: ") and "Traceback" not in r.stderr
     assert "--device cuda is not available: numba.cuda finds no CUDA driver or GPU (set " \
         "NUMBA_ENABLE_CUDASIM=1 to use numba's simulator)" in r.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="xlaplug bug: the line reads 'error: error: --device "
-                   "cuda ...' (require_cuda's message already starts with 'error:')")
 def test_cuda_without_gpu_message_is_exactly_one_error(no_gpu, simple):
+    # an option the machine cannot serve: about no place in the file, so no file prefix
     r = _run_cuda_without_simulator(simple)
-    assert r.stderr == (f"{simple}: error: --device cuda is not available: numba.cuda finds no "
+    assert r.stderr == ("error: --device cuda is not available: numba.cuda finds no "
                         "CUDA driver or GPU (set NUMBA_ENABLE_CUDASIM=1 to use numba's "
                         "simulator)\n")

@@ -645,9 +645,8 @@ def test_neither_kernel_nor_decomposition_is_an_error(tmp_path, acme):
     r = cli("compile", hlo_file(tmp_path, "n.hlo", _custom("acme.nothing")), "--plugins-dir", acme)
     assert r.exit_code == 2
     assert ("error: custom-call 'y': no plugin provides target 'acme.nothing' on cpu (no kernel "
-            "for cpu, no decomposition); no loaded plugin provides it; loaded plugins provide: "
-            ) in r.output
-    assert "acme.swish, acme.swish_d" in r.output and "example.rms_norm" in r.output
+            "for cpu, no decomposition); no loaded plugin provides it (") in r.output
+    assert " ops loaded: xlaplug list-plugins lists them)" in r.output
     r = cli("run", hlo_file(tmp_path, "g.hlo", _custom("acme.gpu_only")), "--plugins-dir", acme)
     assert r.exit_code == 2
     assert ("no plugin provides target 'acme.gpu_only' on cpu (no kernel for cpu, no "

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from ..hlo.errors import HloError
+from ..hlo.errors import UsageError
 
 
 def cuda_status() -> tuple[bool, str]:
@@ -22,5 +22,5 @@ def require_cuda() -> None:
     """--device cuda needs a GPU with numba.cuda, or numba's simulator."""
     ok, why = cuda_status()
     if not ok:
-        raise HloError(f"error: --device cuda is not available: {why} (set NUMBA_ENABLE_CUDASIM=1 "
+        raise UsageError(f"--device cuda is not available: {why} (set NUMBA_ENABLE_CUDASIM=1 "
                        "to use numba's simulator)")

@@ -58,6 +58,17 @@ def _excerpt(line: str, column: int) -> tuple[str, int]:
     return piece, caret
 
 
+class UsageError(HloError):
+    """A bad option, path or environment -- about no place in a module: one `error: ...`
+    line with no file position, at any layer (the CLI's OptionError is one)."""
+
+    def headline(self) -> str:
+        return f"error: {one_line(self.message)}"
+
+    def __str__(self) -> str:
+        return self.headline()
+
+
 class HloSyntaxError(HloError):
     pass
 
@@ -66,9 +77,10 @@ class HloVerifyError(HloError):
     pass
 
 
-def plural(n: int, noun: str) -> str:
-    """`1 device`, `4 devices`: counts in messages, at every layer."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
+def plural(n: int, noun: str, many: str | None = None) -> str:
+    """`1 device`, `4 devices` (`many`: the plural when not noun + s): counts in messages,
+    at every layer."""
+    return f"{n} {noun if n == 1 else many or noun + 's'}"
 
 
 def one_line(message: str) -> str:

@@ -103,6 +103,11 @@ class Registry:
         if not ops:
             return "no plugins are loaded"
         import difflib
-        near = difflib.get_close_matches(op, ops, n=3, cutoff=0.75)
-        return ("no loaded plugin provides it; loaded plugins provide: " + ", ".join(ops) +
+
+        from ..hlo.errors import plural
+        # At most five names, the closest: the whole list (a hundred LAPACK targets with
+        # the bundled plugins) would make a 1.5 KB line; `xlaplug list-plugins` has it.
+        near = difflib.get_close_matches(op, ops, n=5, cutoff=0.6)
+        return (f"no loaded plugin provides it ({plural(len(ops), 'op')} loaded: "
+                f"xlaplug list-plugins lists them)" +
                 ("; near matches: " + ", ".join(f"'{n}'" for n in near) if near else ""))

@@ -5,7 +5,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from ..hlo.errors import HloError, one_line
+from ..hlo.errors import HloError, UsageError
 from ..hlo.ir import Module
 from ..hlo.text.parser import parse_module
 from ..hlo.text.reader import read_hlo
@@ -13,14 +13,8 @@ from ..hlo.verifier import verify_module
 from ..passes import PassContext, PassManager, make_pass, resolve_pipeline
 
 
-class OptionError(HloError):
+class OptionError(UsageError):
     """A bad command-line option or path: one `error: ...` line with no file position."""
-
-    def headline(self) -> str:
-        return f"error: {one_line(self.message)}"
-
-    def __str__(self) -> str:
-        return self.headline()
 
 
 def read_text(path: str) -> tuple[str, str]:

@@ -9,6 +9,7 @@ import time
 import numpy as np
 
 from ..backends.spmd.groups import DeviceGrid
+from ..hlo.errors import plural
 from ..hlo.ir import Module
 from .options import RunError, RunOptions
 from .outputs import compare_devices, leaves
@@ -86,9 +87,10 @@ def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, device: st
     if grid.count % transport.size:  # every rank sees it: rank 0 reports
         if transport.rank != 0:
             raise QuietStop()
-        raise RunError(f"the module runs on {grid.count} devices ({grid.replicas} replicas x "
-                       f"{grid.partitions} partitions) but mpiexec started {transport.size} "
-                       f"processes: use mpiexec -n {grid.count} (or a divisor of "
+        raise RunError(f"the module runs on {grid.count} devices ("
+                       f"{plural(grid.replicas, 'replica')} x "
+                       f"{plural(grid.partitions, 'partition')}) but mpiexec started "
+                       f"{plural(transport.size, 'process', 'processes')}: use mpiexec -n {grid.count} (or a divisor of "
                        f"{grid.count}: several devices per process)")
     rank, k = transport.rank, grid.count // transport.size
     executor_options = options.executor_options()

@@ -33,17 +33,50 @@ def check_memory(peak: int, max_memory: int | None, devices: int = 1) -> None:
     limit = max_memory if max_memory is not None else available_memory()
     if need > limit:
         on = f" on {devices} devices" if devices > 1 else ""
-        raise RunError(f"module needs about {_size(need)} of buffers{on}, more than the "
-                       f"{'--max-memory' if max_memory is not None else 'available memory'} "
-                       f"({_size(limit)}); refusing to run")
+        if max_memory is not None:
+            unit, scale = _unit_of(limit)
+            what = f"the --max-memory ({_in_unit(limit, unit, scale)})"
+        else:
+            unit, scale = _readable_unit(limit)
+            what = f"the available memory ({_in_unit(limit, unit, scale)})"
+        raise RunError(f"module needs about {_need_text(need, limit, unit, scale)} of "
+                       f"buffers{on}, more than {what}; refusing to run")
 
 
-def _size(n: int) -> str:
-    """Bytes in the largest unit that keeps a whole number in front (1.5 KiB, 12.0 MiB)."""
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+_UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
+
+
+def _unit_of(limit: int) -> tuple[str, int]:
+    """The unit a limit was given in: the largest that writes it with at most one decimal
+    (1K: KiB, 1.5G: GiB, 1030: bytes), so the message speaks the user's unit."""
+    for unit, scale in _UNITS:
+        if limit >= scale and (limit * 10) % scale == 0:
+            return unit, scale
+    return "bytes", 1
+
+
+def _readable_unit(n: int) -> tuple[str, int]:
+    """The largest unit that keeps a whole number in front (1.5 KiB, 12.0 MiB)."""
+    for unit, scale in _UNITS:
         if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} bytes"
+            return unit, scale
+    return "bytes", 1
+
+
+def _in_unit(n: int, unit: str, scale: int) -> str:
+    return f"{n} bytes" if scale == 1 else f"{n / scale:g} {unit}"
+
+
+def _need_text(need: int, limit: int, unit: str, scale: int) -> str:
+    """`need` in the limit's unit, with the decimals that tell it apart from the limit
+    (4300 bytes needed against a 4.2 KiB limit reads 4.2 and 4.2 otherwise)."""
+    if scale == 1:
+        return f"{need} bytes"
+    for digits in (1, 2, 3):
+        text = f"{need / scale:.{digits}f}"
+        if float(text) > limit / scale:
+            return f"{text} {unit}"
+    return f"{need} bytes"
 
 
 @dataclass

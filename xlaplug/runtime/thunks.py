@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..hlo.errors import plural
 from ..hlo.ir import Computation, Instruction, Module
 from ..hlo.opcodes import ALIASING, CONTROL_FLOW as NESTED  # noqa: F401 - ALIASING re-exported
 
@@ -161,7 +162,8 @@ def thunk_rows(seq: ThunkSequence, prefix: str = "") -> list[tuple[str, ...]]:
 def thunks_table(seq: ThunkSequence, plain: bool = False) -> Any:
     header = ("#", "thunk", "opcodes", "buffers", "shapes", "bytes")
     rows = thunk_rows(seq)
-    footer = (f"{len(seq.thunks)} thunks in {seq.computation.name}; {len(seq.slot_sizes)} buffers, "
+    footer = (f"{plural(len(seq.thunks), 'thunk')} in {seq.computation.name}; "
+              f"{plural(len(seq.slot_sizes), 'buffer')}, "
               f"peak {_fmt_bytes(seq.peak_bytes)} (with nested sequences "
               f"{_fmt_bytes(seq.total_peak_bytes())})")
     if plain:

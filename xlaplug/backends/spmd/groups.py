@@ -22,6 +22,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from ...hlo.errors import plural
 from ...hlo.ir import Instruction
 from ..common.errors import ExecutionError
 
@@ -101,8 +102,9 @@ def device_groups(ins: Instruction, grid: DeviceGrid) -> list[tuple[int, ...]]:
                 what = "partition" if mode is GroupMode.CROSS_PARTITION else (
                     "device" if mode is GroupMode.FLATTENED_ID else "replica")
                 raise ExecutionError(f"{ins.opcode} '{ins.name}': {what} {i} in its groups does "
-                                     f"not exist ({grid.replicas} replicas x "
-                                     f"{grid.partitions} partitions, {mode.value} mode)")
+                                     f"not exist ({plural(grid.replicas, 'replica')} x "
+                                     f"{plural(grid.partitions, 'partition')}, "
+                                     f"{mode.value} mode)")
     out: list[tuple[int, ...]] = []
     if mode is GroupMode.CROSS_REPLICA:
         for g in groups:
