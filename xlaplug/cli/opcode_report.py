@@ -110,6 +110,7 @@ def opcodes_table(registry=None):
     the width it is printed at (never cuts them)."""
     from .terminal import table
     t = table("core opcodes: where each is implemented (files under xlaplug/)", _LEGEND)
+    t.pad_edge = False
     for h in ("opcode", "rule", "cpu", "cuda", "scalar", "fuse", "plugin"):
         t.add_column(h)
     for r in opcode_rows(registry):
