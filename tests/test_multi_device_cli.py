@@ -171,7 +171,7 @@ def test_rank_count_that_does_not_fit(allreduce_case):
     p = xlaplug("run", hlo, mpi=3)
     assert p.returncode == 2
     assert p.stderr.strip().endswith("the module runs on 4 devices (4 replicas x 1 "
-                                     "partitions) but mpiexec started 3 processes: use "
+                                     "partition) but mpiexec started 3 processes: use "
                                      "mpiexec -n 4 (or a divisor of 4: several devices per "
                                      "process)"), p.stderr
     assert p.stderr.count("error:") == 1
