@@ -144,3 +144,14 @@ def test_many_devices_name_the_stacked_shape():
     with pytest.raises(RunError, match=r"is f64\[4,1024\]; the parameter is f32\[1024\]: give "
                                        r"f32\[1024\] .* or f32\[4,1024\] .*--cast"):
         step(w, np.ones((4, 1024)))
+
+
+def test_one_file_holds_the_inputs_and_the_expected_outputs(add, tmp_path):
+    """Its outK keys are the expected outputs, not unknown inputs, whether it is named by
+    --expect alone or by both --inputs and --expect."""
+    np.savez(tmp_path / "both.npz", in0=X, in1=Y, out0=X + Y)
+    for args in (["--expect", tmp_path / "both.npz"],
+                 ["--inputs", tmp_path / "both.npz", "--expect", tmp_path / "both.npz"]):
+        r = run(add, *args)
+        assert r.returncode == 0 and f"the output matches {tmp_path / 'both.npz'}" in r.stdout, \
+            r.stdout + r.stderr
