@@ -77,13 +77,14 @@ def fit_input(value, shape: Shape, key: str, name: str, cast: bool, devices: int
         raise RunError(f"input {key} for parameter '{name}' is {_value_text(arr)}; "
                        f"{_takes(shape, devices)}")
     if arr.dtype != want:
-        convertible = arr.dtype.kind in "biufc" or arr.dtype.type.__module__.startswith(
-            "ml_dtypes")
-        if not cast or not convertible or (arr.dtype.kind == "c" and want.kind != "c"):
-            why = (_CAST_HINT if convertible and not (arr.dtype.kind == "c" and want.kind != "c")
-                   else "(no cast converts it: " + ("a complex value would lose its "
-                                                   "imaginary part)" if convertible else
-                                                   "not a numeric type)"))
+        numeric = arr.dtype.kind in "biufc" or arr.dtype.type.__module__.startswith("ml_dtypes")
+        if not numeric:
+            why = "(no cast converts it: not a numeric type)"
+        elif arr.dtype.kind == "c" and want.kind != "c":
+            why = "(no cast converts it: a complex value would lose its imaginary part)"
+        else:
+            why = None if cast else _CAST_HINT
+        if why is not None:
             raise RunError(f"input {key} for parameter '{name}' is {_value_text(arr)}; "
                            f"{_takes(shape, devices)} {why}")
         arr = arr.astype(want)
