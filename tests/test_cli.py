@@ -86,7 +86,7 @@ def test_compile_json(simple):
                           "result": "f32[3]{0}", "instructions": 3}],
         "passes": [{"name": n, "changed": False} for n in
                    ["sdy-shard-map", "custom-call-lowering", "inline-calls", "tuple-simplify",
-                    "dce", "reduce-fusion", "loop-fusion"]],
+                    "dce", "excess-precision", "reduce-fusion", "loop-fusion"]],
         "thunks": {"computation": "e", "buffers": 1, "buffer_bytes": [12], "peak_bytes": 12,
                    "total_peak_bytes": 12, "thunks": [
                        {"index": 0, **param, "instruction": "p0"},
@@ -131,8 +131,8 @@ def test_compile_output_file_and_dump_dir(tmp_path, simple):
     assert out.read_text().startswith("HloModule m")
     assert sorted(p.name for p in (tmp_path / "dump").iterdir()) == [
         "00-input.hlo", "01-sdy-shard-map.hlo", "02-custom-call-lowering.hlo",
-        "03-inline-calls.hlo", "04-tuple-simplify.hlo", "05-dce.hlo", "06-reduce-fusion.hlo",
-        "07-loop-fusion.hlo"]
+        "03-inline-calls.hlo", "04-tuple-simplify.hlo", "05-dce.hlo",
+        "06-excess-precision.hlo", "07-reduce-fusion.hlo", "08-loop-fusion.hlo"]
 
 
 @pytest.mark.parametrize("text,message", [
@@ -174,8 +174,8 @@ def test_unknown_pass_is_exit_2(simple):
     r = xlaplug_proc("compile", simple, "--passes", "dce,bogus")
     assert r.returncode == 2
     assert r.stderr == ("error: unknown pass 'bogus' (known passes: "
-                        "custom-call-lowering, dce, inline-calls, loop-fusion, reduce-fusion, "
-                        "sdy-shard-map, tuple-simplify)\n")
+                        "custom-call-lowering, dce, excess-precision, inline-calls, "
+                        "loop-fusion, reduce-fusion, sdy-shard-map, tuple-simplify)\n")
 
 
 def test_pass_options(simple):

@@ -19,6 +19,16 @@ def plugin_options(fn):
     return fn
 
 
+def excess_precision_option(fn):
+    """--excess-precision / --no-excess-precision, for compile and run."""
+    return click.option(
+        "--excess-precision/--no-excess-precision", default=True, show_default=True,
+        help="Keep in f32 the bf16 results XLA:CPU keeps in f32 by default (an op whose "
+             "result the HLO converts to f32 hands on its unrounded value); "
+             "--no-excess-precision rounds every bf16 result as the HLO states, as XLA "
+             "does under XLA_FLAGS=--xla_allow_excess_precision=false.")(fn)
+
+
 def setup_plugins(plugins_dirs, no_plugins, strict, device="cpu", prefer="kernel", quiet=False):
     """This invocation's session: the plugins it loads and its device/prefer/strict (a
     plugin that fails to load is a `warning:` line unless `quiet`)."""

@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from .common import highlight, plugin_options, setup_plugins
+from .common import excess_precision_option, highlight, plugin_options, setup_plugins
 from .errors import handle_errors
 from .run_cmd import run_cmd
 
@@ -45,10 +45,11 @@ main.add_command(run_cmd)
               show_default=True, help="Use plugin kernels, or always their decompositions.")
 @click.option("--decompose-all", is_flag=True,
               help="Lower every plugin op to core HLO: the portable artifact.")
+@excess_precision_option
 @plugin_options
 @handle_errors
 def compile_cmd(file, passes, emit, output, dump_dir, verify_each, device, prefer, decompose_all,
-                plugins_dirs, no_plugins, strict):
+                excess_precision, plugins_dirs, no_plugins, strict):
     """Parse FILE (or - for stdin), verify it, run passes, print the result."""
     from ..runtime.executable import compile as compile_hlo
     from ..runtime.driver import check_output_path, write_atomic
@@ -65,7 +66,8 @@ def compile_cmd(file, passes, emit, output, dump_dir, verify_each, device, prefe
     session = setup_plugins(plugins_dirs, no_plugins, strict, device,
                             "decomposition" if decompose_all else prefer)
     exe = compile_hlo(file, session=session, passes=passes, dump_dir=dump_dir,
-                      verify_each=verify_each, decompose_all=decompose_all)
+                      verify_each=verify_each, decompose_all=decompose_all,
+                      excess_precision=excess_precision)
     module, pm = exe.module, exe.pass_manager
     if emit == "hlo":
         from ..hlo.text.printer import module_to_text

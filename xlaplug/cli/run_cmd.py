@@ -8,7 +8,8 @@ import sys
 
 import click
 
-from .common import load_npz, parse_bytes, plugin_options, setup_plugins
+from .common import (excess_precision_option, load_npz, parse_bytes, plugin_options,
+                     setup_plugins)
 from .errors import handle_errors
 from .interrupt import interruptible
 
@@ -56,11 +57,13 @@ from .interrupt import interruptible
 @click.option("--engine", type=click.Choice(["interpreter", "xla"]), default="interpreter",
               show_default=True, help="Who runs the module: xlaplug's interpreter, or XLA:CPU "
                                       "through jaxlib with plugin kernels as FFI handlers.")
+@excess_precision_option
 @plugin_options
 @handle_errors
 def run_cmd(file, inputs_path, seed, cast, out_path, expect_path, rtol, atol, device, repeat, passes,
             max_memory, max_while_iterations, interpret, as_json, profile, prefer, replicas,
-            partitions, collective_timeout, reference, engine, plugins_dirs, no_plugins, strict):
+            partitions, collective_timeout, reference, engine, excess_precision, plugins_dirs,
+            no_plugins, strict):
     """Compile FILE and run it; print, save and compare its outputs."""
     from ..runtime.driver import OptionError, check_output_path
     from ..runtime.executable import compile as compile_hlo
@@ -104,7 +107,8 @@ def run_cmd(file, inputs_path, seed, cast, out_path, expect_path, rtol, atol, de
     # xlaplug's passes leave it.
     exe = compile_hlo(file, session=session, passes=passes,
                       keep_source=bool(reference) or engine == "xla",
-                      replicas=replicas, partitions=partitions)
+                      replicas=replicas, partitions=partitions,
+                      excess_precision=excess_precision)
     npz = load_npz(inputs_path, "--inputs") if inputs_path else None
     expected = load_npz(expect_path, "--expect") if expect_path else None
     if expected is not None and (npz is None and any(k.startswith("in") for k in expected)
@@ -120,7 +124,7 @@ def run_cmd(file, inputs_path, seed, cast, out_path, expect_path, rtol, atol, de
         from ..xla.reference import run_against_xla
         from .reference_report import print_reference
         ours, diffs = interruptible(lambda: run_against_xla(exe, npz, options, rtol, atol,
-                                                            platform))
+                                                            platform, excess_precision))
         if out_path:
             _write_outputs(out_path, ours.outputs)
         sys.exit(print_reference(exe, ours, diffs, as_json, platform))

@@ -56,11 +56,14 @@ def _parse_and_verify(text: str, name: str) -> Module:
 
 def compile_module(module: Module, session=None, passes: str | None = None, *,
                    dump_dir: str | None = None, verify_each: bool = False,
-                   decompose_all: bool = False, options: dict | None = None) -> PassManager:
+                   decompose_all: bool = False, options: dict | None = None,
+                   excess_precision: bool = True) -> PassManager:
     """Run a pass pipeline on `module` for `session` (a plugin.Session: its plugins, device
     and preference; None: no plugins, on the CPU), then verify.  `passes` is a pipeline
     spec (None: the default pipeline and the session's plugin passes); `options`: per-pass
-    field settings, e.g. {"loop-fusion": {"min_elements": 1}}."""
+    field settings, e.g. {"loop-fusion": {"min_elements": 1}}.  `excess_precision=False`
+    drops the excess-precision pass wherever the pipeline has it: every bf16 result rounded
+    as the HLO states (XLA:CPU under --xla_allow_excess_precision=false)."""
     from dataclasses import replace
 
     from ..plugin.session import Session
@@ -71,6 +74,8 @@ def compile_module(module: Module, session=None, passes: str | None = None, *,
     if decompose_all and passes is None:  # the portable artifact: no xlaplug optimizations
         passes = "portable"
     pipeline = resolve_pipeline(passes, session.registry)
+    if not excess_precision:
+        pipeline = [p for p in pipeline if p.name != "excess-precision"]
     if decompose_all and not any(p.name == "custom-call-lowering" for p in pipeline):
         pipeline.insert(0, make_pass("custom-call-lowering", {}))
     settings = dict(options or {})

@@ -161,7 +161,7 @@ def compile(source, *, plugins: Iterable = (), device: str = "cpu", passes: str 
             bundled_plugins: bool = True, session=None, dump_dir: str | None = None,
             verify_each: bool = False, keep_source: bool = False,
             name: str = "<string>", replicas: int | None = None,
-            partitions: int | None = None) -> Executable:
+            partitions: int | None = None, excess_precision: bool = True) -> Executable:
     """Parse, verify and compile `source` (a path, `-` for standard input, or HLO text)
     with the plugins in `plugins` (directories or `Plugin` objects, beside the bundled
     ones), for `device`.  `passes`: a pipeline spec as `--passes` takes it (None: the
@@ -170,7 +170,9 @@ def compile(source, *, plugins: Iterable = (), device: str = "cpu", passes: str 
     `device`, `prefer` and `strict`.  `keep_source`: keep the module as read, printed, in
     `source_text`.  `name`: how errors in HLO text given as a string name it.
     `replicas` / `partitions`: the devices the module runs on, when not its header's: set
-    before any rewrite, so decompositions (`b.num_devices`) and runs see them."""
+    before any rewrite, so decompositions (`b.num_devices`) and runs see them.
+    `excess_precision`: bf16 results kept in f32 where XLA:CPU keeps them by default (the
+    excess-precision pass); False: every bf16 result rounded as the HLO states."""
     from .driver import compile_module, load_module, load_text
     if session is None:
         session = load_session(plugins, device=device,
@@ -186,7 +188,7 @@ def compile(source, *, plugins: Iterable = (), device: str = "cpu", passes: str 
     t1 = time.perf_counter()
     before = _plugin_ops(module, session)
     pm = compile_module(module, session, passes, dump_dir=dump_dir, verify_each=verify_each,
-                        decompose_all=decompose_all)
+                        decompose_all=decompose_all, excess_precision=excess_precision)
     after = _plugin_ops(module, session)
     served = []
     for (op, plugin), n in before.items():

@@ -61,10 +61,11 @@ def main(cases_path: str, out_path: str) -> None:
 
 
 def run_in_subprocess(text: str, replicas: int, partitions: int,
-                      per_device: list[list[np.ndarray]], timeout: float = 600
-                      ) -> list[list[np.ndarray]]:
+                      per_device: list[list[np.ndarray]], timeout: float = 600,
+                      xla_flags: str = "") -> list[list[np.ndarray]]:
     """[device][leaf] outputs of XLA:CPU on replicas x partitions host devices, run in a
-    fresh process; XLA's refusal is an XlaError with its message."""
+    fresh process; XLA's refusal is an XlaError with its message.  `xla_flags`: more
+    XLA_FLAGS for that process (XLA reads them once, when jax starts)."""
     from .jaxlib_names import XlaError, require_jax
     require_jax("--reference xla")
     n = replicas * partitions
@@ -75,7 +76,7 @@ def run_in_subprocess(text: str, replicas: int, partitions: int,
             case[f"arg_0_{k}_{d}"], case[f"dtype_0_{k}"] = _raw(a)
     env = dict(os.environ)
     env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
-                        f" --xla_force_host_platform_device_count={n}").strip()
+                        f" --xla_force_host_platform_device_count={n} {xla_flags}").strip()
     env["JAX_PLATFORMS"] = "cpu"
     with tempfile.TemporaryDirectory(prefix="xlaplug-xla-") as tmp:
         cases, out = os.path.join(tmp, "cases.npz"), os.path.join(tmp, "out.npz")

@@ -165,15 +165,18 @@ def mlir_to_hlo_text(data: str | bytes, what: str) -> str:
 
 def run_on_xla_cpu(text: str, per_device: list[list[np.ndarray]], replicas: int = 1,
                    partitions: int = 1, *, what: str = "--reference xla", repeat: int = 1,
-                   times: list | None = None) -> list[list[np.ndarray]]:
+                   times: list | None = None, xla_options: dict | None = None
+                   ) -> list[list[np.ndarray]]:
     """Compile HLO text with XLA:CPU for replicas x partitions devices (the process's jax must
     have that many host devices) and run it on each device's arguments; [device][leaf].
     Device d is replica d // P, partition d % P, as XLA's default assignment.  `repeat`
-    runs of the one compiled executable; each run's seconds go to `times` when given."""
+    runs of the one compiled executable; each run's seconds go to `times` when given.
+    `xla_options`: XLA debug options for this compile ({"xla_allow_excess_precision":
+    False}), as jax's `compile(compiler_options=...)` sets them."""
     if partitions > 1:  # a per-device program: every instruction is manual to XLA's partitioner
         text = _manual(text)
     return _compile_and_run(hlo_to_stablehlo_bytecode(text, what), per_device, replicas,
-                            partitions, what, "cpu", repeat, times)
+                            partitions, what, "cpu", repeat, times, xla_options)
 
 
 def run_stablehlo_on_xla_cpu(mlir: str | bytes, args: list[np.ndarray],
@@ -195,7 +198,8 @@ def run_on_xla(text: str, per_device: list[list[np.ndarray]], platform: str,
 
 def _compile_and_run(computation: str | bytes, per_device, replicas: int, partitions: int,
                      what: str, platform: str = "cpu", repeat: int = 1,
-                     times: list | None = None) -> list[list[np.ndarray]]:
+                     times: list | None = None, xla_options: dict | None = None
+                     ) -> list[list[np.ndarray]]:
     get_backend = _name("jax._src.xla_bridge", "get_backend", what)
     import jax
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
@@ -214,6 +218,8 @@ def _compile_and_run(computation: str | bytes, per_device, replicas: int, partit
     opts.device_assignment = xc.DeviceAssignment.create(
         np.arange(n).reshape(replicas, partitions))
     opts.executable_build_options.use_spmd_partitioning = partitions > 1
+    if xla_options:
+        opts.env_option_overrides = list(xla_options.items())
     try:
         exe = backend.compile_and_load(computation, xc.DeviceList(tuple(devs)), opts)
     except Exception as e:

@@ -46,30 +46,35 @@ def check_arguments(module: Module) -> None:
 
 
 def run_reference(text: str, per_device: list[list[np.ndarray]], replicas: int = 1,
-                  partitions: int = 1, platform: str = "cpu") -> list[list[np.ndarray]]:
+                  partitions: int = 1, platform: str = "cpu",
+                  excess_precision: bool = True) -> list[list[np.ndarray]]:
     """[device][leaf] outputs of XLA (its `platform` backend) running HLO text on each
-    device's arguments."""
+    device's arguments.  `excess_precision=False`: XLA:CPU compiles it with
+    --xla_allow_excess_precision=false (the numerics of `run --no-excess-precision`)."""
     from .jaxlib_names import require_jax, run_on_xla, run_on_xla_cpu
     require_jax("--reference xla")
     if platform != "cpu":  # an accelerator's own devices, in this process
         return run_on_xla(text, per_device, platform, replicas, partitions,
                           what=f"--reference xla:{platform}")
     if replicas * partitions == 1:
-        return run_on_xla_cpu(text, per_device, 1, 1)
+        options = None if excess_precision else {"xla_allow_excess_precision": False}
+        return run_on_xla_cpu(text, per_device, 1, 1, xla_options=options)
     from .devices import run_in_subprocess
-    return run_in_subprocess(text, replicas, partitions, per_device)
+    return run_in_subprocess(text, replicas, partitions, per_device,
+                             xla_flags="" if excess_precision else
+                             "--xla_allow_excess_precision=false")
 
 
 def reference_for_text(text: str, registry, per_device: list[list[np.ndarray]],
-                       replicas: int = 1, partitions: int = 1,
-                       platform: str = "cpu") -> list[list[np.ndarray]]:
+                       replicas: int = 1, partitions: int = 1, platform: str = "cpu",
+                       excess_precision: bool = True) -> list[list[np.ndarray]]:
     """XLA:CPU's outputs for the portable artifact of HLO `text` (the module as read, before
     xlaplug's passes) with the registry's decompositions."""
     from ..hlo.text.parser import parse_module
     module = parse_module(text, "<reference>")
     check_arguments(module)
     return run_reference(portable_text(module, registry), per_device, replicas, partitions,
-                         platform)
+                         platform, excess_precision)
 
 
 def compare_devices(ours: list[list[np.ndarray]], theirs: list[list[np.ndarray]], rtol=None,
@@ -121,10 +126,11 @@ def _has(jax, platform: str) -> bool:
 
 
 def run_against_xla(exe, npz: dict | None, options, rtol=None, atol=None,
-                    platform: str | None = None):
+                    platform: str | None = None, excess_precision: bool = True):
     """(xlaplug's RunResult, the OutputDiffs of every device against XLA:CPU): the
     executable run as any run is, and XLA given the same arguments -- drawn by the same
-    functions from the same seed -- for the module as read (`exe.source_text`)."""
+    functions from the same seed -- for the module as read (`exe.source_text`).
+    `excess_precision`: as the executable was compiled (False: XLA without it too)."""
     module, grid = exe.module, exe.grid
     check_arguments(module)
     if grid.count == 1:
@@ -135,5 +141,6 @@ def run_against_xla(exe, npz: dict | None, options, rtol=None, atol=None,
         per_device = device_inputs(module, npz, options, grid.count)
     ours = exe.run(inputs=npz, options=options)
     theirs = reference_for_text(exe.source_text, exe.session.registry, per_device,
-                                grid.replicas, grid.partitions, platform or "cpu")
+                                grid.replicas, grid.partitions, platform or "cpu",
+                                excess_precision)
     return ours, compare_devices(ours.per_device, theirs, rtol, atol)
