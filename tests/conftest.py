@@ -172,6 +172,8 @@ SLOW = {
         "test_narrow_types_still_resolve_on_first_use"},
     "test_verifier": {"test_conformance_corruptions_are_caught", "test_jax_corruptions_are_caught",
         "test_jax_program_verifies", "test_jax_programs_cover_the_ops"},
+    "test_excess_precision": {"test_xla_flags_in_a_fresh_process_agree",
+        "test_bf16_mlp_bit_for_bit_with_xla_either_way"},
     "test_xla_bridge": {"test_reference_on_four_devices",
         "test_reference_table_and_json_on_a_plugin_op",
         "test_without_jax_each_bridge_verb_is_one_line_naming_the_extra"},
