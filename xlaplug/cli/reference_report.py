@@ -9,7 +9,11 @@ import click
 
 def print_reference(exe, ours, diffs, as_json: bool, platform: str | None = None) -> int:
     from ..runtime.outputs import summarize
+    from ..xla.reference import global_reference_devices
     grid, device = ours.grid, exe.session.device
+    # a global program (jax's shard_map or automatically partitioned): XLA partitions it for
+    # its mesh, xlaplug runs it on one device
+    spmd = global_reference_devices(exe)
     ok = all(d.ok for d in diffs)
     platform = platform or "cpu"
     label = f"XLA:{platform.upper()}"
@@ -22,6 +26,7 @@ def print_reference(exe, ours, diffs, as_json: bool, platform: str | None = None
                "outputs": {f"out{k}": summarize(v) for k, v in enumerate(ours.per_device[0])},
                "timings": t,
                "reference": {"platform": f"xla:{platform}", "ok": ok,
+                             "devices": spmd if spmd > 1 else grid.count,
                              "outputs": [d.as_json() for d in diffs]}}
         click.echo(json.dumps(obj, indent=2))
         return 0 if ok else 1
@@ -29,8 +34,12 @@ def print_reference(exe, ours, diffs, as_json: bool, platform: str | None = None
     from ..xla.stats import diff_table
     from .terminal import console as terminal_console
     console = terminal_console(soft_wrap=True)
-    console.print(diff_table(diffs, f"xlaplug ({device}) against {label}"
-                             + (f", {plural(grid.count, 'device')}" if grid.count > 1 else "")))
+    title = f"xlaplug ({device}) against {label}"
+    if spmd > 1:
+        title += f" partitioning the program for {plural(spmd, 'device')}"
+    elif grid.count > 1:
+        title += f", {plural(grid.count, 'device')}"
+    console.print(diff_table(diffs, title))
     bad = [d for d in diffs if not d.ok]
     for d in bad:
         click.echo(f"MISMATCH {d.name}: {d.message}", err=True)

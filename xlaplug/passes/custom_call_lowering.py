@@ -40,6 +40,14 @@ def _lower_topk(b: Builder, ins: Instruction):
 
 _BUILTIN_TARGETS = {"Sharding": _lower_sharding, "SPMDFullToShardShape": _lower_sharding,
                     "SPMDShardToFullShape": _lower_sharding, "TopK": _lower_topk}
+# The custom calls of XLA's partitioners: GSPMD's, and Shardy's as jax prints a program before
+# partitioning (`xla.sdy.GlobalToLocalShape`, ...).  For XLA on many devices they must stay:
+# the identity they lower to here is right only for a program run on one device.
+_SHARDING_TARGETS = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"})
+
+
+def is_sharding_target(name: str) -> bool:
+    return name in _SHARDING_TARGETS or name.startswith("xla.sdy.")
 
 
 @dataclass
@@ -47,6 +55,9 @@ class CustomCallLowering:
     name: ClassVar[str] = "custom-call-lowering"
     # Lower every plugin op to core HLO, kernels or not: the portable artifact.
     decompose_all: bool = False
+    # Leave XLA's partitioner custom calls (is_sharding_target) for XLA: a module for XLA's
+    # SPMD partitioner (the portable artifact, `run --reference xla`).
+    keep_sharding: bool = False
 
     def run(self, module: Module, ctx: PassContext) -> bool:
         uniq = NameUniquer(module)
@@ -60,6 +71,9 @@ class CustomCallLowering:
             for ins in list(comp.instructions):
                 name = op_name(ins)
                 if name is None or name in RUNTIME_CUSTOM_CALLS:  # the executor runs these
+                    continue
+                if self.keep_sharding and ins.opcode == "custom-call" and \
+                        is_sharding_target(name):
                     continue
                 reg: Registry = ctx.registry
                 if ins.opcode == "custom-call" and name in _BUILTIN_TARGETS and \

@@ -1,7 +1,9 @@
 """Call inlining: `call(args), to_apply=f` -> f's body, cloned into the caller.
 
 Composite calls (`is_composite=true`) are left alone: the custom-call lowering pass decides
-whether a plugin kernel replaces them or their body is used.
+whether a plugin kernel replaces them or their body is used.  So is the call of a jax
+shard_map region's body (`xla.sdy.manual_computation_body...`), as XLA's ShardyCallInliner
+leaves it: the sdy-shard-map pass, and XLA's partitioner, find the region by that call.
 
 Linear in the size of the result: each computation that keeps existing (the entry and every
 computation something other than an inlined call refers to: while bodies, reducers, ...) is
@@ -27,8 +29,12 @@ from .context import PassContext
 MAX_INLINED_INSTRUCTIONS = 2_000_000
 
 
+_SHARD_MAP_BODY = "xla.sdy.manual_computation_body"
+
+
 def _inlinable(ins: Instruction) -> bool:
-    return ins.opcode == "call" and not ins.attrs.get("is_composite")
+    return ins.opcode == "call" and not ins.attrs.get("is_composite") and \
+        not ins.attrs["to_apply"].name.startswith(_SHARD_MAP_BODY)
 
 
 class _Frame:

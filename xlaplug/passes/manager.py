@@ -53,7 +53,8 @@ DEFAULT_PIPELINE = ("sdy-shard-map", "custom-call-lowering", "inline-calls",
 # leaves unused is swept; nothing of xlaplug's own optimization runs (no fusions, no
 # shard_map gathering), since XLA:TPU, for one, refuses a `fusion` in its input, and
 # every backend runs its own pipeline anyway.
-PORTABLE_PIPELINE = ("custom-call-lowering{decompose_all=true}", "inline-calls", "dce")
+PORTABLE_PIPELINE = ("custom-call-lowering{decompose_all=true,keep_sharding=true}",
+                     "inline-calls", "dce")
 
 
 class PassSpecError(HloError):

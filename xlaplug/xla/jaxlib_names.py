@@ -29,6 +29,9 @@ PRIVATE_NAMES = (
     ("jax._src.lib.xla_client", "CompileOptions"),
     ("jax._src.lib.xla_client", "DeviceAssignment.create"),
     ("jax._src.lib.xla_client", "DeviceList"),
+    ("jax._src.lib.xla_client", "HloSharding.from_proto"),  # an executable's shardings
+    ("jax._src.op_shardings", "op_sharding_to_numpy_indices"),
+    ("jax._src.sharding_impls", "GSPMDSharding"),
     ("jax._src.interpreters.mlir", "make_ir_context"),      # MLIR bytecode -> text
     ("jax._src.lib.mlir.ir", "Module.parse"),
 )
@@ -196,13 +199,14 @@ def run_on_xla(text: str, per_device: list[list[np.ndarray]], platform: str,
                             partitions, what, platform)
 
 
-def _compile_and_run(computation: str | bytes, per_device, replicas: int, partitions: int,
-                     what: str, platform: str = "cpu", repeat: int = 1,
-                     times: list | None = None, xla_options: dict | None = None
-                     ) -> list[list[np.ndarray]]:
+def _compile(computation: str | bytes, replicas: int, partitions: int, what: str,
+             platform: str = "cpu", shardy: bool | None = None,
+             xla_options: dict | None = None):
+    """(XLA's loaded executable, its devices): `computation` compiled for replicas x
+    partitions devices.  `shardy`: None for a per-device program (every instruction manual);
+    else a global program that XLA's SPMD partitioner cuts, with Shardy (True) or GSPMD.
+    `xla_options`: debug options for this compilation (e.g. xla_allow_excess_precision)."""
     get_backend = _name("jax._src.xla_bridge", "get_backend", what)
-    import jax
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec
     xc = _name("jax._src.lib", "xla_client", what)
     n = replicas * partitions
     label = f"XLA:{platform.upper()}"
@@ -218,12 +222,26 @@ def _compile_and_run(computation: str | bytes, per_device, replicas: int, partit
     opts.device_assignment = xc.DeviceAssignment.create(
         np.arange(n).reshape(replicas, partitions))
     opts.executable_build_options.use_spmd_partitioning = partitions > 1
+    if shardy is not None:
+        opts.executable_build_options.use_shardy_partitioner = shardy
     if xla_options:
         opts.env_option_overrides = list(xla_options.items())
     try:
-        exe = backend.compile_and_load(computation, xc.DeviceList(tuple(devs)), opts)
+        return backend.compile_and_load(computation, xc.DeviceList(tuple(devs)), opts), devs
     except Exception as e:
         raise XlaError(f"{label} cannot compile the module: {xla_message(e)}") from None
+
+
+def _compile_and_run(computation: str | bytes, per_device, replicas: int, partitions: int,
+                     what: str, platform: str = "cpu", repeat: int = 1,
+                     times: list | None = None, xla_options: dict | None = None
+                     ) -> list[list[np.ndarray]]:
+    import jax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+    n = replicas * partitions
+    label = f"XLA:{platform.upper()}"
+    exe, devs = _compile(computation, replicas, partitions, what, platform,
+                         xla_options=xla_options)
     # Each device's own value, as a "replicated" global array (jax does not compare shards).
     replicated = NamedSharding(Mesh(np.array(devs), ("d",)), PartitionSpec())
     args = []
@@ -243,6 +261,40 @@ def _compile_and_run(computation: str | bytes, per_device, replicas: int, partit
     except Exception as e:
         raise XlaError(f"{label} failed running the module: {xla_message(e)}") from None
     return out
+
+
+def run_global_on_xla(text: str, args: list[np.ndarray], shapes: list[tuple[int, ...]],
+                      devices: int, shardy: bool, platform: str = "cpu",
+                      what: str = "--reference xla", xla_options: dict | None = None
+                      ) -> list[np.ndarray]:
+    """A global program (jax's, before partitioning) compiled by XLA's SPMD partitioner for
+    `devices` partitions and run on the global `args`: each argument cut into the shards the
+    executable's parameter shardings give each device, and each output (of global shape
+    `shapes[j]`) put back together from its shards.  The global outputs, one per leaf."""
+    import jax
+    from .global_shards import assemble, cut
+    xc = _name("jax._src.lib", "xla_client", what)
+    indices = _name("jax._src.op_shardings", "op_sharding_to_numpy_indices", what)
+    gspmd = _name("jax._src.sharding_impls", "GSPMDSharding", what)
+    exe, devs = _compile(hlo_to_stablehlo_bytecode(text, what), 1, devices, what, platform,
+                         shardy, xla_options)
+    label = f"XLA:{platform.upper()}"
+    try:
+        with jax.enable_x64(True):
+            arrays = []
+            for x, op in zip(args, exe.get_parameter_shardings()):
+                hs = xc.HloSharding.from_proto(op)
+                padded, shards = cut(np.asarray(x), hs, devices, indices)
+                bufs = [jax.device_put(s, dv) for s, dv in zip(shards, devs)]
+                arrays.append(jax.make_array_from_single_device_arrays(
+                    padded, gspmd(tuple(devs), hs), bufs))
+            res = exe.execute_sharded(arrays).disassemble_into_single_device_arrays()
+            shards = [[np.asarray(s) for s in leaf] for leaf in res]
+            outs = exe.get_output_shardings()
+    except Exception as e:
+        raise XlaError(f"{label} failed running the module: {xla_message(e)}") from None
+    return [assemble(leaf, xc.HloSharding.from_proto(op), indices, shape)
+            for leaf, op, shape in zip(shards, outs, shapes)]
 
 
 def _manual(text: str) -> str:

@@ -5,6 +5,11 @@ portable artifact of the same file: every plugin op replaced by its decompositio
 `compile --decompose-all`; see portable_text), then XLA's own parser and compiler in jaxlib.  Both get the
 same inputs.  One device runs XLA in this process; D > 1 runs it on D host devices in a
 subprocess (devices.py), since jax fixes its device count when it starts.
+
+A global program for many devices -- jax's shard_map and automatically partitioned programs,
+as jax lowers them before partitioning -- is compiled by XLA's SPMD partitioner for its
+mesh's device count and compared on the global values (global_shards.py); xlaplug runs it
+on one device.
 """
 from __future__ import annotations
 
@@ -29,11 +34,13 @@ def portable_text(module: Module, registry) -> str:
     that has a decomposition replaced by it, as `compile --decompose-all` does; a custom
     call whose plugin has only a kernel stays, for XLA to resolve (jax_lapack's
     `lapack_*_ffi` targets are XLA:CPU's own; a target XLA has no handler for is its
-    compile error).  None of xlaplug's other passes: XLA runs its own."""
+    compile error), and so do XLA's partitioner calls (jax's shard_map regions).  None of
+    xlaplug's other passes: XLA runs its own."""
     from ..runtime.driver import compile_module
     from ..hlo.text.printer import module_to_text
     from ..plugin.session import Session
-    compile_module(module, Session(registry, prefer="decomposition"), "custom-call-lowering")
+    compile_module(module, Session(registry, prefer="decomposition"),
+                   "custom-call-lowering{keep_sharding=true}")
     return module_to_text(module)
 
 
@@ -65,16 +72,44 @@ def run_reference(text: str, per_device: list[list[np.ndarray]], replicas: int =
                              "--xla_allow_excess_precision=false")
 
 
+def run_global_reference(text: str, args: list[np.ndarray], shapes: list[tuple[int, ...]],
+                         devices: int, shardy: bool, platform: str = "cpu",
+                         excess_precision: bool = True) -> list[np.ndarray]:
+    """The global outputs of XLA running a global program on `devices` partitions: in this
+    process where jax has that many devices, else on host devices in a subprocess."""
+    from .jaxlib_names import require_jax, run_global_on_xla
+    require_jax("--reference xla")
+    import jax
+    if platform != "cpu" or len(jax.local_devices(backend="cpu")) >= devices:
+        return run_global_on_xla(text, args, shapes, devices, shardy, platform,
+                                 xla_options=None if excess_precision else
+                                 {"xla_allow_excess_precision": False})
+    from .devices import run_in_subprocess
+    (outs,) = run_in_subprocess(text, 1, 1, [args], global_program=(devices, shardy),
+                                xla_flags="" if excess_precision else
+                                "--xla_allow_excess_precision=false")
+    return outs
+
+
 def reference_for_text(text: str, registry, per_device: list[list[np.ndarray]],
                        replicas: int = 1, partitions: int = 1, platform: str = "cpu",
                        excess_precision: bool = True) -> list[list[np.ndarray]]:
     """XLA:CPU's outputs for the portable artifact of HLO `text` (the module as read, before
-    xlaplug's passes) with the registry's decompositions."""
+    xlaplug's passes) with the registry's decompositions; a global program's
+    (global_shards.py) on its own device count, one set of global outputs."""
     from ..hlo.text.parser import parse_module
+    from .global_shards import global_devices
     module = parse_module(text, "<reference>")
     check_arguments(module)
-    return run_reference(portable_text(module, registry), per_device, replicas, partitions,
-                         platform, excess_precision)
+    portable = portable_text(module, registry)
+    devices, shardy = global_devices(module) if replicas * partitions == 1 else (1, False)
+    if devices > 1:
+        root = module.entry.root.shape
+        shapes = [tuple(s.dims) for s in (root.tuple_shapes if root.is_tuple else (root,))]
+        return [run_global_reference(portable, per_device[0], shapes, devices, shardy,
+                                     platform, excess_precision)]
+    return run_reference(portable, per_device, replicas, partitions, platform,
+                         excess_precision)
 
 
 def compare_devices(ours: list[list[np.ndarray]], theirs: list[list[np.ndarray]], rtol=None,
@@ -123,6 +158,15 @@ def _has(jax, platform: str) -> bool:
         return bool(jax.devices(platform))
     except RuntimeError:
         return False
+
+
+def global_reference_devices(exe) -> int:
+    """Devices XLA runs `exe`'s module on as one global program (1 when it is not one)."""
+    from ..hlo.text.parser import parse_module
+    from .global_shards import global_devices
+    if exe.grid.count != 1:
+        return 1
+    return global_devices(parse_module(exe.source_text, "<reference>"))[0]
 
 
 def run_against_xla(exe, npz: dict | None, options, rtol=None, atol=None,
