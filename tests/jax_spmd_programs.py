@@ -7,7 +7,8 @@ before jax starts):
 For program i: `name_i`, `compiled_i` (compiled, partitioned HLO text), `lowered_i` (the
 global program jax lowers), `parts_i` (partition count), and per partition p the shards of
 each argument k and output j on the device running partition p (`arg_i_k_p`, `out_i_j_p`);
-the global values are `garg_i_k` and `gout_i_j`.
+the global values are `garg_i_k` and `gout_i_j`.  `plugin_hlo` and `plugin_arg` are a
+shard_map program around a plugin op (`test.twice`), lowered only: no XLA runs it.
 """
 from __future__ import annotations
 
@@ -71,6 +72,15 @@ def programs():
                  out_shardings=rep)
     yield "auto_partitioned_matmul", mm, (f32(8, 16), f32(16, 4))
 
+    # The same with Shardy off: GSPMD's `sharding=` annotations, on a 2x2 mesh with an
+    # operand replicated over one axis.
+    mesh22 = Mesh(np.array(devs[:4]).reshape(2, 2), ("a", "b"))
+    mm2 = jax.jit(lambda a, b: jax.nn.relu(a @ b) * 2,
+                  in_shardings=(NamedSharding(mesh22, P("a", "b")),
+                                NamedSharding(mesh22, P("b", None))),
+                  out_shardings=NamedSharding(mesh22, P("a")))
+    yield "auto_partitioned_gspmd", _Gspmd(mm2), (f32(8, 6), f32(6, 4))
+
     # Data-parallel training step: MLP gradients, pmean, SGD.
     def loss(params, x, y):
         w1, w2 = params
@@ -82,6 +92,37 @@ def programs():
         return w1 - 0.1 * grads[0], w2 - 0.1 * grads[1]
     yield "data_parallel_step", sm(step, mesh4, (P(), P(), P("x"), P("x")), (P(), P())), \
         (f32(6, 16), f32(16, 2), f32(16, 6), f32(16, 2))
+
+
+class _Gspmd:
+    """A jitted function lowered with jax's Shardy partitioner off (as jax did before it)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def lower(self, *args):
+        import jax
+        jax.config.update("jax_use_shardy_partitioner", False)
+        try:
+            return self.fn.lower(*args)
+        finally:
+            jax.config.update("jax_use_shardy_partitioner", True)
+
+
+def plugin_program():
+    """(HLO text, argument) of a shard_map program around the plugin op `test.twice`."""
+    import jax
+    from jax.sharding import Mesh
+    from jax.sharding import PartitionSpec as P
+    mesh = Mesh(np.array(jax.devices()[:4]), ("x",))
+
+    def body(a):
+        twice = jax.ffi.ffi_call("test.twice", jax.ShapeDtypeStruct(a.shape, a.dtype))
+        return jax.lax.psum(twice(a), "x")
+    f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("x"), out_specs=P(),
+                              check_vma=False))
+    a = np.random.default_rng(3).standard_normal((8, 5)).astype(np.float32)
+    return f.lower(a).as_text(dialect="hlo"), a
 
 
 def main(out_path: str) -> None:
@@ -110,6 +151,8 @@ def main(out_path: str) -> None:
                 out[f"out_{i}_{j}_{p}"] = next(np.asarray(s.data) for s in r.addressable_shards
                                                if s.device == dev)
         out["n"] = np.array(i + 1)
+    text, arg = plugin_program()
+    out["plugin_hlo"], out["plugin_arg"] = np.array(text), arg
     np.savez(out_path, **out)
 
 

@@ -1,9 +1,13 @@
 """jax programs compiled by XLA for 4 and 8 devices (shard_map on 1-D and 2-D meshes,
 automatic partitioning, a ring all-reduce from ppermute in a fori_loop, a data-parallel
 training step), run on as many xlaplug devices and compared with jax's own per-device
-results (tests/jax_spmd_programs.py makes them in a subprocess with 8 host devices)."""
+results (tests/jax_spmd_programs.py makes them in a subprocess with 8 host devices), and
+`run --reference xla` on the global programs: XLA partitions them for their own device
+count and agrees with xlaplug."""
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +23,8 @@ pytest.importorskip("jax")
 pytestmark = [pytest.mark.jax, pytest.mark.slow]
 
 NAMES = ["shard_map_1d", "shard_map_int", "shard_map_2d", "ring_allreduce_fori",
-         "auto_partitioned_matmul", "data_parallel_step"]
+         "auto_partitioned_matmul", "auto_partitioned_gspmd", "data_parallel_step"]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -83,3 +88,82 @@ def test_global_program_matches_jax(name, programs):
             assert np.array_equal(g, want), (name, j)
         else:
             np.testing.assert_allclose(g, want, rtol=2e-5, atol=1e-6, err_msg=f"{name}: {j}")
+
+
+def _cli(*argv, cwd):
+    """`python -m xlaplug ...` as a user runs it: jax in it has one host device."""
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "XLAPLUG_PLUGIN_PATH")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return subprocess.run([sys.executable, "-m", "xlaplug", *argv], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+DEVICES = {"shard_map_2d": 8}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_reference_xla_partitions_global_program(name, programs, tmp_path):
+    """The global program as jax lowers it (psum, all_gather, ppermute, psum_scatter,
+    all_to_all in shard_map; sharded matmuls, with Shardy and with GSPMD) against XLA:CPU
+    partitioning it for the program's own device count, with jax's inputs."""
+    i, z = programs[name]
+    (tmp_path / "m.hlo").write_text(str(z[f"lowered_{i}"]))
+    np.savez(tmp_path / "in.npz", **{f"in{k}": z[f"garg_{i}_{k}"]
+                                     for k in range(int(z[f"nargs_{i}"]))})
+    r = _cli("run", "m.hlo", "--inputs", "in.npz", "--reference", "xla", "--json",
+             cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    ref = json.loads(r.stdout)["reference"]
+    assert ref["ok"] and ref["devices"] == DEVICES.get(name, 4), ref
+    outs = ref["outputs"]
+    assert len(outs) == sum(1 for k in z.files if k.startswith(f"gout_{i}_"))
+    assert all(o["ok"] for o in outs), outs
+
+
+TWICE = """from xlaplug.plugin import Plugin
+
+plugin = Plugin("twice", version="1.0")
+
+
+@plugin.decomposition("test.twice")
+def twice(b, x):
+    return b.add(x, x)
+
+
+@plugin.kernel("test.twice", device="cpu")
+def twice_cpu(x, out):
+    out[...] = x * FACTOR
+"""
+
+
+@pytest.mark.parametrize("factor, code", [(2, 0), (3, 1)])
+def test_reference_xla_catches_a_wrong_kernel_in_shard_map(factor, code, programs, tmp_path):
+    """A plugin op inside a shard_map region: xlaplug runs its kernel on each of the mesh's
+    devices, XLA its decomposition; a wrong kernel (x * 3 for x + x) is a mismatch, exit 1."""
+    _, z = programs["shard_map_1d"]
+    (tmp_path / "m.hlo").write_text(str(z["plugin_hlo"]))
+    np.savez(tmp_path / "in.npz", in0=z["plugin_arg"])
+    plugins = tmp_path / "plugins"
+    plugins.mkdir(mode=0o755)
+    (plugins / "twice.py").write_text(TWICE.replace("FACTOR", str(factor)))
+    r = _cli("run", "m.hlo", "--inputs", "in.npz", "--reference", "xla", "--plugins-dir",
+             "plugins", cwd=tmp_path)
+    assert r.returncode == code, r.stdout + r.stderr
+    assert "partitioning the program for 4 devices" in r.stdout
+    if code:
+        assert "MISMATCH out0" in r.stderr
+    else:
+        assert "the output matches XLA:CPU" in r.stdout
+
+
+def test_reference_xla_refuses_meshes_of_two_sizes(programs, tmp_path):
+    """What the reference cannot partition is one line naming it, exit 2."""
+    i, z = programs["shard_map_1d"]
+    text = str(z[f"lowered_{i}"]).replace('{mesh = #sdy.mesh<["x"=4]>}',
+                                          '{mesh = #sdy.mesh<["x"=4]>, two = #sdy.mesh<["y"=2]>}')
+    assert "two = " in text
+    (tmp_path / "m.hlo").write_text(text)
+    r = _cli("run", "m.hlo", "--reference", "xla", cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.strip() == ("error: --reference xla: meshes of 2 different sizes (2, 4 "
+                                "devices) in one program are not supported")
