@@ -8,7 +8,8 @@ For program i: `name_i`, `compiled_i` (compiled, partitioned HLO text), `lowered
 global program jax lowers), `parts_i` (partition count), and per partition p the shards of
 each argument k and output j on the device running partition p (`arg_i_k_p`, `out_i_j_p`);
 the global values are `garg_i_k` and `gout_i_j`.  `plugin_hlo` and `plugin_arg` are a
-shard_map program around a plugin op (`test.twice`), lowered only: no XLA runs it.
+shard_map program around a plugin op (`test.twice`), `horovod_hlo` and `horovod_arg` one
+around the five Horovod ops: lowered only, no XLA runs them here.
 """
 from __future__ import annotations
 
@@ -109,20 +110,35 @@ class _Gspmd:
             jax.config.update("jax_use_shardy_partitioner", True)
 
 
-def plugin_program():
-    """(HLO text, argument) of a shard_map program around the plugin op `test.twice`."""
+def plugin_programs():
+    """(HLO text, argument) of shard_map programs around plugin ops: `test.twice`, and the
+    bundled Horovod collectives (over the region's 4 devices)."""
     import jax
     from jax.sharding import Mesh
     from jax.sharding import PartitionSpec as P
     mesh = Mesh(np.array(jax.devices()[:4]), ("x",))
 
-    def body(a):
-        twice = jax.ffi.ffi_call("test.twice", jax.ShapeDtypeStruct(a.shape, a.dtype))
-        return jax.lax.psum(twice(a), "x")
-    f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("x"), out_specs=P(),
-                              check_vma=False))
-    a = np.random.default_rng(3).standard_normal((8, 5)).astype(np.float32)
-    return f.lower(a).as_text(dialect="hlo"), a
+    def call(name, a, shape=None, **attrs):
+        return jax.ffi.ffi_call(name, jax.ShapeDtypeStruct(shape or a.shape, a.dtype))(
+            a, **attrs)
+
+    def twice(a):
+        return jax.lax.psum(call("test.twice", a), "x")
+
+    def horovod(a):
+        rows = a.shape[0]
+        return (call("HorovodAllreduce", a, reduce_op="average"),
+                call("HorovodAllgather", a, (4 * rows,) + a.shape[1:]),
+                call("HorovodReducescatter", a, (rows // 4,) + a.shape[1:], reduce_op="sum"),
+                call("HorovodBroadcast", a, root_rank=np.int64(2)),
+                call("HorovodAlltoall", a))
+    g = np.random.default_rng(3)
+    for fn, outs, shape in ((twice, P(), (8, 5)),
+                            (horovod, (P(), P(), P("x"), P(), P("x")), (16, 3))):
+        f = jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=P("x"), out_specs=outs,
+                                  check_vma=False))
+        a = g.standard_normal(shape).astype(np.float32)
+        yield f.lower(a).as_text(dialect="hlo"), a
 
 
 def main(out_path: str) -> None:
@@ -151,8 +167,8 @@ def main(out_path: str) -> None:
                 out[f"out_{i}_{j}_{p}"] = next(np.asarray(s.data) for s in r.addressable_shards
                                                if s.device == dev)
         out["n"] = np.array(i + 1)
-    text, arg = plugin_program()
-    out["plugin_hlo"], out["plugin_arg"] = np.array(text), arg
+    for key, (text, arg) in zip(("plugin", "horovod"), plugin_programs()):
+        out[f"{key}_hlo"], out[f"{key}_arg"] = np.array(text), arg
     np.savez(out_path, **out)
 
 

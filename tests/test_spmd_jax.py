@@ -156,6 +156,21 @@ def test_reference_xla_catches_a_wrong_kernel_in_shard_map(factor, code, program
         assert "the output matches XLA:CPU" in r.stdout
 
 
+@pytest.mark.parametrize("prefer", ["kernel", "decomposition"])
+def test_horovod_ops_in_shard_map_against_xla(prefer, programs, tmp_path):
+    """The Horovod ops inside a shard_map region: their kernels (the communicator over the
+    region's 4 devices) or their decompositions (built for those 4 devices, not the one the
+    program around them runs on) against XLA partitioning the decompositions."""
+    _, z = programs["shard_map_1d"]
+    (tmp_path / "m.hlo").write_text(str(z["horovod_hlo"]))
+    np.savez(tmp_path / "in.npz", in0=z["horovod_arg"])
+    r = _cli("run", "m.hlo", "--inputs", "in.npz", "--reference", "xla", "--prefer", prefer,
+             "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    ref = json.loads(r.stdout)["reference"]
+    assert ref["ok"] and ref["devices"] == 4 and len(ref["outputs"]) == 5, ref
+
+
 def test_reference_xla_refuses_meshes_of_two_sizes(programs, tmp_path):
     """What the reference cannot partition is one line naming it, exit 2."""
     i, z = programs["shard_map_1d"]

@@ -128,4 +128,6 @@ def is_known(opcode: str) -> bool:
 # A shard_map region of a program before partitioning (passes/sdy_shard_map.py makes it):
 # a custom call the executor itself runs, on every device of the region's mesh.
 SHARD_MAP_TARGET = "xlaplug.shard_map"
+# The computation jax calls for a shard_map region's body (its name starts so).
+SHARD_MAP_BODY = "xla.sdy.manual_computation_body"
 RUNTIME_CUSTOM_CALLS = frozenset({SHARD_MAP_TARGET})

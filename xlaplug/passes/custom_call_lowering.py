@@ -21,7 +21,7 @@ from ..hlo.ir import Instruction, Module
 from ..hlo.rewrite import NameUniquer, replace_all_uses
 from ..plugin.attrs import op_name
 from ..plugin.registry import Registry
-from ..hlo.opcodes import RUNTIME_CUSTOM_CALLS
+from ..hlo.opcodes import RUNTIME_CUSTOM_CALLS, SHARD_MAP_BODY, SHARD_MAP_TARGET
 from ..plugin.rules import check_shape_rule, decompose_into
 from .context import PassContext
 
@@ -50,6 +50,34 @@ def is_sharding_target(name: str) -> bool:
     return name in _SHARDING_TARGETS or name.startswith("xla.sdy.")
 
 
+def _region_devices(module: Module) -> dict[int, int]:
+    """id -> devices of every computation that runs inside a jax shard_map region: the body
+    (of an `xlaplug.shard_map` call, or of the `call` of `xla.sdy.manual_computation_body`
+    jax prints) and all it calls.  The region runs on its mesh's devices as partitions
+    (runtime/spmd/shard_map.py; XLA's partitioner alike), so a plugin op there is
+    decomposed for them, not for the one device the program around it runs on."""
+    from ..hlo.text.sdy import meshes_text, parse_meshes
+    text = meshes_text(module)
+    try:
+        sizes = {m.size for m in parse_meshes(text).values()} if text else set()
+    except HloError:
+        return {}  # a mesh xlaplug cannot read: the sdy-shard-map pass reports it
+    if len(sizes) != 1:
+        return {}
+    size = sizes.pop()
+    stack = [c for comp in module.computations for i in comp.instructions
+             for c in i.called_computations()
+             if i.attrs.get("custom_call_target") == SHARD_MAP_TARGET or
+             (i.opcode == "call" and c.name.startswith(SHARD_MAP_BODY))]
+    found: dict[int, int] = {}
+    while stack:
+        c = stack.pop()
+        if id(c) not in found:
+            found[id(c)] = size
+            stack += [d for i in c.instructions for d in i.called_computations()]
+    return found
+
+
 @dataclass
 class CustomCallLowering:
     name: ClassVar[str] = "custom-call-lowering"
@@ -63,11 +91,15 @@ class CustomCallLowering:
         uniq = NameUniquer(module)
         used = [int(i.attrs["channel_id"]) for c in module.computations
                 for i in c.instructions if i.attrs.get("channel_id") is not None]
-        devices = {"replicas": int(module.attrs.get("replica_count", 1) or 1),
-                   "partitions": int(module.attrs.get("num_partitions", 1) or 1),
-                   "channel_ids": itertools.count(max(used, default=0) + 1)}
+        channels = itertools.count(max(used, default=0) + 1)
+        module_devices = {"replicas": int(module.attrs.get("replica_count", 1) or 1),
+                          "partitions": int(module.attrs.get("num_partitions", 1) or 1),
+                          "channel_ids": channels}
+        regions = _region_devices(module)
         changed = False
         for comp in module.computations:
+            devices = module_devices if id(comp) not in regions else \
+                {"replicas": 1, "partitions": regions[id(comp)], "channel_ids": channels}
             for ins in list(comp.instructions):
                 name = op_name(ins)
                 if name is None or name in RUNTIME_CUSTOM_CALLS:  # the executor runs these

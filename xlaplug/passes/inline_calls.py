@@ -21,6 +21,7 @@ from typing import ClassVar
 
 from ..hlo.errors import HloError
 from ..hlo.ir import Computation, Instruction, Module
+from ..hlo.opcodes import SHARD_MAP_BODY
 from ..hlo.rewrite import NameUniquer, clone_instruction
 from ..hlo.verifier_graph import definition_order
 from .context import PassContext
@@ -29,12 +30,9 @@ from .context import PassContext
 MAX_INLINED_INSTRUCTIONS = 2_000_000
 
 
-_SHARD_MAP_BODY = "xla.sdy.manual_computation_body"
-
-
 def _inlinable(ins: Instruction) -> bool:
     return ins.opcode == "call" and not ins.attrs.get("is_composite") and \
-        not ins.attrs["to_apply"].name.startswith(_SHARD_MAP_BODY)
+        not ins.attrs["to_apply"].name.startswith(SHARD_MAP_BODY)
 
 
 class _Frame:
