@@ -291,6 +291,8 @@ def run_global_on_xla(text: str, args: list[np.ndarray], shapes: list[tuple[int,
             res = exe.execute_sharded(arrays).disassemble_into_single_device_arrays()
             shards = [[np.asarray(s) for s in leaf] for leaf in res]
             outs = exe.get_output_shardings()
+    except HloError:
+        raise  # what the reference cannot cut (global_shards), in its own words
     except Exception as e:
         raise XlaError(f"{label} failed running the module: {xla_message(e)}") from None
     return [assemble(leaf, xc.HloSharding.from_proto(op), indices, shape)
