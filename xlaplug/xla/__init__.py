@@ -7,7 +7,10 @@
   module as StableHLO text (`compile --emit stablehlo`).
 * `reference`: `run --reference xla`: the module with plugin ops decomposed, run on XLA:CPU
   (host devices in a subprocess for D > 1: `devices`), each output compared (`stats`:
-  max abs, max relative, max ULP); cli/reference_report.py prints it.
+  max abs, max relative, max ULP); cli/reference_report.py prints it.  A global program
+  (jax's shard_map or automatically partitioned program, before partitioning) is
+  partitioned by XLA for its mesh's device count, its values cut and put back together by
+  `global_shards`.
 * `check`: `check-plugins --reference xla`: each decomposition on XLA against its kernel.
 
 Nothing here imports jax at import time: without jax, using the bridge is a one-line error
