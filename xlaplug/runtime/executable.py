@@ -74,6 +74,9 @@ class Executable:
     # The module as read, printed before the passes (compile(..., keep_source=True)): what
     # `--reference xla` hands to XLA.
     source_text: str | None = None
+    # (name, start, end) perf_counter readings of parsing and the pass pipeline: the host's
+    # slices in a run's trace (RunOptions.trace).
+    phases: list = field(default_factory=list)
     _thunks: Any = None
     _prepared: dict = field(default_factory=dict, repr=False)
 
@@ -121,13 +124,14 @@ class Executable:
 
     def run(self, *args, inputs: dict | None = None, options: RunOptions | None = None,
             expected: dict | None = None, rtol: float | None = None, atol: float | None = None,
-            **changes) -> RunResult:
+            progress=None, **changes) -> RunResult:
         """Run with positional `args`, or `inputs` as `{"in0": ..., ...}` with the missing
         parameters drawn at random from the seed (what `xlaplug run --inputs` does), as
         `options` (a RunOptions; or its fields as keywords) say: on one device, the module's
         devices in this process, or -- under mpiexec -- this rank's devices, meeting the
         other ranks at every collective.  `expected`: `{"out0": ...}` to compare with
-        (`rtol`/`atol`: None, the dtype's default); RunResult.mismatches lists what differs."""
+        (`rtol`/`atol`: None, the dtype's default); RunResult.mismatches lists what differs.
+        `progress`: called with (runs done, runs) after each of `options.repeat` runs."""
         from .outputs import tolerance
         from .runner import RunError
         options = RunOptions.of(options, **changes)
@@ -144,7 +148,7 @@ class Executable:
             raise RunError(f"inputs: expected a dict of in0, in1, ... arrays, got "
                            f"{type(inputs).__name__}")
         from .run_paths import run_executable
-        return run_executable(self, inputs, options, expected, rtol, atol)
+        return run_executable(self, inputs, options, expected, rtol, atol, progress)
 
     def prepared(self, options: RunOptions):
         """The one-device context for `options` (runner.Prepared), made on first use and
@@ -195,8 +199,9 @@ def compile(source, *, plugins: Iterable = (), device: str = "cpu", passes: str 
         kept = min(after.get((op, plugin), 0), n)  # what the passes left runs on a kernel
         served += [ServedOp(op, plugin, via, session.device, k)
                    for via, k in (("kernel", kept), ("decomposition", n - kept)) if k]
-    return Executable(module, session, pm, served,
-                      {"parse_s": t1 - t0, "pipeline_s": time.perf_counter() - t1}, source_text)
+    t2 = time.perf_counter()
+    return Executable(module, session, pm, served, {"parse_s": t1 - t0, "pipeline_s": t2 - t1},
+                      source_text, phases=[("parse", t0, t1), ("passes", t1, t2)])
 
 
 def _set_devices(module: Module, replicas: int | None, partitions: int | None) -> None:

@@ -31,9 +31,12 @@ def _context_factory(device, options, overrides):
 
 
 def run_in_process(module: Module, grid: DeviceGrid, args: list[list], *, device: str,
-                   options: RunOptions, overrides, first_context=None) -> tuple[list, list]:
+                   options: RunOptions, overrides, first_context=None, profilers=None,
+                   progress=None) -> tuple[list, list]:
     """Every device's output leaves, and the wall time of each of `options.repeat` runs.
-    `first_context`: device 0's context when one is made already (preflight's)."""
+    `first_context`: device 0's context when one is made already (preflight's);
+    `profilers`: one per device (profiler.Profiler), to time every kernel call; `progress`:
+    called with (runs done, runs) after each run."""
     from ..backends.common.errors import ExecutionError
     from .spmd.runner import devices_for, run_devices
     times, results = [], None
@@ -43,6 +46,8 @@ def run_in_process(module: Module, grid: DeviceGrid, args: list[list], *, device
     make = _context_factory(device, options.executor_options(), overrides)
     contexts = [first_context if d == 0 and first_context is not None else make(d)
                 for d in range(grid.count)]
+    for ctx, profiler in zip(contexts, profilers or ()):
+        ctx.profiler = profiler
     with devices_for(module, grid.count) as threads:
         for _ in range(options.repeat):
             t0 = time.perf_counter()
@@ -53,7 +58,21 @@ def run_in_process(module: Module, grid: DeviceGrid, args: list[list], *, device
             except ExecutionError as e:
                 raise RunError(str(e)) from None
             times.append(time.perf_counter() - t0)
+            if progress is not None:
+                progress(len(times), options.repeat)
     return [leaves(r) for r in results], times
+
+
+def _profiled(make, profilers: dict | None):
+    """`make(d)` with device d's profiler, when it has one, on the context it makes."""
+    if not profilers:
+        return make
+
+    def make_profiled(d):
+        ctx = make(d)
+        ctx.profiler = profilers.get(d)
+        return ctx
+    return make_profiled
 
 
 def _message(e: BaseException) -> str:
@@ -69,12 +88,15 @@ class QuietStop(Exception):
 
 def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, device: str,
                  options: RunOptions, overrides, expected: dict | None, rtol, atol,
-                 context=None) -> dict:
+                 context=None, profilers: dict | None = None, trace_events=None,
+                 progress=None) -> dict:
     """This rank's devices (D / ranks of them: one, or several on threads), `options.repeat`
-    times.  Returns {"rank", "devices", "per_device", "run_times", "mismatches", "all_ok"}:
-    this rank's devices -- with `options.gather`, rank 0's holds every device's outputs,
-    mismatches and the slowest rank's run times.  `context`: the context of a rank's one
-    device when one is made already (preflight's)."""
+    times.  Returns {"rank", "devices", "per_device", "run_times", "mismatches", "all_ok",
+    "events"}: this rank's devices -- with `options.gather`, rank 0's holds every device's
+    outputs, mismatches, trace events and the slowest rank's run times.  `context`: the
+    context of a rank's one device when one is made already (preflight's); `profilers`:
+    {device: profiler.Profiler} for this rank's devices; `trace_events()`: this rank's trace
+    events once it has run (None: no trace); `progress`: (runs done, runs) after each run."""
     from ..backends.common.errors import ExecutionError
     from ..backends.spmd.kernels import Place
     from ..backends.spmd.mpi import MpiTransport
@@ -100,6 +122,7 @@ def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, device: st
             transport.prepare(collective_groups(module, grid))
             ctx = context or ExecContext(device, executor_options, overrides=overrides)
             ctx.spmd = Place(grid, rank, transport)
+            ctx.profiler = (profilers or {}).get(rank)
             args = ctx.memory.to_device(args_of_device(rank))
         else:  # the leaders of a rank's devices talk point to point: no communicators
             transport.prepare([])
@@ -111,12 +134,16 @@ def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, device: st
                                                module.entry.root.shape)]
             else:
                 outs = run_rank_devices(module, grid, transport,
-                                        _context_factory(device, executor_options, overrides),
+                                        _profiled(_context_factory(device, executor_options,
+                                                                   overrides), profilers),
                                         args_of_device, timeout)
             times.append(time.perf_counter() - t0)
+            if progress is not None:
+                progress(len(times), options.repeat)
         mine = [leaves(o) for o in outs]
         bad = compare_devices(mine, expected, rtol, atol, rank * k) if expected else []
-        payload = (mine, bad, times) if options.gather else None
+        events = trace_events() if trace_events is not None else None
+        payload = (mine, bad, times, events) if options.gather else None
         all_ok, gathered = transport.finish(not bad, payload)
     except Aborted:
         raise QuietStop() from None
@@ -131,14 +158,15 @@ def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, device: st
         raise err from None
     result = {"rank": rank, "devices": tuple(range(rank * k, rank * k + k)), "per_device": mine,
               "run_times": times, "mismatches": bad if expected is not None else None,
-              "all_ok": all_ok}
+              "all_ok": all_ok, "events": events}
     if options.gather and gathered is not None:  # rank 0: every device, the slowest rank's times
         slowest = max(gathered, key=lambda g: statistics.median(g[2]))
         result.update(devices=tuple(range(grid.count)),
                       per_device=[dev for g in gathered for dev in g[0]],
                       run_times=slowest[2],
                       mismatches=[m for g in gathered for m in g[1]]
-                      if expected is not None else None)
+                      if expected is not None else None,
+                      events=[e for g in gathered for e in g[3]] if events is not None else None)
     return result
 
 

@@ -26,6 +26,8 @@ class RunOptions:
     max_memory: bytes of buffers a run may hold (None: the memory available);
     max_while_iterations: a while loop past it is an error; interpret: every instruction
     its own kernel (no compiled fusions or loops); profile: time every thunk (one device);
+    trace: record every kernel call of every device and run as a Chrome trace
+    (RunResult.trace; runtime/timeline.py);
     blas_threads: threads of each BLAS product (None: one per 2^24 flops of the product,
     at most the library's own count: backends/cpu/blas_threads.py);
     gather: under MPI, rank 0's result holds every device's outputs (what the CLI prints);
@@ -41,6 +43,7 @@ class RunOptions:
     max_while_iterations: int | None = None
     interpret: bool = False
     profile: bool = False
+    trace: bool = False
     blas_threads: int | None = None
     gather: bool = False
     engine: str = "interpreter"
@@ -56,8 +59,8 @@ class RunOptions:
                 raise RunError(f"{name}: must be at least 1, got {v}")
         if self.engine not in ("interpreter", "xla"):
             raise RunError(f"engine: must be 'interpreter' or 'xla', got {self.engine!r}")
-        if self.engine == "xla" and (self.profile or self.interpret):
-            raise RunError("engine xla: runs without profile or interpret")
+        if self.engine == "xla" and (self.profile or self.interpret or self.trace):
+            raise RunError("engine xla: runs without profile, trace or interpret")
         if not (self.collective_timeout > 0 and math.isfinite(self.collective_timeout)):
             raise RunError(f"collective_timeout: must be a positive number of seconds, got "
                            f"{self.collective_timeout}")
@@ -104,7 +107,10 @@ class RunResult:
     several, stacked on a leading device axis (under MPI with `gather`, rank 0 holds every
     device's); per_device: [device][leaf]; timings: parse/compile/run seconds (run: the
     median of `run_times`); peak_bytes: the buffers one device holds at most; mismatches:
-    against `expected` (None when nothing was compared); all_ok: no mismatch on any rank."""
+    against `expected` (None when nothing was compared); all_ok: no mismatch on any rank;
+    trace: with RunOptions(trace=True), the run as a Chrome trace object
+    ({"traceEvents": [...], ...}, ready for json.dump) -- under MPI with `gather`, rank 0's
+    holds every rank's events, else each rank's its own."""
     outputs: list[np.ndarray]
     per_device: list[list[np.ndarray]]
     timings: dict[str, float]
@@ -116,5 +122,6 @@ class RunResult:
     rank: int = 0
     devices: tuple[int, ...] = (0,)   # the device ids this process ran
     profile: Any = None               # a runtime.profiler.Profiler when asked for
+    trace: dict | None = None         # the Chrome trace object when asked for
     mismatches: list[Mismatch] | None = None
     all_ok: bool = True

@@ -14,6 +14,14 @@ its own kernel time (those thunks are profiled themselves), so that
 
 up to float rounding: every moment of a run is counted once.  The tail of a sequence (after
 its last thunk until `run` returns) is charged to the last thunk's dispatch.
+
+With a `timeline` list the same clock readings are also kept one by one -- (start, end,
+ThunkStats) for every kernel call, (start, end, None) for every entry run -- which
+runtime/timeline.py turns into a Chrome trace (`xlaplug run --trace`).  A nested run's calls
+lie inside the call of the kernel that ran it, so the slices nest as the runs do.  One
+Profiler serves one device (its own ExecContext): a multi-device run has one per device.
+`counting=False` keeps the timeline but leaves the totals alone (a run with one-time setup
+that the profile leaves out but the trace shows).
 """
 from __future__ import annotations
 
@@ -35,6 +43,7 @@ class ThunkStats:
     calls: int = 0
     kernel_s: float = 0.0          # kernel time without nested sequences' runs
     dispatch_s: float = 0.0
+    ins: Any = field(default=None, repr=False, compare=False)  # for the trace's slice args
 
     @property
     def total_s(self) -> float:
@@ -47,6 +56,8 @@ class Profiler:
     stats: dict[int, ThunkStats] = field(default_factory=dict)
     runs: int = 0
     wall_s: float = 0.0            # wall time of the entry runs, summed
+    timeline: list | None = None   # a list: every call's (start, end, stats) kept too
+    counting: bool = True          # False: this run adds to the timeline only
     # Wall time of nested runs under the kernel now running, one accumulator per depth.
     _nested: list[float] = field(default_factory=lambda: [0.0])
 
@@ -57,7 +68,7 @@ class Profiler:
             out = thunk.nbytes if thunk.slot is not None else 0
             s = self.stats[id(thunk)] = ThunkStats(
                 seq.computation.name, thunk.index, ins.name, ins.opcode, thunk.kind, str(ins.shape), out,
-                sum(_byte_size(o.shape) for o in ins.operands))
+                sum(_byte_size(o.shape) for o in ins.operands), ins=ins)
         return s
 
     def run_sequence(self, ctx, seq, values: list) -> Any:
@@ -66,12 +77,12 @@ class Profiler:
         start = prev = clock()
         nested = self._nested
         last = None
+        timeline, counting = self.timeline, self.counting
         # CUDA kernels are launched asynchronously: wait for each, so the time is its own.
         sync = getattr(ctx.memory, "synchronize", None)
         for t in seq.thunks:
             ins = t.ins
             st = self.entry(seq, t)
-            st.calls += 1
             if ins.opcode != "parameter":
                 fn = t.kernel
                 if fn is None:
@@ -86,9 +97,15 @@ class Profiler:
                 finally:
                     t1 = clock()
                     inner = nested.pop()
-                st.kernel_s += (t1 - t0) - inner
-                st.dispatch_s += t0 - prev
+                if counting:
+                    st.calls += 1
+                    st.kernel_s += (t1 - t0) - inner
+                    st.dispatch_s += t0 - prev
+                if timeline is not None:
+                    timeline.append((t0, t1, st))
             else:
+                if counting:
+                    st.calls += 1
                 t1 = prev
             for d in t.frees:
                 if d != seq.root:
@@ -96,16 +113,19 @@ class Profiler:
             prev = t1
             last = st
         end = clock()
-        if last is not None:
+        if last is not None and counting:
             last.dispatch_s += end - prev
         # This run is nested in the kernel that called it (or is an entry run: depth 0).
         nested[-1] += end - start
+        if timeline is not None and len(nested) == 1:
+            timeline.append((start, end, None))
         return values[seq.root]
 
     def finish_run(self) -> None:
         """Close one entry run: its wall time is what depth 0 accumulated."""
-        self.runs += 1
-        self.wall_s += self._nested[0]
+        if self.counting:
+            self.runs += 1
+            self.wall_s += self._nested[0]
         self._nested[0] = 0.0
 
 

@@ -12,35 +12,40 @@ from .outputs import compare, compare_devices, leaves, stacked
 
 
 def run_executable(exe, inputs: dict | None, options: RunOptions, expected: dict | None,
-                   rtol: float | None, atol: float | None) -> RunResult:
+                   rtol: float | None, atol: float | None, progress=None) -> RunResult:
+    """`progress(runs done, runs)`: called after each of `options.repeat` runs."""
     from ..backends.spmd.mpi import launched_by_mpi
     from .multi_run import grid_for
     grid = grid_for(exe.module, options.replicas, options.partitions)
     if options.engine == "xla":
         return _on_xla(exe, grid, inputs, options, expected, rtol, atol)
     if launched_by_mpi():
-        return _over_mpi(exe, grid, inputs, options, expected, rtol, atol)
+        return _over_mpi(exe, grid, inputs, options, expected, rtol, atol, progress)
     if grid.count > 1:
-        return _in_process(exe, grid, inputs, options, expected, rtol, atol)
-    return _one_device(exe, grid, inputs, options, expected, rtol, atol)
+        return _in_process(exe, grid, inputs, options, expected, rtol, atol, progress)
+    return _one_device(exe, grid, inputs, options, expected, rtol, atol, progress)
 
 
-def _one_device(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:
+def _one_device(exe, grid, inputs, options, expected, rtol, atol, progress) -> RunResult:
     from .inputs import build_inputs
     from .runner import run_prepared
     t0 = time.perf_counter()
     prep = exe.prepared(options)
-    compile_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
     args = build_inputs(exe.module, inputs, options)
     profiler = None
-    if options.profile:
+    if options.profile or options.trace:
         from .profiler import Profiler
-        profiler = Profiler()
-    outputs, times = run_prepared(prep, exe.module, args, options, profiler)
+        profiler = Profiler(timeline=[] if options.trace else None)
+    outputs, times = run_prepared(prep, exe.module, args, options, profiler, progress)
     mismatches = compare(outputs, expected, rtol, atol) if expected is not None else None
-    return RunResult(outputs, [outputs], _timings(compile_s, times), times,
+    trace = None
+    if options.trace:
+        trace = _trace(exe, grid, _process_events(exe, grid, (t0, t1), {0: profiler}))
+    return RunResult(outputs, [outputs], _timings(t1 - t0, times), times,
                      prep.peak + sum(a.nbytes for a in leaves(tuple(args))), grid,
-                     profile=profiler, mismatches=mismatches, all_ok=not mismatches)
+                     profile=profiler if options.profile else None, mismatches=mismatches,
+                     all_ok=not mismatches, trace=trace)
 
 
 def _on_xla(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:
@@ -60,7 +65,7 @@ def _on_xla(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:
     return res
 
 
-def _in_process(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:
+def _in_process(exe, grid, inputs, options, expected, rtol, atol, progress) -> RunResult:
     from .inputs import device_inputs
     from .multi_run import preflight, run_in_process
     if options.profile:
@@ -69,17 +74,23 @@ def _in_process(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:
     per_inputs = device_inputs(exe.module, inputs, options, grid.count)
     device, overrides = exe.session.device, exe.session.resolve
     ctx = preflight(exe.module, grid, device, options, overrides, per_inputs[0])
-    compile_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    profilers = _profilers(options, range(grid.count))
     per_device, times = run_in_process(exe.module, grid, per_inputs, device=device,
-                                       options=options, overrides=overrides, first_context=ctx)
+                                       options=options, overrides=overrides, first_context=ctx,
+                                       profilers=profilers and list(profilers.values()),
+                                       progress=progress)
     mismatches = (compare_devices(per_device, expected, rtol, atol)
                   if expected is not None else None)
-    return RunResult(stacked(per_device), per_device, _timings(compile_s, times), times,
+    trace = None
+    if profilers:
+        trace = _trace(exe, grid, _process_events(exe, grid, (t0, t1), profilers))
+    return RunResult(stacked(per_device), per_device, _timings(t1 - t0, times), times,
                      grid=grid, transport="threads", devices=tuple(range(grid.count)),
-                     mismatches=mismatches, all_ok=not mismatches)
+                     mismatches=mismatches, all_ok=not mismatches, trace=trace)
 
 
-def _over_mpi(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:
+def _over_mpi(exe, grid, inputs, options, expected, rtol, atol, progress) -> RunResult:
     """This rank's devices.  With `options.gather` the inputs are every device's (each rank
     takes its own) and rank 0's result holds every device's outputs; without it the inputs
     and outputs are this rank's devices' only."""
@@ -103,16 +114,21 @@ def _over_mpi(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:
     here = DeviceGrid(1, k)
     device, overrides = exe.session.device, exe.session.resolve
     ctx = preflight(exe.module, here, device, options, overrides, args_of(rank * k))
-    compile_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    profilers = _profilers(options, range(rank * k, rank * k + k))
     r = run_over_mpi(exe.module, grid, args_of, device=device, options=options,
                      overrides=overrides, expected=expected, rtol=rtol, atol=atol,
-                     context=ctx if k == 1 else None)
+                     context=ctx if k == 1 else None, profilers=profilers,
+                     trace_events=profilers and (lambda: _process_events(
+                         exe, grid, (t0, t1), profilers, rank, ranks)),
+                     progress=progress)
     per_device = r["per_device"]
     outputs = per_device[0] if len(per_device) == 1 and not options.gather else \
         stacked(per_device)
-    return RunResult(outputs, per_device, _timings(compile_s, r["run_times"]), r["run_times"],
+    trace = _trace(exe, grid, r["events"], ranks=ranks) if r["events"] is not None else None
+    return RunResult(outputs, per_device, _timings(t1 - t0, r["run_times"]), r["run_times"],
                      grid=grid, transport="mpi", rank=r["rank"], devices=r["devices"],
-                     mismatches=r["mismatches"], all_ok=r["all_ok"])
+                     mismatches=r["mismatches"], all_ok=r["all_ok"], trace=trace)
 
 
 def _own_inputs(module, inputs, options, device: int) -> list:
@@ -131,6 +147,46 @@ def _own_inputs(module, inputs, options, device: int) -> list:
                                 p.name)
                    if value is None else fit_input(value, p.shape, key, p.name, options.cast)[0])
     return out
+
+
+def _profilers(options: RunOptions, devices) -> dict | None:
+    """{device: a Profiler keeping a timeline} for a traced run, else None."""
+    if not options.trace:
+        return None
+    from .profiler import Profiler
+    return {d: Profiler(timeline=[]) for d in devices}
+
+
+def _process_events(exe, grid, prepare: tuple[float, float], profilers: dict, rank: int = 0,
+                    ranks: int = 0) -> list[dict]:
+    """This process's trace events: its host phases (parse, passes, preparing the run's
+    contexts) and its devices' tracks; under MPI (`ranks` > 0) one process per rank."""
+    from .timeline import clock_offset_ns, device_events, host_events, process_events
+    offset = clock_offset_ns()
+    name = f"rank {rank}" if ranks else f"xlaplug run {exe.module.name}"
+    events = process_events(rank, name)
+    events += host_events([*exe.phases, ("prepare", *prepare)], rank, offset)
+    communicates = _communicates(exe.session)
+    for d, profiler in sorted(profilers.items()):
+        events += device_events(profiler, d, grid, rank, offset, communicates)
+    return events
+
+
+def _communicates(session):
+    """Whether a custom call's kernel (the session's, on its device) takes a communicator."""
+    from ..plugin.attrs import op_name
+
+    def communicates(ins) -> bool:
+        name = op_name(ins)
+        entry = session.registry.kernel_for(name, session.device) if name else None
+        return bool(getattr(entry, "communicator", False))
+    return communicates
+
+
+def _trace(exe, grid, events: list[dict], ranks: int = 0) -> dict:
+    from .timeline import chrome_trace
+    return chrome_trace(events, module=exe.module.name, replicas=grid.replicas,
+                        partitions=grid.partitions, ranks=ranks or None)
 
 
 def _timings(compile_s: float, times: list[float]) -> dict[str, float]:

@@ -100,17 +100,23 @@ def prepare(module: Module, session, options: RunOptions,
 
 
 def run_prepared(prep: Prepared, module: Module, args: list, options: RunOptions,
-                 profiler=None) -> tuple[list[np.ndarray], list[float]]:
+                 profiler=None, progress=None) -> tuple[list[np.ndarray], list[float]]:
     """The output leaves and the wall time of each of `options.repeat` runs.  A profiler,
     when given, times every thunk of every run but the first (which holds one-time setup:
-    numba compiles, cache loads), or of the only run."""
+    numba compiles, cache loads), or of the only run; one keeping a timeline also records
+    the first run there (a trace shows the setup; the totals leave it out).  `progress`:
+    called with (runs done, runs) after each run."""
     from ..backends.common.errors import ExecutionError
     ctx = prep.ctx
     check_memory(prep.peak + sum(a.nbytes for a in leaves(tuple(args))), options.max_memory)
     times, result = [], None
     for k in range(options.repeat):
-        ctx.profiler = profiler if profiler is not None and (k > 0 or options.repeat == 1) \
-            else None
+        counted = k > 0 or options.repeat == 1
+        timed = profiler if profiler is not None and (
+            counted or profiler.timeline is not None) else None
+        if timed is not None:
+            timed.counting = counted
+        ctx.profiler = timed
         t1 = time.perf_counter()
         try:
             with np.errstate(all="ignore"):
@@ -122,8 +128,10 @@ def run_prepared(prep: Prepared, module: Module, args: list, options: RunOptions
         finally:
             ctx.profiler = None
         times.append(time.perf_counter() - t1)
-        if profiler is not None and (k > 0 or options.repeat == 1):
-            profiler.finish_run()
+        if timed is not None:
+            timed.finish_run()
+        if progress is not None:
+            progress(k + 1, options.repeat)
     return leaves(result), times
 
 
