@@ -41,6 +41,9 @@ from .interrupt import interruptible
 @click.option("--profile", is_flag=True,
               help="Time every thunk (runs after the first when --repeat > 1): time, share, "
                    "bytes and dispatch overhead per thunk, sorted.")
+@click.option("--trace", "trace_path", default=None, metavar="OUT.json",
+              help="Write the run as a Chrome / Perfetto trace (open it in ui.perfetto.dev): "
+                   "a track per device and MPI rank, a slice per kernel call.")
 @click.option("--prefer", type=click.Choice(["kernel", "decomposition"]), default="kernel",
               show_default=True, help="Use plugin kernels, or always their decompositions.")
 @click.option("--replicas", type=int, default=None,
@@ -60,9 +63,10 @@ from .interrupt import interruptible
 @excess_precision_option
 @plugin_options
 @handle_errors
-def run_cmd(file, inputs_path, seed, cast, out_path, expect_path, rtol, atol, device, repeat, passes,
-            max_memory, max_while_iterations, interpret, as_json, profile, prefer, replicas,
-            partitions, collective_timeout, reference, engine, excess_precision, plugins_dirs,
+def run_cmd(file, inputs_path, seed, cast, out_path, expect_path, rtol, atol, device, repeat,
+            passes, max_memory, max_while_iterations, interpret, as_json, profile, trace_path,
+            prefer, replicas, partitions, collective_timeout, reference, engine,
+            excess_precision, plugins_dirs,
             no_plugins, strict):
     """Compile FILE and run it; print, save and compare its outputs."""
     from ..runtime.driver import OptionError, check_output_path
@@ -77,6 +81,8 @@ def run_cmd(file, inputs_path, seed, cast, out_path, expect_path, rtol, atol, de
         raise OptionError(e.message) from None
     if out_path:
         check_output_path(out_path, "--out")
+    if trace_path:
+        check_new_file_path(trace_path, "--trace")
     for flag, value in (("--replicas", replicas), ("--partitions", partitions)):
         if value is not None and value < 1:
             raise OptionError(f"{flag}: must be at least 1, got {value}")
@@ -88,14 +94,16 @@ def run_cmd(file, inputs_path, seed, cast, out_path, expect_path, rtol, atol, de
     if not collective_timeout > 0:
         raise OptionError(f"--collective-timeout: must be a positive number of seconds, got "
                           f"{collective_timeout}")
-    if engine == "xla" and (reference or profile or interpret or device != "cpu"):
-        raise OptionError("--engine xla: runs on cpu, without --reference, --profile or "
-                          "--interpret")
-    options = RunOptions(engine=engine, seed=seed, cast=cast, repeat=repeat, replicas=replicas, partitions=partitions,
+    if engine == "xla" and (reference or profile or interpret or trace_path or
+                            device != "cpu"):
+        raise OptionError("--engine xla: runs on cpu, without --reference, --profile, "
+                          "--trace or --interpret")
+    options = RunOptions(engine=engine, seed=seed, cast=cast, repeat=repeat,
+                         replicas=replicas, partitions=partitions,
                          collective_timeout=collective_timeout,
                          max_memory=parse_bytes(max_memory) if max_memory is not None else None,
                          max_while_iterations=max_while_iterations, interpret=interpret,
-                         profile=profile, gather=True)
+                         profile=profile, trace=bool(trace_path), gather=True)
     platform = None
     if reference:
         from ..xla.reference import check_reference_options
@@ -127,17 +135,25 @@ def run_cmd(file, inputs_path, seed, cast, out_path, expect_path, rtol, atol, de
                                                             platform, excess_precision))
         if out_path:
             _write_outputs(out_path, ours.outputs)
+        if trace_path:
+            _write_trace(trace_path, ours.trace)
         sys.exit(print_reference(exe, ours, diffs, as_json, platform))
     from ..runtime.multi_run import QuietStop
+    from .progress import progress_bar
     try:
-        res = interruptible(lambda: exe.run(inputs=npz, options=options, expected=expected,
-                                            rtol=rtol, atol=atol))
+        # A bar for a slow --repeat, once the runs have taken a second (on a terminal only).
+        with progress_bar(f"run x{repeat}", delay_s=1.0) as progress:
+            res = interruptible(lambda: exe.run(inputs=npz, options=options,
+                                                expected=expected, rtol=rtol, atol=atol,
+                                                progress=progress if repeat > 1 else None))
     except QuietStop:  # another rank failed and reports it
         sys.exit(2)
     if res.rank != 0:  # under mpiexec only rank 0 prints and writes
         sys.exit(0 if res.all_ok else 1)
     if out_path:
         _write_outputs(out_path, res.outputs)
+    if trace_path:
+        _write_trace(trace_path, res.trace)
     timings = {"parse_s": exe.timings["parse_s"],
                "compile_s": exe.timings["pipeline_s"] + res.timings["compile_s"],
                "run_s": res.timings["run_s"]}
@@ -165,6 +181,24 @@ def _write_outputs(path: str, outputs) -> None:
     buf = io.BytesIO()
     np.savez(buf, **{f"out{k}": v for k, v in enumerate(outputs)})
     write_atomic(path, buf.getvalue(), "--out")
+
+
+def check_new_file_path(path: str, what: str) -> None:
+    """An output file whose folder must exist already: `path`'s parent is not created (an
+    error, exit 2, before any work), and the checks of check_output_path."""
+    from pathlib import Path
+
+    from ..runtime.driver import OptionError, check_output_path
+    parent = Path(path).parent
+    if not parent.exists():
+        raise OptionError(f"{what}: cannot write '{path}': the directory '{parent}' does not "
+                          f"exist")
+    check_output_path(path, what)
+
+
+def _write_trace(path: str, trace: dict) -> None:
+    from ..runtime.driver import write_atomic
+    write_atomic(path, json.dumps(trace, separators=(",", ":")), "--trace")
 
 
 def run_json(exe, res, timings: dict, repeat: int) -> dict:

@@ -185,8 +185,11 @@ def _communicates(session):
 
 def _trace(exe, grid, events: list[dict], ranks: int = 0) -> dict:
     from .timeline import chrome_trace
-    return chrome_trace(events, module=exe.module.name, replicas=grid.replicas,
-                        partitions=grid.partitions, ranks=ranks or None)
+    other = {"module": exe.module.name, "replicas": grid.replicas,
+             "partitions": grid.partitions}
+    if ranks:
+        other["mpi_ranks"] = ranks
+    return chrome_trace(events, **other)
 
 
 def _timings(compile_s: float, times: list[float]) -> dict[str, float]:
