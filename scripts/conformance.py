@@ -15,7 +15,8 @@ import json
 import sys
 from pathlib import Path
 
-from xlaplug.runtime.conformance import run_case
+from xlaplug.cli.progress import progress_bar
+from xlaplug.runtime.conformance import run_cases
 
 # The suite lies next to the repository (../shared); from a git worktree, further up.
 DEFAULT_DIR = next((d / "shared" / "conformance" / "stablehlo" for d in Path(__file__).resolve().parents
@@ -53,7 +54,8 @@ def main() -> int:
         except HloError as e:
             print(e.message, file=sys.stderr)
             return 2
-    results = [run_case(p, args.max_ulp, args.device) for p in files]
+    with progress_bar(f"{len(files)} cases") as progress:  # drawn on a terminal only
+        results = run_cases(files, args.max_ulp, args.device, progress)
     counts = collections.Counter(classify(r) for r in results)
     runnable = len(results) - counts["elided"] - counts["noinputs"]
     print(f"{len(results)} cases on {args.device}, max ULP {args.max_ulp}: {counts['pass']} pass, {counts['fail']} "

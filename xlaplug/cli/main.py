@@ -179,11 +179,15 @@ def check_plugins_cmd(ops, device, trials, seed, as_json, verbose, devices, refe
             raise OptionError(f"check-plugins {'--jax' if in_jax else '--reference xla'} "
                               "checks on one device: drop --devices")
     session = setup_plugins(plugins_dirs, no_plugins, strict, device)
-    if devices > 1:
-        from ..plugin.check_devices import check_on_devices
-        results = check_on_devices(session, ops, n=devices, trials=trials, seed=seed)
-    else:
-        results = check_plugins(session, ops, trials=trials, seed=seed, reference=reference)
+    from .progress import progress_bar
+    with progress_bar("checking plugins", delay_s=0.5) as progress:
+        if devices > 1:
+            from ..plugin.check_devices import check_on_devices
+            results = check_on_devices(session, ops, n=devices, trials=trials, seed=seed,
+                                       progress=progress)
+        else:
+            results = check_plugins(session, ops, trials=trials, seed=seed,
+                                    reference=reference, progress=progress)
     if as_json:
         click.echo(json.dumps({"device": device, "devices": devices,
                                "results": [r.__dict__ for r in results],

@@ -87,10 +87,10 @@ def _run_decomposition(entry: OpEntry, op: str, shapes, arrays, attrs, ctx):
 
 
 def check_plugins(session, ops=(), trials: int = 3, seed: int = 0,
-                  reference: str | None = None) -> list[CheckResult]:
+                  reference: str | None = None, progress=None) -> list[CheckResult]:
     """`reference="xla"`: each decomposition runs on XLA:CPU (xla/check.py) instead of
     xlaplug's CPU backend; `reference="jax"`: through the jax builder under jax.jit, with
-    gradient checks (xla/check_jax.py)."""
+    gradient checks (xla/check_jax.py).  `progress(ops done, ops)`: called after each op."""
     from ..runtime.executor import ExecContext
     run_reference = _run_decomposition
     if reference == "xla":
@@ -100,9 +100,10 @@ def check_plugins(session, ops=(), trials: int = 3, seed: int = 0,
     reg = session.registry
     results: list[CheckResult] = []
     wanted = plugin_ops(reg, ops)
-    for (op, device), kentry in sorted(reg.kernels.items()):
-        if device != session.device or (wanted and op not in wanted):
-            continue
+    todo = [(op, kentry) for (op, device), kentry in sorted(reg.kernels.items())
+            if device == session.device and (not wanted or op in wanted)]
+    device = session.device
+    for op, kentry in reported(todo, progress):
         dentry, sentry = reg.decompositions.get(op), reg.shapes.get(op)
         examples = kentry.examples or (dentry.examples if dentry else []) or \
             (sentry.examples if sentry else [])
@@ -136,6 +137,14 @@ def check_plugins(session, ops=(), trials: int = 3, seed: int = 0,
         results += [CheckResult(m, "-", "-", 0, False, "no loaded plugin has a kernel for it")
                     for m in missing]
     return results
+
+
+def reported(items: list, progress=None):
+    """`items` one by one, calling `progress(k, len(items))` once the k-th is done."""
+    for k, item in enumerate(items, 1):
+        yield item
+        if progress is not None:
+            progress(k, len(items))
 
 
 def plugin_ops(reg, names) -> set[str]:

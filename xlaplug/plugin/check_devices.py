@@ -22,18 +22,19 @@ from ..hlo.text.shape_parser import parse_shape
 from ..runtime.inputs import random_value
 from ..runtime.outputs import leaves
 from .api import bind_call
-from .check import CheckResult, _as_tuple, _close, plugin_ops
+from .check import CheckResult, _as_tuple, _close, plugin_ops, reported
 from .rules import shape_rule_kwargs
 
 
 def check_on_devices(session, ops=(), n: int = 2, trials: int = 3,
-                     seed: int = 0) -> list[CheckResult]:
+                     seed: int = 0, progress=None) -> list[CheckResult]:
+    """`progress(ops done, ops)`: called after each op."""
     reg = session.registry
     wanted = plugin_ops(session.registry, ops)
     out: list[CheckResult] = []
-    for (op, device), kentry in sorted(reg.kernels.items()):
-        if device != session.device or (wanted and op not in wanted):
-            continue
+    todo = [(op, kentry) for (op, device), kentry in sorted(reg.kernels.items())
+            if device == session.device and (not wanted or op in wanted)]
+    for op, kentry in reported(todo, progress):
         name = kentry.plugin.name
         if op in ALL_OPCODES:
             texts = [e for e in kentry.examples if isinstance(e, str)]

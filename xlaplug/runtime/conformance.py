@@ -186,3 +186,15 @@ def run_case(path: Path, max_ulp: int = DEFAULT_MAX_ULP, device: str = "cpu",
     except Exception as e:  # a kernel bug: report it as such, keep going
         return CaseResult(name, "error", f"internal error: {type(e).__name__}: {e}",
                           time.perf_counter() - t0)
+
+
+def run_cases(paths: list[Path], max_ulp: int = DEFAULT_MAX_ULP, device: str = "cpu",
+              progress=None) -> list[CaseResult]:
+    """`run_case` on every path, in order; `progress(cases done, cases)` after each (the
+    suite holds thousands: the caller shows how far it is)."""
+    results = []
+    for path in paths:
+        results.append(run_case(path, max_ulp, device))
+        if progress is not None:
+            progress(len(results), len(paths))
+    return results
