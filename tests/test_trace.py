@@ -4,6 +4,7 @@ and a collective's peers in the slice's args, parse and compile phases on the ho
 track -- and the progress bars of long work, drawn on a terminal only."""
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -176,6 +177,12 @@ def test_the_python_api_returns_the_trace_on_request_only():
     json.dumps(res.trace)  # ready to write as it is
     assert {e["name"] for e in _slices(res.trace, tid=0)} >= {"w", "d", "run 0"}
     assert res.profile is None  # a trace is not a profile
+    # Both: the profile leaves out the first run (one-time setup), the trace shows it.
+    both = exe.run(x, m, trace=True, profile=True, repeat=3)
+    assert both.profile.runs == 2
+    assert [e["name"] for e in _slices(both.trace, cat="run")] == ["run 0", "run 1", "run 2"]
+    calls = {s.instruction: s.calls for s in both.profile.stats.values()}
+    assert calls["d"] == 2 and calls["v2"] == 6
     with pytest.raises(RunError, match="trace"):
         exe.run(x, m, trace=True, engine="xla")
 
@@ -188,7 +195,7 @@ def test_mpi_ranks_write_one_file_with_a_track_per_rank(tmp_path):
     r = subprocess.run([str(MPIEXEC), "-n", "2", sys.executable, "-m", "xlaplug", "run",
                         "ar.hlo", "--trace", "t.json", "--json"], cwd=tmp_path,
                        capture_output=True, text=True, timeout=180,
-                       env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ar.hlo", "t.json"]
     trace = json.loads((tmp_path / "t.json").read_text())
