@@ -102,10 +102,17 @@ def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, device: st
     from ..backends.spmd.mpi import MpiTransport
     from ..backends.spmd.rendezvous import Aborted
     from .executor import ExecContext
+    from .spmd.agreement import agree_on_run
     from .spmd.mpi_threads import run_rank_devices
     from .spmd.runner import DeviceError, collective_groups
     timeout = options.collective_timeout
     transport = MpiTransport(timeout)
+    try:  # the same module, grid and options everywhere, or every rank stops here
+        agree_on_run(transport, module, grid, options)
+    except Aborted:
+        raise QuietStop() from None
+    except ExecutionError as e:  # a rank that never came (the timeout's message names it)
+        raise _reported(transport, e, "rank", transport.rank) from None
     if grid.count % transport.size:  # every rank sees it: rank 0 reports
         if transport.rank != 0:
             raise QuietStop()
@@ -148,14 +155,8 @@ def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, device: st
     except Aborted:
         raise QuietStop() from None
     except (ExecutionError, RunError, Exception) as e:  # noqa: BLE001 - others must hear it
-        text = _message(e)
-        transport.abort_others(text)
-        if transport.outranked():  # a lower rank failed too (a shared timeout): it reports
-            raise QuietStop() from None
-        err = RunError(text if isinstance(e, DeviceError) else
-                       f"{'device' if k == 1 else 'rank'} {rank}: {text}")
-        err.rank_local = True  # only this rank knows it: it reports, whatever its rank
-        raise err from None
+        raise _reported(transport, e, "device" if k == 1 else "rank", rank,
+                        isinstance(e, DeviceError)) from None
     result = {"rank": rank, "devices": tuple(range(rank * k, rank * k + k)), "per_device": mine,
               "run_times": times, "mismatches": bad if expected is not None else None,
               "all_ok": all_ok, "events": events}
@@ -168,6 +169,19 @@ def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, device: st
                       if expected is not None else None,
                       events=[e for g in gathered for e in g[3]] if events is not None else None)
     return result
+
+
+def _reported(transport, e: BaseException, unit: str, where: int, named: bool = False):
+    """What this rank raises after failing: the others are told (they stop quietly); of
+    ranks that failed together (a shared timeout, a collective they disagree on) the
+    lowest reports.  `named`: the message names its device already."""
+    text = _message(e)
+    transport.abort_others(text)
+    if transport.outranked():
+        return QuietStop()
+    err = RunError(text if named else f"{unit} {where}: {text}")
+    err.rank_local = True  # only this rank knows it: it reports, whatever its rank
+    return err
 
 
 def preflight(module: Module, grid: DeviceGrid, device: str, options: RunOptions, overrides,

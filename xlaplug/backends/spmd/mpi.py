@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..common.errors import ExecutionError
+from . import mpi_headers as H
 from .buffers import BufferPool
 from .rendezvous import Aborted, CollectiveTimeout
 
@@ -72,6 +73,9 @@ class MpiTransport:
         self.ctl = world.Dup()    # aborts and status queries, never mixed with data
         self._comms: dict[tuple, Any] = {}
         self._calls: dict[str, int] = {}
+        self._seq: dict[int, int] = {}  # id(communicator) -> collectives begun on it
+        self._templates: dict = {}      # instruction -> its header (mpi_headers.template)
+        self._heads_in: dict[int, np.ndarray] = {}  # group size -> headers' receive buffer
         self._send = BufferPool()   # fused send buffers
         self._recv = BufferPool()   # all-reduce results (see buffers.py: why reused)
         self.where = "running"
@@ -83,6 +87,16 @@ class MpiTransport:
         self._ctl_lock = threading.Lock()
 
     # ---- set-up ------------------------------------------------------------------------
+    def gather_fixed(self, blob: bytes) -> list[bytes]:
+        """Every rank's `blob` (the same length on every rank), in rank order: one polled
+        all-gather over all ranks, bounded by the timeout (the run's agreement, before any
+        communicator is split)."""
+        n = len(blob)
+        recv = np.empty(n * self.size, np.uint8)
+        self._wait([self.data.Iallgather(np.frombuffer(blob, np.uint8), recv)], _Start(), 0,
+                   tuple(range(self.size)), unit="rank")
+        return [recv[i * n:(i + 1) * n].tobytes() for i in range(self.size)]
+
     def prepare(self, groups_sets: list[list[tuple[int, ...]]]) -> None:
         """Splits a communicator for every group set the module's collectives use; every
         rank must call this with the same list (collective over all ranks)."""
@@ -220,15 +234,42 @@ class MpiTransport:
         call = self._enter(ins)
         comm = self._comm(ins, group)
         blob = np.frombuffer(pickle.dumps(value, protocol=5), np.uint8)
-        sizes = np.zeros(len(group), np.int64)
-        r = comm.Iallgather(np.array([blob.size], np.int64), sizes)
-        self._wait([r], ins, call, group)
+        # The header carries the size: one message, as the bare size was before.
+        header = self._header(comm, ins, call, value, hasattr(ins, "operands"), blob.size)
+        sizes = np.array(self._agree(comm, ins, call, group, header), np.int64)
         recv = np.empty(int(sizes.sum()), np.uint8)
         offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
         r = comm.Iallgatherv(blob, [recv, sizes, offsets, self.MPI.BYTE])
         self._wait([r], ins, call, group)
         self.where = "running"
         return [pickle.loads(recv[o:o + s].tobytes()) for o, s in zip(offsets, sizes)]
+
+    # ---- headers (mpi_headers.py) --------------------------------------------------------
+    def _header(self, comm, ins, call: int, values, shapes: bool = True, size: int = 0,
+                op: str = "") -> bytearray:
+        """This rank's header for call `call` of `ins` on `comm` (its sequence counted).
+        An instruction's operands keep their dtypes and shapes from call to call: its
+        template is made once."""
+        key = (ins, op) if hasattr(ins, "operands") else None
+        tpl = self._templates.get(key) if key is not None else None
+        if tpl is None:
+            sig = H.signature(values, shapes) + (f" {op}" if op else "")
+            tpl = H.template(ins.opcode, ins.name, sig)
+            if key is not None:
+                self._templates[key] = tpl
+        seq = self._seq.get(id(comm), 0)
+        self._seq[id(comm)] = seq + 1
+        return H.stamp(bytearray(tpl), seq, call, size)
+
+    def _agree(self, comm, ins, call: int, group, header: bytearray) -> list[int]:
+        """Every member's header, swapped and checked before any payload moves; their
+        payload sizes.  A mismatch raises H.CollectiveMismatch on every member."""
+        n = len(group)
+        recv = self._heads_in.get(n)
+        if recv is None:
+            recv = self._heads_in[n] = np.empty(n * H.HEADER_BYTES, np.uint8)
+        self._wait([comm.Iallgather(header, recv)], ins, call, group)
+        return H.check(recv, header, group)
 
     def can_allreduce(self, op: str, dtype: np.dtype) -> bool:
         dtype = np.dtype(dtype)
@@ -242,6 +283,8 @@ class MpiTransport:
         if len(arrays) == 1 and arrays[0].nbytes < _BLOCKING_BYTES:
             return [self.allreduce_one(comm, ins, group, mpi_op)(arrays[0])]  # counts the call
         call = self._enter(ins)
+        self._agree(comm, ins, call, group,
+                    self._header(comm, ins, call, arrays, True, 0, op))
         out: list[Any] = [None] * len(arrays)
         by_dtype: dict[np.dtype, list[int]] = {}
         for i, a in enumerate(arrays):
@@ -256,9 +299,9 @@ class MpiTransport:
                 np.concatenate([np.asarray(arrays[i]).reshape(-1) for i in idx], out=send)
             bufs.append((idx, send, self._recv.take(dt, send.size)))
         if sum(b[1].nbytes for b in bufs) >= _BLOCKING_BYTES:
-            # Large: once every member has arrived (a polled barrier: no unbounded wait),
-            # the blocking MPI_Allreduce, whose algorithms beat the non-blocking one's there.
-            self._wait([comm.Ibarrier()], ins, call, group)
+            # Large: every member has arrived (the headers' polled swap: no unbounded
+            # wait), so the blocking MPI_Allreduce, whose algorithms beat the non-blocking
+            # one's there.
             for idx, send, recv in bufs:
                 comm.Allreduce(send, recv, op=mpi_op)
                 pending.append((idx, recv, None, send))
@@ -284,11 +327,15 @@ class MpiTransport:
         3-6% slower).  `comm`: from _comm; `mpi_op`: an MPI.Op."""
         calls, take, wait, polls = self._calls, self._recv.take, self._wait, _FAST_POLLS
         name, contiguous, give_up_core = ins.name, np.ascontiguousarray, os.sched_yield
+        header, agree = self._header, self._agree
+        op = next(k for k in ("add", "multiply", "minimum", "maximum")
+                  if self.mpi_op(k) == mpi_op)  # for the header
 
         def run(a: np.ndarray) -> np.ndarray:
             call = calls.get(name, 0)  # _enter's bookkeeping, inline
             calls[name] = call + 1
             self.where = (ins, call)
+            agree(comm, ins, call, group, header(comm, ins, call, a, True, 0, op))
             shape = a.shape  # (ascontiguousarray makes a rank-0 array rank 1)
             a = contiguous(a)
             recv = take(a.dtype, a.size)
@@ -311,15 +358,18 @@ class MpiTransport:
 
     def sendrecv(self, device: int, ins, x: np.ndarray, dest: int, source: int) -> np.ndarray:
         """Send x to `dest` and receive what `source` sends (a plugin communicator's
-        point-to-point step): a size header, then the pickled array."""
+        point-to-point step): a header (with the size), checked, then the pickled array."""
         call = self._enter(ins)
         tag = 100 + call % 30000
         blob = np.frombuffer(pickle.dumps(np.ascontiguousarray(x), protocol=5), np.uint8)
-        size_in = np.zeros(1, np.int64)
-        reqs = [self.data.Isend(np.array([blob.size], np.int64), dest=dest, tag=tag),
-                self.data.Irecv(size_in, source=source, tag=tag)]
+        header = self._header(self.data, ins, call, x, False, blob.size)
+        pair = np.empty(2 * H.HEADER_BYTES, np.uint8)  # this rank's, then the source's
+        pair[:H.HEADER_BYTES] = np.frombuffer(header, np.uint8)
+        reqs = [self.data.Isend(header, dest=dest, tag=tag),
+                self.data.Irecv(pair[H.HEADER_BYTES:], source=source, tag=tag)]
         self._wait(reqs, ins, call, (device, dest, source))
-        recv = np.empty(int(size_in[0]), np.uint8)
+        size_in = H.check(pair, header, (self.rank, source))[1]
+        recv = np.empty(size_in, np.uint8)
         reqs = [self.data.Isend(blob, dest=dest, tag=tag + 1),
                 self.data.Irecv(recv, source=source, tag=tag + 1)]
         self._wait(reqs, ins, call, (device, dest, source))

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ...backends.spmd import mpi_headers as H
 from ...backends.spmd.mpi import MpiTransport
 from ...backends.spmd.rendezvous import Rendezvous
 
@@ -31,6 +32,7 @@ class RankThreadsTransport:
     def __init__(self, mpi: MpiTransport, k: int, local: Rendezvous):
         self.mpi, self.k, self.local = mpi, k, local
         self.rank = mpi.rank
+        self._seq: dict[tuple, int] = {}  # (peer, tag) -> swaps between the leaders
 
     def exchange(self, device: int, ins, group: tuple[int, ...], value: Any) -> list[Any]:
         """`value` of every member of `group` (in group order), across ranks."""
@@ -53,6 +55,19 @@ class RankThreadsTransport:
                               2 * self.mpi.timeout + 5)
         return full
 
+    def _headers(self, ins, call: int, values: dict, size: int, tags: dict) -> dict:
+        """This leader's header for each peer rank (mpi_headers.py): the members' operands
+        by their place in the group (device ids differ between ranks), and a sequence
+        counted per pair of leaders (`tags`: peer -> the tag naming the pair)."""
+        sig = H.signature(list(values.values()), hasattr(ins, "operands"))
+        tpl = H.template(ins.opcode, ins.name, sig)
+        out = {}
+        for s, tag in tags.items():
+            seq = self._seq.get((s, tag), 0)
+            self._seq[(s, tag)] = seq + 1
+            out[s] = H.stamp(bytearray(tpl), seq, call, size)
+        return out
+
     def _swap(self, ins, group, ranks, leader: int, values: dict) -> dict:
         """This rank's values to the leaders of the group's other ranks, theirs back."""
         mpi, k = self.mpi, self.k
@@ -62,15 +77,19 @@ class RankThreadsTransport:
         blob = np.frombuffer(pickle.dumps(values, protocol=5), np.uint8)
         out_tag = {s: 1 + (leader % k) * k + lead % k for s, lead in others}
         in_tag = {s: 1 + (lead % k) * k + leader % k for s, lead in others}
-        sizes = {s: np.zeros(1, np.int64) for s, _ in others}
+        # A header first (the collective, this rank's members' operands, the size), each
+        # peer's checked against this rank's before any payload moves (mpi_headers.py).
+        headers = self._headers(ins, call, values, blob.size, out_tag)
+        pairs = {s: np.empty(2 * H.HEADER_BYTES, np.uint8) for s, _ in others}
         reqs = []
         for s, _ in others:
-            reqs.append(mpi.data.Isend(np.array([blob.size], np.int64), dest=s,
-                                       tag=out_tag[s]))
-            reqs.append(mpi.data.Irecv(sizes[s], source=s, tag=in_tag[s]))
+            pairs[s][:H.HEADER_BYTES] = np.frombuffer(headers[s], np.uint8)
+            reqs.append(mpi.data.Isend(headers[s], dest=s, tag=out_tag[s]))
+            reqs.append(mpi.data.Irecv(pairs[s][H.HEADER_BYTES:], source=s, tag=in_tag[s]))
         waited = tuple(ranks)
         mpi._wait(reqs, ins, call, waited, unit="rank")
-        blobs = {s: np.empty(int(sizes[s][0]), np.uint8) for s, _ in others}
+        sizes = {s: H.check(pairs[s], headers[s], (self.rank, s))[1] for s, _ in others}
+        blobs = {s: np.empty(sizes[s], np.uint8) for s, _ in others}
         reqs = []
         for s, _ in others:
             reqs.append(mpi.data.Isend(blob, dest=s, tag=out_tag[s]))
