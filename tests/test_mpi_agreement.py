@@ -1,0 +1,265 @@
+"""MPI ranks that do not run the same thing end within the collective timeout, every one of
+them, with one line naming both sides -- never a hang, never exit 0 with a peer's
+mismatched bytes (issue 27).
+
+Two kinds of disagreement: ranks started on different modules or options (mpiexec's MPMD
+form, `-n 1 A : -n 1 B`), caught before the first collective by the run's agreement; and
+one module whose ranks take different paths (a branch on replica-id, a loop whose trip
+count depends on it), caught at the first collective where they part by its header.  Each
+rank runs under a small wrapper that records its own exit code."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from test_multi_device_cli import _env, _mpiexec
+
+# Each test starts two xlaplug processes under mpiexec (2-4 s each on 2 cores).
+pytestmark = pytest.mark.slow
+
+TIMEOUT = 30  # --collective-timeout: a test that ran into it would take at least this long
+WRAPPER = """import signal, subprocess, sys
+signal.signal(signal.SIGINT, lambda *a: None)  # the rank below hears Ctrl-C; not this
+rc = subprocess.call(sys.argv[2:], close_fds=False)  # (the launcher's PMI socket stays open)
+open(sys.argv[1], "w").write(str(rc))
+sys.exit(rc)
+"""
+
+ADD = """HloModule {name}, replica_count={n}
+
+addf {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}}
+
+adds {{
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  ROOT s = s32[] add(a, b)
+}}
+"""
+ALONE = """
+ENTRY e {{
+  x = {t}[4] parameter(0)
+  ROOT r = {t}[4] all-reduce(x), replica_groups={{}}, to_apply={add}
+}}
+"""
+# Rank 0's devices (replica ids below n / 2) take `first`, rank 1's `second`.
+BRANCH = """
+ENTRY e {{
+  x = f32[4] parameter(0)
+  id = u32[] replica-id()
+  half = u32[] constant({half})
+  c = pred[] compare(id, half), direction=LT
+  ROOT r = f32[4] conditional(c, x, x), true_computation=first, false_computation=second
+}}
+"""
+BRANCHES = {
+    "dtypes": """
+first {{
+  p = f32[4] parameter(0)
+  rf = f32[4] all-reduce(p), replica_groups={{}}, to_apply=addf
+  ROOT n = f32[4] negate(rf)
+}}
+
+second {{
+  p = f32[4] parameter(0)
+  c = s32[4] convert(p)
+  rs = s32[4] all-reduce(c), replica_groups={{}}, to_apply=adds
+  ROOT f = f32[4] convert(rs)
+}}
+""",
+    "order": """
+first {{
+  p = f32[4] parameter(0)
+  ra = f32[4] all-reduce(p), replica_groups={{}}, to_apply=addf
+  ga = f32[{g}] all-gather(ra), replica_groups={{}}, dimensions={{0}}
+  ROOT s = f32[4] slice(ga), slice={{[0:4]}}
+}}
+
+second {{
+  p = f32[4] parameter(0)
+  gb = f32[{g}] all-gather(p), replica_groups={{}}, dimensions={{0}}
+  s = f32[4] slice(gb), slice={{[0:4]}}
+  ROOT rb = f32[4] all-reduce(s), replica_groups={{}}, to_apply=addf
+}}
+""",
+    "shapes": """
+first {{
+  p = f32[4] parameter(0)
+  ROOT r4 = f32[4] all-reduce(p), replica_groups={{}}, to_apply=addf
+}}
+
+second {{
+  p = f32[4] parameter(0)
+  pp = f32[8] concatenate(p, p), dimensions={{0}}
+  r8 = f32[8] all-reduce(pp), replica_groups={{}}, to_apply=addf
+  ROOT s = f32[4] slice(r8), slice={{[0:4]}}
+}}
+""",
+}
+# An all-reduce in a loop of 2 trips on rank 0's devices and 3 on rank 1's, then an
+# all-gather: rank 0 reaches the all-gather where rank 1 makes its third all-reduce.
+TRIPS = """
+cond {{
+  p = (s32[], s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] get-tuple-element(p), index=1
+  ROOT c = pred[] compare(i, n), direction=LT
+}}
+
+body {{
+  p = (s32[], s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] get-tuple-element(p), index=1
+  x = f32[4] get-tuple-element(p), index=2
+  r = f32[4] all-reduce(x), replica_groups={{}}, to_apply=addf
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  ROOT t = (s32[], s32[], f32[4]) tuple(j, n, r)
+}}
+
+ENTRY e {{
+  x = f32[4] parameter(0)
+  id = u32[] replica-id()
+  half = u32[] constant({half})
+  late = pred[] compare(id, half), direction=GE
+  two = s32[] constant(2)
+  three = s32[] constant(3)
+  n = s32[] select(late, three, two)
+  z = s32[] constant(0)
+  t = (s32[], s32[], f32[4]) tuple(z, n, x)
+  w = (s32[], s32[], f32[4]) while(t), condition=cond, body=body
+  y = f32[4] get-tuple-element(w), index=2
+  ROOT g = f32[{g}] all-gather(y), replica_groups={{}}, dimensions={{0}}
+}}
+"""
+
+
+def module(kind: str, n: int) -> str:
+    """The `kind` disagreement on n devices (2 ranks: one or two devices each)."""
+    fill = {"name": kind, "n": n, "half": n // 2, "g": 4 * n}
+    body = TRIPS if kind == "trips" else BRANCHES[kind] + BRANCH
+    return (ADD + body).format(**fill)
+
+
+def ranks(tmp_path, *argvs, send_sigint_after: float | None = None, limit: float = 120):
+    """mpiexec -n 1 A : -n 1 B ... (one xlaplug per argv, each under the wrapper); returns
+    (mpiexec's result, each rank's exit code, wall seconds).  With `send_sigint_after`,
+    SIGINT goes to mpiexec's process group that many seconds after the start."""
+    wrapper = tmp_path / "wrap.py"
+    wrapper.write_text(WRAPPER)
+    cmd = [_mpiexec()]
+    codes = [tmp_path / f"rank{i}.rc" for i in range(len(argvs))]
+    for i, argv in enumerate(argvs):
+        cmd += (([":"] if i else []) + ["-n", "1", sys.executable, str(wrapper), str(codes[i]),
+                sys.executable, "-m", "xlaplug.cli", *map(str, argv)])
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=_env(), stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        if send_sigint_after is not None:
+            time.sleep(send_sigint_after)
+            os.killpg(p.pid, signal.SIGINT)
+        out, err = p.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        raise
+    took = time.monotonic() - t0
+    got = []
+    for c in codes:  # a rank's wrapper writes its code as the rank ends
+        for _ in range(50):
+            if c.exists() and c.read_text():
+                break
+            time.sleep(0.1)
+        got.append(int(c.read_text()) if c.exists() and c.read_text() else None)
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err), got, took
+
+
+def _errors(p) -> list[str]:
+    return [ln for ln in p.stderr.splitlines() if "error:" in ln]
+
+
+def _one_error_every_rank_2(p, codes, took) -> str:
+    assert codes == [2, 2], (codes, p.stdout, p.stderr)
+    assert p.returncode == 2, p.stderr
+    errors = _errors(p)
+    assert len(errors) == 1, p.stderr  # one rank reports; the other stops quietly
+    assert took < TIMEOUT, took  # found at once, not by waiting out the timeout
+    return errors[0]
+
+
+def test_replicas_that_differ_stop_before_the_communicators_are_split(tmp_path):
+    # Used to hang: rank 0 (2 replicas, one device) entered MPI_Comm_split, rank 1 (4
+    # replicas, two devices on threads) never did.
+    hlo = tmp_path / "m.hlo"
+    hlo.write_text(module("dtypes", 2))
+    p, codes, took = ranks(tmp_path, ["run", hlo, "--replicas", 2, "--collective-timeout", 10],
+                           ["run", hlo, "--replicas", 4, "--collective-timeout", 10])
+    error = _one_error_every_rank_2(p, codes, took)
+    assert took < 10, took
+    assert error.endswith("error: the ranks do not run the same thing: rank 0 has 2 replicas "
+                          "x 1 partitions, rank 1 has 4 replicas x 1 partitions (every rank "
+                          "must run the same module with the same --replicas, --partitions, "
+                          "--repeat and --max-while-iterations)"), error
+
+
+@pytest.mark.parametrize("other", ["module", "repeat"])
+def test_different_modules_or_options_are_named(tmp_path, other):
+    # An f32 all-reduce on rank 0 and an s32 one on rank 1 used to exit 0 with garbage.
+    f32, s32 = tmp_path / "f32.hlo", tmp_path / "s32.hlo"
+    for path, t in ((f32, "f32"), (s32, "s32")):  # the same module but for the type
+        path.write_text(ADD.format(name="alone", n=2) + ALONE.format(t=t, add=f"add{t[0]}"))
+    second = ["run", s32] if other == "module" else ["run", f32, "--repeat", 2]
+    p, codes, took = ranks(tmp_path, ["run", f32, "--collective-timeout", TIMEOUT],
+                           second + ["--collective-timeout", TIMEOUT])
+    error = _one_error_every_rank_2(p, codes, took)
+    if other == "module":
+        assert re.search(r"rank 0 has module 'alone' \(fingerprint [0-9a-f]{12}\), rank 1 "
+                         r"has module 'alone' \(fingerprint [0-9a-f]{12}\)", error), error
+    else:
+        assert "rank 0 has --repeat 1, rank 1 has --repeat 2" in error, error
+    assert not p.stdout.strip(), p.stdout  # no outputs printed from a mismatched run
+
+
+# What each side had at the first collective where the ranks part.  One device per rank:
+# the MPI collectives' header; two per rank: the header of the leaders' point-to-point swap.
+EXPECTED = {
+    "dtypes": ("all-reduce 'rf' (call 1) f32[4] add", "all-reduce 'rs' (call 1) s32[4] add"),
+    "order": ("all-reduce 'ra' (call 1) f32[4] add", "all-gather 'gb' (call 1) (f32[4])"),
+    "shapes": ("all-reduce 'r4' (call 1) f32[4] add", "all-reduce 'r8' (call 1) f32[8] add"),
+    "trips": ("all-gather 'g' (call 1) (f32[4])", "all-reduce 'r' (call 3) f32[4] add"),
+}
+EXPECTED_SWAP = {
+    "dtypes": ("all-reduce 'rf' (call 1) ((f32[4]), (f32[4]))",
+               "all-reduce 'rs' (call 1) ((s32[4]), (s32[4]))"),
+    "order": ("all-reduce 'ra' (call 1) ((f32[4]), (f32[4]))",
+              "all-gather 'gb' (call 1) ((f32[4]), (f32[4]))"),
+    "shapes": ("all-reduce 'r4' (call 1) ((f32[4]), (f32[4]))",
+               "all-reduce 'r8' (call 1) ((f32[8]), (f32[8]))"),
+    "trips": ("all-gather 'g' (call 1) ((f32[4]), (f32[4]))",
+              "all-reduce 'r' (call 3) ((f32[4]), (f32[4]))"),
+}
+
+
+@pytest.mark.parametrize("per_rank", [1, 2], ids=["device_per_rank", "two_devices_per_rank"])
+@pytest.mark.parametrize("kind", ["dtypes", "order", "shapes", "trips"])
+def test_ranks_that_part_at_a_collective_name_both_sides(tmp_path, kind, per_rank):
+    hlo = tmp_path / f"{kind}.hlo"
+    hlo.write_text(module(kind, 2 * per_rank))
+    argv = ["run", hlo, "--collective-timeout", TIMEOUT]
+    p, codes, took = ranks(tmp_path, argv, argv)
+    error = _one_error_every_rank_2(p, codes, took)
+    mine, theirs = (EXPECTED if per_rank == 1 else EXPECTED_SWAP)[kind]
+    at = "collective 3" if kind == "trips" else "collective 1"
+    assert f"error: device 0: ranks disagree at {at} over ranks 0, 1: rank 0 has {mine}, " \
+           f"rank 1 has {theirs}" in error, error
+    assert not p.stdout.strip(), p.stdout
