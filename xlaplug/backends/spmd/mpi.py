@@ -24,11 +24,8 @@ import numpy as np
 from ..common.errors import ExecutionError
 from . import mpi_headers as H
 from .buffers import BufferPool
-from .rendezvous import Aborted, CollectiveTimeout
+from .mpi_waiting import _FAST_POLLS, PolledWaits, _End, _Start, where_text  # noqa: F401
 
-_ABORT, _STATUS_REQ, _STATUS_REP = 1, 2, 3
-_SPIN_SECONDS = 0.02  # busy-poll this long before sleeping between polls
-_FAST_POLLS = 64  # polls before the first look at the clock and the control channel
 # From this many bytes an all-reduce waits for every member, then makes the blocking call
 # (measured with MPICH 5 on 2 ranks: 16 MiB 11.0 ms non-blocking, 6.7 ms blocking).
 _BLOCKING_BYTES = 4 << 20
@@ -37,6 +34,13 @@ _NATIVE = {np.dtype(t) for t in ("int8", "uint8", "int16", "uint16", "int32", "u
                                  "int64", "uint64", "float32", "float64", "complex64",
                                  "complex128")}
 _REAL_ONLY = {"min", "max"}
+_HEAD_TAG = 7  # the headers' tag on a group's communicator (its collectives have none)
+# Up to this many bytes an all-reduce's operand travels with its header, point to point,
+# and each member reduces the group's operands in rank order (one round trip, where a
+# header swap then an MPI all-reduce made two: measured below, in allreduce_one).
+_WITH_HEADER_BYTES = 64 << 10
+_UFUNCS = {"add": np.add, "multiply": np.multiply, "minimum": np.minimum,
+           "maximum": np.maximum}
 
 
 def mpi_module():
@@ -61,7 +65,7 @@ def launched_by_mpi() -> bool:
     return False
 
 
-class MpiTransport:
+class MpiTransport(PolledWaits):
     ONE_CALL_BELOW_BYTES = _BLOCKING_BYTES  # allreduce_one's operands are smaller
 
     def __init__(self, timeout: float = 60.0):
@@ -75,7 +79,7 @@ class MpiTransport:
         self._calls: dict[str, int] = {}
         self._seq: dict[int, int] = {}  # id(communicator) -> collectives begun on it
         self._templates: dict = {}      # instruction -> its header (mpi_headers.template)
-        self._heads_in: dict[int, np.ndarray] = {}  # group size -> headers' receive buffer
+        self._boxes: dict[tuple, list] = {}  # (members, bytes) -> headers' receive buffers
         self._send = BufferPool()   # fused send buffers
         self._recv = BufferPool()   # all-reduce results (see buffers.py: why reused)
         self.where = "running"
@@ -119,109 +123,6 @@ class MpiTransport:
         raise ExecutionError(f"{ins.opcode} '{ins.name}': group {list(group)} was not "
                              "prepared (internal error)")
 
-    # ---- waiting, with the control channel answered -------------------------------------
-    def _poll_control(self) -> None:
-        # With several device threads in this rank (mpi_threads.py) one polls at a time: a
-        # probed message must be received by the thread that probed it.
-        if not self._ctl_lock.acquire(blocking=False):
-            return
-        try:
-            self._read_control()
-        finally:
-            self._ctl_lock.release()
-
-    def _read_control(self, replies: dict | None = None) -> None:
-        """Reads every waiting control message: aborts (raised as Aborted, after the rest
-        is read), status queries (answered) and, with `replies`, status answers."""
-        self._drain_control(replies)
-        if self.aborted is not None:
-            src, msg = self.aborted
-            raise Aborted(f"rank {self.rank}: stopped because rank {src} failed ({msg})")
-
-    def _drain_control(self, replies: dict | None = None) -> None:
-        MPI = self.MPI
-        status = MPI.Status()
-        while self.ctl.Iprobe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=status):
-            src, tag = status.Get_source(), status.Get_tag()
-            msg = self.ctl.recv(source=src, tag=tag)
-            if tag == _ABORT:
-                if self.aborted is None or src < self.aborted[0]:
-                    self.aborted = (src, msg)
-            elif tag == _STATUS_REQ:
-                self.ctl.isend(where_text(self.where), dest=src, tag=_STATUS_REP)
-            elif tag == _STATUS_REP and replies is not None:
-                replies[src] = msg  # (else a late answer to a finished query: dropped)
-
-    def outranked(self, window: float = 0.25) -> bool:
-        """After this rank sent its abort: did a lower rank fail too?  Ranks that time out
-        at one collective do so together; each sends its abort, and within `window` the
-        lowest one is known to all of them, so it alone reports."""
-        until = time.monotonic() + window
-        while time.monotonic() < until:
-            with self._ctl_lock:
-                self._drain_control({})
-            if self.aborted is not None and self.aborted[0] < self.rank:
-                return True
-            time.sleep(1e-3)
-        return False
-
-    def _wait(self, requests, ins, call, group, timeout: float | None = None,
-              unit: str = "device") -> None:
-        """Polls `requests` to completion; `group`: the ranks waited on (`unit` names them in
-        the timeout message: devices, or ranks when a rank runs several devices)."""
-        MPI = self.MPI
-        # The common case first: the operation completes within a few polls.  Those polls
-        # read no clock and build no request array (a bare Test, then give the core up), as
-        # a blocking MPI call's progress loop does; measured with MPICH at D=4 on 2 cores,
-        # 1 MiB: this path took 1.00-1.09x raw MPI_Allreduce, the general loop 1.06-1.12x.
-        test = requests[0].Test if len(requests) == 1 else \
-            (lambda: MPI.Request.Testall(requests))
-        for _ in range(_FAST_POLLS):
-            if test():
-                return
-            os.sched_yield()  # see __init__: every poll gives the core up
-        timeout = self.timeout if timeout is None else timeout
-        start = time.monotonic()
-        deadline = start + timeout
-        # MPI progresses a non-blocking collective only inside MPI calls: spin on Test
-        # first (as a blocking MPI call would), then back off to sleeps so a long wait
-        # leaves the core to others; the control channel is read every so often.
-        spins, pause = 0, 0.0
-        while not test():
-            spins += 1
-            if spins % 256:
-                if time.monotonic() - start < _SPIN_SECONDS:
-                    os.sched_yield()
-                    continue
-                time.sleep(pause)
-                pause = min(pause * 2 or 2e-5, 1e-3)
-                continue
-            self._poll_control()
-            if time.monotonic() > deadline:
-                with self._ctl_lock:
-                    raise CollectiveTimeout(self._timeout_message(ins, call, group, timeout,
-                                                                  unit))
-
-    def _timeout_message(self, ins, call, group, timeout, unit: str = "device") -> str:
-        """Asks every other member where it stands (2 s for the answers)."""
-        others = [d for d in group if d != self.rank]
-        for d in others:
-            self.ctl.isend(None, dest=d, tag=_STATUS_REQ)
-        stood: dict[int, str] = {}
-        until = time.monotonic() + 2.0
-        # Meanwhile this rank answers queries too (a member that timed out with it asks),
-        # and an abort from elsewhere means another rank reports: this one stops quietly.
-        while len(stood) < len(others) and time.monotonic() < until:
-            self._read_control(stood)
-            time.sleep(1e-3)
-        here = f"waiting at {ins.opcode} '{ins.name}' (call {call + 1})"
-        missing = [d for d in others if stood.get(d) != here]
-        parts = [f"{unit} {d} {stood.get(d, 'did not answer (busy in a kernel, or gone)')}"
-                 for d in missing]
-        return (f"{ins.opcode} '{ins.name}' (call {call + 1}): {unit}"
-                f"{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} did not "
-                f"arrive within {timeout:g} s; {'; '.join(parts)}")
-
     def _enter(self, ins) -> int:
         call = self._calls.get(ins.name, 0)
         self._calls[ins.name] = call + 1
@@ -261,15 +162,82 @@ class MpiTransport:
         self._seq[id(comm)] = seq + 1
         return H.stamp(bytearray(tpl), seq, call, size)
 
+    def _swap_headers(self, comm, ins, call: int, group, header: bytearray,
+                      payload: np.ndarray | None = None) -> list:
+        """Every member's message -- its header, then `payload`'s bytes when given -- in
+        group order, once the headers agree (else H.CollectiveMismatch, on every member).
+
+        Point to point, into receives posted for a message of this rank's size: a member
+        at another collective, or at this one with other operands, is found by its header
+        and never read as this one's data (MPI collectives would be posted with that
+        member's counts and types, and misread them).  A longer message than this rank's
+        is cut short by MPI (ERR_TRUNCATE): its sender got this rank's shorter one, knows
+        both headers and reports (_outsized).  Measured on 2 ranks, 4 KiB, 2 shared cores:
+        a posted receive and send took 3-8 us where MPI_Iallreduce took 11-21 us."""
+        send = header if payload is None else self._with_payload(header, payload)
+        boxes = self._inboxes(len(group), len(send))
+        me = group.index(self.rank)  # (a group's communicator ranks its members in order)
+        boxes[me] = send
+        reqs = self._post(comm, me, boxes)
+        self._settle(reqs, False, ins, call, group, boxes)
+        return boxes
+
+    def _post(self, comm, me: int, boxes: list) -> list:
+        """The receives of every other member's message, then this rank's sends."""
+        others = [j for j in range(len(boxes)) if j != me]
+        return [comm.Irecv(boxes[j], source=j, tag=_HEAD_TAG) for j in others] + \
+            [comm.Isend(boxes[me], dest=j, tag=_HEAD_TAG) for j in others]
+
+    def _settle(self, reqs, done: bool, ins, call: int, group, boxes: list) -> None:
+        """Waits for _post's requests (unless `done`), then checks the headers."""
+        MPI, me = self.MPI, group.index(self.rank)
+        if not done:
+            try:
+                self._wait(reqs, ins, call, group)
+            except MPI.Exception as e:
+                self._outsized(boxes[me], reqs, e)
+        head = bytes(memoryview(boxes[me])[:H.AGREE_BYTES])
+        if all(bytes(memoryview(b)[:H.AGREE_BYTES]) == head for b in boxes):
+            return
+        rows = np.concatenate([np.frombuffer(b, np.uint8, H.HEADER_BYTES) for b in boxes])
+        H.check(rows, boxes[me], group)
+
+    def _inboxes(self, n: int, size: int) -> list:
+        """n receive buffers of `size` bytes, reused from call to call (each call's
+        messages are read before the next call posts its receives)."""
+        boxes = self._boxes.get((n, size))
+        if boxes is None:
+            boxes = self._boxes[(n, size)] = [np.empty(size, np.uint8) for _ in range(n)]
+        return list(boxes)
+
+    def _with_payload(self, header: bytearray, payload: np.ndarray) -> np.ndarray:
+        out = np.empty(H.HEADER_BYTES + payload.nbytes, np.uint8)
+        out[:H.HEADER_BYTES] = np.frombuffer(header, np.uint8)
+        out[H.HEADER_BYTES:] = payload.reshape(-1).view(np.uint8)
+        return out
+
+    def _outsized(self, header, reqs, error) -> None:
+        """`error` from waiting for a header swap: when a member sent more than this rank's
+        message (MPI cut it short), that member reports (it holds both headers) and its
+        abort stops this rank; 2 s without one, this rank says what it knows."""
+        MPI = self.MPI
+        if error.Get_error_class() not in (MPI.ERR_TRUNCATE, MPI.ERR_IN_STATUS):
+            raise error
+        until = time.monotonic() + 2.0
+        while time.monotonic() < until:
+            try:
+                self.MPI.Request.Testall(reqs)  # the sends still complete
+            except self.MPI.Exception:
+                pass
+            self._poll_control()  # raises Aborted once the member's abort is here
+            time.sleep(1e-3)
+        raise H.CollectiveMismatch(f"{H.describe(H.unpack(header[:H.HEADER_BYTES]))}: "
+                                   "another member sent a "
+                                   "longer message for this collective (a different one?)")
+
     def _agree(self, comm, ins, call: int, group, header: bytearray) -> list[int]:
-        """Every member's header, swapped and checked before any payload moves; their
-        payload sizes.  A mismatch raises H.CollectiveMismatch on every member."""
-        n = len(group)
-        recv = self._heads_in.get(n)
-        if recv is None:
-            recv = self._heads_in[n] = np.empty(n * H.HEADER_BYTES, np.uint8)
-        self._wait([comm.Iallgather(header, recv)], ins, call, group)
-        return H.check(recv, header, group)
+        """The members' payload sizes, once their headers agree (_swap_headers)."""
+        return [H.fields_size(m) for m in self._swap_headers(comm, ins, call, group, header)]
 
     def can_allreduce(self, op: str, dtype: np.dtype) -> bool:
         dtype = np.dtype(dtype)
@@ -327,18 +295,60 @@ class MpiTransport:
         3-6% slower).  `comm`: from _comm; `mpi_op`: an MPI.Op."""
         calls, take, wait, polls = self._calls, self._recv.take, self._wait, _FAST_POLLS
         name, contiguous, give_up_core = ins.name, np.ascontiguousarray, os.sched_yield
-        header, agree = self._header, self._agree
-        op = next(k for k in ("add", "multiply", "minimum", "maximum")
-                  if self.mpi_op(k) == mpi_op)  # for the header
+        header, agree, settle = self._header, self._agree, self._settle
+        irecv, isend, agree_bytes = comm.Irecv, comm.Isend, H.AGREE_BYTES
+        op = next(k for k in _UFUNCS if self.mpi_op(k) == mpi_op)
+        ufunc, skip, me, MPI = _UFUNCS[op], H.HEADER_BYTES, group.index(self.rank), self.MPI
+        testall, others = MPI.Request.Testall, [j for j in range(len(group)) if j != me]
+        # (dtype, size) -> the members' message buffers, then this rank's counters (seq,
+        # call) as int64: made once, so a call writes 16 bytes of header, not 128
+        small: dict = {}
+        seqs, cid = self._seq, id(comm)
 
         def run(a: np.ndarray) -> np.ndarray:
             call = calls.get(name, 0)  # _enter's bookkeeping, inline
             calls[name] = call + 1
             self.where = (ins, call)
-            agree(comm, ins, call, group, header(comm, ins, call, a, True, 0, op))
             shape = a.shape  # (ascontiguousarray makes a rank-0 array rank 1)
             a = contiguous(a)
             recv = take(a.dtype, a.size)
+            if a.nbytes > _WITH_HEADER_BYTES:
+                agree(comm, ins, call, group, header(comm, ins, call, a, True, 0, op))
+            else:  # one round trip (_swap_headers), then reduced here, in rank order
+                boxes = small.get((a.dtype, a.size))
+                if boxes is None:  # this rank's message: header, then the operand
+                    first = np.frombuffer(header(comm, ins, call, a, True, 0, op), np.uint8)
+                    boxes = [np.empty(skip + a.nbytes, np.uint8) for _ in group]
+                    boxes[me][:skip] = first
+                    small[(a.dtype, a.size)] = boxes + [boxes[me][:16].view(np.int64)]
+                else:  # the template's counters only (H.stamp's, inline)
+                    seq = seqs.get(cid, 0)
+                    seqs[cid] = seq + 1
+                    counters = boxes[-1]
+                    counters[0], counters[1] = seq, call
+                    boxes = boxes[:-1]
+                mine = boxes[me]
+                mine[skip:] = a.reshape(-1).view(np.uint8)
+                reqs = [irecv(boxes[j], source=j, tag=_HEAD_TAG) for j in others] + \
+                    [isend(mine, dest=j, tag=_HEAD_TAG) for j in others]  # (_post, inline)
+                done = False
+                try:
+                    for _ in range(polls):  # _wait's first polls, inline
+                        if testall(reqs):
+                            done = True
+                            break
+                        give_up_core()
+                except MPI.Exception as e:  # a longer message: see _swap_headers
+                    self._outsized(mine, reqs, e)
+                head = mine[:agree_bytes].tobytes()
+                if not done or any(boxes[j][:agree_bytes].tobytes() != head for j in others):
+                    settle(reqs, done, ins, call, group, boxes)  # waits on; names who differs
+                every = [b[skip:].view(a.dtype) for b in boxes]
+                ufunc(every[0], every[1], out=recv)
+                for more in every[2:]:
+                    ufunc(recv, more, out=recv)
+                self.where = "running"
+                return recv.reshape(shape)
             request = comm.Iallreduce(a, recv, op=mpi_op)
             test = request.Test
             for _ in range(polls):  # _wait's first polls, inline
@@ -377,11 +387,6 @@ class MpiTransport:
         return pickle.loads(recv.tobytes())
 
     # ---- ending ------------------------------------------------------------------------
-    def abort_others(self, message: str) -> None:
-        for d in range(self.size):
-            if d != self.rank:
-                self.ctl.isend(message, dest=d, tag=_ABORT)
-
     def finish(self, ok: bool, results) -> tuple[bool, list | None]:
         """(every rank ok?, every device's results on rank 0, else None): a barrier that
         still answers the control channel, then one gather."""
@@ -393,20 +398,3 @@ class MpiTransport:
         self._wait([r], _End(), 0, tuple(range(self.size)), 2 * self.timeout + 5)
         gathered = self.data.gather(results, root=0)  # every rank is past the barrier
         return bool(flags.all()), gathered if self.rank == 0 else None
-
-
-def where_text(where) -> str:
-    """A rank's state as its status reply and the timeout message write it: "running",
-    "finished", or (instruction, call index) while it waits at a collective."""
-    if isinstance(where, str):
-        return where
-    ins, call = where
-    return f"waiting at {ins.opcode} '{ins.name}' (call {call + 1})"
-
-
-class _End:
-    opcode, name = "end of run", "(all devices)"
-
-
-class _Start:
-    opcode, name = "start of run", "(all devices)"

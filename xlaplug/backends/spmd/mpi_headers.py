@@ -23,7 +23,7 @@ from ...hlo import dtypes
 from ..common.errors import ExecutionError
 
 HEADER_BYTES = 128
-_AGREE = 24  # seq, call, digest: every member's must be equal
+AGREE_BYTES = 24  # seq, call, digest: every member's must be equal
 _FIXED = struct.Struct("<qqQq")
 _TEXT = ((32, 24), (56, 32), (88, 40))  # (offset, length) of kind, name, signature
 
@@ -77,6 +77,11 @@ def stamp(header: bytearray, seq: int, call: int, size: int = 0) -> bytearray:
     return header
 
 
+def fields_size(buf) -> int:
+    """The payload size a header (or a message that starts with one) announces."""
+    return struct.unpack_from("<q", memoryview(buf).cast("B"), 24)[0]
+
+
 def unpack(buf) -> dict:
     raw = bytes(buf)
     seq, call, digest, size = _FIXED.unpack_from(raw, 0)
@@ -95,7 +100,7 @@ def check(received: np.ndarray, mine: bytearray, members, unit: str = "rank") ->
     CollectiveMismatch naming the first member and the first that differs from it.
     `received`: the members' headers back to back (uint8), in `members` order."""
     rows = received.reshape(len(members), HEADER_BYTES)
-    if rows[:, :_AGREE].tobytes() != bytes(mine[:_AGREE]) * len(members):
+    if rows[:, :AGREE_BYTES].tobytes() != bytes(mine[:AGREE_BYTES]) * len(members):
         raise CollectiveMismatch(mismatch_text(rows, members, unit))
     return [int(s) for s in rows[:, 24:32].copy().view("<i8").reshape(-1)]
 
