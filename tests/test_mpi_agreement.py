@@ -9,26 +9,56 @@ count depends on it), caught at the first collective where they part by its head
 rank runs under a small wrapper that records its own exit code."""
 from __future__ import annotations
 
-import os
+import json
 import re
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from test_multi_device_cli import _env, _mpiexec
 
-# Each test starts two xlaplug processes under mpiexec (2-4 s each on 2 cores).
-pytestmark = pytest.mark.slow
-
 TIMEOUT = 30  # --collective-timeout: a test that ran into it would take at least this long
+# Each rank runs under this wrapper, which records the rank's pid and exit code.
 WRAPPER = """import signal, subprocess, sys
 signal.signal(signal.SIGINT, lambda *a: None)  # the rank below hears Ctrl-C; not this
-rc = subprocess.call(sys.argv[2:], close_fds=False)  # (the launcher's PMI socket stays open)
+p = subprocess.Popen(sys.argv[2:], close_fds=False)  # (the launcher's PMI socket stays open)
+open(sys.argv[1] + ".pid", "w").write(str(p.pid))
+rc = p.wait()
 open(sys.argv[1], "w").write(str(rc))
 sys.exit(rc)
+"""
+# mpiexec runs under this launcher, a child subreaper: after Ctrl-C MPICH's launcher SIGKILLs
+# whatever of a job is left once one rank has ended -- a wrapper that has not yet written
+# its rank's code, though the rank itself ended with 130 -- and the orphaned rank is then
+# reaped here, with its own exit status.
+LAUNCHER = """import ctypes, json, os, signal, subprocess, sys, time
+assert ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+sigint_after, limit = float(sys.argv[1]), float(sys.argv[2])
+t0 = time.monotonic()
+p = subprocess.Popen(sys.argv[3:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                     stdin=subprocess.DEVNULL, start_new_session=True)
+try:
+    if sigint_after >= 0:
+        time.sleep(sigint_after)
+        os.killpg(p.pid, signal.SIGINT)
+    out, err = p.communicate(timeout=limit)
+except subprocess.TimeoutExpired:
+    os.killpg(p.pid, signal.SIGKILL)
+    out, err = p.communicate()
+took = time.monotonic() - t0
+orphans, until = {}, time.monotonic() + 10
+while time.monotonic() < until:
+    try:
+        pid, status = os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        break
+    if pid:
+        orphans[pid] = os.waitstatus_to_exitcode(status)
+    else:
+        time.sleep(0.01)
+print(json.dumps({"rc": p.returncode, "out": out, "err": err, "took": took,
+                  "orphans": orphans}))
 """
 
 ADD = """HloModule {name}, replica_count={n}
@@ -150,38 +180,31 @@ def module(kind: str, n: int) -> str:
     return (ADD + body).format(**fill)
 
 
-def ranks(tmp_path, *argvs, send_sigint_after: float | None = None, limit: float = 120):
-    """mpiexec -n 1 A : -n 1 B ... (one xlaplug per argv, each under the wrapper); returns
-    (mpiexec's result, each rank's exit code, wall seconds).  With `send_sigint_after`,
-    SIGINT goes to mpiexec's process group that many seconds after the start."""
-    wrapper = tmp_path / "wrap.py"
-    wrapper.write_text(WRAPPER)
+def ranks(tmp_path, *argvs, sigint_after: float = -1, limit: float = 120):
+    """mpiexec -n 1 A : -n 1 B ... (one xlaplug per argv, each under the wrapper), under the
+    launcher; returns (mpiexec's result, each rank's exit code, wall seconds).  With
+    `sigint_after`, SIGINT goes to mpiexec's process group that many seconds after the
+    start (as Ctrl-C at a terminal)."""
+    (tmp_path / "wrap.py").write_text(WRAPPER)
+    (tmp_path / "launch.py").write_text(LAUNCHER)
     cmd = [_mpiexec()]
     codes = [tmp_path / f"rank{i}.rc" for i in range(len(argvs))]
     for i, argv in enumerate(argvs):
-        cmd += (([":"] if i else []) + ["-n", "1", sys.executable, str(wrapper), str(codes[i]),
-                sys.executable, "-m", "xlaplug.cli", *map(str, argv)])
-    t0 = time.monotonic()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env=_env(), stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        if send_sigint_after is not None:
-            time.sleep(send_sigint_after)
-            os.killpg(p.pid, signal.SIGINT)
-        out, err = p.communicate(timeout=limit)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.communicate()
-        raise
-    took = time.monotonic() - t0
+        cmd += (([":"] if i else []) + ["-n", "1", sys.executable, str(tmp_path / "wrap.py"),
+                str(codes[i]), sys.executable, "-m", "xlaplug.cli", *map(str, argv)])
+    run = subprocess.run([sys.executable, str(tmp_path / "launch.py"), str(sigint_after),
+                          str(limit), *cmd], capture_output=True, text=True, env=_env(),
+                         timeout=limit + 30)
+    assert run.returncode == 0, run.stderr
+    r = json.loads(run.stdout)
     got = []
-    for c in codes:  # a rank's wrapper writes its code as the rank ends
-        for _ in range(50):
-            if c.exists() and c.read_text():
-                break
-            time.sleep(0.1)
-        got.append(int(c.read_text()) if c.exists() and c.read_text() else None)
-    return subprocess.CompletedProcess(cmd, p.returncode, out, err), got, took
+    for c in codes:  # the wrapper's record, else the orphaned rank's own status
+        pid = c.with_suffix(".pid")
+        own = c.read_text() if c.exists() else ""
+        got.append(int(own) if own else
+                   r["orphans"].get(pid.read_text()) if pid.exists() else None)
+    assert r["took"] < limit, ("mpiexec did not end", r["err"])
+    return subprocess.CompletedProcess(cmd, r["rc"], r["out"], r["err"]), got, r["took"]
 
 
 def _errors(p) -> list[str]:
@@ -266,3 +289,38 @@ def test_ranks_that_part_at_a_collective_name_both_sides(tmp_path, kind, per_ran
     assert f": ranks disagree at {at} over ranks 0, 1: rank 0 has {mine}, " \
            f"rank 1 has {theirs}" in error, error
     assert not p.stdout.strip(), p.stdout
+
+
+@pytest.mark.slow  # waits 6 s for both ranks to stand at their collectives
+def test_ctrl_c_ends_every_rank_with_130(tmp_path):
+    # Rank 0 waits at an all-reduce that rank 1 never reaches (rank 1 waits at the end of
+    # the run) when Ctrl-C reaches mpiexec: mpiexec forwards it, and every rank ends 130.
+    hlo = tmp_path / "waits.hlo"
+    hlo.write_text(WAITS)
+    argv = ["run", hlo, "--collective-timeout", 100]
+    p, codes, took = ranks(tmp_path, argv, argv, sigint_after=6, limit=60)
+    assert codes == [130, 130], (codes, p.stderr)
+    assert p.returncode == 130, p.stderr
+    assert p.stderr.count("interrupted") == 2, p.stderr
+    assert took < 6 + 10, took  # within a second or so of the signal, not at the timeout
+
+
+WAITS = ADD.format(name="waits", n=2) + """
+yes {
+  p = f32[4] parameter(0)
+  ROOT r = f32[4] all-reduce(p), replica_groups={}, to_apply=addf
+}
+
+no {
+  p = f32[4] parameter(0)
+  ROOT n = f32[4] negate(p)
+}
+
+ENTRY e {
+  x = f32[4] parameter(0)
+  id = u32[] replica-id()
+  z = u32[] constant(0)
+  c = pred[] compare(id, z), direction=EQ
+  ROOT r = f32[4] conditional(c, x, x), true_computation=yes, false_computation=no
+}
+"""
