@@ -253,6 +253,22 @@ def test_different_modules_or_options_are_named(tmp_path, other):
     assert not p.stdout.strip(), p.stdout  # no outputs printed from a mismatched run
 
 
+@pytest.mark.parametrize("bad_rank", [0, 1])
+def test_a_rank_that_fails_before_the_run_is_heard_at_once(tmp_path, bad_rank):
+    # Used to hang: the rank whose module did not parse ended before MPI_Init, and the
+    # other waited there for good.  Now every rank starts MPI first, and the failed rank's
+    # error goes to the others in place of its run header: it reports, they stop.
+    good, bad = tmp_path / "good.hlo", tmp_path / "bad.hlo"
+    good.write_text(ADD.format(name="alone", n=2) + ALONE.format(t="f32", add="addf"))
+    bad.write_text("HloModule bad\nENTRY e {\n  x = f32[4] parameter(0)\n"
+                   "  ROOT r = f32[4] frobnicate(x)\n}\n")
+    argvs = [["run", good, "--collective-timeout", TIMEOUT]] * 2
+    argvs[bad_rank] = ["run", bad, "--collective-timeout", TIMEOUT]
+    p, codes, took = ranks(tmp_path, *argvs)
+    error = _one_error_every_rank_2(p, codes, took)
+    assert error.endswith("bad.hlo:4:19: error: unknown opcode 'frobnicate'"), error
+
+
 # What each side had at the first collective where the ranks part.  One device per rank:
 # the MPI collectives' header; two per rank: the header of the leaders' point-to-point swap.
 EXPECTED = {

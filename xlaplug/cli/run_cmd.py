@@ -66,9 +66,65 @@ from .interrupt import interruptible
 def run_cmd(file, inputs_path, seed, cast, out_path, expect_path, rtol, atol, device, repeat,
             passes, max_memory, max_while_iterations, interpret, as_json, profile, trace_path,
             prefer, replicas, partitions, collective_timeout, reference, engine,
-            excess_precision, plugins_dirs,
-            no_plugins, strict):
+            excess_precision, plugins_dirs, no_plugins, strict):
     """Compile FILE and run it; print, save and compare its outputs."""
+    given = dict(locals())  # the options, for _prepare
+    from ..hlo.errors import HloError
+    from ..runtime.multi_run import QuietStop, start_mpi, stop_before_run
+    # Under mpiexec every rank starts MPI first: one that failed before would leave the
+    # others blocked in MPI_Init for good; one that fails after tells them (multi_run).
+    under_mpi = start_mpi()
+    try:
+        prepared = _prepare(**given)
+    except HloError as e:
+        if not under_mpi:
+            raise
+        try:
+            stop_before_run(e, collective_timeout if collective_timeout > 0 else 60.0)
+        except QuietStop:  # another rank reports (the same error, or its own)
+            sys.exit(2)
+    options, platform, exe, npz, expected, rtol, atol = prepared
+    if reference:
+        from ..xla.reference import run_against_xla
+        from .reference_report import print_reference
+        ours, diffs = interruptible(lambda: run_against_xla(exe, npz, options, rtol, atol,
+                                                            platform, excess_precision))
+        if out_path:
+            _write_outputs(out_path, ours.outputs)
+        if trace_path:
+            _write_trace(trace_path, ours.trace)
+        sys.exit(print_reference(exe, ours, diffs, as_json, platform))
+    from .progress import progress_bar
+    try:
+        # A bar for a slow --repeat, once the runs have taken a second (on a terminal only).
+        with progress_bar(f"run x{repeat}", delay_s=1.0) as progress:
+            res = interruptible(lambda: exe.run(inputs=npz, options=options,
+                                                expected=expected, rtol=rtol, atol=atol,
+                                                progress=progress if repeat > 1 else None))
+    except QuietStop:  # another rank failed and reports it
+        sys.exit(2)
+    if res.rank != 0:  # under mpiexec only rank 0 prints and writes
+        sys.exit(0 if res.all_ok else 1)
+    if out_path:
+        _write_outputs(out_path, res.outputs)
+    if trace_path:
+        _write_trace(trace_path, res.trace)
+    timings = {"parse_s": exe.timings["parse_s"],
+               "compile_s": exe.timings["pipeline_s"] + res.timings["compile_s"],
+               "run_s": res.timings["run_s"]}
+    if as_json:
+        click.echo(json.dumps(run_json(exe, res, timings, repeat), indent=2))
+    else:
+        print_run(exe, res, timings, expect_path)
+    sys.exit(0 if res.all_ok else 1)
+
+
+def _prepare(file, inputs_path, seed, cast, out_path, expect_path, rtol, atol, device, repeat,
+             passes, max_memory, max_while_iterations, interpret, as_json, profile,
+             trace_path, prefer, replicas, partitions, collective_timeout, reference, engine,
+             excess_precision, plugins_dirs, no_plugins, strict):
+    """The checked options, the compiled module and the loaded inputs and expected values:
+    (options, reference platform, executable, inputs, expected, rtol, atol)."""
     from ..runtime.driver import OptionError, check_output_path
     from ..runtime.executable import compile as compile_hlo
     from ..runtime.options import RunError, RunOptions
@@ -128,40 +184,7 @@ def run_cmd(file, inputs_path, seed, cast, out_path, expect_path, rtol, atol, de
     if profile and exe.num_devices > 1:
         raise OptionError(f"--profile: profiles a run on one device; this one runs on "
                           f"{exe.num_devices} devices")
-    if reference:
-        from ..xla.reference import run_against_xla
-        from .reference_report import print_reference
-        ours, diffs = interruptible(lambda: run_against_xla(exe, npz, options, rtol, atol,
-                                                            platform, excess_precision))
-        if out_path:
-            _write_outputs(out_path, ours.outputs)
-        if trace_path:
-            _write_trace(trace_path, ours.trace)
-        sys.exit(print_reference(exe, ours, diffs, as_json, platform))
-    from ..runtime.multi_run import QuietStop
-    from .progress import progress_bar
-    try:
-        # A bar for a slow --repeat, once the runs have taken a second (on a terminal only).
-        with progress_bar(f"run x{repeat}", delay_s=1.0) as progress:
-            res = interruptible(lambda: exe.run(inputs=npz, options=options,
-                                                expected=expected, rtol=rtol, atol=atol,
-                                                progress=progress if repeat > 1 else None))
-    except QuietStop:  # another rank failed and reports it
-        sys.exit(2)
-    if res.rank != 0:  # under mpiexec only rank 0 prints and writes
-        sys.exit(0 if res.all_ok else 1)
-    if out_path:
-        _write_outputs(out_path, res.outputs)
-    if trace_path:
-        _write_trace(trace_path, res.trace)
-    timings = {"parse_s": exe.timings["parse_s"],
-               "compile_s": exe.timings["pipeline_s"] + res.timings["compile_s"],
-               "run_s": res.timings["run_s"]}
-    if as_json:
-        click.echo(json.dumps(run_json(exe, res, timings, repeat), indent=2))
-    else:
-        print_run(exe, res, timings, expect_path)
-    sys.exit(0 if res.all_ok else 1)
+    return options, platform, exe, npz, expected, rtol, atol
 
 
 def _same_file(a: str, b: str) -> bool:

@@ -102,14 +102,14 @@ def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, device: st
     from ..backends.spmd.mpi import MpiTransport
     from ..backends.spmd.rendezvous import Aborted
     from .executor import ExecContext
-    from .spmd.agreement import agree_on_run
+    from .spmd.agreement import RankFailedBeforeRun, agree_on_run
     from .spmd.mpi_threads import run_rank_devices
     from .spmd.runner import DeviceError, collective_groups
     timeout = options.collective_timeout
     transport = MpiTransport(timeout)
     try:  # the same module, grid and options everywhere, or every rank stops here
         agree_on_run(transport, module, grid, options)
-    except Aborted:
+    except (Aborted, RankFailedBeforeRun):  # (the rank that failed reports)
         raise QuietStop() from None
     except ExecutionError as e:  # a rank that never came (the timeout's message names it)
         raise _reported(transport, e, "rank", transport.rank) from None
@@ -169,6 +169,28 @@ def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, device: st
                       if expected is not None else None,
                       events=[e for g in gathered for e in g[3]] if events is not None else None)
     return result
+
+
+def start_mpi() -> bool:
+    """Under mpiexec (more than one rank): MPI started now, True; else False (nothing
+    imported).  Every rank starts it before anything can fail: a rank that ended before
+    MPI_Init left the others blocked in it for good."""
+    from ..backends.spmd.mpi import launched_by_mpi, mpi_module
+    if not launched_by_mpi():
+        return False
+    mpi_module()
+    return True
+
+
+def stop_before_run(e: BaseException, timeout: float):
+    """This rank failed before the run, under mpiexec: the others hear it at once
+    (agreement.failed_before_run) instead of waiting for it until the timeout.  Raises
+    `e`, marked to be reported by this rank, or QuietStop where another rank reports."""
+    from .spmd.agreement import failed_before_run
+    if failed_before_run(_message(e), timeout):
+        e.rank_local = True
+        raise e
+    raise QuietStop()
 
 
 def _reported(transport, e: BaseException, unit: str, where: int, named: bool = False):

@@ -96,24 +96,28 @@ def _over_mpi(exe, grid, inputs, options, expected, rtol, atol, progress) -> Run
     and outputs are this rank's devices' only."""
     from ..backends.spmd.groups import DeviceGrid
     from ..backends.spmd.mpi import mpi_module
+    from ..hlo.errors import HloError
     from .inputs import device_inputs
-    from .multi_run import preflight, run_over_mpi
+    from .multi_run import preflight, run_over_mpi, stop_before_run
     if options.profile:
         raise RunError(f"profiles a run on one device; this one runs on {grid.count} devices")
     t0 = time.perf_counter()
     ranks = mpi_module().COMM_WORLD.Get_size()
     rank = mpi_module().COMM_WORLD.Get_rank()
     k = grid.count // ranks if grid.count % ranks == 0 else 1
-    if options.gather:
-        per_inputs = device_inputs(exe.module, inputs, options, grid.count)
-        args_of = per_inputs.__getitem__
-    else:  # this rank's devices only: stacked over its k devices (or each one's own)
-        mine = device_inputs(exe.module, inputs, options, k) if k > 1 else \
-            [_own_inputs(exe.module, inputs, options, rank)]
-        args_of = (lambda d: mine[d - rank * k])
     here = DeviceGrid(1, k)
     device, overrides = exe.session.device, exe.session.resolve
-    ctx = preflight(exe.module, here, device, options, overrides, args_of(rank * k))
+    try:  # (a failure here: the other ranks hear it before their first collective)
+        if options.gather:
+            per_inputs = device_inputs(exe.module, inputs, options, grid.count)
+            args_of = per_inputs.__getitem__
+        else:  # this rank's devices only: stacked over its k devices (or each one's own)
+            mine = device_inputs(exe.module, inputs, options, k) if k > 1 else \
+                [_own_inputs(exe.module, inputs, options, rank)]
+            args_of = (lambda d: mine[d - rank * k])
+        ctx = preflight(exe.module, here, device, options, overrides, args_of(rank * k))
+    except HloError as e:
+        stop_before_run(e, options.collective_timeout)
     t1 = time.perf_counter()
     profilers = _profilers(options, range(rank * k, rank * k + k))
     r = run_over_mpi(exe.module, grid, args_of, device=device, options=options,

@@ -17,7 +17,9 @@ import struct
 from ..options import RunError
 
 _MAGIC = b"xlaplug\x01"  # the header's format: a rank of another xlaplug differs here
-_LAYOUT = struct.Struct("<8s16siiiiq64s")  # 112 bytes, padded to 128
+# magic, fingerprint, replicas, partitions, repeat, gather, while limit, module name (or a
+# failed rank's error), failed: 116 bytes, padded to 128
+_LAYOUT = struct.Struct("<8s16siiiiq64si")
 RUN_HEADER_BYTES = 128
 _ASK = ("every rank must run the same module with the same --replicas, --partitions, "
         "--repeat and --max-while-iterations")
@@ -39,14 +41,22 @@ def run_header(module, grid, options) -> bytes:
     limit = options.max_while_iterations
     raw = _LAYOUT.pack(_MAGIC, fingerprint(module), grid.replicas, grid.partitions,
                        options.repeat, 1 if options.gather else 0,
-                       -1 if limit is None else limit, module.name.encode()[:64])
+                       -1 if limit is None else limit, module.name.encode()[:64], 0)
+    return raw.ljust(RUN_HEADER_BYTES, b"\0")
+
+
+def failure_header(message: str) -> bytes:
+    """What a rank that failed before the run (its module did not compile, its inputs did
+    not load) sends in place of its run header: its error's digest and first words."""
+    digest = hashlib.sha256(message.encode()).digest()[:16]
+    raw = _LAYOUT.pack(_MAGIC, digest, 0, 0, 0, 0, 0, message.encode()[:64], 1)
     return raw.ljust(RUN_HEADER_BYTES, b"\0")
 
 
 def _fields(raw: bytes) -> dict:
-    magic, fp, r, p, repeat, gather, limit, name = _LAYOUT.unpack_from(raw)
+    magic, fp, r, p, repeat, gather, limit, name, failed = _LAYOUT.unpack_from(raw)
     return {"magic": magic, "fingerprint": fp, "grid": (r, p), "repeat": repeat,
-            "gather": gather, "limit": limit,
+            "gather": gather, "limit": limit, "failed": failed,
             "name": name.rstrip(b"\0").decode(errors="replace")}
 
 
@@ -66,9 +76,28 @@ def _says(field: str, h: dict) -> str:
     return "outputs gathered on rank 0" if h["gather"] else "outputs kept on each rank"
 
 
+class RankFailedBeforeRun(RunError):
+    """Another rank failed before the run and reports its error: this one stops quietly."""
+
+
+def reporter(headers: list[bytes]) -> int | None:
+    """The rank that reports a failure before the run: rank 0 when every rank failed
+    alike (the same error everywhere, said once), else the lowest rank that failed; None
+    when none did."""
+    fields = [_fields(h) for h in headers]
+    failed = [i for i, f in enumerate(fields) if f["failed"]]
+    if not failed:
+        return None
+    alike = len(failed) == len(fields) and len({f["fingerprint"] for f in fields}) == 1
+    return 0 if alike else failed[0]
+
+
 def check_agreement(headers: list[bytes]) -> None:
     """RanksDisagree when any rank's header differs from rank 0's, naming the first field
-    that differs (in the order a reader would look: version, grid, module, options)."""
+    that differs (in the order a reader would look: version, grid, module, options);
+    RankFailedBeforeRun when a rank failed before the run (it reports)."""
+    if reporter(headers) is not None:
+        raise RankFailedBeforeRun("another rank failed before the run")
     first = headers[0]
     other = next((i for i, h in enumerate(headers) if h != first), None)
     if other is None:
@@ -83,3 +112,12 @@ def check_agreement(headers: list[bytes]) -> None:
 def agree_on_run(transport, module, grid, options) -> None:
     """Swap and check the run headers (see the module's docstring)."""
     check_agreement(transport.gather_fixed(run_header(module, grid, options)))
+
+
+def failed_before_run(message: str, timeout: float) -> bool:
+    """This rank failed before the run (under mpiexec): the others are told in place of
+    its run header -- they stop at once, where they waited for it until the timeout -- and
+    whether this rank reports its error is returned (reporter)."""
+    from ...backends.spmd.mpi import MpiTransport
+    transport = MpiTransport(timeout)
+    return reporter(transport.gather_fixed(failure_header(message))) == transport.rank
