@@ -1,30 +1,32 @@
 """Devices across processes over MPI (mpi4py): rank r runs device r.
 
 The transport offers what the collective kernels need -- `exchange` (every member's values,
-for the rank-order reductions and the data movers) and `allreduce` (one MPI call for sum,
-product, min and max of MPI-native types) -- on communicators split once per group set
-(`prepare`, before the run: every rank walks the same module, so the collective splits
-cannot disagree) and cached.
+for the rank-order reductions and the data movers) and `allreduce` (sum, product, min and
+max of MPI-native types: up to 64 KiB the operands travel with the headers and each member
+reduces them in rank order, above that one MPI call) -- on communicators split once per
+group set (`prepare`, after the run's agreement: runtime/spmd/agreement.py checks that
+every rank runs the same module, grid and options, so the splits cannot disagree).
 
-No wait is unbounded: every MPI operation is non-blocking and polled against the deadline.
-While it polls, a rank also answers the control channel: another rank's failure (ABORT:
-this rank stops quietly, the failing rank reports) and status queries (where do you stand?),
-which a rank that timed out sends to name the devices that did not arrive.
+Every collective swaps a checked header among its members before its payload moves
+(mpi_headers.py): ranks at different collectives, or the same with other operands, fail
+naming both sides instead of misreading each other's bytes.  No wait is unbounded: every
+MPI operation is non-blocking and polled against the deadline, the control channel
+answered meanwhile (mpi_waiting.py).
 """
 from __future__ import annotations
 
 import os
 import pickle
 import threading
-import time
 from typing import Any
 
 import numpy as np
 
 from ..common.errors import ExecutionError
 from . import mpi_headers as H
+from .mpi_headers import _HEAD_TAG, HeaderSwaps
 from .buffers import BufferPool
-from .mpi_waiting import _FAST_POLLS, PolledWaits, _End, _Start, where_text  # noqa: F401
+from .mpi_waiting import _FAST_POLLS, PolledWaits, _End, _Start
 
 # From this many bytes an all-reduce waits for every member, then makes the blocking call
 # (measured with MPICH 5 on 2 ranks: 16 MiB 11.0 ms non-blocking, 6.7 ms blocking).
@@ -34,7 +36,6 @@ _NATIVE = {np.dtype(t) for t in ("int8", "uint8", "int16", "uint16", "int32", "u
                                  "int64", "uint64", "float32", "float64", "complex64",
                                  "complex128")}
 _REAL_ONLY = {"min", "max"}
-_HEAD_TAG = 7  # the headers' tag on a group's communicator (its collectives have none)
 # Up to this many bytes an all-reduce's operand travels with its header, point to point,
 # and each member reduces the group's operands in rank order (one round trip, where a
 # header swap then an MPI all-reduce made two: measured below, in allreduce_one).
@@ -65,7 +66,7 @@ def launched_by_mpi() -> bool:
     return False
 
 
-class MpiTransport(PolledWaits):
+class MpiTransport(PolledWaits, HeaderSwaps):
     ONE_CALL_BELOW_BYTES = _BLOCKING_BYTES  # allreduce_one's operands are smaller
 
     def __init__(self, timeout: float = 60.0):
@@ -144,100 +145,6 @@ class MpiTransport(PolledWaits):
         self._wait([r], ins, call, group)
         self.where = "running"
         return [pickle.loads(recv[o:o + s].tobytes()) for o, s in zip(offsets, sizes)]
-
-    # ---- headers (mpi_headers.py) --------------------------------------------------------
-    def _header(self, comm, ins, call: int, values, shapes: bool = True, size: int = 0,
-                op: str = "") -> bytearray:
-        """This rank's header for call `call` of `ins` on `comm` (its sequence counted).
-        An instruction's operands keep their dtypes and shapes from call to call: its
-        template is made once."""
-        key = (ins, op) if hasattr(ins, "operands") else None
-        tpl = self._templates.get(key) if key is not None else None
-        if tpl is None:
-            sig = H.signature(values, shapes) + (f" {op}" if op else "")
-            tpl = H.template(ins.opcode, ins.name, sig)
-            if key is not None:
-                self._templates[key] = tpl
-        seq = self._seq.get(id(comm), 0)
-        self._seq[id(comm)] = seq + 1
-        return H.stamp(bytearray(tpl), seq, call, size)
-
-    def _swap_headers(self, comm, ins, call: int, group, header: bytearray,
-                      payload: np.ndarray | None = None) -> list:
-        """Every member's message -- its header, then `payload`'s bytes when given -- in
-        group order, once the headers agree (else H.CollectiveMismatch, on every member).
-
-        Point to point, into receives posted for a message of this rank's size: a member
-        at another collective, or at this one with other operands, is found by its header
-        and never read as this one's data (MPI collectives would be posted with that
-        member's counts and types, and misread them).  A longer message than this rank's
-        is cut short by MPI (ERR_TRUNCATE): its sender got this rank's shorter one, knows
-        both headers and reports (_outsized).  Measured on 2 ranks, 4 KiB, 2 shared cores:
-        a posted receive and send took 3-8 us where MPI_Iallreduce took 11-21 us."""
-        send = header if payload is None else self._with_payload(header, payload)
-        boxes = self._inboxes(len(group), len(send))
-        me = group.index(self.rank)  # (a group's communicator ranks its members in order)
-        boxes[me] = send
-        reqs = self._post(comm, me, boxes)
-        self._settle(reqs, False, ins, call, group, boxes)
-        return boxes
-
-    def _post(self, comm, me: int, boxes: list) -> list:
-        """The receives of every other member's message, then this rank's sends."""
-        others = [j for j in range(len(boxes)) if j != me]
-        return [comm.Irecv(boxes[j], source=j, tag=_HEAD_TAG) for j in others] + \
-            [comm.Isend(boxes[me], dest=j, tag=_HEAD_TAG) for j in others]
-
-    def _settle(self, reqs, done: bool, ins, call: int, group, boxes: list) -> None:
-        """Waits for _post's requests (unless `done`), then checks the headers."""
-        MPI, me = self.MPI, group.index(self.rank)
-        if not done:
-            try:
-                self._wait(reqs, ins, call, group)
-            except MPI.Exception as e:
-                self._outsized(boxes[me], reqs, e)
-        head = bytes(memoryview(boxes[me])[:H.AGREE_BYTES])
-        if all(bytes(memoryview(b)[:H.AGREE_BYTES]) == head for b in boxes):
-            return
-        rows = np.concatenate([np.frombuffer(b, np.uint8, H.HEADER_BYTES) for b in boxes])
-        H.check(rows, boxes[me], group)
-
-    def _inboxes(self, n: int, size: int) -> list:
-        """n receive buffers of `size` bytes, reused from call to call (each call's
-        messages are read before the next call posts its receives)."""
-        boxes = self._boxes.get((n, size))
-        if boxes is None:
-            boxes = self._boxes[(n, size)] = [np.empty(size, np.uint8) for _ in range(n)]
-        return list(boxes)
-
-    def _with_payload(self, header: bytearray, payload: np.ndarray) -> np.ndarray:
-        out = np.empty(H.HEADER_BYTES + payload.nbytes, np.uint8)
-        out[:H.HEADER_BYTES] = np.frombuffer(header, np.uint8)
-        out[H.HEADER_BYTES:] = payload.reshape(-1).view(np.uint8)
-        return out
-
-    def _outsized(self, header, reqs, error) -> None:
-        """`error` from waiting for a header swap: when a member sent more than this rank's
-        message (MPI cut it short), that member reports (it holds both headers) and its
-        abort stops this rank; 2 s without one, this rank says what it knows."""
-        MPI = self.MPI
-        if error.Get_error_class() not in (MPI.ERR_TRUNCATE, MPI.ERR_IN_STATUS):
-            raise error
-        until = time.monotonic() + 2.0
-        while time.monotonic() < until:
-            try:
-                self.MPI.Request.Testall(reqs)  # the sends still complete
-            except self.MPI.Exception:
-                pass
-            self._poll_control()  # raises Aborted once the member's abort is here
-            time.sleep(1e-3)
-        raise H.CollectiveMismatch(f"{H.describe(H.unpack(header[:H.HEADER_BYTES]))}: "
-                                   "another member sent a "
-                                   "longer message for this collective (a different one?)")
-
-    def _agree(self, comm, ins, call: int, group, header: bytearray) -> list[int]:
-        """The members' payload sizes, once their headers agree (_swap_headers)."""
-        return [H.fields_size(m) for m in self._swap_headers(comm, ins, call, group, header)]
 
     def can_allreduce(self, op: str, dtype: np.dtype) -> bool:
         dtype = np.dtype(dtype)

@@ -6,7 +6,6 @@ rank that timed out sends to name the ranks that did not arrive.
 from __future__ import annotations
 
 import os
-import threading
 import time
 
 from .rendezvous import Aborted, CollectiveTimeout
