@@ -269,6 +269,23 @@ def test_a_rank_that_fails_before_the_run_is_heard_at_once(tmp_path, bad_rank):
     assert error.endswith("bad.hlo:4:19: error: unknown opcode 'frobnicate'"), error
 
 
+@pytest.mark.slow  # waits out a 5 s timeout
+def test_a_rank_whose_options_are_refused_does_not_hold_the_others(tmp_path):
+    # Used to hang: rank 1's unknown option ended it before MPI_Init (click refuses it
+    # before `run` starts), rank 0 waited there and then in MPI_Comm_dup for good.  Now MPI
+    # starts before `run` reads its options and the communicators are duplicated without
+    # blocking: rank 0 ends at its timeout, saying not every rank came.
+    good = tmp_path / "good.hlo"
+    good.write_text(ADD.format(name="alone", n=2) + ALONE.format(t="f32", add="addf"))
+    p, codes, took = ranks(tmp_path, ["run", good, "--collective-timeout", 5],
+                           ["run", good, "--no-such-option"], limit=60)
+    assert codes == [2, 2], (codes, p.stderr)
+    assert "No such option '--no-such-option'" in p.stderr, p.stderr
+    assert "error: rank 0: start of run: not every rank came within 5 s (a rank that " \
+           "ended before its run?)" in p.stderr, p.stderr
+    assert took < 5 + 20, took
+
+
 # What each side had at the first collective where the ranks part.  One device per rank:
 # the MPI collectives' header; two per rank: the header of the leaders' point-to-point swap.
 EXPECTED = {

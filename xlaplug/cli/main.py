@@ -17,8 +17,15 @@ from .run_cmd import run_cmd
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="xlaplug")
-def main():
+@click.pass_context
+def main(ctx):
     """xlaplug: parse, compile and run XLA HLO text, extended by plugins."""
+    if ctx.invoked_subcommand == "run":
+        # Under mpiexec, MPI starts before `run` reads its options: a rank whose options
+        # are refused must not end before MPI_Init, which would hold the others there for
+        # good (run_cmd: it then stops them within the collective timeout).
+        from ..runtime.multi_run import start_mpi
+        start_mpi()
 
 
 main.add_command(run_cmd)

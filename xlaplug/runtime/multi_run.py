@@ -106,7 +106,12 @@ def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, device: st
     from .spmd.mpi_threads import run_rank_devices
     from .spmd.runner import DeviceError, collective_groups
     timeout = options.collective_timeout
-    transport = MpiTransport(timeout)
+    try:
+        transport = MpiTransport(timeout)
+    except ExecutionError as e:  # a rank that never came: no channel to tell the others
+        err = RunError(f"rank {mpi_rank()}: {_message(e)}")
+        err.rank_local = True
+        raise err from None
     try:  # the same module, grid and options everywhere, or every rank stops here
         agree_on_run(transport, module, grid, options)
     except (Aborted, RankFailedBeforeRun):  # (the rank that failed reports)
@@ -169,6 +174,11 @@ def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, device: st
                       if expected is not None else None,
                       events=[e for g in gathered for e in g[3]] if events is not None else None)
     return result
+
+
+def mpi_rank() -> int:
+    from ..backends.spmd.mpi import mpi_module
+    return mpi_module().COMM_WORLD.Get_rank()
 
 
 def start_mpi() -> bool:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import pickle
 import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,7 @@ from ..common.errors import ExecutionError
 from . import mpi_headers as H
 from .mpi_headers import _HEAD_TAG, HeaderSwaps
 from .buffers import BufferPool
+from .rendezvous import CollectiveTimeout
 from .mpi_waiting import _FAST_POLLS, PolledWaits, _End, _Start
 
 # From this many bytes an all-reduce waits for every member, then makes the blocking call
@@ -74,8 +76,11 @@ class MpiTransport(PolledWaits, HeaderSwaps):
         world = self.MPI.COMM_WORLD
         self.rank, self.size = world.Get_rank(), world.Get_size()
         self.timeout = timeout
-        self.data = world.Dup()   # collectives and their point-to-point messages
-        self.ctl = world.Dup()    # aborts and status queries, never mixed with data
+        # collectives and their point-to-point messages; aborts and status queries, never
+        # mixed with data.  Duplicated without blocking: MPI_Comm_dup waits for every rank,
+        # and a rank that ended before the run (refused options) left the others in it.
+        (self.data, first), (self.ctl, second) = world.Idup(), world.Idup()
+        self._started([first, second], timeout)
         self._comms: dict[tuple, Any] = {}
         self._calls: dict[str, int] = {}
         self._seq: dict[int, int] = {}  # id(communicator) -> collectives begun on it
@@ -92,6 +97,15 @@ class MpiTransport(PolledWaits, HeaderSwaps):
         self._ctl_lock = threading.Lock()
 
     # ---- set-up ------------------------------------------------------------------------
+    def _started(self, requests, timeout: float) -> None:
+        """Polls the communicators' duplication (no control channel yet to answer)."""
+        deadline = time.monotonic() + timeout
+        while not self.MPI.Request.Testall(requests):
+            if time.monotonic() > deadline:
+                raise CollectiveTimeout(f"start of run: not every rank came within {timeout:g}"
+                                        " s (a rank that ended before its run?)")
+            time.sleep(1e-3)
+
     def gather_fixed(self, blob: bytes) -> list[bytes]:
         """Every rank's `blob` (the same length on every rank), in rank order: one polled
         all-gather over all ranks, bounded by the timeout (the run's agreement, before any

@@ -118,6 +118,10 @@ def failed_before_run(message: str, timeout: float) -> bool:
     """This rank failed before the run (under mpiexec): the others are told in place of
     its run header -- they stop at once, where they waited for it until the timeout -- and
     whether this rank reports its error is returned (reporter)."""
+    from ...backends.common.errors import ExecutionError
     from ...backends.spmd.mpi import MpiTransport
-    transport = MpiTransport(timeout)
-    return reporter(transport.gather_fixed(failure_header(message))) == transport.rank
+    try:
+        transport = MpiTransport(timeout)
+        return reporter(transport.gather_fixed(failure_header(message))) == transport.rank
+    except ExecutionError:  # the others never came (or another rank aborted): say it here
+        return True
