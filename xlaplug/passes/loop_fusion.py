@@ -29,6 +29,9 @@ fusion body, a cheap value that XLA:CPU would recompute in several of its own (s
 fusions gets a copy per such fusion (backends/common/fusion_split.py), so that a multiply
 is contracted into an FMA exactly where XLA's kernels contract it; the check above for
 small chains looks at XLA's fusions the same way.
+A group of more than `max_instructions` is cut into pieces of about that many, one fusion
+each (passes/fusion_pieces.py): numba's compile of one giant loop grows faster than the
+loop, and a cut never falls between a multiply and the add it contracts with.
 """
 from __future__ import annotations
 
@@ -45,15 +48,19 @@ from ..hlo.attr_types import Word
 from ..hlo.ir import Computation, Instruction, Module
 from ..hlo.rewrite import NameUniquer, clone_instruction
 from .context import PassContext
+from .fusion_pieces import DEFAULT_MAX_INSTRUCTIONS, pieces
 
 @dataclass
 class LoopFusion:
     name: ClassVar[str] = "loop-fusion"
     min_elements: int = DEFAULT_MIN_ELEMENTS
+    # A group of more instructions is cut into pieces of about this many (fusion_pieces.py).
+    max_instructions: int = DEFAULT_MAX_INSTRUCTIONS
 
     def run(self, module: Module, ctx: PassContext) -> bool:
         skip = _overridden_opcodes(ctx.registry)
-        return bool(outline_groups(module, lambda c: _groups(c, self.min_elements, skip)))
+        return bool(outline_groups(module, lambda c: _groups(c, self.min_elements, skip,
+                                                             self.max_instructions)))
 
 
 def outline_groups(module: Module, groups_of) -> dict[int, list[Computation]]:
@@ -91,7 +98,8 @@ def _users(comp: Computation) -> dict[int, list[Instruction]]:
     return users
 
 
-def _groups(comp: Computation, min_elements: int, skip: frozenset) -> list[list[Instruction]]:
+def _groups(comp: Computation, min_elements: int, skip: frozenset,
+            max_instructions: int = DEFAULT_MAX_INSTRUCTIONS) -> list[list[Instruction]]:
     """Disjoint groups of instructions (consumer last) to outline, largest roots first."""
     users = _users(comp)
     taken: set[int] = set()
@@ -144,7 +152,7 @@ def _groups(comp: Computation, min_elements: int, skip: frozenset) -> list[list[
         # A copied multiply stays outside too, for its other readers (not taken).
         taken |= {id(i) for i in group if not _cheap(i) and (i is root or all(
             id(u) in members for u in users.get(id(i), [])))}
-        groups.append(group)
+        groups.extend(pieces(group, users, max_instructions))
     return groups
 
 
