@@ -195,7 +195,7 @@ def test_pass_options(simple):
     ("loop-fusion{min_elements=lots}",
      "error: pass 'loop-fusion': option 'min_elements' takes an integer, not 'lots'"),
     ("loop-fusion{threshold=1}",
-     "error: pass 'loop-fusion' has no option 'threshold' (its options: min_elements)"),
+     "error: pass 'loop-fusion' has no option 'threshold' (its options: min_elements, max_instructions)"),
 ])
 def test_bad_pass_option_is_one_line_exit_2(simple, spec, message):
     r = xlaplug_proc("compile", simple, "--passes", spec)

@@ -64,7 +64,7 @@ def test_pass_options_are_typed_dataclass_fields():
 
 @pytest.mark.parametrize("spec, message", [
     ("loop-fusion{min_elemnts=1}",
-     "pass 'loop-fusion' has no option 'min_elemnts' (its options: min_elements)"),
+     "pass 'loop-fusion' has no option 'min_elemnts' (its options: min_elements, max_instructions)"),
     ("loop-fusion{min_elements=many}",
      "pass 'loop-fusion': option 'min_elements' takes an integer, not 'many'"),
     ("dce{remove_dead_computations=maybe}",

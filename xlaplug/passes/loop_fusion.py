@@ -29,6 +29,9 @@ fusion body, a cheap value that XLA:CPU would recompute in several of its own (s
 fusions gets a copy per such fusion (backends/common/fusion_split.py), so that a multiply
 is contracted into an FMA exactly where XLA's kernels contract it; the check above for
 small chains looks at XLA's fusions the same way.
+A group of more than `max_instructions` is cut into pieces of about that many, one fusion
+each (passes/fusion_pieces.py): numba's compile of one giant loop grows faster than the
+loop, and a cut never falls between a multiply and the add it contracts with.
 """
 from __future__ import annotations
 
@@ -45,15 +48,19 @@ from ..hlo.attr_types import Word
 from ..hlo.ir import Computation, Instruction, Module
 from ..hlo.rewrite import NameUniquer, clone_instruction
 from .context import PassContext
+from .fusion_pieces import DEFAULT_MAX_INSTRUCTIONS, pieces
 
 @dataclass
 class LoopFusion:
     name: ClassVar[str] = "loop-fusion"
     min_elements: int = DEFAULT_MIN_ELEMENTS
+    # A group of more instructions is cut into pieces of about this many (fusion_pieces.py).
+    max_instructions: int = DEFAULT_MAX_INSTRUCTIONS
 
     def run(self, module: Module, ctx: PassContext) -> bool:
         skip = _overridden_opcodes(ctx.registry)
-        return bool(outline_groups(module, lambda c: _groups(c, self.min_elements, skip)))
+        return bool(outline_groups(module, lambda c: _groups(c, self.min_elements, skip,
+                                                             self.max_instructions)))
 
 
 def outline_groups(module: Module, groups_of) -> dict[int, list[Computation]]:
@@ -91,15 +98,19 @@ def _users(comp: Computation) -> dict[int, list[Instruction]]:
     return users
 
 
-def _groups(comp: Computation, min_elements: int, skip: frozenset) -> list[list[Instruction]]:
+def _groups(comp: Computation, min_elements: int, skip: frozenset,
+            max_instructions: int = DEFAULT_MAX_INSTRUCTIONS) -> list[list[Instruction]]:
     """Disjoint groups of instructions (consumer last) to outline, largest roots first."""
     users = _users(comp)
     taken: set[int] = set()
+    dead: set[int] = set()  # members of a rejected group without a multiply: see below
     groups = []
     order = {id(i): k for k, i in enumerate(comp.instructions)}
     for root in reversed(comp.instructions):
+        if id(root) in taken or id(root) in dead:
+            continue
         n = _n(root.shape)
-        if id(root) in taken or root.opcode not in LOOP_OPS or root.opcode in skip \
+        if root.opcode not in LOOP_OPS or root.opcode in skip \
                 or n < 2 or not _member(root, n):
             continue
         small = n < min_elements  # fused only if it holds an FMA (see the module docstring)
@@ -127,14 +138,26 @@ def _groups(comp: Computation, min_elements: int, skip: frozenset) -> list[list[
             if not _edge_broadcast(p) and not copy:  # (their operands stay parameters)
                 work.extend(p.operands)
         work_done = sum(1 for i in group if i.opcode in LOOP_OPS or _edge_broadcast(i))
+        if work_done < 2 or (small and not _holds_multiply(group)):
+            # Rejected, and with no multiply (no copies, no FMA): every member is in
+            # because all its readers are, so the group of any member, as a root later,
+            # is a subset of this one, as short of work and of FMAs -- rejected too.
+            # Skipping them keeps a long chain of small adds linear, not quadratic.
+            if not _holds_multiply(group):
+                dead.update(id(i) for i in group)
+            continue
         group.sort(key=lambda i: order[id(i)])
-        if work_done < 2 or (small and not fusion_split.contracts(group, root)):
+        if small and not fusion_split.contracts(group, root):
             continue
         # A copied multiply stays outside too, for its other readers (not taken).
         taken |= {id(i) for i in group if not _cheap(i) and (i is root or all(
             id(u) in members for u in users.get(id(i), [])))}
-        groups.append(group)
+        groups.extend(pieces(group, users, max_instructions))
     return groups
+
+
+def _holds_multiply(group: list[Instruction]) -> bool:
+    return any(i.opcode == "multiply" for i in group)
 
 
 def _recomputed(p: Instruction, n: int, members: set[int], users) -> bool:
