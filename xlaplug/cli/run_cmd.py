@@ -85,7 +85,7 @@ def run_cmd(file, inputs_path, seed, cast, out_path, expect_path, rtol, atol, de
             sys.exit(2)
     options, platform, exe, npz, expected, rtol, atol = prepared
     if reference:
-        from ..xla.reference import run_against_xla
+        from ..runtime.on_xla import run_against_xla
         from .reference_report import print_reference
         ours, diffs = interruptible(lambda: run_against_xla(exe, npz, options, rtol, atol,
                                                             platform, excess_precision))

@@ -97,8 +97,8 @@ class Executable:
         return self._thunks
 
     def thunks_text(self) -> str:
-        from .thunks import thunks_table
-        return thunks_table(self.thunks, plain=True)
+        from .thunks import thunks_text
+        return thunks_text(self.thunks)
 
     @property
     def plugins(self) -> list[ServedOp]:

@@ -18,11 +18,11 @@ from ..hlo.builder import Builder
 from ..hlo.errors import HloError
 from ..hlo.ir import Computation, Shape
 from ..hlo.text.shape_parser import parse_shape
-from ..runtime.inputs import random_value
-from ..runtime.outputs import DEFAULT_TOL, leaves
-from .api import OpEntry, bind_call
-from .rules import shape_rule_kwargs
-from .session import _parameters
+from .inputs import random_value
+from .outputs import DEFAULT_TOL, leaves
+from ..plugin.api import OpEntry, bind_call
+from ..plugin.rules import shape_rule_kwargs
+from ..plugin.session import _parameters
 
 
 @dataclass
@@ -91,12 +91,12 @@ def check_plugins(session, ops=(), trials: int = 3, seed: int = 0,
     """`reference="xla"`: each decomposition runs on XLA:CPU (xla/check.py) instead of
     xlaplug's CPU backend; `reference="jax"`: through the jax builder under jax.jit, with
     gradient checks (xla/check_jax.py).  `progress(ops done, ops)`: called after each op."""
-    from ..runtime.executor import ExecContext
+    from .executor import ExecContext
     run_reference = _run_decomposition
     if reference == "xla":
-        from ..xla.check import run_decomposition_on_xla as run_reference
+        from .on_xla import run_decomposition_on_xla as run_reference
     elif reference == "jax":
-        from ..xla.check_jax import run_decomposition_in_jax as run_reference
+        from .on_xla import run_decomposition_in_jax as run_reference
     reg = session.registry
     results: list[CheckResult] = []
     wanted = plugin_ops(reg, ops)
@@ -130,7 +130,7 @@ def check_plugins(session, ops=(), trials: int = 3, seed: int = 0,
                     results.append(CheckResult(op, kentry.plugin.name, label, trial, False,
                                                f"{type(e).__name__}: {e}"))
     if reference == "jax":
-        from ..xla.check_jax import check_jax_extras
+        from .on_xla import check_jax_extras
         results += check_jax_extras(session, wanted, seed=seed)
     if wanted - {op for op, _ in reg.kernels}:
         missing = sorted(wanted - {op for op, _ in reg.kernels})
