@@ -13,16 +13,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..backends.backend import backend_for
 from ..backends.device import flatten
 from ..hlo.builder import Builder
 from ..hlo.errors import HloError
 from ..hlo.ir import Computation, Shape
 from ..hlo.text.shape_parser import parse_shape
-from .inputs import random_value
-from .outputs import DEFAULT_TOL, leaves
 from ..plugin.api import OpEntry, bind_call
 from ..plugin.rules import shape_rule_kwargs
 from ..plugin.session import _parameters
+from .inputs import random_value
+from .outputs import DEFAULT_TOL, leaves
 
 
 @dataclass
@@ -181,9 +182,9 @@ def _one(op, kentry, dentry, sentry, shapes, arrays, attrs, ctx, label, trial,
     if "element_types" in _parameters(kentry.fn):  # as the run-time passes them
         attrs["element_types"] = tuple(s.element_type for o in shapes for s in o.leaves()) + \
             tuple(s.element_type for s in declared.leaves())
-    if device == "cuda":  # CUDA kernels get device arrays and may launch their own kernels
-        from ..backends.device import memory_for
-        mem = memory_for("cuda")  # bf16/f8/int4 travel as float32/int8 values (cuda/launch.py)
+    backend = backend_for(device)
+    if not backend.on_host:  # device kernels get device arrays and may launch their own
+        mem = backend.memory()  # CUDA: bf16/f8/int4 travel as float32/int8 (cuda/launch.py)
         d_args = [mem.to_device(a) for a in arrays]
         d_outs = [mem.empty(o.shape, o.dtype) for o in outs]
         ret = bind_call(kentry.fn, f"plugin '{name}' kernel for '{op}'", [*d_args, *d_outs], attrs)

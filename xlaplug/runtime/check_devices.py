@@ -19,11 +19,11 @@ from ..hlo.errors import HloError
 from ..hlo.ir import Computation, Module
 from ..hlo.opcodes import ALL_OPCODES
 from ..hlo.text.shape_parser import parse_shape
+from ..plugin.api import bind_call
+from ..plugin.rules import shape_rule_kwargs
+from .check import CheckResult, _as_tuple, _close, plugin_ops, reported
 from .inputs import random_value
 from .outputs import leaves
-from ..plugin.api import bind_call
-from .check import CheckResult, _as_tuple, _close, plugin_ops, reported
-from ..plugin.rules import shape_rule_kwargs
 
 
 def check_on_devices(session, ops=(), n: int = 2, trials: int = 3,

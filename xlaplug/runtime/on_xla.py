@@ -188,7 +188,8 @@ def run_on_xla(source_text: str, session, args: list, repeat: int = 1):
     from ..xla.engine import EngineError, engine_text
     from ..xla.jaxlib_names import require_jax, run_on_xla_cpu
     require_jax("--engine xla")
-    if session.device != "cpu":
+    from ..backends.backend import backend_for
+    if not backend_for(session.device).on_host:  # XLA:CPU's FFI hands kernels host buffers
         raise EngineError(f"--engine xla runs on cpu; --device {session.device} is not "
                           "served by it")
     t0 = time.perf_counter()

@@ -131,8 +131,9 @@ def build_sequence(comp: Computation, resolve: Callable[[Instruction], Callable 
 def build_thunks(module: Module, device: str = "cpu",
                  resolve: Callable[[Instruction], Callable | None] | None = None) -> ThunkSequence:
     if resolve is None:
-        from ..backends.registry import lookup
-        resolve = lambda ins: lookup(ins.opcode, device)  # noqa: E731
+        from ..backends.backend import backend_for
+        own = backend_for(device).kernel
+        resolve = lambda ins: own(ins.opcode)  # noqa: E731
     return build_sequence(module.entry, resolve)
 
 
