@@ -56,10 +56,10 @@ class HostMemory:
         """A value a plugin kernel returned, as this memory holds it."""
         return np.asarray(value)
 
-    def fresh(self, host):
-        """A value of its own holding the host array's elements (a collective's result
-        must not alias a peer's buffer)."""
-        return np.array(host, copy=True)
+    def fresh(self, value):
+        """A value of its own holding `value`'s elements (a collective's result must not
+        alias a peer's buffer, or its own operand's)."""
+        return np.array(value, copy=True)
 
     def dtype_of(self, dtype) -> np.dtype:
         """The dtype an array of `dtype` values has in this memory."""
@@ -129,10 +129,11 @@ class CudaMemory:
         from numba import config
         return bool(config.ENABLE_CUDASIM)
 
-    def fresh(self, host):
-        """A device array of its own holding the host array's elements, in its dtype."""
-        copy = self.cuda.device_array(host.shape, host.dtype)
-        copy.copy_to_device(host)
+    def fresh(self, value):
+        """A device array of its own holding `value`'s elements (a host array or a device
+        array), in its dtype."""
+        copy = self.cuda.device_array(value.shape, value.dtype)
+        copy.copy_to_device(value)
         return copy
 
 

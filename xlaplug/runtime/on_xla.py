@@ -149,7 +149,7 @@ run_decomposition_on_xla.where = " on XLA:CPU"  # in check-plugins' detail line
 
 
 def diff_devices(ours: list[list[np.ndarray]], theirs: list[list[np.ndarray]], rtol=None,
-                    atol=None):
+                 atol=None):
     """OutputDiffs of every device (named `outK` on one device, `outK device d` on many)."""
     from .stats import diff_all
     many = len(ours) > 1
@@ -184,11 +184,11 @@ def run_against_xla(exe, npz: dict | None, options, rtol=None, atol=None,
 def run_on_xla(source_text: str, session, args: list, repeat: int = 1):
     """A runner.RunResult of the module run by XLA:CPU with its plugin kernels as FFI
     handlers, on one device."""
-    from .options import RunResult
+    from ..backends.backend import backend_for
     from ..xla.engine import EngineError, engine_text
     from ..xla.jaxlib_names import require_jax, run_on_xla_cpu
+    from .options import RunResult
     require_jax("--engine xla")
-    from ..backends.backend import backend_for
     if not backend_for(session.device).on_host:  # XLA:CPU's FFI hands kernels host buffers
         raise EngineError(f"--engine xla runs on cpu; --device {session.device} is not "
                           "served by it")

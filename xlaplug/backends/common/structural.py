@@ -39,7 +39,7 @@ def _call(ins, args, ctx):
 
 
 
-@_kernel("while", device="cuda")  # the CPU's while (cpu/compiled_while.py) falls back to this
+@kernel("while")  # the interpreted loop; the CPU has its own first (cpu/compiled_while.py)
 def _while(ins, args, ctx):
     cond, body = ins.attrs["condition"], ins.attrs["body"]
     state = args[0]

@@ -320,7 +320,7 @@ def _permute(ins, args, ctx, shape):
     leaves = _leaf_shapes(shape, len(args))
     if place.grid.count == 1:  # device 0 alone: its own operand for a {0,0} pair, else zeros
         src = S.permute_source(pairs, 0)
-        res = [_device_copy(a, ctx) if src is not None else ctx.memory.zeros(s.dims, s.dtype)
+        res = [ctx.memory.fresh(a) if src is not None else ctx.memory.zeros(s.dims, s.dtype)
                for a, s in zip(args, leaves)]
         return res[0] if len(args) == 1 and not shape.is_tuple else tuple(res)
     vals = _host_args(ins, args, ctx)
