@@ -36,8 +36,8 @@ def agree(text: str, inputs, registry) -> tuple[str, str]:
     from xlaplug.plugin import Session
     from xlaplug.runtime.runner import execute
     from xlaplug.xla.jaxlib_names import XlaError
-    from xlaplug.xla.reference import (check_arguments, compare_devices, portable_text,
-                                       run_reference)
+    from xlaplug.runtime.on_xla import diff_devices
+    from xlaplug.xla.reference import check_arguments, portable_text, run_reference
     try:
         module = parse_module(text)
         verify_module(module)
@@ -54,7 +54,7 @@ def agree(text: str, inputs, registry) -> tuple[str, str]:
         return "xla-refused", e.message[:300]
     except HloError as e:
         return "xla-refused", e.headline()[:300]
-    bad = [d for d in compare_devices([ours], [theirs]) if not d.ok]
+    bad = [d for d in diff_devices([ours], [theirs]) if not d.ok]
     if bad:
         return "disagree", "; ".join(f"{d.name}: {d.message} (max ULP {d.max_ulp})"
                                      for d in bad)[:300]

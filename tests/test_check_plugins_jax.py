@@ -12,7 +12,7 @@ pytest.importorskip("jax")
 
 from xlaplug import load_session  # noqa: E402
 from xlaplug.plugin import Plugin  # noqa: E402
-from xlaplug.plugin.check import check_plugins  # noqa: E402
+from xlaplug.runtime.check import check_plugins  # noqa: E402
 
 pytestmark = pytest.mark.jax
 ROOT = Path(__file__).resolve().parents[1]

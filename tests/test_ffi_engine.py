@@ -13,7 +13,8 @@ from xlaplug.runtime.executable import load_session  # noqa: E402
 from xlaplug.cli import main  # noqa: E402
 from xlaplug.hlo.errors import HloError  # noqa: E402
 from xlaplug.plugin import Plugin  # noqa: E402
-from xlaplug.xla.engine import engine_text, run_on_xla  # noqa: E402
+from xlaplug.runtime.on_xla import run_on_xla  # noqa: E402
+from xlaplug.xla.engine import engine_text  # noqa: E402
 
 pytestmark = pytest.mark.jax
 

@@ -127,7 +127,7 @@ def test_crlf_line_endings_and_byte_order_mark(tmp_path):
 
 def test_stored_parser_tables_are_current_and_used():
     """hlo_tables.json is lark's serialization of today's grammar (regenerate with
-    `python -m xlaplug.hlo.text.parser_tables` after editing it), and the front end loads it
+    `python scripts/write_parser_tables.py` after editing it), and the front end loads it
     instead of building the grammar."""
     from xlaplug.hlo.text import parser_tables
     if parser_tables.lark.__version__ != __import__("json").loads(

@@ -434,7 +434,7 @@ def test_failures_give_xla_nans_and_info(lapack, dtype):
 def test_kernels_per_device_are_the_routine_table(lapack, device):
     """The plugin's kernels on each device are ROUTINES' targets; each has a shape rule and
     examples (check-plugins' inputs); list-plugins reports the same per device."""
-    from xlaplug.plugin.report import plugins_json
+    from xlaplug.cli.plugin_report import plugins_json
     plugin = next(p for p in lapack.plugins if p.name == "jax_lapack")
     ops = {op for op, dev in plugin.kernels if dev == device}
     assert ops == targets(device)
@@ -448,7 +448,7 @@ def test_kernels_per_device_are_the_routine_table(lapack, device):
 
 @on_each_device
 def test_check_plugins_runs_every_example(lapack, device):
-    from xlaplug.plugin.check import check_plugins
+    from xlaplug.runtime.check import check_plugins
     ops = sorted(targets(device))
     results = check_plugins(Session(lapack, device=device), ops, trials=1)
     assert len(results) == len(ops) == {"cpu": 56, "cuda": 24}[device]

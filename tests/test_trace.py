@@ -241,7 +241,7 @@ def test_long_work_reports_progress_to_its_callback(tmp_path):
     exe4.run(np.ones(16, np.float32), repeat=2, progress=lambda *a: seen.append(a))
     assert seen == [(1, 2), (2, 2)]
 
-    from xlaplug.plugin.check import check_plugins
+    from xlaplug.runtime.check import check_plugins
     from xlaplug.runtime.conformance import run_cases
     session = xlaplug.load_session()
     seen.clear()

@@ -345,7 +345,7 @@ def test_max_ulp_and_differences():
     """Our own arithmetic: ULP distances by hand."""
     import ml_dtypes
 
-    from xlaplug.xla.stats import diff, max_ulp
+    from xlaplug.runtime.stats import diff, max_ulp
     one_up = np.nextafter(np.float32(1), np.float32(2))
     assert max_ulp(np.float32([1, 2]), np.array([one_up, 2], np.float32)) == 1
     # across zero: the smallest subnormals either side are 2 apart

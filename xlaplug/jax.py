@@ -24,7 +24,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from .hlo.errors import HloError
-from .xla.jax_op import op  # noqa: F401  (a plugin op as a jax function)
 
 
 class JaxInputError(HloError):
@@ -35,6 +34,17 @@ class JaxInputError(HloError):
 
     def __str__(self) -> str:
         return self.headline()
+
+
+def op(name: str, plugins=None, prefer: str | None = None, axis_name=None):
+    """The plugin op `name` as a jax function (xla/jax_op.PluginOp); `plugins`: directories
+    or Plugin objects beside the bundled ones (as jit takes them).  Here, not in xla/, since
+    loading the plugins is the runtime's (load_session) and the bridge sits below it."""
+    from .runtime.executable import load_session
+    from .xla.jax_op import PluginOp
+    from .xla.jaxlib_names import require_jax
+    require_jax("xlaplug.jax.op")
+    return PluginOp(name, load_session(plugins or ()).registry, prefer, axis_name)
 
 
 def _jax():
@@ -109,7 +119,7 @@ class Jitted:
         compiled = self.compiled(*args)
         arrays = _fit(_arrays(args, jax)[0], compiled)
         if self.engine == "xla":  # XLA runs it, plugin kernels as FFI handlers (xla/engine.py)
-            from .xla.engine import run_on_xla
+            from .runtime.on_xla import run_on_xla
             return arrays, run_on_xla(compiled.text, self.session, arrays).outputs, compiled
         return arrays, execute(compiled.module, arrays, self.session).outputs, compiled
 
@@ -149,7 +159,7 @@ class Comparison:
 
         from rich.console import Console
 
-        from .xla.stats import diff_table
+        from .cli.reference_report import diff_table
         buf = io.StringIO()
         Console(file=buf, width=100, no_color=True).print(diff_table(self.outputs))
         return buf.getvalue()
@@ -159,15 +169,15 @@ def check(f, *args, plugins=(), device: str = "cpu", rtol=None, atol=None) -> Co
     """Run f(*args) on xlaplug with the plugin kernels and, decomposed, on XLA:CPU; compare
     every output (runner.compare's tolerances; `rtol` / `atol` override)."""
     from .hlo.text.parser import parse_module
-    from .xla.reference import (check_arguments, compare_devices, portable_text,
-                                run_reference)
+    from .runtime.on_xla import diff_devices
+    from .xla.reference import check_arguments, portable_text, run_reference
     jitted = jit(f, plugins=plugins, device=device)
     arrays, ours, compiled = jitted.run_flat(*args)
     fresh = parse_module(compiled.text, "<xlaplug.jax check>")
     check_arguments(fresh)
     text = portable_text(fresh, jitted.session.registry)
     (theirs,) = run_reference(text, [arrays])
-    diffs = compare_devices([ours], [theirs], rtol, atol)
+    diffs = diff_devices([ours], [theirs], rtol, atol)
     return Comparison(all(d.ok for d in diffs), diffs, ours, theirs, text)
 
 

@@ -30,7 +30,9 @@ def _map(fn, value):
 
 
 class HostMemory:
-    name = "cpu"
+    """Host numpy arrays (backend.CpuBackend's memory)."""
+    on_host = True
+    simulated = False
     # Kernels finish before they return: nothing to wait for when timing them (profiler.py).
     synchronize = None
 
@@ -54,27 +56,22 @@ class HostMemory:
         """A value a plugin kernel returned, as this memory holds it."""
         return np.asarray(value)
 
-    def adapt_kernel(self, ins, fn):
-        """The kernel as this memory runs it (host arrays hold every type: unchanged)."""
-        return fn
+    def fresh(self, value):
+        """A value of its own holding `value`'s elements (a collective's result must not
+        alias a peer's buffer, or its own operand's)."""
+        return np.array(value, copy=True)
 
     def dtype_of(self, dtype) -> np.dtype:
         """The dtype an array of `dtype` values has in this memory."""
         return np.dtype(dtype)
-
-    def scalar_function(self, comp):
-        """A scalar computation (reducer, comparator, ...) compiled for this device: a
-        numba function (cpu/scalar_jit.py)."""
-        from .cpu.scalar_jit import compile_scalar_computation
-        return compile_scalar_computation(comp)
 
 
 class CudaMemory:
     """numba.cuda device arrays.  Element types numba has no dtype for (bf16, f8/f4,
     sub-byte ints: cuda/launch.NARROW_TYPES) travel as their values in float32 / int8 /
     uint8 (exact: every such value is one), so results need their HLO shape to come back
-    in their own dtype."""
-    name = "cuda"
+    in their own dtype.  (backend.CudaBackend's memory.)"""
+    on_host = False
 
     def __init__(self):
         from numba import cuda
@@ -126,16 +123,18 @@ class CudaMemory:
         """The device dtype holding `dtype` values (float32 for bf16, int8 for s4 ...)."""
         return self._dtype(dtype)
 
-    def scalar_function(self, comp):
-        """A scalar computation compiled for this device: a numba.cuda device function
-        (cuda/scalar_cuda.py)."""
-        from .cuda.scalar_cuda import compile_scalar_device_function
-        return compile_scalar_device_function(comp)
+    @property
+    def simulated(self) -> bool:
+        """numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1): kernels are Python threads."""
+        from numba import config
+        return bool(config.ENABLE_CUDASIM)
 
-    def adapt_kernel(self, ins, fn):
-        """fn, plus rounding of narrow results kernels compute wide (cuda/narrow.py)."""
-        from .cuda.narrow import canonicalizing
-        return canonicalizing(ins, fn)
+    def fresh(self, value):
+        """A device array of its own holding `value`'s elements (a host array or a device
+        array), in its dtype."""
+        copy = self.cuda.device_array(value.shape, value.dtype)
+        copy.copy_to_device(value)
+        return copy
 
 
 def _zip_shape(fn, value, shape):
@@ -146,9 +145,3 @@ def _zip_shape(fn, value, shape):
     if isinstance(value, list):  # the argument list of a run
         return [_zip_shape(fn, v, None) for v in value]
     return fn(value, shape)
-
-
-def memory_for(device: str):
-    if device == "cuda":
-        return CudaMemory()
-    return HostMemory()

@@ -7,13 +7,20 @@ A kernel is `fn(ins, args, ctx) -> value`:
         `ctx.scalar_fn(comp)` gives a compiled scalar function (the device's) for a reducer or
         comparator computation, `ctx.options` holds run limits.
 It returns a numpy array of exactly `ins.shape` (dtype and dims), or a tuple for tuples.
+
+A kernel that only moves values or talks to peers (tuples, calls, control flow, the
+collectives) is registered once, for EVERY_DEVICE; a device's own kernel of the same opcode
+comes first.  Which modules hold a device's kernels is its Backend's to say (backend.py).
 """
 from __future__ import annotations
 
 import threading
 from typing import Callable
 
+from .backend import backend_for, is_backend
+
 KERNELS: dict[tuple[str, str], Callable] = {}
+EVERY_DEVICE = "*"
 
 
 def kernel(*opcodes: str, device: str = "cpu"):
@@ -25,8 +32,13 @@ def kernel(*opcodes: str, device: str = "cpu"):
 
 
 def lookup(opcode: str, device: str = "cpu") -> Callable | None:
+    """The built-in kernel of `opcode` on `device` (None on a device xlaplug has no backend
+    for: a plugin may name one)."""
+    if not is_backend(device):
+        return None
     _load_builtin(device)
-    return KERNELS.get((opcode, device))
+    fn = KERNELS.get((opcode, device))
+    return fn if fn is not None else KERNELS.get((opcode, EVERY_DEVICE))
 
 
 _LOADED: set[str] = set()
@@ -48,13 +60,8 @@ def _import_builtin(device: str) -> None:
     import importlib
     import pkgutil
     from . import common, spmd
-    packages = [common, spmd]  # spmd: the collectives, for every device
-    if device == "cpu":
-        from . import cpu
-        packages.append(cpu)
-    elif device == "cuda":
-        from . import cuda
-        packages.append(cuda)
+    # common and spmd (the collectives) serve every device; then the device's own package
+    packages = [common, spmd, importlib.import_module(backend_for(device).kernel_package)]
     for pkg in packages:
         for info in pkgutil.iter_modules(pkg.__path__):
             importlib.import_module(f"{pkg.__name__}.{info.name}")

@@ -44,7 +44,7 @@ def setup_plugins(plugins_dirs, no_plugins, strict, device="cpu", prefer="kernel
 
 def highlight(text: str) -> None:
     from rich.console import Console
-    from ..hlo.text.highlight import THEME, HloHighlighter
+    from .highlight import THEME, HloHighlighter
     Console(highlighter=HloHighlighter(), theme=THEME, soft_wrap=True).print(text, end="",
                                                                           markup=False)
 

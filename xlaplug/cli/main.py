@@ -92,13 +92,14 @@ def compile_cmd(file, passes, emit, output, dump_dir, verify_each, device, prefe
         obj["thunks"] = thunks_json(exe.thunks)
         out = json.dumps(obj, indent=2) + "\n"
     else:
-        from ..runtime.thunks import thunks_table
+        from ..runtime.thunks import thunks_text
+        from .module_report import thunks_table
         seq = exe.thunks
         if output is None:
             from .terminal import console
             console().print(thunks_table(seq))
             return
-        out = thunks_table(seq, plain=True)
+        out = thunks_text(seq)
     if output:
         write_atomic(output, out, "-o")
     else:
@@ -115,7 +116,7 @@ def compile_cmd(file, passes, emit, output, dump_dir, verify_each, device, prefe
 @handle_errors
 def list_plugins_cmd(names, verbose, as_json, plugins_dirs, no_plugins, strict):
     """List loaded plugins, one row each; NAME (or --verbose) shows a plugin in full."""
-    from ..plugin.report import load_errors, plugin_details, plugins_json, plugins_summary
+    from .plugin_report import load_errors, plugin_details, plugins_json, plugins_summary
     session = setup_plugins(plugins_dirs, no_plugins, strict, quiet=True)
     if as_json:
         click.echo(json.dumps(plugins_json(session.registry), indent=2))
@@ -171,7 +172,7 @@ def check_plugins_cmd(ops, device, trials, seed, as_json, verbose, devices, refe
     """Run each plugin kernel against its decomposition on random inputs; print one row per
     op and a summary line (--verbose: every check).  OPS: op names or plugin names (every op
     of that plugin); none: every op."""
-    from ..plugin.check import check_plugins
+    from ..runtime.check import check_plugins
     if in_jax:
         from ..runtime.driver import OptionError
         if reference:
@@ -189,7 +190,7 @@ def check_plugins_cmd(ops, device, trials, seed, as_json, verbose, devices, refe
     from .progress import progress_bar
     with progress_bar("checking plugins", delay_s=0.5) as progress:
         if devices > 1:
-            from ..plugin.check_devices import check_on_devices
+            from ..runtime.check_devices import check_on_devices
             results = check_on_devices(session, ops, n=devices, trials=trials, seed=seed,
                                        progress=progress)
         else:

@@ -1,4 +1,5 @@
-"""JSON summaries of modules (for `--emit json`)."""
+"""What `compile --emit` shows of a module: its JSON summary (`--emit json`) and the thunk
+sequence as a terminal table (the plain-text form is runtime.thunks.thunks_text)."""
 from __future__ import annotations
 
 from collections import Counter
@@ -25,3 +26,15 @@ def module_json(module: Module, pm=None) -> dict:
     if pm is not None:
         out["passes"] = [{"name": n, "changed": ch} for n, ch in pm.log]
     return out
+
+
+def thunks_table(seq):
+    """The thunk sequence as a terminal table (rows and footer from runtime.thunks)."""
+    from ..runtime.thunks import THUNK_HEADER, thunk_rows, thunks_footer
+    from .terminal import table
+    t = table(f"thunk sequence: {seq.computation.name}", thunks_footer(seq))
+    for h in THUNK_HEADER:
+        t.add_column(h, justify="right" if h in ("#", "bytes") else "left")
+    for r in thunk_rows(seq):
+        t.add_row(*r)
+    return t

@@ -31,7 +31,6 @@ def print_reference(exe, ours, diffs, as_json: bool, platform: str | None = None
         click.echo(json.dumps(obj, indent=2))
         return 0 if ok else 1
     from ..hlo.errors import plural
-    from ..xla.stats import diff_table
     from .terminal import console as terminal_console
     console = terminal_console(soft_wrap=True)
     title = f"xlaplug ({device}) against {label}"
@@ -47,3 +46,17 @@ def print_reference(exe, ours, diffs, as_json: bool, platform: str | None = None
         click.echo(f"the output matches {label}" if len(diffs) == 1 else
                    f"all {len(diffs)} outputs match {label}")
     return 0 if ok else 1
+
+
+def diff_table(diffs: list, title: str = "xlaplug against XLA:CPU"):
+    """One row per output: its errors against XLA and whether it is within tolerance
+    (runtime.stats.OutputDiff rows)."""
+    from rich.table import Table
+    t = Table(title=title)
+    for h in ("output", "dtype", "shape", "max abs", "max rel", "max ULP", "result"):
+        t.add_column(h, overflow="fold")  # wrapped to the width, never cut
+    for d in diffs:
+        t.add_row(d.name, d.dtype, str(tuple(d.shape)), f"{d.max_abs:.3g}", f"{d.max_rel:.3g}",
+                  "-" if d.max_ulp >= 1 << 62 else str(d.max_ulp),
+                  "[green]ok[/green]" if d.ok else "[red]MISMATCH[/red]")
+    return t

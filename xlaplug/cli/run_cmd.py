@@ -85,7 +85,7 @@ def run_cmd(file, inputs_path, seed, cast, out_path, expect_path, rtol, atol, de
             sys.exit(2)
     options, platform, exe, npz, expected, rtol, atol = prepared
     if reference:
-        from ..xla.reference import run_against_xla
+        from ..runtime.on_xla import run_against_xla
         from .reference_report import print_reference
         ours, diffs = interruptible(lambda: run_against_xla(exe, npz, options, rtol, atol,
                                                             platform, excess_precision))
@@ -150,8 +150,9 @@ def _prepare(file, inputs_path, seed, cast, out_path, expect_path, rtol, atol, d
     if not collective_timeout > 0:
         raise OptionError(f"--collective-timeout: must be a positive number of seconds, got "
                           f"{collective_timeout}")
+    from ..backends.backend import backend_for
     if engine == "xla" and (reference or profile or interpret or trace_path or
-                            device != "cpu"):
+                            not backend_for(device).on_host):
         raise OptionError("--engine xla: runs on cpu, without --reference, --profile, "
                           "--trace or --interpret")
     options = RunOptions(engine=engine, seed=seed, cast=cast, repeat=repeat,

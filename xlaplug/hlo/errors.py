@@ -69,6 +69,11 @@ class UsageError(HloError):
         return self.headline()
 
 
+class OptionError(UsageError):
+    """A bad command-line option or path: one `error: ...` line with no file position
+    (raised by the runtime and the bridge too: it is a UsageError, not a CLI type)."""
+
+
 class HloSyntaxError(HloError):
     pass
 

@@ -24,7 +24,7 @@ from typing import Any, Callable
 from ..hlo.errors import HloError, one_line
 from ..hlo.opcodes import ALL_OPCODES
 
-DEVICES = ("cpu", "cuda")
+DEVICES = ("cpu", "cuda")  # backends.backend.BACKENDS, not imported here (tests/test_backend.py)
 
 
 class PluginError(HloError):

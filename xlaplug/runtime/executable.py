@@ -29,8 +29,8 @@ def load_session(plugins: Iterable = (), *, device: str = "cpu", prefer: str = "
     A plugin that fails to load is a warning (an error with `strict`)."""
     from ..plugin import Plugin, load_plugins
     from ..plugin.session import Session
-    if device not in ("cpu", "cuda"):
-        raise HloError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    from ..backends.backend import backend_for
+    backend = backend_for(device)  # an unknown name: a one-line error naming the known ones
     if prefer not in ("kernel", "decomposition"):
         raise HloError(f"prefer must be 'kernel' or 'decomposition', got {prefer!r}")
     items = [plugins] if isinstance(plugins, (str, os.PathLike, Plugin)) else list(plugins)
@@ -40,9 +40,7 @@ def load_session(plugins: Iterable = (), *, device: str = "cpu", prefer: str = "
     if other:
         raise HloError(f"plugins: expected plugin directories or Plugin objects, got "
                        f"{type(other[0]).__name__}")
-    if device == "cuda":
-        from ..backends.cuda_support import require_cuda
-        require_cuda()
+    backend.require()
     reg = load_plugins(dirs, objects=objects, bundled=bundled, strict=strict,
                        no_plugins=no_plugins)
     if warn:
@@ -97,8 +95,8 @@ class Executable:
         return self._thunks
 
     def thunks_text(self) -> str:
-        from .thunks import thunks_table
-        return thunks_table(self.thunks, plain=True)
+        from .thunks import thunks_text
+        return thunks_text(self.thunks)
 
     @property
     def plugins(self) -> list[ServedOp]:

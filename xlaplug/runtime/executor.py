@@ -14,9 +14,7 @@ import numpy as np
 from ..hlo.ir import Computation, Instruction, Module
 from ..hlo.opcodes import RUNTIME_CUSTOM_CALLS
 from ..backends.common.errors import ExecutionError
-from ..backends.cpu.denormals import FLUSHED_OPCODES, env_for, flushing
 from .kernel_cache import KernelCache
-from ..backends.registry import lookup
 from .thunks import ThunkSequence, build_sequence
 
 
@@ -24,7 +22,7 @@ def _constant_kernel(ins, args, ctx):
     if ins.literal_elided:
         raise ExecutionError(f"constant '{ins.name}' has an elided literal ({{...}}): its "
                              "values are not in the module")
-    if ctx.memory.name == "cpu":
+    if ctx.memory.on_host:
         return ins.literal
     value = ctx._constants.get(id(ins))
     if value is None:  # copied to the device once per run context, then reused
@@ -49,10 +47,13 @@ class ExecContext:
         self._constants: dict[int, Any] = {}
         # Kernels' per-run caches (compiled loop plans, ...), by name: see kernel_cache.py.
         self.kernel_cache = KernelCache()
-        from ..backends.device import memory_for
-        self.memory = memory_for(device)
-        # FTZ and DAZ around the kernels where XLA:CPU flushes (cpu/denormals.py).
-        self._fp_env = env_for(device)
+        # What the device provides and how it runs kernels: asked, never named (backend.py).
+        from ..backends.backend import backend_for
+        self.backend = backend_for(device)
+        self.memory = self.backend.memory()
+        # The backend's own kernels as this context runs them (the CPU's flushed ones hold
+        # this context's FP environment buffers).
+        self._own_kernels = self.backend.own_kernels()
 
     def resolve(self, ins: Instruction) -> Callable | None:
         """The kernel for an instruction: a plugin's, else the backend's."""
@@ -66,10 +67,8 @@ class ExecContext:
                 return run_shard_map
             return None
         if fn is None:
-            fn = lookup(ins.opcode, self.device)
-            if fn is not None and self._fp_env is not None and ins.opcode in FLUSHED_OPCODES:
-                fn = flushing(fn, self._fp_env)
-        return None if fn is None else self.memory.adapt_kernel(ins, fn)
+            fn = self._own_kernels(ins.opcode)
+        return None if fn is None else self.backend.adapt_kernel(ins, fn)
 
     def sequence(self, comp: Computation) -> ThunkSequence:
         seq = self._sequences.get(id(comp))
@@ -109,7 +108,7 @@ class ExecContext:
     def scalar_fn(self, comp: Computation):
         fn = self._scalar_fns.get(id(comp))
         if fn is None:
-            fn = self._scalar_fns[id(comp)] = self.memory.scalar_function(comp)
+            fn = self._scalar_fns[id(comp)] = self.backend.scalar_function(comp)
         return fn
 
 

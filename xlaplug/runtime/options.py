@@ -32,7 +32,7 @@ class RunOptions:
     at most the library's own count: backends/cpu/blas_threads.py);
     gather: under MPI, rank 0's result holds every device's outputs (what the CLI prints);
     engine: who runs it -- "interpreter" (xlaplug's) or "xla" (XLA:CPU through jaxlib, plugin
-    kernels served as FFI handlers: xla/engine.py)."""
+    kernels served as FFI handlers: runtime/on_xla.py, xla/engine.py)."""
     seed: int | None = None
     cast: bool = False
     repeat: int = 1

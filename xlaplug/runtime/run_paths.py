@@ -51,7 +51,7 @@ def _one_device(exe, grid, inputs, options, expected, rtol, atol, progress) -> R
 def _on_xla(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:
     """XLA:CPU runs the module as read, plugin kernels served as FFI handlers."""
     from ..backends.spmd.mpi import launched_by_mpi
-    from ..xla.engine import run_on_xla
+    from .on_xla import run_on_xla
     from .inputs import build_inputs
     if grid.count > 1 or launched_by_mpi():
         raise RunError(f"--engine xla: runs one device; this run has {grid.count}")

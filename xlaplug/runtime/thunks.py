@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 from ..hlo.errors import plural
 from ..hlo.ir import Computation, Instruction, Module
@@ -159,8 +159,9 @@ class _FreeSlots:
 def build_thunks(module: Module, device: str = "cpu",
                  resolve: Callable[[Instruction], Callable | None] | None = None) -> ThunkSequence:
     if resolve is None:
-        from ..backends.registry import lookup
-        resolve = lambda ins: lookup(ins.opcode, device)  # noqa: E731
+        from ..backends.backend import backend_for
+        own = backend_for(device).kernel
+        resolve = lambda ins: own(ins.opcode)  # noqa: E731
     return build_sequence(module.entry, resolve)
 
 
@@ -187,24 +188,24 @@ def thunk_rows(seq: ThunkSequence, prefix: str = "") -> list[tuple[str, ...]]:
     return rows
 
 
-def thunks_table(seq: ThunkSequence, plain: bool = False) -> Any:
-    header = ("#", "thunk", "opcodes", "buffers", "shapes", "bytes")
+def thunks_footer(seq: ThunkSequence) -> str:
+    return (f"{plural(len(seq.thunks), 'thunk')} in {seq.computation.name}; "
+            f"{plural(len(seq.slot_sizes), 'buffer')}, "
+            f"peak {_fmt_bytes(seq.peak_bytes)} (with nested sequences "
+            f"{_fmt_bytes(seq.total_peak_bytes())})")
+
+
+THUNK_HEADER = ("#", "thunk", "opcodes", "buffers", "shapes", "bytes")
+
+
+def thunks_text(seq: ThunkSequence) -> str:
+    """The sequence as plain aligned text (`Executable.thunks_text()`, `compile -o`); the
+    terminal's table of the same rows is the CLI's (cli/module_report.py)."""
     rows = thunk_rows(seq)
-    footer = (f"{plural(len(seq.thunks), 'thunk')} in {seq.computation.name}; "
-              f"{plural(len(seq.slot_sizes), 'buffer')}, "
-              f"peak {_fmt_bytes(seq.peak_bytes)} (with nested sequences "
-              f"{_fmt_bytes(seq.total_peak_bytes())})")
-    if plain:
-        widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header] + rows]
-        return "\n".join(lines) + "\n" + footer + "\n"
-    from ..cli.terminal import table as terminal_table
-    table = terminal_table(f"thunk sequence: {seq.computation.name}", footer)
-    for h in header:
-        table.add_column(h, justify="right" if h in ("#", "bytes") else "left")
-    for r in rows:
-        table.add_row(*r)
-    return table
+    widths = [max(len(r[i]) for r in rows + [THUNK_HEADER]) for i in range(len(THUNK_HEADER))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
+             for r in [THUNK_HEADER] + rows]
+    return "\n".join(lines) + "\n" + thunks_footer(seq) + "\n"
 
 
 def thunks_json(seq: ThunkSequence) -> dict:

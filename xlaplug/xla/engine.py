@@ -12,7 +12,6 @@ own: a plugin's override of one is not used here.
 from __future__ import annotations
 
 import copy
-import time
 
 from ..hlo.attr_types import Raw, Word
 from ..hlo.errors import HloError
@@ -51,7 +50,7 @@ def _typed_ffi(ins) -> None:
 
 def engine_text(source_text: str, registry, name: str = "<xla engine>") -> tuple[str, list]:
     """(HLO text for XLA, the FFI registrations) of a module as read."""
-    from ..runtime.driver import compile_module
+    from ..passes.pipeline import compile_module
     from ..hlo.text.parser import parse_module
     from ..hlo.text.printer import module_to_text
     from ..plugin.session import Session
@@ -90,24 +89,3 @@ def engine_text(source_text: str, registry, name: str = "<xla engine>") -> tuple
                 served.append(s)
             _typed_ffi(ins)
     return module_to_text(module), served
-
-
-def run_on_xla(source_text: str, session, args: list, repeat: int = 1):
-    """A runner.RunResult of the module run by XLA:CPU with its plugin kernels as FFI
-    handlers, on one device."""
-    from ..runtime.options import RunResult
-    from .jaxlib_names import require_jax, run_on_xla_cpu
-    require_jax("--engine xla")
-    if session.device != "cpu":
-        raise EngineError(f"--engine xla runs on cpu; --device {session.device} is not "
-                          "served by it")
-    t0 = time.perf_counter()
-    text, _served = engine_text(source_text, session.registry)
-    compile_s = time.perf_counter() - t0
-    times: list[float] = []
-    (outs,) = run_on_xla_cpu(text, [list(args)], 1, 1, what="--engine xla", repeat=repeat,
-                             times=times)
-    # the interpreter's figure: the median of the runs (XLA's compile is in none of them)
-    return RunResult(outs, [outs], {"compile_s": compile_s,
-                                    "run_s": sorted(times)[len(times) // 2]},
-                     times, engine="xla")

@@ -275,11 +275,3 @@ def _compatible(got, declared) -> bool:
 
 def _fmt(shapes) -> str:
     return "(" + ", ".join(map(str, shapes)) + ")" if isinstance(shapes, list) else str(shapes)
-
-
-def op(name: str, plugins=None, prefer: str | None = None, axis_name=None) -> PluginOp:
-    """The plugin op `name` as a jax function; `plugins`: directories or Plugin objects
-    beside the bundled ones (as xlaplug.jax.jit takes them)."""
-    _jax()
-    from ..runtime.executable import load_session
-    return PluginOp(name, load_session(plugins or ()).registry, prefer, axis_name)

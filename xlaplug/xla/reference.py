@@ -36,7 +36,7 @@ def portable_text(module: Module, registry) -> str:
     `lapack_*_ffi` targets are XLA:CPU's own; a target XLA has no handler for is its
     compile error), and so do XLA's partitioner calls (jax's shard_map regions).  None of
     xlaplug's other passes: XLA runs its own."""
-    from ..runtime.driver import compile_module
+    from ..passes.pipeline import compile_module
     from ..hlo.text.printer import module_to_text
     from ..plugin.session import Session
     compile_module(module, Session(registry, prefer="decomposition"),
@@ -112,22 +112,11 @@ def reference_for_text(text: str, registry, per_device: list[list[np.ndarray]],
                          excess_precision)
 
 
-def compare_devices(ours: list[list[np.ndarray]], theirs: list[list[np.ndarray]], rtol=None,
-                    atol=None):
-    """OutputDiffs of every device (named `outK` on one device, `outK device d` on many)."""
-    from .stats import diff_all
-    many = len(ours) > 1
-    out = []
-    for d, (a, b) in enumerate(zip(ours, theirs)):
-        out += diff_all(a, b, rtol, atol, f" device {d}" if many else "")
-    return out
-
-
 def check_reference_options(expect_path, repeat, reference: str = "xla") -> str:
     """`--reference xla[:PLATFORM]` is its own comparison, in this process: checked before
     any work.  Returns the platform (`cpu` for plain `xla`)."""
     from ..backends.spmd.mpi import launched_by_mpi
-    from ..runtime.driver import OptionError
+    from ..hlo.errors import OptionError
     from .jaxlib_names import require_jax
     kind, _, platform = reference.partition(":")
     if kind != "xla" or (_ and not platform):
@@ -167,24 +156,3 @@ def global_reference_devices(exe) -> int:
     if exe.grid.count != 1:
         return 1
     return global_devices(parse_module(exe.source_text, "<reference>"))[0]
-
-
-def run_against_xla(exe, npz: dict | None, options, rtol=None, atol=None,
-                    platform: str | None = None, excess_precision: bool = True):
-    """(xlaplug's RunResult, the OutputDiffs of every device against XLA:CPU): the
-    executable run as any run is, and XLA given the same arguments -- drawn by the same
-    functions from the same seed -- for the module as read (`exe.source_text`).
-    `excess_precision`: as the executable was compiled (False: XLA without it too)."""
-    module, grid = exe.module, exe.grid
-    check_arguments(module)
-    if grid.count == 1:
-        from ..runtime.inputs import build_inputs
-        per_device = [build_inputs(module, npz, options)]
-    else:
-        from ..runtime.inputs import device_inputs
-        per_device = device_inputs(module, npz, options, grid.count)
-    ours = exe.run(inputs=npz, options=options)
-    theirs = reference_for_text(exe.source_text, exe.session.registry, per_device,
-                                grid.replicas, grid.partitions, platform or "cpu",
-                                excess_precision)
-    return ours, compare_devices(ours.per_device, theirs, rtol, atol)

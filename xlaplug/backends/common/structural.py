@@ -6,17 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..registry import kernel as _kernel
+from ..registry import EVERY_DEVICE, kernel as _kernel
 from .errors import ExecutionError
 
 
 def kernel(*opcodes):
     """Structural kernels only move values: the same code serves every device."""
-    def deco(fn):
-        _kernel(*opcodes, device="cpu")(fn)
-        _kernel(*opcodes, device="cuda")(fn)
-        return fn
-    return deco
+    return _kernel(*opcodes, device=EVERY_DEVICE)
 
 
 @kernel("tuple")
@@ -43,7 +39,7 @@ def _call(ins, args, ctx):
 
 
 
-@_kernel("while", device="cuda")  # the CPU's while (cpu/compiled_while.py) falls back to this
+@kernel("while")  # the interpreted loop; the CPU has its own first (cpu/compiled_while.py)
 def _while(ins, args, ctx):
     cond, body = ins.attrs["condition"], ins.attrs["body"]
     state = args[0]

@@ -15,8 +15,9 @@ them would break that.  Threads a kernel starts -- OpenBLAS's, for a product of 
 blas_threads.FLOPS_PER_THREAD -- keep their own MXCSR: a product that large sums long rows,
 where a subnormal partial sum moves an f32 result only when the result is itself subnormal.
 
-Only on x86-64 Linux (the bits are SSE's, the layout is its fenv_t's); elsewhere `env_for`
-gives None and these kernels keep IEEE subnormals.
+Only on x86-64 Linux (the bits are SSE's, the layout is its fenv_t's); elsewhere `available()`
+is False, the CPU backend makes no Env (backend.CpuBackend.own_kernels) and these kernels
+keep IEEE subnormals.
 """
 from __future__ import annotations
 
@@ -84,11 +85,6 @@ class Env:
     def restore(self, changed: bool) -> None:
         if changed:
             self._set(self._old)
-
-
-def env_for(device: str) -> Env | None:
-    """A context's Env on the CPU where the bits exist, else None."""
-    return Env() if device == "cpu" and available() else None
 
 
 # The opcodes whose CPU kernels run flushed (see the module docstring).

@@ -13,7 +13,7 @@ import numpy as np
 
 from ...hlo.ir import Shape
 from ..common.errors import ExecutionError
-from ..registry import kernel
+from ..registry import EVERY_DEVICE, kernel
 from . import semantics as S
 from .groups import DeviceGrid, participants, permute_domain
 from .buffers import BufferPool
@@ -97,16 +97,8 @@ def _alone(ins, args, ctx, shape):
             raise ExecutionError(f"{ins.opcode} '{ins.name}': the group's values make "
                                  f"{list(a.shape)}, the instruction declares {s} (does the "
                                  "device count fit the module?)")
-        out.append(_device_copy(a, ctx))
+        out.append(ctx.memory.fresh(a))  # its own buffer, on the device
     return out[0] if len(args) == 1 and not shape.is_tuple else tuple(out)
-
-
-def _device_copy(a, ctx):
-    if getattr(ctx.memory, "name", "cpu") == "cuda":
-        copy = ctx.memory.cuda.device_array(a.shape, a.dtype)
-        copy.copy_to_device(a)
-        return copy
-    return np.array(a, copy=True)
 
 
 def _host_args(ins, args, ctx) -> list[np.ndarray]:
@@ -183,7 +175,7 @@ def _reduce_plan(ins, ctx, place: Place) -> _ReducePlan:
                                         _native_op(ins, place, group))
         t = place.transport
         if plan.op is not None and len(ins.operands) == 1 and hasattr(t, "allreduce_one") \
-                and getattr(ctx.memory, "name", "cpu") == "cpu" and ins.shape.is_array:
+                and ctx.memory.on_host and ins.shape.is_array:
             plan.fast = t.allreduce_one(t._comm(ins, group), ins, group, t.mpi_op(plan.op))
     return plan
 
@@ -247,39 +239,33 @@ def _all_gather(ins, args, ctx, shape):
     return _out(ins, res, shape, ctx)
 
 
-@kernel("all-reduce", "all-reduce-start")
-@kernel("all-reduce", "all-reduce-start", device="cuda")
+@kernel("all-reduce", "all-reduce-start", device=EVERY_DEVICE)
 def _all_reduce_kernel(ins, args, ctx):
     return _all_reduce(ins, args, ctx, ins.shape)
 
 
-@kernel("all-gather")
-@kernel("all-gather", device="cuda")
+@kernel("all-gather", device=EVERY_DEVICE)
 def _all_gather_kernel(ins, args, ctx):
     return _all_gather(ins, args, ctx, ins.shape)
 
 
-@kernel("all-gather-start")
-@kernel("all-gather-start", device="cuda")
+@kernel("all-gather-start", device=EVERY_DEVICE)
 def _all_gather_start(ins, args, ctx):
     result = _all_gather(ins, args, ctx, ins.shape.tuple_shapes[1])
     return (args[0] if len(args) == 1 else tuple(args), result)
 
 
-@kernel("all-reduce-done")
-@kernel("all-reduce-done", device="cuda")
+@kernel("all-reduce-done", device=EVERY_DEVICE)
 def _all_reduce_done(ins, args, ctx):
     return args[0]
 
 
-@kernel("all-gather-done", "collective-permute-done")
-@kernel("all-gather-done", "collective-permute-done", device="cuda")
+@kernel("all-gather-done", "collective-permute-done", device=EVERY_DEVICE)
 def _done_element_1(ins, args, ctx):
     return args[0][1]
 
 
-@kernel("reduce-scatter")
-@kernel("reduce-scatter", device="cuda")
+@kernel("reduce-scatter", device=EVERY_DEVICE)
 def _reduce_scatter(ins, args, ctx):
     alone, met = _meet(ins, args, ctx, ins.shape)
     if met is None:
@@ -292,8 +278,7 @@ def _reduce_scatter(ins, args, ctx):
     return _out(ins, res, ins.shape, ctx)
 
 
-@kernel("all-to-all")
-@kernel("all-to-all", device="cuda")
+@kernel("all-to-all", device=EVERY_DEVICE)
 def _all_to_all(ins, args, ctx):
     place = place_of(ctx)
     size = len(participants(ins, place.grid, place.device))
@@ -312,8 +297,7 @@ def _all_to_all(ins, args, ctx):
     return _out(ins, res, ins.shape, ctx)
 
 
-@kernel("collective-broadcast")
-@kernel("collective-broadcast", device="cuda")
+@kernel("collective-broadcast", device=EVERY_DEVICE)
 def _collective_broadcast(ins, args, ctx):
     alone, met = _meet(ins, args, ctx, ins.shape)
     if met is None:
@@ -336,7 +320,7 @@ def _permute(ins, args, ctx, shape):
     leaves = _leaf_shapes(shape, len(args))
     if place.grid.count == 1:  # device 0 alone: its own operand for a {0,0} pair, else zeros
         src = S.permute_source(pairs, 0)
-        res = [_device_copy(a, ctx) if src is not None else ctx.memory.zeros(s.dims, s.dtype)
+        res = [ctx.memory.fresh(a) if src is not None else ctx.memory.zeros(s.dims, s.dtype)
                for a, s in zip(args, leaves)]
         return res[0] if len(args) == 1 and not shape.is_tuple else tuple(res)
     vals = _host_args(ins, args, ctx)
@@ -348,14 +332,12 @@ def _permute(ins, args, ctx, shape):
     return _out(ins, res, shape, ctx)
 
 
-@kernel("collective-permute")
-@kernel("collective-permute", device="cuda")
+@kernel("collective-permute", device=EVERY_DEVICE)
 def _collective_permute(ins, args, ctx):
     return _permute(ins, args, ctx, ins.shape)
 
 
-@kernel("collective-permute-start")
-@kernel("collective-permute-start", device="cuda")
+@kernel("collective-permute-start", device=EVERY_DEVICE)
 def _collective_permute_start(ins, args, ctx):
     shapes = ins.shape.tuple_shapes
     result = _permute(ins, args, ctx, shapes[1])
@@ -364,13 +346,11 @@ def _collective_permute_start(ins, args, ctx):
     return (args[0] if len(args) == 1 else tuple(args), result) + contexts
 
 
-@kernel("replica-id")
-@kernel("replica-id", device="cuda")
+@kernel("replica-id", device=EVERY_DEVICE)
 def _replica_id(ins, args, ctx):
     return ctx.memory.to_device(np.array(place_of(ctx).replica, np.uint32))
 
 
-@kernel("partition-id")
-@kernel("partition-id", device="cuda")
+@kernel("partition-id", device=EVERY_DEVICE)
 def _partition_id(ins, args, ctx):
     return ctx.memory.to_device(np.array(place_of(ctx).partition, np.uint32))

@@ -9,7 +9,7 @@ when either differs from what is installed (an edited grammar, another lark), th
 built from the grammar as before, and nothing is written.  Regenerate after editing the
 grammar with
 
-    python -m xlaplug.hlo.text.parser_tables
+    python scripts/write_parser_tables.py
 
 (tests/test_grammar.py fails while the stored file is stale.)  JSON has no tuples and only
 string keys, so those two are tagged: {"__t": [...]} a tuple, {"__d": [[k, v], ...]} a dict
@@ -82,11 +82,8 @@ def load_parser(grammar: str, **load_options) -> Lark | None:
     return Lark._load_from_dict(_dec(stored["data"]), _dec(stored["memo"]), **load_options)
 
 
-def main() -> None:
+def write_tables() -> Path:
+    """Store today's grammar's tables (scripts/write_parser_tables.py says where)."""
     from .parser_grammar import grammar_text
     TABLES.write_text(tables_text(grammar_text()))
-    print(f"wrote {TABLES}")
-
-
-if __name__ == "__main__":
-    main()
+    return TABLES

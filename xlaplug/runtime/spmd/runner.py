@@ -47,10 +47,7 @@ def _simulator_turns(ctx) -> None:
 
 
 def _cuda_simulated(ctx) -> bool:
-    if getattr(ctx.memory, "name", "cpu") != "cuda":
-        return False
-    from numba import config
-    return bool(config.ENABLE_CUDASIM)
+    return ctx.memory.simulated
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from numba.core.registry import CPUDispatcher
 
+from ...backends.backend import backend_for, is_backend
 from ...hlo.opcodes import ALL_OPCODES
 from . import abi
 from .compiled_handler import CompiledHandler, why_not_compiled
@@ -124,8 +125,9 @@ def register_registry(registry) -> Report:
     """Every op of a plugin Registry that has a CPU kernel, under its own name."""
     report = Report()
     for (op, device), entry in sorted(registry.kernels.items(), key=lambda kv: kv[0]):
-        if device != "cpu" or op in ALL_OPCODES:
-            continue  # core-opcode overrides are no FFI targets (issue 22 item 3)
+        if not (is_backend(device) and backend_for(device).on_host) or op in ALL_OPCODES:
+            continue  # XLA:CPU hands FFI handlers host buffers; core-opcode overrides are
+            # no FFI targets (issue 22 item 3)
         if entry.communicator:
             report.ops.append(Served(op, entry.plugin.name, NOT_SERVED,
                                      "its kernel needs a communicator (devices of one run)"))

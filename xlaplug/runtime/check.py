@@ -13,16 +13,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..backends.backend import backend_for
 from ..backends.device import flatten
 from ..hlo.builder import Builder
 from ..hlo.errors import HloError
 from ..hlo.ir import Computation, Shape
 from ..hlo.text.shape_parser import parse_shape
-from ..runtime.inputs import random_value
-from ..runtime.outputs import DEFAULT_TOL, leaves
-from .api import OpEntry, bind_call
-from .rules import shape_rule_kwargs
-from .session import _parameters
+from ..plugin.api import OpEntry, bind_call
+from ..plugin.rules import shape_rule_kwargs
+from ..plugin.session import _parameters
+from .inputs import random_value
+from .outputs import DEFAULT_TOL, leaves
 
 
 @dataclass
@@ -91,12 +92,12 @@ def check_plugins(session, ops=(), trials: int = 3, seed: int = 0,
     """`reference="xla"`: each decomposition runs on XLA:CPU (xla/check.py) instead of
     xlaplug's CPU backend; `reference="jax"`: through the jax builder under jax.jit, with
     gradient checks (xla/check_jax.py).  `progress(ops done, ops)`: called after each op."""
-    from ..runtime.executor import ExecContext
+    from .executor import ExecContext
     run_reference = _run_decomposition
     if reference == "xla":
-        from ..xla.check import run_decomposition_on_xla as run_reference
+        from .on_xla import run_decomposition_on_xla as run_reference
     elif reference == "jax":
-        from ..xla.check_jax import run_decomposition_in_jax as run_reference
+        from .on_xla import run_decomposition_in_jax as run_reference
     reg = session.registry
     results: list[CheckResult] = []
     wanted = plugin_ops(reg, ops)
@@ -130,7 +131,7 @@ def check_plugins(session, ops=(), trials: int = 3, seed: int = 0,
                     results.append(CheckResult(op, kentry.plugin.name, label, trial, False,
                                                f"{type(e).__name__}: {e}"))
     if reference == "jax":
-        from ..xla.check_jax import check_jax_extras
+        from .on_xla import check_jax_extras
         results += check_jax_extras(session, wanted, seed=seed)
     if wanted - {op for op, _ in reg.kernels}:
         missing = sorted(wanted - {op for op, _ in reg.kernels})
@@ -181,9 +182,9 @@ def _one(op, kentry, dentry, sentry, shapes, arrays, attrs, ctx, label, trial,
     if "element_types" in _parameters(kentry.fn):  # as the run-time passes them
         attrs["element_types"] = tuple(s.element_type for o in shapes for s in o.leaves()) + \
             tuple(s.element_type for s in declared.leaves())
-    if device == "cuda":  # CUDA kernels get device arrays and may launch their own kernels
-        from ..backends.device import memory_for
-        mem = memory_for("cuda")  # bf16/f8/int4 travel as float32/int8 values (cuda/launch.py)
+    backend = backend_for(device)
+    if not backend.on_host:  # device kernels get device arrays and may launch their own
+        mem = backend.memory()  # CUDA: bf16/f8/int4 travel as float32/int8 (cuda/launch.py)
         d_args = [mem.to_device(a) for a in arrays]
         d_outs = [mem.empty(o.shape, o.dtype) for o in outs]
         ret = bind_call(kentry.fn, f"plugin '{name}' kernel for '{op}'", [*d_args, *d_outs], attrs)

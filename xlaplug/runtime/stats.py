@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..hlo.errors import plural
-from ..runtime.outputs import compare
+from .outputs import compare
 
 
 @dataclass
@@ -107,15 +107,3 @@ def diff_all(ours: list[np.ndarray], theirs: list[np.ndarray], rtol=None, atol=N
                            f"{len(theirs)}")]
     return [diff(f"out{k}{suffix}", a, b, rtol, atol) for k, (a, b) in enumerate(zip(ours,
                                                                                       theirs))]
-
-
-def diff_table(diffs: list[OutputDiff], title: str = "xlaplug against XLA:CPU"):
-    from rich.table import Table
-    t = Table(title=title)
-    for h in ("output", "dtype", "shape", "max abs", "max rel", "max ULP", "result"):
-        t.add_column(h, overflow="fold")  # wrapped to the width, never cut
-    for d in diffs:
-        t.add_row(d.name, d.dtype, str(tuple(d.shape)), f"{d.max_abs:.3g}", f"{d.max_rel:.3g}",
-                  "-" if d.max_ulp >= 1 << 62 else str(d.max_ulp),
-                  "[green]ok[/green]" if d.ok else "[red]MISMATCH[/red]")
-    return t

@@ -19,11 +19,11 @@ from ..hlo.errors import HloError
 from ..hlo.ir import Computation, Module
 from ..hlo.opcodes import ALL_OPCODES
 from ..hlo.text.shape_parser import parse_shape
-from ..runtime.inputs import random_value
-from ..runtime.outputs import leaves
-from .api import bind_call
+from ..plugin.api import bind_call
+from ..plugin.rules import shape_rule_kwargs
 from .check import CheckResult, _as_tuple, _close, plugin_ops, reported
-from .rules import shape_rule_kwargs
+from .inputs import random_value
+from .outputs import leaves
 
 
 def check_on_devices(session, ops=(), n: int = 2, trials: int = 3,
@@ -86,11 +86,11 @@ def _compare(per_kernel, per_ref, op, plugin, label, trial, n, what) -> CheckRes
 
 
 def _custom(kentry, dentry, sentry, op, shapes, attrs, n, rng, label, trial) -> CheckResult:
-    from ..runtime.executor import ExecContext
+    from .executor import ExecContext
     from ..backends.spmd.communicator import Communicator
     from ..backends.spmd.groups import DeviceGrid
     from ..backends.spmd.kernels import Place
-    from ..runtime.spmd.runner import DeviceError, on_device_threads, run_devices
+    from .spmd.runner import DeviceError, on_device_threads, run_devices
     plugin = kentry.plugin.name
     grid = DeviceGrid(n, 1)
     arrays = [[random_value(s, rng, f"operand {k}") for k, s in enumerate(shapes)]
@@ -126,11 +126,11 @@ def _custom(kentry, dentry, sentry, op, shapes, attrs, n, rng, label, trial) -> 
 
 def _override(session, op, plugin, text, n, seed, trial) -> CheckResult:
     from ..backends.spmd.groups import DeviceGrid
-    from ..runtime.spmd.runner import run_module_devices
+    from .spmd.runner import run_module_devices
     from ..hlo.text.parser import parse_module
-    from ..runtime.inputs import device_inputs
-    from ..runtime.options import RunOptions
-    from .session import Session
+    from .inputs import device_inputs
+    from .options import RunOptions
+    from ..plugin.session import Session
     module = parse_module(text, f"<{plugin} example>")
     grid = DeviceGrid(n, 1)
     args = device_inputs(module, None, RunOptions(seed=seed + trial), n)

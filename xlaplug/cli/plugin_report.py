@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..hlo.opcodes import ALL_OPCODES
-from .registry import Registry
+from ..plugin.registry import Registry
 
 
 def _rows(reg: Registry) -> list[dict]:
@@ -41,8 +41,8 @@ def plugins_summary(reg: Registry):
     version, op count, how many ops have a decomposition, kernels per device (core-opcode
     overrides included), passes, status.  `list-plugins NAME` / `--verbose` give the whole
     of it; load errors follow the table (`load_errors`)."""
-    from ..cli.terminal import table
-    from .api import DEVICES
+    from ..plugin.api import DEVICES
+    from .terminal import table
     t = table("plugins", "details: xlaplug list-plugins NAME (or --verbose)")
     t.add_column("plugin", no_wrap=True)
     t.add_column("version")
@@ -73,8 +73,8 @@ def plugin_details(reg: Registry, names=()) -> list:
     overrides and passes.  An unknown name is an error naming the loaded ones."""
     from rich.markup import escape
 
-    from ..cli.terminal import table
-    from .api import DEVICES, PluginError
+    from ..plugin.api import DEVICES, PluginError
+    from .terminal import table
     rows = _rows(reg)
     known = {r["plugin"] for r in rows}
     missing = [n for n in names if n not in known]

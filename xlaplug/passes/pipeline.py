@@ -1,0 +1,73 @@
+"""The pass pipeline run on a module for a session: the one place a module is lowered, by
+every verb, the Python API and the bridge to XLA (which sits below the runtime and so
+cannot reach runtime/driver.py, where `compile_module` is still importable from)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..hlo.errors import OptionError
+from ..hlo.ir import Module
+from ..hlo.verifier import verify_module
+from .context import PassContext
+from .manager import PassManager, make_pass, resolve_pipeline
+
+
+def compile_module(module: Module, session=None, passes: str | None = None, *,
+                   dump_dir: str | None = None, verify_each: bool = False,
+                   decompose_all: bool = False, options: dict | None = None,
+                   excess_precision: bool = True) -> PassManager:
+    """Run a pass pipeline on `module` for `session` (a plugin.Session: its plugins, device
+    and preference; None: no plugins, on the CPU), then verify.  `passes` is a pipeline
+    spec (None: the default pipeline and the session's plugin passes); `options`: per-pass
+    field settings, e.g. {"loop-fusion": {"min_elements": 1}}.  `excess_precision=False`
+    drops the excess-precision pass wherever the pipeline has it: every bf16 result rounded
+    as the HLO states (XLA:CPU under --xla_allow_excess_precision=false)."""
+    from dataclasses import replace
+
+    from ..plugin.session import Session
+    if isinstance(session, str):  # the pipeline spec was compile_module's second argument
+        raise TypeError("compile_module(module, session, passes): give the pipeline spec "
+                        f"as passes={session!r}")
+    session = session if session is not None else Session()
+    if decompose_all and passes is None:  # the portable artifact: no xlaplug optimizations
+        passes = "portable"
+    pipeline = resolve_pipeline(passes, session.registry)
+    if not excess_precision:
+        pipeline = [p for p in pipeline if p.name != "excess-precision"]
+    if decompose_all and not any(p.name == "custom-call-lowering" for p in pipeline):
+        pipeline.insert(0, make_pass("custom-call-lowering", {}))
+    settings = dict(options or {})
+    if decompose_all:
+        settings["custom-call-lowering"] = {**settings.get("custom-call-lowering", {}),
+                                            "decompose_all": True}
+    pipeline = [replace(p, **settings[p.name]) if p.name in settings else p for p in pipeline]
+    pm = PassManager(pipeline, verify_each=verify_each,
+                     dump_dir=check_dump_dir(dump_dir) if dump_dir else None)
+    try:
+        pm.run(module, PassContext.of(session))
+    except OSError as e:
+        if dump_dir is None or e.filename is None:
+            raise
+        # A dump file (the folder was checked, but it may fill up or change under us).
+        raise OptionError(f"--dump-dir: cannot write '{e.filename}': {e.strerror or e}") from None
+    verify_module(module)
+    return pm
+
+
+def check_dump_dir(path: str) -> Path:
+    """`--dump-dir` as a directory that exists and can be written: the folder itself is
+    created when missing, but not the folders above it (as for an output file)."""
+    d = Path(path)
+    if d.exists() and not d.is_dir():
+        raise OptionError(f"--dump-dir: '{path}' exists and is not a directory")
+    if not d.exists() and not d.parent.is_dir():
+        raise OptionError(f"--dump-dir: cannot create '{path}': folder '{d.parent}' does not "
+                          f"exist")
+    try:
+        d.mkdir(exist_ok=True)
+    except OSError as e:
+        raise OptionError(f"--dump-dir: cannot create '{path}': {e.strerror or e}") from None
+    if not os.access(d, os.W_OK | os.X_OK):
+        raise OptionError(f"--dump-dir: '{path}' is not writable")
+    return d
