@@ -41,8 +41,8 @@ def why_not_checkable(op: str, kentry, dentry) -> str | None:
         return (f"{NOT_CHECKABLE}: a plugin kernel for core opcode '{op}' is not used by the "
                 "engine, which runs XLA's own")
     if kentry.communicator:
-        return (f"{NOT_CHECKABLE}: its kernel needs a communicator (several devices), which "
-                "one XLA device cannot give it; check-plugins --devices N checks it")
+        return (f"{NOT_CHECKABLE}: its kernel needs a communicator (several devices); "
+                "check-plugins --devices N checks it")
     if dentry is None:
         return f"{NOT_CHECKABLE}: the op has no decomposition to compare its kernel with"
     return None
