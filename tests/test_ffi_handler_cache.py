@@ -74,3 +74,31 @@ def test_a_second_process_loads_the_handler_and_an_edited_kernel_is_compiled_aga
     third = run(plugins, cache)
     assert third["hits"] == 0 and third["y"] == [10.0, 12.0, 14.0, 16.0]
     assert len(list((cache / "jit").glob("xlaplug_ffi_*.py"))) == 2
+
+
+def test_kernels_in_no_file_are_never_mistaken_for_one_another():
+    """Two kernels of one op and plugin name whose source is in no file (here: made by exec)
+    have the same handler text; each is still served by its own code."""
+    import jax
+    import numpy as np
+    from numba import njit
+
+    from xlaplug.plugin import Plugin
+    from xlaplug.xla.ffi import COMPILED, register_op
+    from xlaplug.xla.ffi.handler_cache import kernel_digest
+
+    outs = []
+    for k, shift in enumerate((1, 2)):
+        ns: dict = {}
+        exec(f"def add(x, out):\n    for i in range(x.size):\n        out[i] = x[i] + {shift}\n",
+             ns)
+        kernel = njit(["void(float32[::1], float32[::1])"])(ns["add"])
+        assert kernel_digest(kernel) is None
+        p = Plugin("cache_test_memory")
+        p.kernel("cache_test.add", device="cpu")(kernel)
+        target = f"cache_test.add.{k}"
+        assert register_op("cache_test.add", p.kernels[("cache_test.add", "cpu")],
+                           target=target).how == COMPILED
+        call = jax.ffi.ffi_call(target, jax.ShapeDtypeStruct((3,), np.float32))
+        outs.append(np.asarray(jax.jit(call)(np.zeros(3, np.float32))).tolist())
+    assert outs == [[1.0] * 3, [2.0] * 3]

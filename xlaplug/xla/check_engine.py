@@ -105,10 +105,4 @@ class XlaKernel:
                 out = f(*arrays)
                 return [np.asarray(o) for o in (out if declared.is_tuple else [out])]
         except Exception as e:  # XLA's error: the handler's message names plugin and op
-            raise HloError(f"XLA:CPU failed running the kernel: {_first_line(xla_message(e))}"
-                           ) from None
-
-
-def _first_line(text: str) -> str:
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    return lines[0] if lines else text
+            raise HloError(f"XLA:CPU failed running the kernel: {xla_message(e)}") from None

@@ -156,8 +156,10 @@ class CompiledHandler:
         names: dict = {}
         body = handler_source(entry.fn, names)
         digest = kernel_digest(entry.fn)
-        self.source, key = module_text(op, entry.plugin.name, digest or "(no source file)",
-                                       body, names)
+        # without a digest, only this kernel object is known to be this code (the cache
+        # holds it, so its id is not reused)
+        kernel = digest or f"in memory, object {id(entry.fn):x}"
+        self.source, key = module_text(op, entry.plugin.name, kernel, body, names)
         # the Python handler the code calls: this one, or the one of the same kernel whose
         # handler this process loaded first
         self.cfunc, self.python = cache.cfunc(key, self.source, entry.fn, python_handler,

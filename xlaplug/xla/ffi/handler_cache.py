@@ -51,7 +51,10 @@ def _package_digest() -> str:
 
 def kernel_digest(fn) -> str | None:
     """What the kernel's machine code is made of, as far as a file tells: None when its
-    source is in no file (then the handler is compiled in memory, every time)."""
+    source is in no file, or when it is a closure (its cells are in no file either): then
+    the handler is compiled in memory, in every process."""
+    if fn.py_func.__closure__:
+        return None
     try:
         path = inspect.getsourcefile(fn.py_func)
         data = Path(path).read_bytes() if path else None
