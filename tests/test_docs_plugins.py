@@ -253,3 +253,14 @@ def test_serving_inside_xla_section(tmp_path):
     h = x * jax.nn.sigmoid(np.float32(1.5) * x)
     want = np.asarray(2 * jax.numpy.tanh(h * 3 / 2))
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"), want, rtol=1e-6, atol=1e-6)
+
+
+def test_check_plugins_engine_xla_in_section_6(tmp_path):
+    """Section 6: `check-plugins --engine xla` prints what the document shows."""
+    (tmp_path / "plugins").mkdir(mode=0o755)
+    (tmp_path / "plugins" / "acme_swish.py").write_text(code_blocks()["plugins/acme_swish.py"])
+    command = "xlaplug check-plugins --plugins-dir plugins acme.swish --engine xla"
+    r = xlaplug(command, tmp_path)
+    assert r.returncode == 0, r.stderr
+    shown = re.search(rf"\$ {re.escape(command)}\n(.*?)```", DOC.read_text(), re.S).group(1)
+    assert [ln.rstrip() for ln in r.stdout.strip().splitlines()] == shown.strip().splitlines()

@@ -165,14 +165,21 @@ def list_opcodes_cmd(as_json, plugins_dirs, no_plugins, strict):
 @click.option("--jax", "in_jax", is_flag=True,
               help="Run each decomposition as jax ops under jax.jit (xlaplug.jax.op's "
                    "decomposition path) and check its gradients with check_grads.")
+@click.option("--engine", type=click.Choice(["interpreter", "xla"]), default="interpreter",
+              show_default=True,
+              help="xla: run each CPU kernel inside XLA as an FFI handler (as run --engine "
+                   "xla serves it), against its decomposition on XLA:CPU.")
 @plugin_options
 @handle_errors
 def check_plugins_cmd(ops, device, trials, seed, as_json, verbose, devices, reference, in_jax,
-                      plugins_dirs, no_plugins, strict):
+                      engine, plugins_dirs, no_plugins, strict):
     """Run each plugin kernel against its decomposition on random inputs; print one row per
     op and a summary line (--verbose: every check).  OPS: op names or plugin names (every op
     of that plugin); none: every op."""
     from ..runtime.check import check_plugins
+    from .check_report import failures
+    if engine == "xla":
+        _engine_options(device, devices, in_jax)
     if in_jax:
         from ..runtime.driver import OptionError
         if reference:
@@ -195,16 +202,31 @@ def check_plugins_cmd(ops, device, trials, seed, as_json, verbose, devices, refe
                                        progress=progress)
         else:
             results = check_plugins(session, ops, trials=trials, seed=seed,
-                                    reference=reference, progress=progress)
-    if as_json:
-        click.echo(json.dumps({"device": device, "devices": devices,
+                                    reference=reference, progress=progress, engine=engine)
+    if as_json:  # "ok": no check failed (a result's "ok" is null where it was not checked)
+        click.echo(json.dumps({"device": device, "devices": devices, "engine": engine,
                                "results": [r.__dict__ for r in results],
-                               "ok": all(r.ok for r in results)}, indent=2))
+                               "ok": not failures(results)}, indent=2))
     else:
         from .check_report import print_checks
         print_checks(results, verbose)
-    if not all(r.ok for r in results):
+    if failures(results):
         sys.exit(1)
+
+
+def _engine_options(device: str, devices: int, in_jax: bool) -> None:
+    """`check-plugins --engine xla` refuses what it cannot honour (one line, exit 2)."""
+    from ..runtime.driver import OptionError
+    from ..xla.jaxlib_names import require_jax
+    if device != "cpu":
+        raise OptionError(f"check-plugins --engine xla checks CPU kernels; --device {device} "
+                          "is not served by it")
+    if devices > 1:
+        raise OptionError("check-plugins --engine xla checks on one XLA device: drop --devices")
+    if in_jax:
+        raise OptionError("check-plugins --engine xla runs each decomposition on XLA:CPU; "
+                          "--jax names another reference: give one")
+    require_jax("check-plugins --engine xla")
 
 
 if __name__ == "__main__":

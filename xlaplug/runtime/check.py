@@ -32,7 +32,7 @@ class CheckResult:
     plugin: str
     example: str
     trial: int
-    ok: bool
+    ok: bool | None   # None: not checked (what could not be checked is no pass)
     detail: str
 
 
@@ -88,19 +88,26 @@ def _run_decomposition(entry: OpEntry, op: str, shapes, arrays, attrs, ctx):
 
 
 def check_plugins(session, ops=(), trials: int = 3, seed: int = 0,
-                  reference: str | None = None, progress=None) -> list[CheckResult]:
-    """`reference="xla"`: each decomposition runs on XLA:CPU (xla/check.py) instead of
+                  reference: str | None = None, progress=None,
+                  engine: str = "interpreter") -> list[CheckResult]:
+    """`reference="xla"`: each decomposition runs on XLA:CPU (on_xla.py) instead of
     xlaplug's CPU backend; `reference="jax"`: through the jax builder under jax.jit, with
-    gradient checks (xla/check_jax.py).  `progress(ops done, ops)`: called after each op."""
+    gradient checks (on_xla.py).  `engine="xla"`: each kernel runs inside XLA as an
+    FFI handler, against its decomposition on XLA:CPU (xla/check_engine.py); what that
+    cannot check is reported with `ok` None.  `progress(ops done, ops)`: called after each
+    op."""
     from .executor import ExecContext
-    run_reference = _run_decomposition
-    if reference == "xla":
+    run_reference, kernel = _run_decomposition, None
+    if reference == "xla" or engine == "xla":
         from .on_xla import run_decomposition_on_xla as run_reference
     elif reference == "jax":
         from .on_xla import run_decomposition_in_jax as run_reference
     reg = session.registry
+    if engine == "xla":
+        from ..xla import check_engine
+        kernel = check_engine.XlaKernel(reg)
     results: list[CheckResult] = []
-    wanted = plugin_ops(reg, ops)
+    wanted = plugin_ops(reg, ops, decomposed=engine == "xla")
     todo = [(op, kentry) for (op, device), kentry in sorted(reg.kernels.items())
             if device == session.device and (not wanted or op in wanted)]
     device = session.device
@@ -108,9 +115,11 @@ def check_plugins(session, ops=(), trials: int = 3, seed: int = 0,
         dentry, sentry = reg.decompositions.get(op), reg.shapes.get(op)
         examples = kentry.examples or (dentry.examples if dentry else []) or \
             (sentry.examples if sentry else [])
-        if not examples:
-            results.append(CheckResult(op, kentry.plugin.name, "-", 0, True,
-                                       "not checked: no examples=[...] on its decorators"))
+        why = check_engine.why_not_checkable(op, kentry, dentry) if kernel else None
+        if why or not examples:
+            results.append(CheckResult(op, kentry.plugin.name, "-", 0, None if kernel else True,
+                                       why or "not checked: no examples=[...] on its "
+                                       "decorators"))
             continue
         for ex in examples:
             shapes_txt, attrs = ex
@@ -123,7 +132,7 @@ def check_plugins(session, ops=(), trials: int = 3, seed: int = 0,
                 try:
                     arrays = [random_value(s, rng, f"operand {k}") for k, s in enumerate(shapes)]
                     results.append(_one(op, kentry, dentry, sentry, shapes, arrays, dict(attrs),
-                                        ctx, label, trial, device, run_reference))
+                                        ctx, label, trial, device, run_reference, kernel))
                 except HloError as e:
                     results.append(CheckResult(op, kentry.plugin.name, label, trial, False,
                                                e.message))
@@ -133,8 +142,12 @@ def check_plugins(session, ops=(), trials: int = 3, seed: int = 0,
     if reference == "jax":
         from .on_xla import check_jax_extras
         results += check_jax_extras(session, wanted, seed=seed)
-    if wanted - {op for op, _ in reg.kernels}:
-        missing = sorted(wanted - {op for op, _ in reg.kernels})
+    if kernel is not None:
+        results += [CheckResult(op, plugin, "-", 0, None, why) for op, plugin, why in
+                    check_engine.decomposition_only(reg, wanted, device)]
+    known = {op for op, _ in reg.kernels} | (set(reg.decompositions) if kernel else set())
+    if wanted - known:
+        missing = sorted(wanted - known)
         results += [CheckResult(m, "-", "-", 0, False, "no loaded plugin has a kernel for it")
                     for m in missing]
     return results
@@ -148,10 +161,11 @@ def reported(items: list, progress=None):
             progress(k, len(items))
 
 
-def plugin_ops(reg, names) -> set[str]:
+def plugin_ops(reg, names, decomposed: bool = False) -> set[str]:
     """`names` with each that names a loaded plugin (and no op) replaced by its ops:
-    `check-plugins jax_lapack` checks every op of jax_lapack."""
-    known = {op for op, _ in reg.kernels}
+    `check-plugins jax_lapack` checks every op of jax_lapack (with a kernel; `decomposed`:
+    or a decomposition)."""
+    known = {op for op, _ in reg.kernels} | (set(reg.decompositions) if decomposed else set())
     plugins = {p.name: p for p in reg.plugins}
     out: set[str] = set()
     for n in names:
@@ -160,9 +174,10 @@ def plugin_ops(reg, names) -> set[str]:
 
 
 def _one(op, kentry, dentry, sentry, shapes, arrays, attrs, ctx, label, trial,
-         device: str, run_reference=_run_decomposition) -> CheckResult:
+         device: str, run_reference=_run_decomposition, kernel=None) -> CheckResult:
     """One trial: `run_reference` runs the decomposition (the reference: in `ctx` on the CPU
-    backend, or on XLA); the kernel runs on `device`."""
+    backend, or on XLA); the kernel runs on `device`, or inside XLA through `kernel`
+    (check_engine.XlaKernel)."""
     name = kentry.plugin.name
     if sentry is not None:
         declared = _as_tuple(bind_call(sentry.fn, f"plugin '{name}' shape rule for '{op}'",
@@ -175,6 +190,32 @@ def _one(op, kentry, dentry, sentry, shapes, arrays, attrs, ctx, label, trial,
     where = getattr(run_reference, "where", "")
     if declared is None:
         declared = _shape_of(expected)
+    if kernel is not None:  # its FFI handler passes element_types as the run-time does
+        got = kernel.run(op, kentry, arrays, attrs, declared)
+    else:
+        got = _run_kernel(op, kentry, shapes, arrays, attrs, declared, device)
+    for k, (g, s) in enumerate(zip(got, declared.leaves())):
+        if tuple(g.shape) != tuple(s.dims) or g.dtype != s.dtype:
+            return CheckResult(op, name, label, trial, False,
+                               f"shape rule says {s} but the kernel produced "
+                               f"{g.dtype}{list(g.shape)} for output {k}")
+    if expected is None:
+        return CheckResult(op, name, label, trial, True, "kernel ran; shape rule holds "
+                           "(no decomposition to compare)")
+    want, who = leaves(expected), kernel.label(op) if kernel else "kernel"
+    if dentry.canonical is not None:  # unique only up to a choice: compare canonical forms
+        got, want = dentry.canonical(list(got)), dentry.canonical(list(want))
+    for k, (g, e) in enumerate(zip(got, want)):
+        msg = _close(g, e)
+        if msg:
+            return CheckResult(op, name, label, trial, False, f"output {k}: {who} vs "
+                               f"decomposition{where}: {msg}")
+    return CheckResult(op, name, label, trial, True, f"{who} matches decomposition{where}")
+
+
+def _run_kernel(op, kentry, shapes, arrays, attrs, declared, device: str) -> list:
+    """The kernel's results, run by xlaplug on `device` into preallocated outputs."""
+    name = kentry.plugin.name
     outs = [np.empty(s.dims, s.dtype) for s in declared.leaves()]
     if kentry.communicator:  # one device: its collectives are over itself
         from ..backends.spmd.communicator import communicator_for
@@ -193,23 +234,7 @@ def _one(op, kentry, dentry, sentry, shapes, arrays, attrs, ctx, label, trial,
     else:
         ret = bind_call(kentry.fn, f"plugin '{name}' kernel for '{op}'", [*arrays, *outs], attrs)
         got = leaves(ret) if ret is not None else outs
-    for k, (g, s) in enumerate(zip(got, declared.leaves())):
-        if tuple(g.shape) != tuple(s.dims) or g.dtype != s.dtype:
-            return CheckResult(op, name, label, trial, False,
-                               f"shape rule says {s} but the kernel produced "
-                               f"{g.dtype}{list(g.shape)} for output {k}")
-    if expected is None:
-        return CheckResult(op, name, label, trial, True, "kernel ran; shape rule holds "
-                           "(no decomposition to compare)")
-    want = leaves(expected)
-    if dentry.canonical is not None:  # unique only up to a choice: compare canonical forms
-        got, want = dentry.canonical(list(got)), dentry.canonical(list(want))
-    for k, (g, e) in enumerate(zip(got, want)):
-        msg = _close(g, e)
-        if msg:
-            return CheckResult(op, name, label, trial, False, f"output {k}: kernel vs "
-                               f"decomposition{where}: {msg}")
-    return CheckResult(op, name, label, trial, True, f"kernel matches decomposition{where}")
+    return got
 
 
 def _shape_of(value) -> Shape:

@@ -161,7 +161,15 @@ def _key(text: str) -> str:
 
 
 def _from_file(d: Path, key: str, text: str, entry: str, njit_options: dict):
-    name = f"xlaplug_jit_{key}_{_helpers_digest()}"
+    mod = module_from_file(d, f"xlaplug_jit_{key}_{_helpers_digest()}", text)
+    return None if mod is None else cached_njit(getattr(mod, entry), **njit_options)
+
+
+def module_from_file(d: Path, name: str, text: str, scope: dict | None = None):
+    """The module `name` of cache directory `d` running `text` (written there first, or
+    healed when the file is not `text`), `scope` in its globals before it runs; None when
+    `d` cannot be used.  numba's cache finds its functions' machine code through the file.
+    Raises UnsafeCache (untrusted files) and OSError (not writable)."""
     path = d / f"{name}.py"
     if not usable_dir(d):
         return None
@@ -188,11 +196,12 @@ def _from_file(d: Path, key: str, text: str, entry: str, njit_options: dict):
             check(p)
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
+    mod.__dict__.update(scope or {})
     sys.modules[name] = mod  # numba's cache locates a function through its module
     # The text just verified is what runs (compiled under the file's name, so numba's cache
     # finds the file), not a second read that could differ.
     exec(compile(text, str(path), "exec"), mod.__dict__)
-    return cached_njit(getattr(mod, entry), **njit_options)
+    return mod
 
 
 def _damage(path: Path, text: str) -> str | None:
@@ -206,4 +215,5 @@ def _damage(path: Path, text: str) -> str | None:
     return None
 
 
-__all__ = ["cache_dir", "cached_function", "is_cached", "module_text", "scalar_piece"]
+__all__ = ["cache_dir", "cached_function", "is_cached", "module_from_file", "module_text",
+           "scalar_piece"]

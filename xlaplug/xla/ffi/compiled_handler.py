@@ -12,16 +12,18 @@ Everything else goes to the op's Python handler, called through its function poi
 a call no branch matches (another dtype or rank, a string or dictionary attribute), a
 missing or mistyped attribute, and a kernel that raised -- numba cannot hand the message
 of a nopython exception to the cfunc, so the Python handler runs the kernel again from
-Python, where the exception carries its message into the XLA error.
+Python, where the exception carries its message into the XLA error.  The handler reaches
+it through an external symbol, not a constant address, so that its machine code can be
+kept on disk and loaded by later processes (handler_cache.py).
 """
 from __future__ import annotations
 
 import inspect
 
 import numpy as np
-from numba import carray, cfunc, types
+from numba import types
 
-from . import abi, nopython
+from . import abi
 
 _CODES = {types.float32: 11, types.float64: 12, types.int8: 2, types.int16: 3,
           types.int32: 4, types.int64: 5, types.uint8: 6, types.uint16: 7, types.uint32: 8,
@@ -120,7 +122,7 @@ def _branch_source(sig, nbuf, params, names: dict) -> list[str]:
     lines += [f"{pad * depth}try:",
               f"{pad * (depth + 1)}KERNEL({', '.join(call_args)})",
               f"{pad * depth}except Exception:",
-              f"{pad * (depth + 1)}return nopython.call_handler(PYTHON, frame_p)",
+              f"{pad * (depth + 1)}return PYTHON(frame_p)",
               f"{pad * depth}return nopython.as_ptr(0)"]
     return lines
 
@@ -131,7 +133,7 @@ def handler_source(fn, names: dict) -> str:
     body = ["frame = nopython.as_int(frame_p)",
             f"if nopython.load_i64(frame, {abi.FRAME_EXTENSION}) != 0:",
             "    if nopython.answer_metadata(frame) != 0:",
-            "        return nopython.call_handler(PYTHON, frame_p)",
+            "        return PYTHON(frame_p)",
             "    return nopython.as_ptr(0)",
             f"if nopython.load_i32(frame, {abi.FRAME_STAGE}) != {abi.STAGE_EXECUTE}:",
             "    return nopython.as_ptr(0)",
@@ -139,20 +141,27 @@ def handler_source(fn, names: dict) -> str:
             f"n = nargs + nopython.load_i64(frame, {abi.FRAME_RETS_SIZE})"]
     for sig, nbuf in _branches(fn):
         body += _branch_source(sig, nbuf, params, names)
-    body.append("return nopython.call_handler(PYTHON, frame_p)")
+    body.append("return PYTHON(frame_p)")
     return "def handler(frame_p):\n" + "".join(f"    {line}\n" for line in body)
 
 
 class CompiledHandler:
     """The compiled handler of one op; `address` is the XLA_FFI_Handler to register.  It
-    holds the Python handler it falls back to, so both live as long as it does."""
+    holds the Python handler it falls back to, so both live as long as it does.  `cache`
+    (handler_cache.HandlerCache) compiles it, or loads it from an earlier process."""
 
-    def __init__(self, op: str, entry, python_handler):
-        self.op, self.entry, self.python = op, entry, python_handler
+    def __init__(self, op: str, entry, python_handler, cache):
+        from .handler_cache import kernel_digest, module_text
+        self.op, self.entry = op, entry
         names: dict = {}
-        self.source = handler_source(entry.fn, names)
-        scope = {"np": np, "carray": carray, "nopython": nopython, "KERNEL": entry.fn,
-                 "PYTHON": python_handler.address, **names}
-        exec(compile(self.source, f"<xlaplug ffi handler {op}>", "exec"), scope)
-        self.cfunc = cfunc(types.voidptr(types.voidptr), nopython=True)(scope["handler"])
+        body = handler_source(entry.fn, names)
+        digest = kernel_digest(entry.fn)
+        # without a digest, only this kernel object is known to be this code (the cache
+        # holds it, so its id is not reused)
+        kernel = digest or f"in memory, object {id(entry.fn):x}"
+        self.source, key = module_text(op, entry.plugin.name, kernel, body, names)
+        # the Python handler the code calls: this one, or the one of the same kernel whose
+        # handler this process loaded first
+        self.cfunc, self.python = cache.cfunc(key, self.source, entry.fn, python_handler,
+                                              on_disk=digest is not None)
         self.address = self.cfunc.address

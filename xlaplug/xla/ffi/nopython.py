@@ -1,7 +1,7 @@
 """The call frame read in numba's nopython mode: the pieces the compiled handler is made of.
 
-Two intrinsics reach what nopython code cannot say -- an integer as a pointer, and a call
-through a function pointer -- and the rest are @njit helpers over `numba.carray` views of
+Two intrinsics reach what nopython code cannot say -- an integer as a pointer and back --
+and the rest are @njit helpers over `numba.carray` views of
 the ABI structs (offsets in abi.py).  Nothing here takes the GIL or allocates.
 """
 from __future__ import annotations
@@ -22,15 +22,6 @@ def as_ptr(typingctx, addr):
     def codegen(context, builder, sig, args):
         return builder.inttoptr(args[0], _I8P)
     return types.voidptr(types.int64), codegen
-
-
-@intrinsic
-def call_handler(typingctx, fn, frame):
-    """Call the XLA_FFI_Handler at address `fn` with `frame`; its XLA_FFI_Error*."""
-    def codegen(context, builder, sig, args):
-        fnty = ir.FunctionType(_I8P, [_I8P])
-        return builder.call(builder.inttoptr(args[0], fnty.as_pointer()), [args[1]])
-    return types.voidptr(types.int64, types.voidptr), codegen
 
 
 @intrinsic

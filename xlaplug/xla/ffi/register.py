@@ -2,7 +2,9 @@
 
 XLA's table of FFI targets is process-wide and has no unregister, and the handlers must
 outlive every executable that calls them: so the handlers xlaplug registered are kept here,
-in the one process-wide table this package has (`_TARGETS`, under a lock).  A target
+in the process-wide table `_TARGETS` (under a lock); the compiled handlers' code is in
+`_HANDLERS`, loaded once per process (handler_cache.py: LLVM's symbols are process-wide
+too).  A target
 registered again by the same plugin is a no-op; by a different plugin it is an error naming
 both; one that XLA already holds from elsewhere (jaxlib's own LAPACK targets) is reported,
 not served.
@@ -18,6 +20,7 @@ from ...backends.backend import backend_for, is_backend
 from ...hlo.opcodes import ALL_OPCODES
 from . import abi
 from .compiled_handler import CompiledHandler, why_not_compiled
+from .handler_cache import HandlerCache
 from .python_handler import PythonHandler
 from .signatures import compile_examples
 
@@ -65,6 +68,7 @@ class _Target:
 
 _TARGETS: dict[str, _Target] = {}
 _LOCK = threading.Lock()
+_HANDLERS = HandlerCache()  # the compiled handlers' code, one per kernel (handler_cache.py)
 
 
 def _jax_cpu():
@@ -86,7 +90,8 @@ def handler_for(op: str, entry, shape_rule=None) -> tuple[object, Served]:
         reason = compile_examples(op, entry, shape_rule)
     reason = reason or why_not_compiled(entry.fn)
     if reason is None:
-        return CompiledHandler(op, entry, python), Served(op, entry.plugin.name, COMPILED)
+        return (CompiledHandler(op, entry, python, _HANDLERS),
+                Served(op, entry.plugin.name, COMPILED))
     return python, Served(op, entry.plugin.name, PYTHON, reason)
 
 
