@@ -133,8 +133,8 @@ def rewrite_for_mpi(module: Module, place, registry, run: int) -> list[Instructi
                 new.append(ins)
                 continue
             leaves = _leaves(ins)
-            cfg = (f"{{{{run = {run} : i64, index = {len(served)} : i64, op = "
-                   f"\"{op_name(ins) or ins.opcode}\"}}}}")
+            cfg = (f"{{run = {run} : i64, index = {len(served)} : i64, op = "
+                   f"\"{op_name(ins) or ins.opcode}\"}}")
             call = Instruction(uniq(f"{ins.name}.mpi"), "custom-call",
                                Shape.tuple_of(leaves + [ORDER]),
                                list(ins.operands) + [prev_order],
