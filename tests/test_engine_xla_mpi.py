@@ -41,8 +41,24 @@ ENTRY e {{
   ROOT t = (f32[{g}], f32[{g}], f32[{gn}], f32[4], f32[{g}], f32[{g}], u32[]) tuple(s, m, ag, rs, a2a, cp, id)
 }}
 """
-# Collectives inside a while body, and one in the entry that the loop does not depend on.
+# Collectives inside a while body, a call and a conditional's branch, and one in the entry
+# that none of them depends on.
 NESTED = "HloModule nested, replica_count={n}\n" + REDUCERS + """
+called {{
+  q = f32[8] parameter(0)
+  ROOT a = f32[8] all-reduce(q), replica_groups={{}}, to_apply=add
+}}
+
+yes {{
+  q = f32[8] parameter(0)
+  ROOT a = f32[8] all-reduce(q), replica_groups={{}}, to_apply=max
+}}
+
+no {{
+  q = f32[8] parameter(0)
+  ROOT a = f32[8] negate(q)
+}}
+
 cond {{
   p = (s32[], f32[8]) parameter(0)
   i = s32[] get-tuple-element(p), index=0
@@ -72,7 +88,12 @@ ENTRY e {{
   w = (s32[], f32[8]) while(init), condition=cond, body=body
   out = f32[8] get-tuple-element(w), index=1
   g = f32[{n8}] all-gather(out), dimensions={{0}}, replica_groups={{}}
-  ROOT t = (f32[8], f32[{n8}], f32[8]) tuple(out, g, e1)
+  k = f32[8] call(x), to_apply=called
+  id = u32[] replica-id()
+  big = u32[] constant(100)
+  below = pred[] compare(id, big), direction=LT
+  b = f32[8] conditional(below, k, x), true_computation=yes, false_computation=no
+  ROOT t = (f32[8], f32[{n8}], f32[8], f32[8], f32[8]) tuple(out, g, e1, k, b)
 }}
 """
 
@@ -212,4 +233,5 @@ def test_python_api_under_mpiexec(tmp_path):
                        capture_output=True, text=True, timeout=180, env=_env(),
                        stdin=subprocess.DEVNULL)
     assert p.returncode == 0, p.stderr
-    assert sorted(ln for ln in p.stdout.splitlines() if ln) == ["0 xla True 0", "1 xla True 1"], p.stdout
+    lines = sorted(ln for ln in p.stdout.splitlines() if ln)
+    assert lines == ["0 xla True 0", "1 xla True 1"], p.stdout

@@ -17,9 +17,8 @@ timeouts, errors, reducers and rounding.
 Order.  Every rank must issue its collectives in the same order, and XLA:CPU runs
 independent thunks concurrently.  So the calls of a computation are chained: each takes,
 as a last operand, a u32[] the previous call returns as its last result (the first takes a
-constant) -- a data dependency XLA cannot reorder.  A while, conditional or call whose
-computations hold such calls is a link of its computation's chain through control
-predecessors (XLA's schedule order).
+constant) -- a data dependency XLA cannot reorder -- and the token goes through the whiles,
+conditionals and calls whose computations hold calls, as data too (mpi_order.py).
 """
 from __future__ import annotations
 
@@ -30,6 +29,7 @@ from ..hlo.ir import Instruction, Module, Shape
 from ..hlo.rewrite import NameUniquer, replace_all_uses
 from ..plugin.attrs import op_name
 from .engine import TYPED_FFI, EngineError
+from .mpi_order import ORDER, enter, leave, roles, threaded, thread
 
 TARGET = "xlaplug.mpi."
 KINDS = {"all-reduce": "all_reduce", "all-reduce-start": "all_reduce",
@@ -39,7 +39,6 @@ KINDS = {"all-reduce": "all_reduce", "all-reduce-start": "all_reduce",
          "collective-permute-start": "collective_permute",
          "collective-broadcast": "collective_broadcast"}
 TARGETS = sorted({TARGET + k for k in KINDS.values()} | {TARGET + "kernel"})
-ORDER = Shape.array("u32", ())
 DONES = ("all-reduce-done", "all-gather-done", "collective-permute-done")
 
 
@@ -110,50 +109,48 @@ def rewrite_for_mpi(module: Module, place, registry, run: int) -> list[Instructi
     served: list[Instruction] = []
     uniq = NameUniquer(module)
     comps = list(module.computations)
-    orders, holds = _order(comps, registry)
-    for comp, order in zip(comps, orders):
-        if id(comp) not in holds:
-            continue
-        start = Instruction(uniq("mpi.order"), "constant", ORDER,
-                            literal=np.array(0, np.uint32))
-        link, prev_order, new = None, start, [start]
-        for ins in order:
-            if ins.opcode in ("replica-id", "partition-id"):  # this rank's device's
+    for comp in comps:  # this rank's device's ids, wherever they are asked for
+        for ins in comp.instructions:
+            if ins.opcode in ("replica-id", "partition-id"):
                 value = place.replica if ins.opcode == "replica-id" else place.partition
                 ins.opcode, ins.attrs, ins.literal = "constant", {}, np.array(value, np.uint32)
+    orders, holds = _order(comps, registry)
+    role_of = roles(module, holds)
+    for comp, order in zip(comps, orders):
+        role = role_of.get(id(comp))
+        if id(comp) not in holds and role is None:
+            continue
+        token, new = enter(comp, role, uniq)
+        for ins in order:
             if ins.opcode in DONES:  # its start was rewritten above: the start's value
                 _done(ins, comp, uniq, new)
                 continue
             kind = _kind(ins, registry)
             if kind is None:
-                if any(id(c) in holds for c in ins.called_computations()):
-                    if link is not None:  # a while / conditional / call: a link too
-                        ins.control_predecessors.append(link)
-                    link = ins
-                new.append(ins)
+                if threaded(ins, holds):  # a while / conditional / call: takes the token
+                    token = thread(ins, comp, token, uniq, new)
+                else:
+                    new.append(ins)
                 continue
             leaves = _leaves(ins)
             cfg = (f"{{run = {run} : i64, index = {len(served)} : i64, op = "
                    f"\"{op_name(ins) or ins.opcode}\"}}")
             call = Instruction(uniq(f"{ins.name}.mpi"), "custom-call",
-                               Shape.tuple_of(leaves + [ORDER]),
-                               list(ins.operands) + [prev_order],
+                               Shape.tuple_of(leaves + [ORDER]), list(ins.operands) + [token],
                                {"custom_call_target": TARGET + kind,
                                 "custom_call_has_side_effect": True,
                                 "api_version": Word(TYPED_FFI),
                                 "backend_config": Raw(cfg)},
                                line=ins.line, column=ins.column)
-            if link is not None and link.opcode != "custom-call":
-                call.control_predecessors.append(link)
             served.append(ins)
             gtes = [Instruction(uniq(f"{ins.name}.{k}"), "get-tuple-element", s, [call],
                                 {"index": k}) for k, s in enumerate(leaves + [ORDER])]
-            *values, prev_order = gtes
+            *values, token = gtes
             value = values[0] if not ins.shape.is_tuple else \
                 Instruction(uniq(f"{ins.name}.tuple"), "tuple", ins.shape, values)
             new += [call, *gtes] + ([value] if ins.shape.is_tuple else [])
             replace_all_uses(comp, ins, value)
-            link = call
+        leave(comp, role, token, uniq, new)
         comp.instructions = new
     return served
 
