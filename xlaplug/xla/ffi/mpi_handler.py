@@ -33,7 +33,8 @@ class Binding:
     ctx: object
     instructions: list
     failure: BaseException | None = None
-    calls: int = field(default=0)
+    calls: int = 0
+    kernels: dict = field(default_factory=dict)  # index -> the instruction's kernel
 
 
 def _flat(value) -> list:
@@ -91,7 +92,9 @@ class MpiHandler:
         results, _ = decode.buffers(frame.rets)
         *args, order = operands
         ctx = binding.ctx
-        kernel = ctx.resolve(ins)
+        kernel = binding.kernels.get(index)
+        if kernel is None:
+            kernel = binding.kernels[index] = ctx.resolve(ins)
         with np.errstate(all="ignore"):
             out = _flat(kernel(ins, args, ctx))
         if len(out) != len(results) - 1:
