@@ -98,8 +98,10 @@ def worker(sizes: list[int]) -> None:
     from mpi4py import MPI
 
     from xlaplug.backends.spmd.groups import DeviceGrid
+    from xlaplug.xla.mpi_engine import spare_the_cores
     comm = MPI.COMM_WORLD
     rank, d = comm.Get_rank(), comm.Get_size()
+    spare_the_cores(d)  # as the engine does, before jax starts
     rows = []
     for nbytes in sizes:
         n = nbytes // 4
@@ -136,14 +138,16 @@ def main() -> int:
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
                JAX_PLATFORMS="cpu")
     for d in [int(x) for x in a.devices.split(",")]:
-        p = subprocess.run([_mpiexec(), "-n", str(d), sys.executable, __file__, "--worker",
-                            "--sizes", a.sizes], capture_output=True, text=True, env=env,
-                           timeout=900)
-        if p.returncode != 0:
-            print(f"D={d}: the workers failed: {p.stderr.strip().splitlines()[-1:]}",
-                  file=sys.stderr)
-            return 1
-        report["runs"][d] = json.loads(p.stdout.strip().splitlines()[-1])
+        report["runs"][d] = []
+        for size in sizes:  # a process per size: one transport, as `xlaplug run` has
+            p = subprocess.run([_mpiexec(), "-n", str(d), sys.executable, __file__,
+                                "--worker", "--sizes", str(size)], capture_output=True,
+                               text=True, env=env, timeout=900)
+            if p.returncode != 0:
+                print(f"D={d}: the workers failed: {p.stderr.strip().splitlines()[-1:]}",
+                      file=sys.stderr)
+                return 1
+            report["runs"][d] += json.loads(p.stdout.strip().splitlines()[-1])
     report["load_after"] = os.getloadavg()[0]
     if a.json:
         print(json.dumps(report, indent=2))

@@ -49,6 +49,9 @@ class ExecContext:
         self._constants: dict[int, Any] = {}
         # Kernels' per-run caches (compiled loop plans, ...), by name: see kernel_cache.py.
         self.kernel_cache = KernelCache()
+        # Result buffers a collective may write into, during one call of the XLA engine's
+        # handler (xla/ffi/mpi_handler.py); None: the kernel's own.
+        self.destinations = None
         from ..backends.device import memory_for
         self.memory = memory_for(device)
         # FTZ and DAZ around the kernels where XLA:CPU flushes (cpu/denormals.py).
