@@ -235,3 +235,17 @@ def test_python_api_under_mpiexec(tmp_path):
     assert p.returncode == 0, p.stderr
     lines = sorted(ln for ln in p.stdout.splitlines() if ln)
     assert lines == ["0 xla True 0", "1 xla True 1"], p.stdout
+
+
+def test_async_forms_match_the_interpreter(tmp_path):
+    from test_mpi_rewrite import ASYNC
+    hlo = tmp_path / "async.hlo"
+    hlo.write_text(ASYNC)
+    x = np.random.default_rng(5).standard_normal((2, 4)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", in0=x)
+    ours = _run(tmp_path, hlo, 2, "xla")
+    interpreter = _run(tmp_path, hlo, 2, "interpreter")
+    assert len(ours) == len(interpreter) == 3
+    for a, b in zip(ours, interpreter):
+        assert a.shape == b.shape and np.array_equal(a, b)
+    assert np.array_equal(ours[1], np.tile(x.reshape(-1), (2, 1)))  # the all-gather

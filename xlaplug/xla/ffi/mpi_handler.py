@@ -33,7 +33,6 @@ class Binding:
     ctx: object
     instructions: list
     failure: BaseException | None = None
-    calls: int = 0
     kernels: dict = field(default_factory=dict)  # index -> the instruction's kernel
 
 
@@ -114,4 +113,3 @@ class MpiHandler:
             if not _same(buf, value):
                 buf[...] = value
         results[-1][...] = order + 1  # the next call in the chain waits for this one
-        binding.calls += 1
