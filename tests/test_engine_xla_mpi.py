@@ -217,7 +217,8 @@ rank = MPI.COMM_WORLD.Get_rank()
 x = np.random.default_rng(rank).standard_normal({g}).astype(np.float32)
 ours, interpreter = exe.run(x, engine="xla"), exe.run(x)
 same = all(np.array_equal(a, b) for a, b in zip(ours.outputs, interpreter.outputs))
-print(rank, ours.engine, same, int(ours.outputs[-1]))
+open(f"{{sys.argv[2]}}.{{rank}}", "w").write(f"{{rank}} {{ours.engine}} {{same}} "
+                                            f"{{int(ours.outputs[-1])}}")
 """
 
 
@@ -229,12 +230,13 @@ def test_python_api_under_mpiexec(tmp_path):
     hlo, script = tmp_path / "core.hlo", tmp_path / "api.py"
     hlo.write_text(_core(2))
     script.write_text(API.format(g=8))
-    p = subprocess.run([_mpiexec(), "-n", "2", sys.executable, str(script), str(hlo)],
-                       capture_output=True, text=True, timeout=180, env=_env(),
+    said = tmp_path / "said"
+    p = subprocess.run([_mpiexec(), "-n", "2", sys.executable, str(script), str(hlo),
+                        str(said)], capture_output=True, text=True, timeout=180, env=_env(),
                        stdin=subprocess.DEVNULL)
-    assert p.returncode == 0, p.stderr
-    lines = sorted(ln for ln in p.stdout.splitlines() if ln)
-    assert lines == ["0 xla True 0", "1 xla True 1"], p.stdout
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    lines = [(tmp_path / f"said.{r}").read_text() for r in (0, 1)]
+    assert lines == ["0 xla True 0", "1 xla True 1"], (lines, p.stdout, p.stderr)
 
 
 def test_async_forms_match_the_interpreter(tmp_path):
