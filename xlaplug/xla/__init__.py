@@ -12,6 +12,10 @@
   partitioned by XLA for its mesh's device count, its values cut and put back together by
   `global_shards`.
 * `check`: `check-plugins --reference xla`: each decomposition on XLA against its kernel.
+* `engine`: `run --engine xla` on one device, plugin kernels as typed-FFI handlers (`ffi/`).
+  Under mpiexec, `mpi_engine`: each rank's device on XLA, its collectives rewritten
+  (`mpi_rewrite`, ordered by a token threaded through control flow: `mpi_order`) into calls
+  that `ffi/mpi_handler.py` serves with the interpreter's kernels over MPI.
 
 Nothing here imports jax at import time: without jax, using the bridge is a one-line error
 naming the extra.
