@@ -216,9 +216,10 @@ def check_plugins_cmd(ops, device, trials, seed, as_json, verbose, devices, refe
 
 def _engine_options(device: str, devices: int, in_jax: bool) -> None:
     """`check-plugins --engine xla` refuses what it cannot honour (one line, exit 2)."""
+    from ..backends.backend import backend_for
     from ..runtime.driver import OptionError
     from ..xla.jaxlib_names import require_jax
-    if device != "cpu":
+    if not backend_for(device).on_host:  # XLA:CPU's FFI hands kernels host buffers
         raise OptionError(f"check-plugins --engine xla checks CPU kernels; --device {device} "
                           "is not served by it")
     if devices > 1:

@@ -54,6 +54,9 @@ class ExecContext:
         # The backend's own kernels as this context runs them (the CPU's flushed ones hold
         # this context's FP environment buffers).
         self._own_kernels = self.backend.own_kernels()
+        # Result buffers a collective may write into, during one call of the XLA engine's
+        # handler (xla/ffi/mpi_handler.py); None: the kernel's own.
+        self.destinations = None
 
     def resolve(self, ins: Instruction) -> Callable | None:
         """The kernel for an instruction: a plugin's, else the backend's."""

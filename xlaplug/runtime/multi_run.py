@@ -89,14 +89,17 @@ class QuietStop(Exception):
 def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, device: str,
                  options: RunOptions, overrides, expected: dict | None, rtol, atol,
                  context=None, profilers: dict | None = None, trace_events=None,
-                 progress=None) -> dict:
+                 progress=None, execute=None) -> dict:
     """This rank's devices (D / ranks of them: one, or several on threads), `options.repeat`
     times.  Returns {"rank", "devices", "per_device", "run_times", "mismatches", "all_ok",
     "events"}: this rank's devices -- with `options.gather`, rank 0's holds every device's
     outputs, mismatches, trace events and the slowest rank's run times.  `context`: the
     context of a rank's one device when one is made already (preflight's); `profilers`:
     {device: profiler.Profiler} for this rank's devices; `trace_events()`: this rank's trace
-    events once it has run (None: no trace); `progress`: (runs done, runs) after each run."""
+    events once it has run (None: no trace); `progress`: (runs done, runs) after each run;
+    `execute(ctx, args)`: (the last run's outputs, [seconds of each run]) where another
+    engine runs the rank's one device (`--engine xla`: runtime/mpi_engine.py), else the
+    interpreter runs it."""
     from ..backends.common.errors import ExecutionError
     from ..backends.spmd.kernels import Place
     from ..backends.spmd.mpi import MpiTransport
@@ -138,7 +141,11 @@ def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, device: st
             args = ctx.memory.to_device(args_of_device(rank))
         else:  # the leaders of a rank's devices talk point to point: no communicators
             transport.prepare([])
-        for _ in range(options.repeat):
+        runs = range(options.repeat)
+        if execute is not None:
+            last, times = execute(ctx, args)
+            outs, runs = [last], ()
+        for _ in runs:
             t0 = time.perf_counter()
             if k == 1:
                 with np.errstate(all="ignore"):

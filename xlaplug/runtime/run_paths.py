@@ -53,8 +53,12 @@ def _on_xla(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:
     from ..backends.spmd.mpi import launched_by_mpi
     from .on_xla import run_on_xla
     from .inputs import build_inputs
-    if grid.count > 1 or launched_by_mpi():
-        raise RunError(f"--engine xla: runs one device; this run has {grid.count}")
+    if launched_by_mpi():  # this rank's device; its collectives over MPI
+        from .mpi_engine import run_on_xla_over_mpi
+        return run_on_xla_over_mpi(exe, grid, inputs, options, expected, rtol, atol)
+    if grid.count > 1:
+        raise RunError(f"--engine xla: runs one device in one process (under mpiexec, one "
+                       f"per process); this run has {grid.count}")
     if exe.source_text is None:
         raise RunError("engine xla runs the module as read: compile it with keep_source=True")
     res = run_on_xla(exe.source_text, exe.session, build_inputs(exe.module, inputs, options),

@@ -11,7 +11,12 @@
   (jax's shard_map or automatically partitioned program, before partitioning) is
   partitioned by XLA for its mesh's device count, its values cut and put back together by
   `global_shards`.
-* `check`: `check-plugins --reference xla`: each decomposition on XLA against its kernel.
+* `check_engine`: `check-plugins --engine xla`: each kernel inside XLA against its
+  decomposition run by XLA (runtime/check.py and runtime/on_xla.py drive the checks).
+* `engine`: `run --engine xla` on one device, plugin kernels as typed-FFI handlers (`ffi/`).
+  Under mpiexec, runtime/mpi_engine.py: each rank's device on XLA, its collectives rewritten
+  (`mpi_rewrite`, ordered by a token threaded through control flow: `mpi_order`) into calls
+  that `ffi/mpi_handler.py` serves with the interpreter's kernels over MPI.
 
 Nothing here imports jax at import time: without jax, using the bridge is a one-line error
 naming the extra.

@@ -48,21 +48,29 @@ def _typed_ffi(ins) -> None:
     ins.attrs["api_version"] = Word(TYPED_FFI)
 
 
-def engine_text(source_text: str, registry, name: str = "<xla engine>") -> tuple[str, list]:
-    """(HLO text for XLA, the FFI registrations) of a module as read."""
+def lowered(source_text: str, registry, name: str = "<xla engine>",
+            communicators: bool = False):
+    """The module as read, its plugin ops lowered as the interpreter lowers them with
+    `--prefer kernel`.  A kernel that needs a communicator (the Horovod ops) has no
+    devices to meet inside XLA on one device: its op is decomposed, as if it had no kernel
+    -- unless `communicators` (under mpiexec, runtime/mpi_engine.py serves them)."""
     from ..passes.pipeline import compile_module
     from ..hlo.text.parser import parse_module
-    from ..hlo.text.printer import module_to_text
     from ..plugin.session import Session
-    from .ffi import NOT_SERVED, register_op
     from .reference import check_arguments
     module = parse_module(source_text, name)
     check_arguments(module)
-    # A kernel that needs a communicator (the Horovod ops) has no devices to meet inside
-    # XLA: its op is decomposed, as if it had no kernel.
     lowering = copy.copy(registry)
-    lowering.kernels = {k: e for k, e in registry.kernels.items() if not e.communicator}
+    if not communicators:
+        lowering.kernels = {k: e for k, e in registry.kernels.items() if not e.communicator}
     compile_module(module, Session(lowering, prefer="kernel"), "custom-call-lowering")
+    return module
+
+
+def serve_plugin_ops(module, registry) -> list:
+    """Every plugin custom call with a CPU kernel made a typed-FFI call, its kernel
+    registered as the target; returns the registrations."""
+    from .ffi import NOT_SERVED, register_op
     served, seen, taken = [], set(), set()
     for comp in module.computations:
         for ins in comp.instructions:
@@ -88,4 +96,12 @@ def engine_text(source_text: str, registry, name: str = "<xla engine>") -> tuple
                                       column=ins.column)
                 served.append(s)
             _typed_ffi(ins)
+    return served
+
+
+def engine_text(source_text: str, registry, name: str = "<xla engine>") -> tuple[str, list]:
+    """(HLO text for XLA, the FFI registrations) of a module as read."""
+    from ..hlo.text.printer import module_to_text
+    module = lowered(source_text, registry, name)
+    served = serve_plugin_ops(module, registry)
     return module_to_text(module), served

@@ -192,7 +192,8 @@ def _all_reduce(ins, args, ctx, shape):
     group, combine, op = plan.group, plan.combine, plan.op
     vals = _host_args(ins, args, ctx)
     if op is not None:
-        return _out(ins, place.transport.allreduce(place.device, ins, group, vals, op),
+        return _out(ins, place.transport.allreduce(place.device, ins, group, vals, op,
+                                                   into=getattr(ctx, "destinations", None)),
                     shape, ctx, fresh=True)
     if hasattr(place.transport, "share"):
         # Threads of one process: the values are reduced once, into every member's outputs:

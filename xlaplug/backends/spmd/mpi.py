@@ -164,9 +164,11 @@ class MpiTransport(PolledWaits, HeaderSwaps):
         dtype = np.dtype(dtype)
         return dtype in _NATIVE and not (op in _REAL_ONLY and dtype.kind == "c")
 
-    def allreduce(self, device: int, ins, group, arrays: list[np.ndarray], op: str) -> list:
+    def allreduce(self, device: int, ins, group, arrays: list[np.ndarray], op: str,
+                  into: list | None = None) -> list:
         """One MPI reduction over the group for all `arrays` (fused into one buffer when they
-        share a dtype, as Horovod's tensor fusion does)."""
+        share a dtype, as Horovod's tensor fusion does); `into`: C-contiguous arrays of the
+        results' shapes and dtypes to reduce into (XLA's result buffers), else reused ones."""
         mpi_op = self.mpi_op(op)
         comm = self._comm(ins, group)
         if len(arrays) == 1 and arrays[0].nbytes < _BLOCKING_BYTES:
@@ -186,7 +188,8 @@ class MpiTransport(PolledWaits, HeaderSwaps):
             else:
                 send = self._send.take(dt, sum(arrays[i].size for i in idx))
                 np.concatenate([np.asarray(arrays[i]).reshape(-1) for i in idx], out=send)
-            bufs.append((idx, send, self._recv.take(dt, send.size)))
+            bufs.append((idx, send, into[idx[0]].reshape(-1) if into and len(idx) == 1
+                         else self._recv.take(dt, send.size)))
         if sum(b[1].nbytes for b in bufs) >= _BLOCKING_BYTES:
             # Large: every member has arrived (the headers' polled swap: no unbounded
             # wait), so the blocking MPI_Allreduce, whose algorithms beat the non-blocking

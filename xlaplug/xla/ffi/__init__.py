@@ -6,6 +6,7 @@
     nopython.py         the call frame read in nopython mode (numba intrinsics and helpers)
     compiled_handler.py the numba @cfunc handler of an @njit kernel: no Python, no GIL
     register.py         registration with jax's CPU backend, and its report
+    mpi_handler.py      the `xlaplug.mpi.*` targets: a rank's collectives over MPI
 
 `xlaplug.jax.register(plugins)` is the public entry point.
 """

@@ -25,6 +25,7 @@ from .python_handler import PythonHandler
 from .signatures import compile_examples
 
 COMPILED, PYTHON, NOT_SERVED = "compiled handler", "Python handler", "not served"
+OWN = "xlaplug"  # the owner of the targets xlaplug serves itself (serve_own)
 
 
 @dataclass
@@ -124,6 +125,26 @@ def register_op(op: str, entry, target: str | None = None, shape_rule=None) -> S
                           taken=taken)
         _TARGETS[target] = _Target(plugin.name, plugin.source, handler, served)
         return served
+
+
+def serve_own(targets: list[str], make) -> object:
+    """xlaplug's own handler of `targets` (one object serves them all, e.g. the MPI
+    collectives' xla/ffi/mpi_handler.py): made by `make()` and registered the first time,
+    the same object every time after."""
+    jax = _jax_cpu()
+    with _LOCK:
+        held = _TARGETS.get(targets[0])
+        if held is not None and held.plugin == OWN:
+            return held.handler
+        handler = make()
+        capsule = jax.ffi.pycapsule(abi.HANDLER(handler.address))
+        for target in targets:
+            if target in _TARGETS:
+                raise abi.FfiError(f"FFI target '{target}' is xlaplug's own; plugin "
+                                   f"'{_TARGETS[target].plugin}' registered it already")
+            jax.ffi.register_ffi_target(target, capsule, platform="cpu", api_version=1)
+            _TARGETS[target] = _Target(OWN, "xlaplug", handler, Served(target, OWN, PYTHON))
+        return handler
 
 
 def register_registry(registry) -> Report:

@@ -1,0 +1,253 @@
+"""`mpiexec -n D xlaplug run M --engine xla` (issue 22 item 3): each rank runs its device on
+XLA:CPU and its collectives are served inside XLA by xlaplug's MPI communicator.  Its
+outputs are the interpreter's over MPI, bit for bit (the same kernels and transport), and
+XLA's own multi-device run's (host devices in a subprocess); a collective that not every
+rank reaches, or that ranks disagree on, ends every rank with exit 2 and one line."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from test_multi_device_cli import DISAGREE, xlaplug
+
+pytestmark = [pytest.mark.jax, pytest.mark.slow]
+
+REDUCERS = """
+add {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}}
+
+max {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] maximum(a, b)
+}}
+"""
+# Every core collective, one instruction each (g = 4 n elements: n blocks of 4).
+CORE = "HloModule core, replica_count={n}\n" + REDUCERS + """
+ENTRY e {{
+  x = f32[{g}] parameter(0)
+  s = f32[{g}] all-reduce(x), replica_groups={{}}, to_apply=add
+  m = f32[{g}] all-reduce(x), replica_groups={{}}, to_apply=max
+  ag = f32[{gn}] all-gather(x), dimensions={{0}}, replica_groups={{}}
+  rs = f32[4] reduce-scatter(x), dimensions={{0}}, replica_groups={{}}, to_apply=add
+  a2a = f32[{g}] all-to-all(x), dimensions={{0}}, replica_groups={{{{{every}}}}}
+  cp = f32[{g}] collective-permute(x), source_target_pairs={ring}
+  id = u32[] replica-id()
+  ROOT t = (f32[{g}], f32[{g}], f32[{gn}], f32[4], f32[{g}], f32[{g}], u32[]) tuple(s, m, ag, rs, a2a, cp, id)
+}}
+"""
+# Collectives inside a while body, a call and a conditional's branch, and one in the entry
+# that none of them depends on.
+NESTED = "HloModule nested, replica_count={n}\n" + REDUCERS + """
+called {{
+  q = f32[8] parameter(0)
+  ROOT a = f32[8] all-reduce(q), replica_groups={{}}, to_apply=add
+}}
+
+yes {{
+  q = f32[8] parameter(0)
+  ROOT a = f32[8] all-reduce(q), replica_groups={{}}, to_apply=max
+}}
+
+no {{
+  q = f32[8] parameter(0)
+  ROOT a = f32[8] negate(q)
+}}
+
+cond {{
+  p = (s32[], f32[8]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  three = s32[] constant(3)
+  ROOT lt = pred[] compare(i, three), direction=LT
+}}
+
+body {{
+  p = (s32[], f32[8]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  v = f32[8] get-tuple-element(p), index=1
+  r = f32[8] all-reduce(v), replica_groups={{}}, to_apply=max
+  id = u32[] replica-id()
+  f = f32[] convert(id)
+  fs = f32[8] broadcast(f), dimensions={{}}
+  h = f32[8] add(r, fs)
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  ROOT t = (s32[], f32[8]) tuple(j, h)
+}}
+
+ENTRY e {{
+  x = f32[8] parameter(0)
+  e1 = f32[8] all-reduce(x), replica_groups={{}}, to_apply=add
+  z = s32[] constant(0)
+  init = (s32[], f32[8]) tuple(z, x)
+  w = (s32[], f32[8]) while(init), condition=cond, body=body
+  out = f32[8] get-tuple-element(w), index=1
+  g = f32[{n8}] all-gather(out), dimensions={{0}}, replica_groups={{}}
+  k = f32[8] call(x), to_apply=called
+  id = u32[] replica-id()
+  big = u32[] constant(100)
+  below = pred[] compare(id, big), direction=LT
+  b = f32[8] conditional(below, k, x), true_computation=yes, false_computation=no
+  ROOT t = (f32[8], f32[{n8}], f32[8], f32[8], f32[8]) tuple(out, g, e1, k, b)
+}}
+"""
+
+
+def _core(n: int) -> str:
+    ring = "{" + ",".join(f"{{{d},{(d + 1) % n}}}" for d in range(n)) + "}"
+    return CORE.format(n=n, g=4 * n, gn=4 * n * n, ring=ring,
+                       every=",".join(map(str, range(n))))
+
+
+def _run(tmp_path, hlo, n, engine, *more):
+    out = tmp_path / f"{engine}{n}.npz"
+    p = xlaplug("run", hlo, "--inputs", tmp_path / "in.npz", "--out", out, "--engine",
+                engine, *more, mpi=n, timeout=180)
+    assert p.returncode == 0, p.stderr
+    got = np.load(out)
+    return [got[f"out{k}"] for k in range(len(got.files))]
+
+
+def _xla(text: str, x: np.ndarray, n: int, more=()) -> list[np.ndarray]:
+    """XLA:CPU's own run on n host devices (a subprocess), plugin ops decomposed: [leaf]
+    stacked by device."""
+    from xlaplug.cli.common import setup_plugins
+    from xlaplug.xla.reference import reference_for_text
+    session = setup_plugins((), False, False, "cpu", "kernel")
+    per_device = [[a[d] for a in more] + [x[d]] if more else [x[d]] for d in range(n)]
+    outs = reference_for_text(text, session.registry, per_device, n, 1)
+    return [np.stack([outs[d][k] for d in range(n)]) for k in range(len(outs[0]))]
+
+
+@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("module", ["core", "nested"])
+def test_collectives_match_the_interpreter_and_xla(tmp_path, n, module):
+    text = _core(n) if module == "core" else NESTED.format(n=n, n8=8 * n)
+    hlo = tmp_path / f"{module}.hlo"
+    hlo.write_text(text)
+    size = 4 * n if module == "core" else 8
+    x = np.random.default_rng(n).standard_normal((n, size)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", in0=x)
+    ours = _run(tmp_path, hlo, n, "xla")
+    interpreter = _run(tmp_path, hlo, n, "interpreter")
+    xla = _xla(text, x, n)
+    assert len(ours) == len(interpreter) == len(xla)
+    for k, (a, b, c) in enumerate(zip(ours, interpreter, xla)):
+        assert a.dtype == b.dtype == c.dtype and a.shape == b.shape == c.shape, k
+        assert np.array_equal(a, b), k  # the same kernels, the same transport
+        assert np.allclose(a, c, rtol=1e-6, atol=1e-6), k  # (MPI's sum order: 1 ULP)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_horovod_allreduce_example(tmp_path, n):
+    from pathlib import Path
+    hlo = Path(__file__).resolve().parents[1] / "examples" / "horovod_allreduce4.hlo"
+    rng = np.random.default_rng(0)
+    w, grad = (rng.standard_normal((n, 1024)).astype(np.float32) for _ in range(2))
+    np.savez(tmp_path / "in.npz", in0=w, in1=grad)
+    more = ("--replicas", n)
+    (ours,) = _run(tmp_path, hlo, n, "xla", *more)
+    (interpreter,) = _run(tmp_path, hlo, n, "interpreter", *more)
+    (xla,) = _xla(hlo.read_text().replace("replica_count=4", f"replica_count={n}"),
+                  grad, n, more=(w,))
+    assert np.array_equal(ours, interpreter)
+    assert np.allclose(ours, xla, rtol=1e-6, atol=1e-6)
+    # every device holds the same mean: w - 0.1 * mean(grad over devices)
+    assert np.allclose(ours, w - 0.1 * grad.mean(0), rtol=1e-5, atol=1e-6)
+
+
+def _errors(p) -> list[str]:
+    return [ln for ln in p.stderr.splitlines() if "error:" in ln]
+
+
+def test_a_collective_not_every_rank_reaches_times_out(tmp_path):
+    hlo = tmp_path / "disagree.hlo"
+    hlo.write_text(DISAGREE.format(n=2))
+    t0 = time.monotonic()
+    p = xlaplug("run", hlo, "--engine", "xla", "--collective-timeout", 3, mpi=2, timeout=90)
+    took = time.monotonic() - t0
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    errors = _errors(p)
+    assert len(errors) == 1, p.stderr
+    assert "device 0: all-reduce 'r' (call 1): device 1 did not arrive within 3 s; " \
+           "device 1 finished" in errors[0], errors[0]
+    assert took < 45, took  # not a timing test: a hang would run into the limit
+
+
+def test_ranks_at_different_collectives_end_at_once(tmp_path):
+    # partition 0 reduces in 'r', the others in 'q': the headers differ, no one waits
+    hlo = tmp_path / "differ.hlo"
+    hlo.write_text(DISAGREE.format(n=2).replace(
+        "  ROOT r = f32[4] negate(p)",
+        "  ROOT q = f32[4] all-reduce(p), channel_id=1, replica_groups=[1,2]<=[2], "
+        "use_global_device_ids=true, to_apply=add"))
+    t0 = time.monotonic()
+    p = xlaplug("run", hlo, "--engine", "xla", "--collective-timeout", 30, mpi=2, timeout=90)
+    took = time.monotonic() - t0
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    errors = _errors(p)
+    assert len(errors) == 1, p.stderr
+    assert "'r'" in errors[0] and "'q'" in errors[0], errors[0]
+    assert took < 28, took  # before the timeout: the header names both sides
+
+
+def test_rank_count_that_does_not_fit(tmp_path):
+    hlo = tmp_path / "core.hlo"
+    hlo.write_text(_core(4))
+    p = xlaplug("run", hlo, "--engine", "xla", mpi=2, timeout=90)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    errors = _errors(p)
+    assert len(errors) == 1 and errors[0].endswith(
+        "--engine xla over MPI runs one device per process: the module runs on 4 devices "
+        "(4 replicas x 1 partition) but mpiexec started 2 processes: use mpiexec -n 4"), \
+        p.stderr
+
+
+API = """import sys
+import numpy as np
+import xlaplug
+from mpi4py import MPI
+exe = xlaplug.compile(open(sys.argv[1]).read(), keep_source=True)
+rank = MPI.COMM_WORLD.Get_rank()
+x = np.random.default_rng(rank).standard_normal({g}).astype(np.float32)
+ours, interpreter = exe.run(x, engine="xla"), exe.run(x)
+same = all(np.array_equal(a, b) for a, b in zip(ours.outputs, interpreter.outputs))
+open(f"{{sys.argv[2]}}.{{rank}}", "w").write(f"{{rank}} {{ours.engine}} {{same}} "
+                                            f"{{int(ours.outputs[-1])}}")
+"""
+
+
+def test_python_api_under_mpiexec(tmp_path):
+    import subprocess
+    import sys
+
+    from test_multi_device_cli import _env, _mpiexec
+    hlo, script = tmp_path / "core.hlo", tmp_path / "api.py"
+    hlo.write_text(_core(2))
+    script.write_text(API.format(g=8))
+    said = tmp_path / "said"
+    p = subprocess.run([_mpiexec(), "-n", "2", sys.executable, str(script), str(hlo),
+                        str(said)], capture_output=True, text=True, timeout=180, env=_env(),
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    lines = [(tmp_path / f"said.{r}").read_text() for r in (0, 1)]
+    assert lines == ["0 xla True 0", "1 xla True 1"], (lines, p.stdout, p.stderr)
+
+
+def test_async_forms_match_the_interpreter(tmp_path):
+    from test_mpi_rewrite import ASYNC
+    hlo = tmp_path / "async.hlo"
+    hlo.write_text(ASYNC)
+    x = np.random.default_rng(5).standard_normal((2, 4)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", in0=x)
+    ours = _run(tmp_path, hlo, 2, "xla")
+    interpreter = _run(tmp_path, hlo, 2, "interpreter")
+    assert len(ours) == len(interpreter) == 3
+    for a, b in zip(ours, interpreter):
+        assert a.shape == b.shape and np.array_equal(a, b)
+    assert np.array_equal(ours[1], np.tile(x.reshape(-1), (2, 1)))  # the all-gather
