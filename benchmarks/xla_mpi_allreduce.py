@@ -7,7 +7,7 @@
 Each of D processes (`mpiexec -n D`) runs an HLO module holding one f32 all-reduce (sum
 over all replicas), as `mpiexec -n D xlaplug run M --engine xla` runs it: the rank's
 program compiled once by XLA:CPU, its all-reduce a typed-FFI call (`xlaplug.mpi.all_reduce`)
-served by xlaplug's MPI transport (xla/mpi_engine.py).  Timed: one execution of that
+served by xlaplug's MPI transport (runtime/mpi_engine.py).  Timed: one execution of that
 executable, to its result ready (no copy of the output to numpy), against
 `comm.Allreduce(x, recv)` on the same buffer -- in alternating rounds between barriers (the
 slowest rank's median per call), so a shared machine's load falls on both alike.  Ratios
