@@ -76,7 +76,7 @@ class Executable:
     # slices in a run's trace (RunOptions.trace).
     phases: list = field(default_factory=list)
     _thunks: Any = None
-    _prepared: dict = field(default_factory=dict, repr=False)
+    _contexts: Any = field(default=None, repr=False)
 
     @property
     def hlo(self) -> str:
@@ -148,14 +148,19 @@ class Executable:
         from .run_paths import run_executable
         return run_executable(self, inputs, options, expected, rtol, atol, progress)
 
+    @property
+    def contexts(self):
+        """What the executable keeps between runs, per device: run contexts and rng state
+        (device_contexts.DeviceContexts)."""
+        if self._contexts is None:
+            from .device_contexts import DeviceContexts
+            self._contexts = DeviceContexts(self.module, self.session)
+        return self._contexts
+
     def prepared(self, options: RunOptions):
         """The one-device context for `options` (runner.Prepared), made on first use and
         kept: its thunk sequence and kernels serve every later call."""
-        key = (options.interpret, options.max_while_iterations, options.draw_seed)
-        if key not in self._prepared:
-            from .runner import prepare
-            self._prepared[key] = prepare(self.module, self.session, options)
-        return self._prepared[key]
+        return self.contexts.prepared(options)
 
 
 def compile(source, *, plugins: Iterable = (), device: str = "cpu", passes: str | None = None,

@@ -19,11 +19,12 @@ def run_executable(exe, inputs: dict | None, options: RunOptions, expected: dict
     grid = grid_for(exe.module, options.replicas, options.partitions)
     if options.engine == "xla":
         return _on_xla(exe, grid, inputs, options, expected, rtol, atol)
-    if launched_by_mpi():
-        return _over_mpi(exe, grid, inputs, options, expected, rtol, atol, progress)
-    if grid.count > 1:
-        return _in_process(exe, grid, inputs, options, expected, rtol, atol, progress)
-    return _one_device(exe, grid, inputs, options, expected, rtol, atol, progress)
+    with exe.contexts.lock:  # the kept contexts serve one run at a time
+        if launched_by_mpi():
+            return _over_mpi(exe, grid, inputs, options, expected, rtol, atol, progress)
+        if grid.count > 1:
+            return _in_process(exe, grid, inputs, options, expected, rtol, atol, progress)
+        return _one_device(exe, grid, inputs, options, expected, rtol, atol, progress)
 
 
 def _one_device(exe, grid, inputs, options, expected, rtol, atol, progress) -> RunResult:
@@ -72,12 +73,12 @@ def _in_process(exe, grid, inputs, options, expected, rtol, atol, progress) -> R
         raise RunError(f"profiles a run on one device; this one runs on {grid.count} devices")
     t0 = time.perf_counter()
     per_inputs = device_inputs(exe.module, inputs, options, grid.count)
-    device, overrides = exe.session.device, exe.session.resolve
-    ctx = preflight(exe.module, grid, device, options, overrides, per_inputs[0])
+    contexts = exe.contexts.for_options(options)
+    preflight(exe.module, grid, contexts(0), options, per_inputs[0])
     t1 = time.perf_counter()
     profilers = _profilers(options, range(grid.count))
-    per_device, times = run_in_process(exe.module, grid, per_inputs, device=device,
-                                       options=options, overrides=overrides, first_context=ctx,
+    per_device, times = run_in_process(exe.module, grid, per_inputs, options=options,
+                                       contexts=contexts,
                                        profilers=profilers and list(profilers.values()),
                                        progress=progress)
     mismatches = (compare_devices(per_device, expected, rtol, atol)
@@ -106,7 +107,7 @@ def _over_mpi(exe, grid, inputs, options, expected, rtol, atol, progress) -> Run
     rank = mpi_module().COMM_WORLD.Get_rank()
     k = grid.count // ranks if grid.count % ranks == 0 else 1
     here = DeviceGrid(1, k)
-    device, overrides = exe.session.device, exe.session.resolve
+    contexts = exe.contexts.for_options(options)
     try:  # (a failure here: the other ranks hear it before their first collective)
         if options.gather:
             per_inputs = device_inputs(exe.module, inputs, options, grid.count)
@@ -115,14 +116,13 @@ def _over_mpi(exe, grid, inputs, options, expected, rtol, atol, progress) -> Run
             mine = device_inputs(exe.module, inputs, options, k) if k > 1 else \
                 [_own_inputs(exe.module, inputs, options, rank)]
             args_of = (lambda d: mine[d - rank * k])
-        ctx = preflight(exe.module, here, device, options, overrides, args_of(rank * k))
+        preflight(exe.module, here, contexts(rank * k), options, args_of(rank * k))
     except HloError as e:
         stop_before_run(e, options.collective_timeout)
     t1 = time.perf_counter()
     profilers = _profilers(options, range(rank * k, rank * k + k))
-    r = run_over_mpi(exe.module, grid, args_of, device=device, options=options,
-                     overrides=overrides, expected=expected, rtol=rtol, atol=atol,
-                     context=ctx if k == 1 else None, profilers=profilers,
+    r = run_over_mpi(exe.module, grid, args_of, options=options, contexts=contexts,
+                     expected=expected, rtol=rtol, atol=atol, profilers=profilers,
                      trace_events=profilers and (lambda: _process_events(
                          exe, grid, (t0, t1), profilers, rank, ranks)),
                      progress=progress)

@@ -88,12 +88,14 @@ class Prepared:
 
 
 def prepare(module: Module, session, options: RunOptions,
-            fusion_min_elements: int | None = None) -> Prepared:
+            fusion_min_elements: int | None = None, rng=None) -> Prepared:
+    """`rng`: the rng ops' state (an Executable's for this device, kept across its runs;
+    None: a fresh one)."""
     from .executor import ExecContext
     executor_options = options.executor_options()
     if fusion_min_elements is not None and not options.interpret:
         executor_options["fusion_min_elements"] = fusion_min_elements  # smaller: interpreted
-    ctx = ExecContext(session.device, executor_options, overrides=session.resolve)
+    ctx = ExecContext(session.device, executor_options, overrides=session.resolve, rng=rng)
     seq = ctx.sequence(module.entry)
     _check_kernels(ctx, seq)
     return Prepared(ctx, seq.total_peak_bytes())
@@ -116,7 +118,7 @@ def run_prepared(prep: Prepared, module: Module, args: list, options: RunOptions
             counted or profiler.timeline is not None) else None
         if timed is not None:
             timed.counting = counted
-        ctx.profiler = timed
+        ctx.begin_run(profiler=timed)
         t1 = time.perf_counter()
         try:
             with np.errstate(all="ignore"):
@@ -126,7 +128,7 @@ def run_prepared(prep: Prepared, module: Module, args: list, options: RunOptions
         except ExecutionError as e:
             raise RunError(str(e)) from None
         finally:
-            ctx.profiler = None
+            ctx.end_run()
         times.append(time.perf_counter() - t1)
         if timed is not None:
             timed.finish_run()
