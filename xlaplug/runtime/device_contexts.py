@@ -14,11 +14,17 @@ what XLA's k-th run of the same executable draws -- whether the runs come from
 starts its own streams (RunOptions.seed offsets the initial state).
 
 Runs of one Executable take turns (`lock`): a kept context holds one run's per-run state.
+What a call would otherwise work out again is kept too: the device grid, whether an MPI
+launcher started the process, each context's kernel check and buffer peak, and the threads
+(or fibers) its devices run on (closed when the executable goes: starting four threads
+cost ~1-4 ms a call on 2 loaded cores, spmd/device_threads.py).
 """
 from __future__ import annotations
 
 import threading
+import weakref
 
+from ..backends.spmd.mpi import launched_by_mpi
 from .options import RunOptions
 
 
@@ -30,6 +36,43 @@ class DeviceContexts:
         self._contexts: dict[tuple, object] = {}
         self._prepared: dict[tuple, object] = {}
         self._rng: dict[tuple[int, int], object] = {}
+        self._grids: dict[tuple, object] = {}
+        self._peaks: dict[tuple, int] = {}
+        self._devices: dict[int, object] = {}
+        self._last = (None, None)  # (options, Prepared) of the last one-device call
+        # The launcher's environment is the process's: read once.
+        self.under_mpi = launched_by_mpi()
+
+    def grid(self, options: RunOptions):
+        """The run's devices: `options`' replicas / partitions, else the module header's."""
+        key = (options.replicas, options.partitions)
+        grid = self._grids.get(key)
+        if grid is None:
+            from .multi_run import grid_for
+            grid = self._grids[key] = grid_for(self.module, *key)
+        return grid
+
+    def peak(self, options: RunOptions, device: int = 0) -> int:
+        """The bytes device `device`'s thunk sequence holds at most, its kernels checked
+        first (an instruction with no kernel is a RunError naming it); once per context."""
+        key = (self.settings(options), device)
+        peak = self._peaks.get(key)
+        if peak is None:
+            from .runner import _check_kernels
+            ctx = self.context(options, device)
+            seq = ctx.sequence(self.module.entry)
+            _check_kernels(ctx, seq)
+            peak = self._peaks[key] = seq.total_peak_bytes()
+        return peak
+
+    def devices(self, n: int):
+        """The threads or fibers `n` devices run on (spmd/runner.devices_for), kept."""
+        got = self._devices.get(n)
+        if got is None:
+            from .spmd.runner import devices_for
+            got = self._devices[n] = devices_for(self.module, n)
+            weakref.finalize(self, got.close)
+        return got
 
     @staticmethod
     def settings(options: RunOptions) -> tuple:
@@ -48,6 +91,8 @@ class DeviceContexts:
     def prepared(self, options: RunOptions):
         """Device 0's runner.Prepared for a run on one device (its context, checked for
         missing kernels, and the bytes its thunk sequence holds at most)."""
+        if options is self._last[0]:  # the same options object as the last call's
+            return self._last[1]
         key = self.settings(options)
         prep = self._prepared.get(key)
         if prep is None:
@@ -55,6 +100,7 @@ class DeviceContexts:
             prep = self._prepared[key] = prepare(self.module, self.session, options,
                                                  rng=self.rng(options.draw_seed, 0))
             self._contexts[(key, 0)] = prep.ctx
+        self._last = (options, prep)
         return prep
 
     def context(self, options: RunOptions, device: int):

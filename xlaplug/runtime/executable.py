@@ -18,7 +18,12 @@ from typing import Any, Iterable
 
 from ..hlo.errors import HloError, plural
 from ..hlo.ir import Module
-from .options import RunOptions, RunResult
+from .options import RunError, RunOptions, RunResult
+from .outputs import tolerance
+from .run_paths import run_executable
+
+# A run's options when none are given (RunOptions is frozen: a value, shared by every call).
+DEFAULT_OPTIONS = RunOptions()
 
 
 def load_session(plugins: Iterable = (), *, device: str = "cpu", prefer: str = "kernel",
@@ -130,10 +135,12 @@ class Executable:
         other ranks at every collective.  `expected`: `{"out0": ...}` to compare with
         (`rtol`/`atol`: None, the dtype's default); RunResult.mismatches lists what differs.
         `progress`: called with (runs done, runs) after each of `options.repeat` runs."""
-        from .outputs import tolerance
-        from .runner import RunError
-        options = RunOptions.of(options, **changes)
-        rtol, atol = tolerance("rtol", rtol), tolerance("atol", atol)
+        if options is None and not changes:
+            options = DEFAULT_OPTIONS  # one object: what a call keeps is found by identity
+        else:
+            options = RunOptions.of(options, **changes)
+        if rtol is not None or atol is not None:
+            rtol, atol = tolerance("rtol", rtol), tolerance("atol", atol)
         params = self.module.entry.parameters
         if args:
             if inputs is not None:
@@ -145,7 +152,6 @@ class Executable:
         elif inputs is not None and not isinstance(inputs, dict):
             raise RunError(f"inputs: expected a dict of in0, in1, ... arrays, got "
                            f"{type(inputs).__name__}")
-        from .run_paths import run_executable
         return run_executable(self, inputs, options, expected, rtol, atol, progress)
 
     @property

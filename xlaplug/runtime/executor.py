@@ -61,7 +61,13 @@ class ExecContext:
     after it by `end_run`: `profiler` (a profiler.Profiler timing every thunk, or None) and
     `spmd` (a backends.spmd.kernels.Place: the grid, this device and the transport it meets
     the others through; None: device 0 of one).
+
+    `__slots__` holds the fields: a kernel or a runner that sets any other attribute on a
+    context fails at once (per-kernel state goes in `kernel_cache`, rng state in `rng`).
     """
+    __slots__ = ("device", "options", "blas_threads", "overrides", "rng", "runtime", "turn",
+                 "profiler", "spmd", "_sequences", "_scalar_fns", "_constants",
+                 "kernel_cache", "backend", "memory", "_own_kernels")
 
     def __init__(self, device: str = "cpu", options: dict | None = None,
                  overrides: Callable[[Instruction], Callable | None] | None = None,

@@ -3,6 +3,7 @@ device per MPI rank (N = D) or D / N devices per rank on threads (N divides D). 
 replica d // P, partition d % P, as XLA numbers them (backends/spmd/groups.py)."""
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 
@@ -26,17 +27,19 @@ def grid_for(module: Module, replicas: int | None, partitions: int | None) -> De
 
 
 def run_in_process(module: Module, grid: DeviceGrid, args: list[list], *, options: RunOptions,
-                   contexts, profilers=None, progress=None) -> tuple[list, list]:
+                   contexts, profilers=None, progress=None, threads=None) -> tuple[list, list]:
     """Every device's output leaves, and the wall time of each of `options.repeat` runs.
     `contexts(d)`: device d's run context (an Executable's kept ones: thunk sequences,
     compiled kernels, rng state); `profilers`: one per device (profiler.Profiler), to time
-    every kernel call; `progress`: called with (runs done, runs) after each run."""
+    every kernel call; `progress`: called with (runs done, runs) after each run; `threads`:
+    the kept threads or fibers the devices run on (None: made for this call)."""
     from ..backends.common.errors import ExecutionError
     from .spmd.runner import devices_for, run_devices
     times, results = [], None
-    # Devices (threads or fibers: runner.devices_for) made once for every repeat, as XLA
-    # runs one executable many times.
-    with devices_for(module, grid.count) as threads:
+    # Devices (threads or fibers: runner.devices_for) made once for every repeat (or kept by
+    # the executable for every call), as XLA runs one executable many times.
+    with (contextlib.nullcontext(threads) if threads is not None
+          else devices_for(module, grid.count)) as threads:
         for _ in range(options.repeat):
             t0 = time.perf_counter()
             try:
@@ -190,11 +193,11 @@ def _reported(transport, e: BaseException, unit: str, where: int, named: bool = 
     return err
 
 
-def preflight(module: Module, grid: DeviceGrid, ctx, options: RunOptions, args: list) -> None:
-    """Refuse before running: an instruction with no kernel in `ctx` (the run's first
-    device's context), or buffers past the limit (every device of this process counted)."""
-    from .runner import _check_kernels, check_memory
-    seq = ctx.sequence(module.entry)
-    _check_kernels(ctx, seq)
-    check_memory(seq.total_peak_bytes() + sum(a.nbytes for a in leaves(tuple(args))),
-                 options.max_memory, grid.count)
+def preflight(module: Module, grid: DeviceGrid, peak: int, options: RunOptions,
+              args: list) -> None:
+    """Refuse before running: buffers past the limit (`peak` per device, as the context
+    checked for missing kernels says, and the arguments; every device of this process
+    counted)."""
+    from .runner import check_memory
+    check_memory(peak + sum(a.nbytes for a in leaves(tuple(args))), options.max_memory,
+                 grid.count)

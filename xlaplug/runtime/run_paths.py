@@ -7,20 +7,22 @@ from __future__ import annotations
 import statistics
 import time
 
+from .inputs import build_inputs, device_inputs
+from .multi_run import preflight, run_in_process
 from .options import RunError, RunOptions, RunResult
 from .outputs import compare, compare_devices, leaves, stacked
+from .runner import check_memory, run_prepared
 
 
 def run_executable(exe, inputs: dict | None, options: RunOptions, expected: dict | None,
                    rtol: float | None, atol: float | None, progress=None) -> RunResult:
     """`progress(runs done, runs)`: called after each of `options.repeat` runs."""
-    from ..backends.spmd.mpi import launched_by_mpi
-    from .multi_run import grid_for
-    grid = grid_for(exe.module, options.replicas, options.partitions)
+    kept = exe.contexts
+    grid = kept.grid(options)
     if options.engine == "xla":
         return _on_xla(exe, grid, inputs, options, expected, rtol, atol)
-    with exe.contexts.lock:  # the kept contexts serve one run at a time
-        if launched_by_mpi():
+    with kept.lock:  # the kept contexts serve one run at a time
+        if kept.under_mpi:
             return _over_mpi(exe, grid, inputs, options, expected, rtol, atol, progress)
         if grid.count > 1:
             return _in_process(exe, grid, inputs, options, expected, rtol, atol, progress)
@@ -28,8 +30,6 @@ def run_executable(exe, inputs: dict | None, options: RunOptions, expected: dict
 
 
 def _one_device(exe, grid, inputs, options, expected, rtol, atol, progress) -> RunResult:
-    from .inputs import build_inputs
-    from .runner import run_prepared
     t0 = time.perf_counter()
     prep = exe.prepared(options)
     t1 = time.perf_counter()
@@ -38,13 +38,15 @@ def _one_device(exe, grid, inputs, options, expected, rtol, atol, progress) -> R
     if options.profile or options.trace:
         from .profiler import Profiler
         profiler = Profiler(timeline=[] if options.trace else None)
-    outputs, times = run_prepared(prep, exe.module, args, options, profiler, progress)
+    peak = prep.peak + sum(a.nbytes for a in leaves(tuple(args)))
+    check_memory(peak, options.max_memory)
+    outputs, times = run_prepared(prep, exe.module, args, options, profiler, progress,
+                                  checked=True)
     mismatches = compare(outputs, expected, rtol, atol) if expected is not None else None
     trace = None
     if options.trace:
         trace = _trace(exe, grid, _process_events(exe, grid, (t0, t1), {0: profiler}))
-    return RunResult(outputs, [outputs], _timings(t1 - t0, times), times,
-                     prep.peak + sum(a.nbytes for a in leaves(tuple(args))), grid,
+    return RunResult(outputs, [outputs], _timings(t1 - t0, times), times, peak, grid,
                      profile=profiler if options.profile else None, mismatches=mismatches,
                      all_ok=not mismatches, trace=trace)
 
@@ -53,7 +55,6 @@ def _on_xla(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:
     """XLA:CPU runs the module as read, plugin kernels served as FFI handlers."""
     from ..backends.spmd.mpi import launched_by_mpi
     from .on_xla import run_on_xla
-    from .inputs import build_inputs
     if grid.count > 1 or launched_by_mpi():
         raise RunError(f"--engine xla: runs one device; this run has {grid.count}")
     if exe.source_text is None:
@@ -67,20 +68,19 @@ def _on_xla(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:
 
 
 def _in_process(exe, grid, inputs, options, expected, rtol, atol, progress) -> RunResult:
-    from .inputs import device_inputs
-    from .multi_run import preflight, run_in_process
     if options.profile:
         raise RunError(f"profiles a run on one device; this one runs on {grid.count} devices")
     t0 = time.perf_counter()
     per_inputs = device_inputs(exe.module, inputs, options, grid.count)
     contexts = exe.contexts.for_options(options)
-    preflight(exe.module, grid, contexts(0), options, per_inputs[0])
+    preflight(exe.module, grid, exe.contexts.peak(options), options, per_inputs[0])
     t1 = time.perf_counter()
     profilers = _profilers(options, range(grid.count))
     per_device, times = run_in_process(exe.module, grid, per_inputs, options=options,
                                        contexts=contexts,
                                        profilers=profilers and list(profilers.values()),
-                                       progress=progress)
+                                       progress=progress,
+                                       threads=exe.contexts.devices(grid.count))
     mismatches = (compare_devices(per_device, expected, rtol, atol)
                   if expected is not None else None)
     trace = None
@@ -98,8 +98,7 @@ def _over_mpi(exe, grid, inputs, options, expected, rtol, atol, progress) -> Run
     from ..backends.spmd.groups import DeviceGrid
     from ..backends.spmd.mpi import mpi_module
     from ..hlo.errors import HloError
-    from .inputs import device_inputs
-    from .multi_run import preflight, run_over_mpi, stop_before_run
+    from .multi_run import run_over_mpi, stop_before_run
     if options.profile:
         raise RunError(f"profiles a run on one device; this one runs on {grid.count} devices")
     t0 = time.perf_counter()
@@ -116,7 +115,8 @@ def _over_mpi(exe, grid, inputs, options, expected, rtol, atol, progress) -> Run
             mine = device_inputs(exe.module, inputs, options, k) if k > 1 else \
                 [_own_inputs(exe.module, inputs, options, rank)]
             args_of = (lambda d: mine[d - rank * k])
-        preflight(exe.module, here, contexts(rank * k), options, args_of(rank * k))
+        preflight(exe.module, here, exe.contexts.peak(options, rank * k), options,
+                  args_of(rank * k))
     except HloError as e:
         stop_before_run(e, options.collective_timeout)
     t1 = time.perf_counter()

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..backends.common.errors import ExecutionError
 from ..hlo.host import available_memory
 from ..hlo.ir import Module
 from .options import RunError, RunOptions, RunResult
@@ -102,15 +103,18 @@ def prepare(module: Module, session, options: RunOptions,
 
 
 def run_prepared(prep: Prepared, module: Module, args: list, options: RunOptions,
-                 profiler=None, progress=None) -> tuple[list[np.ndarray], list[float]]:
+                 profiler=None, progress=None,
+                 checked: bool = False) -> tuple[list[np.ndarray], list[float]]:
     """The output leaves and the wall time of each of `options.repeat` runs.  A profiler,
     when given, times every thunk of every run but the first (which holds one-time setup:
     numba compiles, cache loads), or of the only run; one keeping a timeline also records
     the first run there (a trace shows the setup; the totals leave it out).  `progress`:
-    called with (runs done, runs) after each run."""
-    from ..backends.common.errors import ExecutionError
+    called with (runs done, runs) after each run; `checked`: the caller checked the memory
+    the run needs already."""
     ctx = prep.ctx
-    check_memory(prep.peak + sum(a.nbytes for a in leaves(tuple(args))), options.max_memory)
+    if not checked:
+        check_memory(prep.peak + sum(a.nbytes for a in leaves(tuple(args))),
+                     options.max_memory)
     times, result = [], None
     for k in range(options.repeat):
         counted = k > 0 or options.repeat == 1
