@@ -94,3 +94,42 @@ ENTRY main {{
     empty = ExecContext("cpu", {}, runtime=RuntimeKernels())
     with pytest.raises(Exception, match=f"no plugin provides target '{SHARD_MAP_TARGET}'"):
         empty.run(module.entry, [x])
+
+
+LOOP = """HloModule loop2, replica_count=2
+sum {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+cond {
+  s = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(3)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  v = f32[4] get-tuple-element(s), index=1
+  r = f32[4] all-reduce(v), replica_groups={{0,1}}, to_apply=sum
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  ROOT t = (s32[], f32[4]) tuple(i1, r)
+}
+ENTRY main {
+  z = s32[] constant(0)
+  a = f32[4] parameter(0)
+  init = (s32[], f32[4]) tuple(z, a)
+  w = (s32[], f32[4]) while(init), condition=cond, body=body
+  ROOT out = f32[4] get-tuple-element(w), index=1
+}"""
+
+
+def test_a_failed_multi_device_call_leaves_the_executable_usable():
+    exe = xlaplug.compile(LOOP)
+    x = np.ones(4, np.float32)
+    with pytest.raises(xlaplug.HloError, match="while"):
+        exe.run(x, max_while_iterations=1)
+    (y,) = exe(x)  # the kept device threads were replaced: the next call runs
+    np.testing.assert_array_equal(y, np.full((2, 4), 8, np.float32))

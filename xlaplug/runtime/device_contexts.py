@@ -74,6 +74,12 @@ class DeviceContexts:
             weakref.finalize(self, got.close)
         return got
 
+    def discard_devices(self, n: int) -> None:
+        """Close the kept threads of `n` devices (after a failed run: the next makes new)."""
+        got = self._devices.pop(n, None)
+        if got is not None:
+            got.close()
+
     @staticmethod
     def settings(options: RunOptions) -> tuple:
         """The executor settings a context is made for (RunOptions.executor_options)."""

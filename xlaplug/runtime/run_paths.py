@@ -76,11 +76,15 @@ def _in_process(exe, grid, inputs, options, expected, rtol, atol, progress) -> R
     preflight(exe.module, grid, exe.contexts.peak(options), options, per_inputs[0])
     t1 = time.perf_counter()
     profilers = _profilers(options, range(grid.count))
-    per_device, times = run_in_process(exe.module, grid, per_inputs, options=options,
-                                       contexts=contexts,
-                                       profilers=profilers and list(profilers.values()),
-                                       progress=progress,
-                                       threads=exe.contexts.devices(grid.count))
+    try:
+        per_device, times = run_in_process(exe.module, grid, per_inputs, options=options,
+                                           contexts=contexts,
+                                           profilers=profilers and list(profilers.values()),
+                                           progress=progress,
+                                           threads=exe.contexts.devices(grid.count))
+    except BaseException:  # a device may have been left anywhere: fresh threads next time
+        exe.contexts.discard_devices(grid.count)
+        raise
     mismatches = (compare_devices(per_device, expected, rtol, atol)
                   if expected is not None else None)
     trace = None
