@@ -24,8 +24,12 @@ from __future__ import annotations
 import threading
 import weakref
 
+import numpy as np
+
 from ..backends.spmd.mpi import launched_by_mpi
 from .options import RunOptions
+from .outputs import leaves
+from .runner import check_memory, run_once
 
 
 class DeviceContexts:
@@ -40,6 +44,7 @@ class DeviceContexts:
         self._peaks: dict[tuple, int] = {}
         self._devices: dict[int, object] = {}
         self._last = (None, None)  # (options, Prepared) of the last one-device call
+        self._call_plan = None  # call()'s: (Prepared, [(dims, dtype)]), or False
         # The launcher's environment is the process's: read once.
         self.under_mpi = launched_by_mpi()
 
@@ -124,3 +129,32 @@ class DeviceContexts:
         """`contexts(d)` for a run as `options` say: device d's kept context."""
         key = self.settings(options)
         return lambda d: self._contexts.get((key, d)) or self.context(options, d)
+
+    def call(self, args: tuple, options: RunOptions) -> tuple | None:
+        """`exe(*args)` on one device when every argument is a numpy array of its
+        parameter's own dtype and shape: what Executable.run does with them (the same kept
+        context, memory check and run; the same outputs and errors) without the general
+        path's work (input keys, checks, RunResult, timings).  None when the call needs the
+        general path: several devices, MPI, another engine, or an argument to check or
+        convert (which then reports its error as it always does)."""
+        plan = self._call_plan
+        if plan is None:
+            plan = self._call_plan = self._plan_calls(options)
+        if plan is False:
+            return None
+        prep, wants = plan
+        if len(args) != len(wants):
+            return None
+        for a, (dims, dtype) in zip(args, wants):
+            if type(a) is not np.ndarray or a.shape != dims or a.dtype != dtype:
+                return None
+        with self.lock:
+            check_memory(prep.peak + sum(a.nbytes for a in args), options.max_memory)
+            return tuple(leaves(run_once(prep.ctx, self.module, list(args))))
+
+    def _plan_calls(self, options: RunOptions):
+        params = self.module.entry.parameters
+        if (self.under_mpi or options.engine != "interpreter" or self.grid(options).count != 1
+                or not all(p.shape.is_array for p in params)):
+            return False
+        return self.prepared(options), [(p.shape.dims, p.shape.dtype) for p in params]

@@ -122,23 +122,28 @@ def run_prepared(prep: Prepared, module: Module, args: list, options: RunOptions
             counted or profiler.timeline is not None) else None
         if timed is not None:
             timed.counting = counted
-        ctx.begin_run(profiler=timed)
         t1 = time.perf_counter()
-        try:
-            with np.errstate(all="ignore"):
-                # Inputs go to the device once per run; the result comes back once.
-                result = ctx.memory.to_host(ctx.run(module.entry, ctx.memory.to_device(args)),
-                                           module.entry.root.shape)
-        except ExecutionError as e:
-            raise RunError(str(e)) from None
-        finally:
-            ctx.end_run()
+        result = run_once(ctx, module, args, timed)
         times.append(time.perf_counter() - t1)
         if timed is not None:
             timed.finish_run()
         if progress is not None:
             progress(k + 1, options.repeat)
     return leaves(result), times
+
+
+def run_once(ctx, module: Module, args: list, profiler=None):
+    """One run of the module's entry on `ctx` (host values in, host values out: inputs go to
+    the device once, the result comes back once); a kernel's failure is a RunError."""
+    ctx.begin_run(profiler=profiler)
+    try:
+        with np.errstate(all="ignore"):
+            return ctx.memory.to_host(ctx.run(module.entry, ctx.memory.to_device(args)),
+                                      module.entry.root.shape)
+    except ExecutionError as e:
+        raise RunError(str(e)) from None
+    finally:
+        ctx.end_run()
 
 
 def execute(module: Module, args: list, session=None, *, device: str | None = None,
