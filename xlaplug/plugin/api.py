@@ -154,12 +154,20 @@ def _signature_names(fn: Callable) -> set[str]:
         return set()
 
 
-def bind_call(fn: Callable, what: str, args: list, kwargs: dict[str, Any]):
+def bind_call(fn: Callable, what: str, args: list, kwargs: dict[str, Any],
+              fits: set | None = None):
     """Call a plugin rule with positional operands and typed attributes; a clear error when
-    they do not fit its signature."""
+    they do not fit its signature.  `fits`: the (argument count, keyword names) already seen
+    to fit (a kernel's, kept by its caller for every call of one instruction), which skip the
+    check; a new one that fits is added."""
+    seen = (len(args), frozenset(kwargs)) if fits is not None else None
+    if seen is not None and seen in fits:
+        return fn(*args, **kwargs)
     try:
         sig = inspect.signature(fn)
         sig.bind(*args, **kwargs)
+        if seen is not None:
+            fits.add(seen)
     except TypeError as e:
         raise PluginError(f"{what} does not accept this call: {e} (call passes "
                           f"{len(args)} positional arguments and attributes "

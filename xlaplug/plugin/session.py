@@ -89,21 +89,34 @@ def _with_comm(entry: OpEntry, ins, ctx, extra: dict) -> dict:
 
 
 def _run_kernel(entry: OpEntry, ins, args, extra_kwargs: dict, memory=None,
-                defaults: dict | None = None) -> Any:
+                defaults: dict | None = None, memo: dict | None = None) -> Any:
+    """`memo`: what this kernel works out from the instruction alone (its parameters, the
+    attributes as typed keywords, the signature checks), kept by the caller for every call
+    of `ins` -- attribute values are shared between the calls, as XLA hands a kernel the
+    same attributes each time."""
     from ..backends.common.errors import ExecutionError
     from ..backends.device import HostMemory
     memory = memory or HostMemory()
     outs = _alloc(ins.shape, memory)
-    params = _parameters(entry.fn)
-    kwargs = {k: v for k, v in (defaults or {}).items() if k in params}
-    kwargs.update({**call_kwargs(ins), **extra_kwargs} if op_name(ins) else extra_kwargs)
-    if "element_types" in params:  # the HLO types, where a device array cannot say (bf16 ...)
-        kwargs["element_types"] = tuple(s.element_type for o in ins.operands
-                                        for s in o.shape.leaves()) + \
-            tuple(s.element_type for s in ins.shape.leaves())
-    what = f"plugin '{entry.plugin.name}' kernel for '{op_name(ins) or ins.opcode}'"
+    memo = {} if memo is None else memo
+    fixed = memo.get("fixed")
+    if fixed is None:
+        params = _parameters(entry.fn)
+        base = {k: v for k, v in (defaults or {}).items() if k in params}
+        if op_name(ins):
+            base.update(call_kwargs(ins))
+        types = None
+        if "element_types" in params:  # the HLO types, where a device array cannot say (bf16)
+            types = tuple(s.element_type for o in ins.operands for s in o.shape.leaves()) + \
+                tuple(s.element_type for s in ins.shape.leaves())
+        what = f"plugin '{entry.plugin.name}' kernel for '{op_name(ins) or ins.opcode}'"
+        fixed = memo["fixed"] = (base, types, what, set())
+    base, types, what, fits = fixed
+    kwargs = {**base, **extra_kwargs}
+    if types is not None:
+        kwargs["element_types"] = types
     try:
-        ret = bind_call(entry.fn, what, [*flatten(tuple(args)), *outs], kwargs)
+        ret = bind_call(entry.fn, what, [*flatten(tuple(args)), *outs], kwargs, fits)
     except HloError as e:
         if not e.line:  # point at the instruction the kernel ran for
             e.message = f"instruction '{ins.name}': {e.message}"
@@ -136,10 +149,12 @@ class KernelFailure(HloError):
 
 
 def _custom_kernel(entry: OpEntry, ins, session: Session) -> Callable:
+    memo: dict = {}  # _run_kernel's, for this instruction
+
     def kernel(ins, args, ctx):
         try:
             return _run_kernel(entry, ins, args, _with_comm(entry, ins, ctx, {}), ctx.memory,
-                               session.attr_defaults)
+                               session.attr_defaults, memo)
         except KernelFailure as e:
             name = op_name(ins)
             if name in session.registry.decompositions:

@@ -219,7 +219,7 @@ def _run_kernel(op, kentry, shapes, arrays, attrs, declared, device: str) -> lis
     outs = [np.empty(s.dims, s.dtype) for s in declared.leaves()]
     if kentry.communicator:  # one device: its collectives are over itself
         from ..backends.spmd.communicator import communicator_for
-        attrs["comm"] = communicator_for(None, op)
+        attrs["comm"] = communicator_for(ctx, op)  # a context of its own: no place
     if "element_types" in _parameters(kentry.fn):  # as the run-time passes them
         attrs["element_types"] = tuple(s.element_type for o in shapes for s in o.leaves()) + \
             tuple(s.element_type for s in declared.leaves())

@@ -18,7 +18,12 @@ from typing import Any, Iterable
 
 from ..hlo.errors import HloError, plural
 from ..hlo.ir import Module
-from .options import RunOptions, RunResult
+from .options import RunError, RunOptions, RunResult
+from .outputs import tolerance
+from .run_paths import run_executable
+
+# A run's options when none are given (RunOptions is frozen: a value, shared by every call).
+DEFAULT_OPTIONS = RunOptions()
 
 
 def load_session(plugins: Iterable = (), *, device: str = "cpu", prefer: str = "kernel",
@@ -76,7 +81,7 @@ class Executable:
     # slices in a run's trace (RunOptions.trace).
     phases: list = field(default_factory=list)
     _thunks: Any = None
-    _prepared: dict = field(default_factory=dict, repr=False)
+    _contexts: Any = field(default=None, repr=False)
 
     @property
     def hlo(self) -> str:
@@ -118,7 +123,8 @@ class Executable:
         tuples.  On D > 1 devices each argument is the parameter's own shape (every device
         gets it) or stacked on a new leading axis of length D, and so are the outputs.
         Under mpiexec, the arguments and outputs are this rank's devices'."""
-        return tuple(self.run(*args).outputs)
+        got = self.contexts.call(args, DEFAULT_OPTIONS)  # numpy arrays as the module takes
+        return got if got is not None else tuple(self.run(*args).outputs)
 
     def run(self, *args, inputs: dict | None = None, options: RunOptions | None = None,
             expected: dict | None = None, rtol: float | None = None, atol: float | None = None,
@@ -130,10 +136,12 @@ class Executable:
         other ranks at every collective.  `expected`: `{"out0": ...}` to compare with
         (`rtol`/`atol`: None, the dtype's default); RunResult.mismatches lists what differs.
         `progress`: called with (runs done, runs) after each of `options.repeat` runs."""
-        from .outputs import tolerance
-        from .runner import RunError
-        options = RunOptions.of(options, **changes)
-        rtol, atol = tolerance("rtol", rtol), tolerance("atol", atol)
+        if options is None and not changes:
+            options = DEFAULT_OPTIONS  # one object: what a call keeps is found by identity
+        else:
+            options = RunOptions.of(options, **changes)
+        if rtol is not None or atol is not None:
+            rtol, atol = tolerance("rtol", rtol), tolerance("atol", atol)
         params = self.module.entry.parameters
         if args:
             if inputs is not None:
@@ -145,17 +153,21 @@ class Executable:
         elif inputs is not None and not isinstance(inputs, dict):
             raise RunError(f"inputs: expected a dict of in0, in1, ... arrays, got "
                            f"{type(inputs).__name__}")
-        from .run_paths import run_executable
         return run_executable(self, inputs, options, expected, rtol, atol, progress)
+
+    @property
+    def contexts(self):
+        """What the executable keeps between runs, per device: run contexts and rng state
+        (device_contexts.DeviceContexts)."""
+        if self._contexts is None:
+            from .device_contexts import DeviceContexts
+            self._contexts = DeviceContexts(self.module, self.session)
+        return self._contexts
 
     def prepared(self, options: RunOptions):
         """The one-device context for `options` (runner.Prepared), made on first use and
         kept: its thunk sequence and kernels serve every later call."""
-        key = (options.interpret, options.max_while_iterations, options.draw_seed)
-        if key not in self._prepared:
-            from .runner import prepare
-            self._prepared[key] = prepare(self.module, self.session, options)
-        return self._prepared[key]
+        return self.contexts.prepared(options)
 
 
 def compile(source, *, plugins: Iterable = (), device: str = "cpu", passes: str | None = None,

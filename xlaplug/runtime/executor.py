@@ -12,10 +12,24 @@ from typing import Any, Callable
 import numpy as np
 
 from ..hlo.ir import Computation, Instruction, Module
-from ..hlo.opcodes import RUNTIME_CUSTOM_CALLS
 from ..backends.common.errors import ExecutionError
+from ..backends.common.rng_streams import RngState
 from .kernel_cache import KernelCache
+from .runtime_kernels import RuntimeKernels, runtime_kernels
 from .thunks import ThunkSequence, build_sequence
+
+
+# Kernels that run called computations (which may wait at a collective) do not hold the
+# context's turn while they do, or devices taking turns would deadlock (spmd/runner.py).
+_RUN_NESTED = frozenset({"while", "conditional", "call", "async-start", "async-update",
+                         "async-done"})
+
+
+def _in_turn(fn, turn):
+    def in_turn(ins, args, ctx):
+        with turn:
+            return fn(ins, args, ctx)
+    return in_turn
 
 
 def _constant_kernel(ins, args, ctx):
@@ -31,21 +45,49 @@ def _constant_kernel(ins, args, ctx):
 
 
 class ExecContext:
+    """Everything one device's runs of a module use, every field declared here.
+
+    Given when made: `device` (a backend name), `options` (the executor's settings:
+    RunOptions.executor_options), `overrides` (the plugin session's kernels by instruction,
+    or None), `rng` (the rng ops' state, kept across the runs of one executable: an
+    Executable hands each device's context its own, rng_streams.RngState; None: a fresh
+    one, as a freshly compiled executable starts), `runtime` (the runtime's own kernels,
+    runtime_kernels.py; None: every one), `turn` (a lock each kernel holds while it runs:
+    the CUDA simulator runs one kernel at a time per process; None: no lock).
+
+    Kept for every run of the context: thunk sequences, scalar functions, the constants'
+    device copies and the kernels' caches (`kernel_cache`: plans worked out from the
+    module, kernel_cache.py).  Per run, set by `begin_run` before each run and cleared
+    after it by `end_run`: `profiler` (a profiler.Profiler timing every thunk, or None) and
+    `spmd` (a backends.spmd.kernels.Place: the grid, this device and the transport it meets
+    the others through; None: device 0 of one).
+
+    `__slots__` holds the fields: a kernel or a runner that sets any other attribute on a
+    context fails at once (per-kernel state goes in `kernel_cache`, rng state in `rng`).
+    """
+    __slots__ = ("device", "options", "blas_threads", "overrides", "rng", "runtime", "turn",
+                 "profiler", "spmd", "_sequences", "_scalar_fns", "_constants",
+                 "kernel_cache", "backend", "memory", "_own_kernels", "destinations")
+
     def __init__(self, device: str = "cpu", options: dict | None = None,
                  overrides: Callable[[Instruction], Callable | None] | None = None,
-                 profiler=None):
+                 *, rng: RngState | None = None, runtime: RuntimeKernels | None = None,
+                 turn=None):
         self.device = device
-        # A backends.profiler.Profiler times every thunk (`run --profile`); None: the plain
-        # loop below runs, at no cost.
-        self.profiler = profiler
         self.options = options or {}
         # Threads of each BLAS product (RunOptions.blas_threads); None: by the product's work.
         self.blas_threads = self.options.get("blas_threads")
-        self._overrides = overrides
+        self.overrides = overrides
+        self.rng = rng if rng is not None else RngState()
+        self.runtime = runtime if runtime is not None else runtime_kernels()
+        self.turn = turn
+        # Per run (begin_run / end_run).
+        self.profiler = None
+        self.spmd = None
         self._sequences: dict[int, ThunkSequence] = {}
         self._scalar_fns: dict[int, Any] = {}
         self._constants: dict[int, Any] = {}
-        # Kernels' per-run caches (compiled loop plans, ...), by name: see kernel_cache.py.
+        # Kernels' caches (compiled loop plans, ...), by name: see kernel_cache.py.
         self.kernel_cache = KernelCache()
         # What the device provides and how it runs kernels: asked, never named (backend.py).
         from ..backends.backend import backend_for
@@ -58,20 +100,45 @@ class ExecContext:
         # handler (xla/ffi/mpi_handler.py); None: the kernel's own.
         self.destinations = None
 
+    def begin_run(self, *, profiler=None, spmd=None) -> "ExecContext":
+        """This run's per-run state: the profiler timing it (None: untimed) and where the
+        device runs (a Place; None: alone).  Nothing of a previous run's stays."""
+        self.profiler = profiler
+        self.spmd = spmd
+        return self
+
+    def end_run(self) -> None:
+        """Drop the run's per-run state (its profiler and its transport)."""
+        self.profiler = None
+        self.spmd = None
+
+    def take_turns(self, turn) -> None:
+        """From now on each kernel holds `turn` (a lock) while it runs (see `turn` above);
+        the sequences made without it are made again."""
+        if turn is not self.turn:
+            self.turn = turn
+            self._sequences.clear()
+
     def resolve(self, ins: Instruction) -> Callable | None:
-        """The kernel for an instruction: a plugin's, else the backend's."""
+        """The kernel for an instruction, in runtime_kernels.py's order: a constant's, a
+        plugin's, the runtime's (a custom call xlaplug makes for itself), the backend's."""
         if ins.opcode == "constant":
             return _constant_kernel
-        fn = self._overrides(ins) if self._overrides is not None else None
-        if fn is None and ins.opcode == "custom-call":
-            # Custom calls the executor runs itself (a shard_map region), else a plugin's.
-            if ins.attrs.get("custom_call_target") in RUNTIME_CUSTOM_CALLS:
-                from .spmd.shard_map import run_shard_map
-                return run_shard_map
-            return None
+        fn = self.overrides(ins) if self.overrides is not None else None
         if fn is None:
+            fn = self.runtime.kernel_for(ins)
+            if fn is not None:
+                return fn  # runs nested computations itself: never adapted nor turned
+        if fn is None:
+            if ins.opcode == "custom-call":
+                return None  # no plugin provides the target (_missing says so)
             fn = self._own_kernels(ins.opcode)
-        return None if fn is None else self.backend.adapt_kernel(ins, fn)
+        if fn is None:
+            return None
+        fn = self.backend.adapt_kernel(ins, fn)
+        if self.turn is not None and ins.opcode not in _RUN_NESTED:
+            fn = _in_turn(fn, self.turn)
+        return fn
 
     def sequence(self, comp: Computation) -> ThunkSequence:
         seq = self._sequences.get(id(comp))

@@ -67,6 +67,8 @@ def fit_input(value, shape: Shape, key: str, name: str, cast: bool, devices: int
         raise RunError(f"input {key} for parameter '{name}': the parameter is {shape}: only "
                        f"array parameters are given as inputs")
     want = shape.dtype
+    if type(value) is np.ndarray and value.dtype == want and value.shape == shape.dims:
+        return value, False  # the parameter's own dtype and shape: nothing to check
     arr = _as_array(value, want, key, name)
     if arr.dtype != want and arr.dtype.kind == "V" and arr.dtype.fields is None \
             and arr.dtype.itemsize == want.itemsize:
@@ -114,16 +116,17 @@ def device_inputs(module: Module, inputs: dict | None, options: RunOptions,
 def build_inputs(module: Module, inputs: dict | None, options: RunOptions) -> list:
     """One device's argument list; the parameters drawn come from one generator seeded
     with the seed, in parameter order."""
-    seed = options.draw_seed
     if inputs is not None:
         check_keys(module, inputs, draw_missing=options.seed is not None)
-    rng = np.random.default_rng(seed)
+    rng = None  # made when a parameter is drawn
     args = []
     for p in module.entry.parameters:
         key = f"in{p.parameter_number}"
         if inputs is not None and key in inputs:
             args.append(fit_input(inputs[key], p.shape, key, p.name, options.cast)[0])
         else:
+            if rng is None:
+                rng = np.random.default_rng(options.draw_seed)
             args.append(random_value(p.shape, rng, p.name))
     return args
 

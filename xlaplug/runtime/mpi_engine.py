@@ -58,9 +58,8 @@ def run_on_xla_over_mpi(exe, grid, inputs, options, expected, rtol, atol):
     except HloError as e:
         stop_before_run(e, options.collective_timeout)
     try:
-        r = run_over_mpi(module, grid, lambda d: args, device="cpu",
-                         options=options, overrides=exe.session.resolve, expected=expected,
-                         rtol=rtol, atol=atol, context=ctx,
+        r = run_over_mpi(module, grid, lambda d: args, options=options,
+                         contexts=lambda d: ctx, expected=expected, rtol=rtol, atol=atol,
                          execute=_executor(text, handler, key, options.repeat))
     finally:
         handler.unbind(key)

@@ -3,6 +3,7 @@ device per MPI rank (N = D) or D / N devices per rank on threads (N divides D). 
 replica d // P, partition d % P, as XLA numbers them (backends/spmd/groups.py)."""
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 
@@ -25,54 +26,32 @@ def grid_for(module: Module, replicas: int | None, partitions: int | None) -> De
     return DeviceGrid(r, p)
 
 
-def _context_factory(device, options, overrides):
-    from .executor import ExecContext
-    return lambda d: ExecContext(device, options, overrides=overrides)
-
-
-def run_in_process(module: Module, grid: DeviceGrid, args: list[list], *, device: str,
-                   options: RunOptions, overrides, first_context=None, profilers=None,
-                   progress=None) -> tuple[list, list]:
+def run_in_process(module: Module, grid: DeviceGrid, args: list[list], *, options: RunOptions,
+                   contexts, profilers=None, progress=None, threads=None) -> tuple[list, list]:
     """Every device's output leaves, and the wall time of each of `options.repeat` runs.
-    `first_context`: device 0's context when one is made already (preflight's);
-    `profilers`: one per device (profiler.Profiler), to time every kernel call; `progress`:
-    called with (runs done, runs) after each run."""
+    `contexts(d)`: device d's run context (an Executable's kept ones: thunk sequences,
+    compiled kernels, rng state); `profilers`: one per device (profiler.Profiler), to time
+    every kernel call; `progress`: called with (runs done, runs) after each run; `threads`:
+    the kept threads or fibers the devices run on (None: made for this call)."""
     from ..backends.common.errors import ExecutionError
     from .spmd.runner import devices_for, run_devices
     times, results = [], None
-    # Devices (threads or fibers: runner.devices_for) and contexts (thunk sequences,
-    # compiled kernels, collective buffers) made once for every repeat, as XLA runs one
-    # executable many times.
-    make = _context_factory(device, options.executor_options(), overrides)
-    contexts = [first_context if d == 0 and first_context is not None else make(d)
-                for d in range(grid.count)]
-    for ctx, profiler in zip(contexts, profilers or ()):
-        ctx.profiler = profiler
-    with devices_for(module, grid.count) as threads:
+    # Devices (threads or fibers: runner.devices_for) made once for every repeat (or kept by
+    # the executable for every call), as XLA runs one executable many times.
+    with (contextlib.nullcontext(threads) if threads is not None
+          else devices_for(module, grid.count)) as threads:
         for _ in range(options.repeat):
             t0 = time.perf_counter()
             try:
                 with np.errstate(all="ignore"):
-                    results = run_devices(module, args, grid, contexts.__getitem__,
-                                          options.collective_timeout, threads)
+                    results = run_devices(module, args, grid, contexts,
+                                          options.collective_timeout, threads, profilers)
             except ExecutionError as e:
                 raise RunError(str(e)) from None
             times.append(time.perf_counter() - t0)
             if progress is not None:
                 progress(len(times), options.repeat)
     return [leaves(r) for r in results], times
-
-
-def _profiled(make, profilers: dict | None):
-    """`make(d)` with device d's profiler, when it has one, on the context it makes."""
-    if not profilers:
-        return make
-
-    def make_profiled(d):
-        ctx = make(d)
-        ctx.profiler = profilers.get(d)
-        return ctx
-    return make_profiled
 
 
 def _message(e: BaseException) -> str:
@@ -86,15 +65,15 @@ class QuietStop(Exception):
     """This rank stops because another failed (that rank reports); exit non-zero quietly."""
 
 
-def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, device: str,
-                 options: RunOptions, overrides, expected: dict | None, rtol, atol,
-                 context=None, profilers: dict | None = None, trace_events=None,
-                 progress=None, execute=None) -> dict:
+def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, options: RunOptions,
+                 contexts, expected: dict | None, rtol, atol,
+                 profilers: dict | None = None, trace_events=None, progress=None,
+                 execute=None) -> dict:
     """This rank's devices (D / ranks of them: one, or several on threads), `options.repeat`
     times.  Returns {"rank", "devices", "per_device", "run_times", "mismatches", "all_ok",
     "events"}: this rank's devices -- with `options.gather`, rank 0's holds every device's
-    outputs, mismatches, trace events and the slowest rank's run times.  `context`: the
-    context of a rank's one device when one is made already (preflight's); `profilers`:
+    outputs, mismatches, trace events and the slowest rank's run times.  `contexts(d)`:
+    device d's run context (an Executable's kept ones); `profilers`:
     {device: profiler.Profiler} for this rank's devices; `trace_events()`: this rank's trace
     events once it has run (None: no trace); `progress`: (runs done, runs) after each run;
     `execute(ctx, args)`: (the last run's outputs, [seconds of each run]) where another
@@ -104,7 +83,6 @@ def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, device: st
     from ..backends.spmd.kernels import Place
     from ..backends.spmd.mpi import MpiTransport
     from ..backends.spmd.rendezvous import Aborted
-    from .executor import ExecContext
     from .spmd.agreement import RankFailedBeforeRun, agree_on_run
     from .spmd.mpi_threads import run_rank_devices
     from .spmd.runner import DeviceError, collective_groups
@@ -130,32 +108,36 @@ def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, device: st
                        f"{plural(transport.size, 'process', 'processes')}: use mpiexec -n {grid.count} (or a divisor of "
                        f"{grid.count}: several devices per process)")
     rank, k = transport.rank, grid.count // transport.size
-    executor_options = options.executor_options()
     times = []
     try:
         if k == 1:
             transport.prepare(collective_groups(module, grid))
-            ctx = context or ExecContext(device, executor_options, overrides=overrides)
-            ctx.spmd = Place(grid, rank, transport)
-            ctx.profiler = (profilers or {}).get(rank)
+            ctx = contexts(rank)
             args = ctx.memory.to_device(args_of_device(rank))
         else:  # the leaders of a rank's devices talk point to point: no communicators
             transport.prepare([])
         runs = range(options.repeat)
-        if execute is not None:
-            last, times = execute(ctx, args)
+        if execute is not None:  # another engine runs the rank's one device
+            ctx.begin_run(spmd=Place(grid, rank, transport))
+            try:
+                last, times = execute(ctx, args)
+            finally:
+                ctx.end_run()
             outs, runs = [last], ()
         for _ in runs:
             t0 = time.perf_counter()
             if k == 1:
-                with np.errstate(all="ignore"):
-                    outs = [ctx.memory.to_host(ctx.run(module.entry, args),
-                                               module.entry.root.shape)]
+                ctx.begin_run(profiler=(profilers or {}).get(rank),
+                              spmd=Place(grid, rank, transport))
+                try:
+                    with np.errstate(all="ignore"):
+                        outs = [ctx.memory.to_host(ctx.run(module.entry, args),
+                                                   module.entry.root.shape)]
+                finally:
+                    ctx.end_run()
             else:
-                outs = run_rank_devices(module, grid, transport,
-                                        _profiled(_context_factory(device, executor_options,
-                                                                   overrides), profilers),
-                                        args_of_device, timeout)
+                outs = run_rank_devices(module, grid, transport, contexts, args_of_device,
+                                        timeout, profilers)
             times.append(time.perf_counter() - t0)
             if progress is not None:
                 progress(len(times), options.repeat)
@@ -223,16 +205,11 @@ def _reported(transport, e: BaseException, unit: str, where: int, named: bool = 
     return err
 
 
-def preflight(module: Module, grid: DeviceGrid, device: str, options: RunOptions, overrides,
-              args: list):
-    """Refuse before running: an instruction with no kernel, or buffers past the limit
-    (every device of this process counted).  Returns the context it built (its thunk
-    sequence made), for the run's first device."""
-    from .executor import ExecContext
-    from .runner import _check_kernels, check_memory
-    ctx = ExecContext(device, options.executor_options(), overrides=overrides)
-    seq = ctx.sequence(module.entry)
-    _check_kernels(ctx, seq)
-    check_memory(seq.total_peak_bytes() + sum(a.nbytes for a in leaves(tuple(args))),
-                 options.max_memory, grid.count)
-    return ctx
+def preflight(module: Module, grid: DeviceGrid, peak: int, options: RunOptions,
+              args: list) -> None:
+    """Refuse before running: buffers past the limit (`peak` per device, as the context
+    checked for missing kernels says, and the arguments; every device of this process
+    counted)."""
+    from .runner import check_memory
+    check_memory(peak + sum(a.nbytes for a in leaves(tuple(args))), options.max_memory,
+                 grid.count)

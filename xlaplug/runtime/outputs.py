@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backends.device import flatten
 from ..hlo import dtypes
 from .options import Mismatch
 
 
 def leaves(value) -> list[np.ndarray]:
     """Host arrays of a value's leaves, depth-first through tuples (out0, out1, ...)."""
-    from ..backends.device import flatten
     return [np.asarray(v) for v in flatten(value)]
 
 

@@ -7,28 +7,29 @@ from __future__ import annotations
 import statistics
 import time
 
+from .inputs import build_inputs, device_inputs
+from .multi_run import preflight, run_in_process
 from .options import RunError, RunOptions, RunResult
 from .outputs import compare, compare_devices, leaves, stacked
+from .runner import check_memory, run_prepared
 
 
 def run_executable(exe, inputs: dict | None, options: RunOptions, expected: dict | None,
                    rtol: float | None, atol: float | None, progress=None) -> RunResult:
     """`progress(runs done, runs)`: called after each of `options.repeat` runs."""
-    from ..backends.spmd.mpi import launched_by_mpi
-    from .multi_run import grid_for
-    grid = grid_for(exe.module, options.replicas, options.partitions)
+    kept = exe.contexts
+    grid = kept.grid(options)
     if options.engine == "xla":
         return _on_xla(exe, grid, inputs, options, expected, rtol, atol)
-    if launched_by_mpi():
-        return _over_mpi(exe, grid, inputs, options, expected, rtol, atol, progress)
-    if grid.count > 1:
-        return _in_process(exe, grid, inputs, options, expected, rtol, atol, progress)
-    return _one_device(exe, grid, inputs, options, expected, rtol, atol, progress)
+    with kept.lock:  # the kept contexts serve one run at a time
+        if kept.under_mpi:
+            return _over_mpi(exe, grid, inputs, options, expected, rtol, atol, progress)
+        if grid.count > 1:
+            return _in_process(exe, grid, inputs, options, expected, rtol, atol, progress)
+        return _one_device(exe, grid, inputs, options, expected, rtol, atol, progress)
 
 
 def _one_device(exe, grid, inputs, options, expected, rtol, atol, progress) -> RunResult:
-    from .inputs import build_inputs
-    from .runner import run_prepared
     t0 = time.perf_counter()
     prep = exe.prepared(options)
     t1 = time.perf_counter()
@@ -37,13 +38,15 @@ def _one_device(exe, grid, inputs, options, expected, rtol, atol, progress) -> R
     if options.profile or options.trace:
         from .profiler import Profiler
         profiler = Profiler(timeline=[] if options.trace else None)
-    outputs, times = run_prepared(prep, exe.module, args, options, profiler, progress)
+    peak = prep.peak + sum(a.nbytes for a in leaves(tuple(args)))
+    check_memory(peak, options.max_memory)
+    outputs, times = run_prepared(prep, exe.module, args, options, profiler, progress,
+                                  checked=True)
     mismatches = compare(outputs, expected, rtol, atol) if expected is not None else None
     trace = None
     if options.trace:
         trace = _trace(exe, grid, _process_events(exe, grid, (t0, t1), {0: profiler}))
-    return RunResult(outputs, [outputs], _timings(t1 - t0, times), times,
-                     prep.peak + sum(a.nbytes for a in leaves(tuple(args))), grid,
+    return RunResult(outputs, [outputs], _timings(t1 - t0, times), times, peak, grid,
                      profile=profiler if options.profile else None, mismatches=mismatches,
                      all_ok=not mismatches, trace=trace)
 
@@ -70,20 +73,23 @@ def _on_xla(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:
 
 
 def _in_process(exe, grid, inputs, options, expected, rtol, atol, progress) -> RunResult:
-    from .inputs import device_inputs
-    from .multi_run import preflight, run_in_process
     if options.profile:
         raise RunError(f"profiles a run on one device; this one runs on {grid.count} devices")
     t0 = time.perf_counter()
     per_inputs = device_inputs(exe.module, inputs, options, grid.count)
-    device, overrides = exe.session.device, exe.session.resolve
-    ctx = preflight(exe.module, grid, device, options, overrides, per_inputs[0])
+    contexts = exe.contexts.for_options(options)
+    preflight(exe.module, grid, exe.contexts.peak(options), options, per_inputs[0])
     t1 = time.perf_counter()
     profilers = _profilers(options, range(grid.count))
-    per_device, times = run_in_process(exe.module, grid, per_inputs, device=device,
-                                       options=options, overrides=overrides, first_context=ctx,
-                                       profilers=profilers and list(profilers.values()),
-                                       progress=progress)
+    try:
+        per_device, times = run_in_process(exe.module, grid, per_inputs, options=options,
+                                           contexts=contexts,
+                                           profilers=profilers and list(profilers.values()),
+                                           progress=progress,
+                                           threads=exe.contexts.devices(grid.count))
+    except BaseException:  # a device may have been left anywhere: fresh threads next time
+        exe.contexts.discard_devices(grid.count)
+        raise
     mismatches = (compare_devices(per_device, expected, rtol, atol)
                   if expected is not None else None)
     trace = None
@@ -101,8 +107,7 @@ def _over_mpi(exe, grid, inputs, options, expected, rtol, atol, progress) -> Run
     from ..backends.spmd.groups import DeviceGrid
     from ..backends.spmd.mpi import mpi_module
     from ..hlo.errors import HloError
-    from .inputs import device_inputs
-    from .multi_run import preflight, run_over_mpi, stop_before_run
+    from .multi_run import run_over_mpi, stop_before_run
     if options.profile:
         raise RunError(f"profiles a run on one device; this one runs on {grid.count} devices")
     t0 = time.perf_counter()
@@ -110,7 +115,7 @@ def _over_mpi(exe, grid, inputs, options, expected, rtol, atol, progress) -> Run
     rank = mpi_module().COMM_WORLD.Get_rank()
     k = grid.count // ranks if grid.count % ranks == 0 else 1
     here = DeviceGrid(1, k)
-    device, overrides = exe.session.device, exe.session.resolve
+    contexts = exe.contexts.for_options(options)
     try:  # (a failure here: the other ranks hear it before their first collective)
         if options.gather:
             per_inputs = device_inputs(exe.module, inputs, options, grid.count)
@@ -119,14 +124,14 @@ def _over_mpi(exe, grid, inputs, options, expected, rtol, atol, progress) -> Run
             mine = device_inputs(exe.module, inputs, options, k) if k > 1 else \
                 [_own_inputs(exe.module, inputs, options, rank)]
             args_of = (lambda d: mine[d - rank * k])
-        ctx = preflight(exe.module, here, device, options, overrides, args_of(rank * k))
+        preflight(exe.module, here, exe.contexts.peak(options, rank * k), options,
+                  args_of(rank * k))
     except HloError as e:
         stop_before_run(e, options.collective_timeout)
     t1 = time.perf_counter()
     profilers = _profilers(options, range(rank * k, rank * k + k))
-    r = run_over_mpi(exe.module, grid, args_of, device=device, options=options,
-                     overrides=overrides, expected=expected, rtol=rtol, atol=atol,
-                     context=ctx if k == 1 else None, profilers=profilers,
+    r = run_over_mpi(exe.module, grid, args_of, options=options, contexts=contexts,
+                     expected=expected, rtol=rtol, atol=atol, profilers=profilers,
                      trace_events=profilers and (lambda: _process_events(
                          exe, grid, (t0, t1), profilers, rank, ranks)),
                      progress=progress)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..backends.common.errors import ExecutionError
 from ..hlo.host import available_memory
 from ..hlo.ir import Module
 from .options import RunError, RunOptions, RunResult
@@ -88,27 +89,32 @@ class Prepared:
 
 
 def prepare(module: Module, session, options: RunOptions,
-            fusion_min_elements: int | None = None) -> Prepared:
+            fusion_min_elements: int | None = None, rng=None) -> Prepared:
+    """`rng`: the rng ops' state (an Executable's for this device, kept across its runs;
+    None: a fresh one)."""
     from .executor import ExecContext
     executor_options = options.executor_options()
     if fusion_min_elements is not None and not options.interpret:
         executor_options["fusion_min_elements"] = fusion_min_elements  # smaller: interpreted
-    ctx = ExecContext(session.device, executor_options, overrides=session.resolve)
+    ctx = ExecContext(session.device, executor_options, overrides=session.resolve, rng=rng)
     seq = ctx.sequence(module.entry)
     _check_kernels(ctx, seq)
     return Prepared(ctx, seq.total_peak_bytes())
 
 
 def run_prepared(prep: Prepared, module: Module, args: list, options: RunOptions,
-                 profiler=None, progress=None) -> tuple[list[np.ndarray], list[float]]:
+                 profiler=None, progress=None,
+                 checked: bool = False) -> tuple[list[np.ndarray], list[float]]:
     """The output leaves and the wall time of each of `options.repeat` runs.  A profiler,
     when given, times every thunk of every run but the first (which holds one-time setup:
     numba compiles, cache loads), or of the only run; one keeping a timeline also records
     the first run there (a trace shows the setup; the totals leave it out).  `progress`:
-    called with (runs done, runs) after each run."""
-    from ..backends.common.errors import ExecutionError
+    called with (runs done, runs) after each run; `checked`: the caller checked the memory
+    the run needs already."""
     ctx = prep.ctx
-    check_memory(prep.peak + sum(a.nbytes for a in leaves(tuple(args))), options.max_memory)
+    if not checked:
+        check_memory(prep.peak + sum(a.nbytes for a in leaves(tuple(args))),
+                     options.max_memory)
     times, result = [], None
     for k in range(options.repeat):
         counted = k > 0 or options.repeat == 1
@@ -116,23 +122,28 @@ def run_prepared(prep: Prepared, module: Module, args: list, options: RunOptions
             counted or profiler.timeline is not None) else None
         if timed is not None:
             timed.counting = counted
-        ctx.profiler = timed
         t1 = time.perf_counter()
-        try:
-            with np.errstate(all="ignore"):
-                # Inputs go to the device once per run; the result comes back once.
-                result = ctx.memory.to_host(ctx.run(module.entry, ctx.memory.to_device(args)),
-                                           module.entry.root.shape)
-        except ExecutionError as e:
-            raise RunError(str(e)) from None
-        finally:
-            ctx.profiler = None
+        result = run_once(ctx, module, args, timed)
         times.append(time.perf_counter() - t1)
         if timed is not None:
             timed.finish_run()
         if progress is not None:
             progress(k + 1, options.repeat)
     return leaves(result), times
+
+
+def run_once(ctx, module: Module, args: list, profiler=None):
+    """One run of the module's entry on `ctx` (host values in, host values out: inputs go to
+    the device once, the result comes back once); a kernel's failure is a RunError."""
+    ctx.begin_run(profiler=profiler)
+    try:
+        with np.errstate(all="ignore"):
+            return ctx.memory.to_host(ctx.run(module.entry, ctx.memory.to_device(args)),
+                                      module.entry.root.shape)
+    except ExecutionError as e:
+        raise RunError(str(e)) from None
+    finally:
+        ctx.end_run()
 
 
 def execute(module: Module, args: list, session=None, *, device: str | None = None,

@@ -168,18 +168,19 @@ def mlir_to_hlo_text(data: str | bytes, what: str) -> str:
 
 def run_on_xla_cpu(text: str, per_device: list[list[np.ndarray]], replicas: int = 1,
                    partitions: int = 1, *, what: str = "--reference xla", repeat: int = 1,
-                   times: list | None = None, xla_options: dict | None = None
-                   ) -> list[list[np.ndarray]]:
+                   times: list | None = None, xla_options: dict | None = None,
+                   runs: list | None = None) -> list[list[np.ndarray]]:
     """Compile HLO text with XLA:CPU for replicas x partitions devices (the process's jax must
     have that many host devices) and run it on each device's arguments; [device][leaf].
     Device d is replica d // P, partition d % P, as XLA's default assignment.  `repeat`
-    runs of the one compiled executable; each run's seconds go to `times` when given.
+    runs of the one compiled executable; each run's seconds go to `times` when given, and
+    each run's outputs ([device][leaf]) to `runs` (the last run's are returned).
     `xla_options`: XLA debug options for this compile ({"xla_allow_excess_precision":
     False}), as jax's `compile(compiler_options=...)` sets them."""
     if partitions > 1:  # a per-device program: every instruction is manual to XLA's partitioner
         text = _manual(text)
     return _compile_and_run(hlo_to_stablehlo_bytecode(text, what), per_device, replicas,
-                            partitions, what, "cpu", repeat, times, xla_options)
+                            partitions, what, "cpu", repeat, times, xla_options, runs)
 
 
 def run_stablehlo_on_xla_cpu(mlir: str | bytes, args: list[np.ndarray],
@@ -234,8 +235,8 @@ def _compile(computation: str | bytes, replicas: int, partitions: int, what: str
 
 def _compile_and_run(computation: str | bytes, per_device, replicas: int, partitions: int,
                      what: str, platform: str = "cpu", repeat: int = 1,
-                     times: list | None = None, xla_options: dict | None = None
-                     ) -> list[list[np.ndarray]]:
+                     times: list | None = None, xla_options: dict | None = None,
+                     runs: list | None = None) -> list[list[np.ndarray]]:
     import jax
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
     n = replicas * partitions
@@ -258,6 +259,8 @@ def _compile_and_run(computation: str | bytes, per_device, replicas: int, partit
                 out = [[np.asarray(leaf[d]) for leaf in res] for d in range(n)]
                 if times is not None:
                     times.append(time.perf_counter() - t0)
+                if runs is not None:
+                    runs.append(out)
     except Exception as e:
         raise XlaError(f"{label} failed running the module: {xla_message(e)}") from None
     return out

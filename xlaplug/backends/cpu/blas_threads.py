@@ -57,7 +57,7 @@ def restore(changed: list) -> None:
 def devices_at_once(ctx) -> bool:
     """Whether `ctx`'s device runs at the same time as other devices of its process (device
     threads, or fibers on several threads), which then share the cores among them."""
-    place = getattr(ctx, "spmd", None)
+    place = ctx.spmd
     return place is not None and getattr(place.transport, "parallel", False)
 
 
@@ -65,7 +65,7 @@ def threads_for(flops: int, ctx) -> int:
     """Threads for one product of `flops`: the run's own count where it set one
     (RunOptions.blas_threads), else one per FLOPS_PER_THREAD (set_threads caps either at
     what the library has)."""
-    fixed = getattr(ctx, "blas_threads", None)
+    fixed = ctx.blas_threads
     return fixed if fixed is not None else max(1, flops // FLOPS_PER_THREAD)
 
 

@@ -19,7 +19,8 @@ element j of an rng instruction's c-th execution in a run context takes the
 Philox-4x32-10 block at counter (low = j, high = c) under a 64-bit key hashing the run
 option `seed` (default 0) with the instruction's name -- two words w0, w1 (the block's
 32-bit outputs joined low first).  No sequential state: a loop draws fresh values each
-iteration, a new run repeats the last, and the bits never depend on the bounds.  In
+iteration, a later run of the same executable continues the stream (as XLA's rng does
+across executions: rng_streams.RngState), and the bits never depend on the bounds.  In
 float64 (narrow floats rounded once, by `_xround`, as on CUDA; f8e8m0fnu, which has no
 rounding rule there, by ml_dtypes' cast -- CUDA refuses it):
   * uniform float: u = (w0 >> 11) * 2^-53; lo + (hi - lo) * u cast to the output type; a
@@ -30,7 +31,7 @@ rounding rule there, by ml_dtypes' cast -- CUDA refuses it):
   * integers and pred: lo + w0 mod (hi - lo), the range taken in uint64 (no overflow for
     any s64/u64 bounds); hi <= lo gives lo.
 XLA:CPU's optimized HLO replaces rng with arithmetic on rng-get-and-update-state, which is
-reproduced exactly (a first run matches a freshly compiled XLA executable).
+reproduced exactly (the k-th run matches a freshly compiled XLA executable's k-th run).
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ from ...hlo import dtypes as D
 from ..registry import kernel
 from ..common.scalar_base import NARROW_FORMATS
 from ..common.errors import ExecutionError
-from ..common.rng_streams import ctx_dict, initial_state, rng_stream, state_delta
+from ..common.rng_streams import initial_state, rng_stream, state_delta
 
 _U32 = np.uint32
 _U64 = np.uint64
@@ -295,8 +296,9 @@ def _rng_get_and_update_state(ins, args, ctx):
     """The u64[2] (low, high) state of this instruction, then state += delta.
 
     As in XLA:CPU, each instruction keeps its own state, starting at 0x7012395 (plus the
-    run option `seed`); it persists for the run, so loops see it advance."""
-    states = ctx_dict(ctx, "_xlaplug_rng_states")
+    run option `seed`); it persists for the executable (`ctx.rng`), so loops and later
+    runs see it advance."""
+    states = ctx.rng.states
     cur = states.get(id(ins), initial_state(ctx))
     states[id(ins)] = (cur + state_delta(ins)) % 2 ** 128
     out = np.array([cur % 2 ** 64, cur >> 64], dtype=np.uint64)

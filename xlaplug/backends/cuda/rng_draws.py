@@ -234,7 +234,7 @@ def _rng_get_and_update_state(ins, args, ctx):
             int(np.prod(ins.shape.dims, dtype=np.int64)) != 2:
         raise ExecutionError(f"rng-get-and-update-state '{ins.name}': expected a u64[2] "
                              f"result, got {ins.shape}")
-    states = rng_streams.ctx_dict(ctx, "_xlaplug_rng_device_states")
+    states = ctx.rng.device_states
     st = states.get(id(ins))
     if st is None:
         init = rng_streams.initial_state(ctx)

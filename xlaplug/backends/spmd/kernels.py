@@ -1,8 +1,9 @@
 """Collective kernels on one device or many, for the CPU and CUDA (CUDA stages its values
 through the host; the device-to-device copy is the transport's job there).
 
-A kernel finds where it runs in `ctx.spmd` (a `Place`: grid, device id, transport); a
-context without one is device 0 of a 1 x 1 grid, where every group has one member.
+A kernel finds where it runs in `ctx.spmd` (a `Place`: grid, device id, transport; an
+ExecContext field, given per run by `begin_run`); a context without one is device 0 of a
+1 x 1 grid, where every group has one member.
 """
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ PERMUTES = frozenset({"collective-permute", "collective-permute-start"})
 
 
 def place_of(ctx) -> Place:
-    return getattr(ctx, "spmd", None) or SINGLE
+    return ctx.spmd or SINGLE
 
 
 # ---- host staging ----------------------------------------------------------------------
@@ -193,7 +194,7 @@ def _all_reduce(ins, args, ctx, shape):
     vals = _host_args(ins, args, ctx)
     if op is not None:
         return _out(ins, place.transport.allreduce(place.device, ins, group, vals, op,
-                                                   into=getattr(ctx, "destinations", None)),
+                                                   into=ctx.destinations),
                     shape, ctx, fresh=True)
     if hasattr(place.transport, "share"):
         # Threads of one process: the values are reduced once, into every member's outputs:

@@ -103,11 +103,11 @@ class RankThreadsTransport:
 
 
 def run_rank_devices(module, grid, mpi: MpiTransport, make_context, args_of,
-                     timeout: float) -> list:
+                     timeout: float, profilers: dict | None = None) -> list:
     """This rank's k = D / ranks devices, one thread each; their results (host values) in
-    device order.  `args_of(d)`: device d's arguments; `make_context(d)`: its context."""
-    from ...backends.spmd.kernels import Place
-    from .runner import _cuda_simulated, _simulator_turns, on_device_threads
+    device order.  `args_of(d)`: device d's arguments; `make_context(d)`: its context;
+    `profilers`: {device: profiler.Profiler} for this run."""
+    from .runner import _place, on_device_threads
     if mpi.MPI.Query_thread() < mpi.MPI.THREAD_MULTIPLE:
         from ...backends.common.errors import ExecutionError
         raise ExecutionError("several devices per MPI rank need an MPI initialized with "
@@ -116,12 +116,14 @@ def run_rank_devices(module, grid, mpi: MpiTransport, make_context, args_of,
 
     def work(d: int, rendezvous: Rendezvous):
         ctx = make_context(d)
-        ctx.spmd = Place(grid, d, RankThreadsTransport(mpi, k, rendezvous))
-        if _cuda_simulated(ctx):
-            _simulator_turns(ctx)
-        args = [a if isinstance(a, tuple) else np.asarray(a) for a in args_of(d)]
-        with np.errstate(all="ignore"):
-            out = ctx.run(module.entry, ctx.memory.to_device(args))
-        return ctx.memory.to_host(out, module.entry.root.shape)
+        ctx.begin_run(profiler=(profilers or {}).get(d),
+                      spmd=_place(ctx, grid, d, RankThreadsTransport(mpi, k, rendezvous), True))
+        try:
+            args = [a if isinstance(a, tuple) else np.asarray(a) for a in args_of(d)]
+            with np.errstate(all="ignore"):
+                out = ctx.run(module.entry, ctx.memory.to_device(args))
+            return ctx.memory.to_host(out, module.entry.root.shape)
+        finally:
+            ctx.end_run()
 
     return on_device_threads(k, timeout, work, first=mpi.rank * k)

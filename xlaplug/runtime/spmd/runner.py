@@ -22,28 +22,19 @@ from ...backends.spmd.rendezvous import Aborted, Rendezvous
 
 
 # numba's CUDA simulator runs one kernel at a time per process ("concurrent simulated kernel
-# not supported"): under it, device threads take turns for each kernel.  Kernels that run
-# called computations (which may wait at a collective) do not hold the turn, and a collective
-# gives it up while it waits (Place.exchange), or the devices would deadlock.
+# not supported"): under it, device threads take turns for each kernel (the context's `turn`:
+# kernels that run called computations, which may wait at a collective, do not hold it),
+# and a collective gives it up while it waits (Place.exchange), or the devices would deadlock.
 _SIMULATOR_TURN = threading.RLock()
-_RUN_NESTED = frozenset({"while", "conditional", "call", "async-start", "async-update",
-                         "async-done"})
 
 
-def _simulator_turns(ctx) -> None:
-    resolve = ctx.resolve
-    ctx.spmd.turn = _SIMULATOR_TURN
-
-    def resolve_in_turn(ins):
-        fn = resolve(ins)
-        if fn is None or ins.opcode in _RUN_NESTED:
-            return fn
-
-        def in_turn(i, args, c):
-            with _SIMULATOR_TURN:
-                return fn(i, args, c)
-        return in_turn
-    ctx.resolve = resolve_in_turn
+def _place(ctx, grid: DeviceGrid, d: int, transport, takes_turns: bool) -> Place:
+    """Device d's Place for this run; under the CUDA simulator with devices at once, the
+    context takes turns (made so once: its sequences are rebuilt with the lock)."""
+    if takes_turns and _cuda_simulated(ctx):
+        ctx.take_turns(_SIMULATOR_TURN)
+        return Place(grid, d, transport, _SIMULATOR_TURN)
+    return Place(grid, d, transport)
 
 
 def _cuda_simulated(ctx) -> bool:
@@ -201,10 +192,12 @@ def on_device_threads(n: int, timeout: float, work: Callable[[int, Rendezvous], 
 
 def run_devices(module: Module, device_args: list[list], grid: DeviceGrid,
                 make_context: Callable[[int], Any], timeout: float = 60.0,
-                threads: DeviceThreads | DeviceFibers | None = None) -> list:
+                threads: DeviceThreads | DeviceFibers | None = None,
+                profilers: list | None = None) -> list:
     """Runs the entry computation on every device of `grid`; `device_args[d]` are device d's
     arguments (host values), `make_context(d)` makes device d's execution context (an
-    ExecContext); `threads`: kept device threads to run on (see device_threads.py).
+    ExecContext, or gives a kept one); `threads`: kept device threads to run on (see
+    device_threads.py); `profilers[d]`: device d's profiler.Profiler for this run.
     Returns each device's result, host values, in device order."""
     n = grid.count
     if len(device_args) != n:
@@ -212,14 +205,16 @@ def run_devices(module: Module, device_args: list[list], grid: DeviceGrid,
 
     def work(d: int, rendezvous: Rendezvous):
         ctx = make_context(d)
-        ctx.spmd = Place(grid, d, rendezvous)
         one_thread = isinstance(threads, DeviceFibers) and not threads.parallel
-        if n > 1 and not one_thread and _cuda_simulated(ctx):
-            _simulator_turns(ctx)
-        args = [a if isinstance(a, tuple) else np.asarray(a) for a in device_args[d]]
-        with np.errstate(all="ignore"):  # as one device runs (errstate is per thread)
-            out = ctx.run(module.entry, ctx.memory.to_device(args))
-        return ctx.memory.to_host(out, module.entry.root.shape)
+        ctx.begin_run(profiler=profilers[d] if profilers is not None else None,
+                      spmd=_place(ctx, grid, d, rendezvous, n > 1 and not one_thread))
+        try:
+            args = [a if isinstance(a, tuple) else np.asarray(a) for a in device_args[d]]
+            with np.errstate(all="ignore"):  # as one device runs (errstate is per thread)
+                out = ctx.run(module.entry, ctx.memory.to_device(args))
+            return ctx.memory.to_host(out, module.entry.root.shape)
+        finally:
+            ctx.end_run()
 
     if threads is None and n > 1:
         with devices_for(module, n) as chosen:

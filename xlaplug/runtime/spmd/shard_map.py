@@ -75,8 +75,9 @@ def run_shard_map(ins, args, ctx):
         device_args.append(row)
     options = dict(ctx.options)
 
-    def make(d):
-        return ExecContext(ctx.device, options, overrides=ctx._overrides)
+    def make(d):  # rng state: the mesh device's own, kept with the calling device's
+        return ExecContext(ctx.device, options, overrides=ctx.overrides,
+                           rng=ctx.rng.region(ins, d), runtime=ctx.runtime)
 
     from ...hlo.ir import Module
     region = Module(f"{ins.name}.region", [body], body)
