@@ -79,6 +79,61 @@ def _products(cols: np.ndarray, w: np.ndarray, G: int, BG: int) -> np.ndarray:
     return cols.reshape(npos, kk * c) @ wm
 
 
+class _Dim:
+    """A window dimension of a phase's sub-convolution (stride, rhs_dilate: what _patches
+    reads)."""
+
+    def __init__(self, stride: int, rhs_dilate: int):
+        self.stride, self.rhs_dilate = stride, rhs_dilate
+
+
+def _phases_apply(wdims, G: int, BG: int) -> bool:
+    """Whether an input-dilated convolution (a strided one's input gradient) runs by output
+    phases (_by_phases): every dilated dimension at stride 1 without kernel dilation, and no
+    groups.  (XLA's sums skip the holes too: an inf tap over a hole gives no NaN there.)"""
+    dilated = [wd for wd in wdims if wd.lhs_dilate > 1]
+    return bool(dilated) and G == 1 and BG == 1 and \
+        all(wd.stride == 1 and wd.rhs_dilate == 1 for wd in dilated)
+
+
+def _by_phases(x, w, wdims, ksz, s_out) -> np.ndarray:
+    """[N, S_out..., O] of a convolution whose input is dilated by D along some dimensions:
+    output positions o = D*m + r of one phase r read only the taps k = k0, k0 + D, ... that
+    land on input samples (k0 = (pad_lo - r) mod D), at consecutive input positions -- an
+    undilated convolution with the kernel's taps k0::D -- so the zeros between samples (3 of
+    4 of the products at D = 2 in 2-D) are neither gathered nor multiplied."""
+    n, c, o = x.shape[0], x.shape[-1], w.shape[-1]
+    y = np.zeros((n,) + tuple(s_out) + (o,), x.dtype)
+    for phase in itertools.product(*(range(wd.lhs_dilate) for wd in wdims)):
+        pads, dims, taps, outs, sub_out = [], [], [], [], []
+        for r, wd, k, od, xd in zip(phase, wdims, ksz, s_out, x.shape[1:-1]):
+            dd = wd.lhs_dilate
+            if dd == 1:
+                pads.append((wd.pad_lo, wd.pad_hi, 0))
+                dims.append(_Dim(wd.stride, wd.rhs_dilate))
+                taps.append(slice(None))
+                outs.append(slice(None))
+                sub_out.append(od)
+                continue
+            k0 = (wd.pad_lo - r) % dd
+            nt, nm = len(range(k0, k, dd)), len(range(r, od, dd))
+            e0 = (r + k0 - wd.pad_lo) // dd  # input position of output m = 0's first tap
+            pads.append((-e0, nm + nt - 1 + e0 - xd, 0))
+            dims.append(_Dim(1, 1))
+            taps.append(slice(k0, k, dd))
+            outs.append(slice(r, od, dd))
+            sub_out.append(nm)
+        ws = w[tuple(taps)]
+        sub_k = ws.shape[:-2]
+        if 0 in sub_k or 0 in sub_out:
+            continue  # no tap meets a sample: those outputs are sums of zeros
+        cols = _patches(_dilate_pad(x, pads), dims, sub_k, sub_out)
+        kk = int(np.prod(sub_k, dtype=np.int64))
+        ys = cols.reshape(-1, kk * c) @ np.ascontiguousarray(ws).reshape(kk * c, o)
+        y[(slice(None),) + tuple(outs)] = ys.reshape((n,) + tuple(sub_out) + (o,))
+    return y
+
+
 @kernel("convolution")
 def _convolution(ins, args, ctx):
     lhs, rhs = np.asarray(args[0]), np.asarray(args[1])
@@ -94,12 +149,21 @@ def _convolution(ins, args, ctx):
     rev = [d for d, wd in enumerate(wdims) if wd.reversal]
     if rev:
         w = np.flip(w, axis=rev)
+    if _phases_apply(wdims, G, BG):
+        with for_product(ctx, cp.n * cp.p, cp.o, cp.kk * cp.c):
+            y = _by_phases(x, w, wdims, ksz, s_out)
+        return _output(y, cp, dn, out_dt)
     x = _dilate_pad(x, [(wd.pad_lo, wd.pad_hi, wd.lhs_dilate - 1) for wd in wdims])
     cols = _patches(x, wdims, ksz, s_out).reshape(cp.n * cp.p, cp.kk, cp.c)
     w = np.ascontiguousarray(w).reshape(cp.kk, cp.i, cp.o)
     per = (G, cp.o // G, cp.i) if G > 1 else (BG, cp.o // BG, cp.c)
     with for_product(ctx, cp.n * cp.p // (BG if G == 1 else 1), per[1], cp.kk * per[2]):
         y = _products(cols, w, G, BG)
-    y = _finish(y, cp.kind, out_dt).reshape((cp.n_out,) + s_out + (cp.o,))
+    return _output(y, cp, dn, out_dt)
+
+
+def _output(y, cp, dn, out_dt) -> np.ndarray:
+    """[N, S_out..., O] in the compute type -> the result, in its own dimension order."""
+    y = _finish(y, cp.kind, out_dt).reshape((cp.n_out,) + tuple(cp.out_spatial) + (cp.o,))
     canon = (dn.output_batch,) + tuple(dn.output_spatial) + (dn.output_feature,)
     return np.asarray(y.transpose(np.argsort(canon)), order="C")
