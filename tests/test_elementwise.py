@@ -332,6 +332,21 @@ def test_binary_float(device, t):
         assert_same(o, j, ULP_BOUNDS.get(t, {}).get(n, 0), f"{n} {t}")
 
 
+@pytest.mark.parametrize("t", ["f32", "f64"])
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+def test_max_min_compiled_loop_is_xlas(t, op, monkeypatch):
+    """From LOOP_FROM_ELEMENTS elements an f32/f64 maximum or minimum runs as one compiled
+    loop (elementwise_logic.py): XLA's bits still, NaN, signed zeros and subnormals included."""
+    import xlaplug.backends.cpu.elementwise_logic as EL
+    calls, loop = [], EL._minmax_loop
+    monkeypatch.setattr(EL, "_minmax_loop", lambda *a: calls.append(a[0]) or loop(*a))
+    a, b = pairs(float_inputs(t, 80))
+    assert a.size >= EL.LOOP_FROM_ELEMENTS and subnormal(a).any() and np.isnan(a).any()
+    ours, xla = both(BINARY_FLOAT[op], a, b)
+    assert_same(ours[0], xla[0], 0, f"{op} {t}")
+    assert calls == [op]
+
+
 # ---- complex ----------------------------------------------------------------------------------
 
 def _complex_inputs(t):

@@ -399,6 +399,18 @@ def test_conv_transpose_gradient(device):
     check(device, jax.grad(loss, argnums=(0, 1)), x, w, rtol=1e-4)
 
 
+def test_conv_input_dilated_by_phases_and_nonfinite_kernel():
+    """An input-dilated convolution at stride 1 (a strided convolution's input gradient)
+    runs by output phases, skipping the zeros between input samples (cpu/convolution.py),
+    as XLA's sums do: an inf tap gives NaN over padding, never over a hole."""
+    x, w = rnd(2, 7, 6, 3), rnd(3, 4, 3, 5)
+    f = conv(("NHWC", "HWIO", "NHWC"), window_strides=(1, 1), padding=[(2, 1), (3, -1)],
+             lhs_dilation=(2, 3))
+    check("cpu", f, x, w)
+    w[1, 2, 0, 3] = np.inf
+    check("cpu", f, x, w)
+
+
 _CONV_REVERSAL = """
 HloModule m
 ENTRY e {

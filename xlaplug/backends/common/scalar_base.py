@@ -154,8 +154,8 @@ def _fres(t: str, x: str) -> str:
         return f"_xftz64(np.float64({x}))"
     if t == "f32":
         return f"_xftz32(np.float32({x}))"
-    if t == "bf16":
-        x = f"_xftz32(np.float32({x}))"
+    if t == "bf16":  # (inline: scalar_float._xrbf16)
+        return f"_xrbf16(_xftz32(np.float32({x})))"
     if t in NARROW_FORMATS:
         m, e, mx, k = NARROW_FORMATS[t]
         return f"_xround({x}, {m}, {e}, {mx!r}, {k})"
@@ -163,6 +163,8 @@ def _fres(t: str, x: str) -> str:
 
 
 def _fres_norflush(t: str, x: str) -> str:
+    if t == "bf16":
+        return f"_xrbf16({x})"
     if t in NARROW_FORMATS:
         m, e, mx, k = NARROW_FORMATS[t]
         return f"_xround({x}, {m}, {e}, {mx!r}, {k})"

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 __all__ = ["ScalarGen", "ScalarCompileError", "generate_source", "result_types"]
 
+import re
 from typing import Callable
 
 import numpy as np
@@ -92,6 +93,7 @@ class ScalarGen:
         params = comp.parameters
         lines: list[str] = []
         names: dict[int, str] = {}
+        flushed: dict[str, set[str]] = {"32": set(), "64": set()}  # see _flushes
         for k, p in enumerate(params):
             if not p.shape.is_array or (p.shape.rank != 0 and not self.elementwise):
                 raise ScalarCompileError(f"parameter '{p.name}' of '{comp.name}' is not a "
@@ -108,6 +110,10 @@ class ScalarGen:
                 expr = self._fma_expr(ins, *contract[id(ins)][:2], names)
             else:
                 expr = self.expr(ins, names)
+            expr = _FLUSH_OF.sub(lambda m: m[2] if m[2] in flushed[m[1]] else m[0], expr)
+            kind = _flushes(expr)
+            if kind:
+                flushed[kind].add(name)
             lines.append(f"    {name} = {expr}")
             names[id(ins)] = name
         lines.append(f"    return {names[id(comp.root)]}")
@@ -194,6 +200,30 @@ class ScalarGen:
             return emit(sig).format(*ops)
         except ScalarOpError as e:
             raise ScalarCompileError(f"'{op}' (instruction '{ins.name}'): {e}") from None
+
+
+# A flush (`_xftz32` / `_xftz64`, the operands' denormals-are-zero) of a value that an
+# earlier flush produced is the identity: the generated code leaves it out, so a chain of
+# ops flushes each result once instead of again as every user's operand (in a bf16 fused
+# loop, 2 of every op's 3 flushes).  Values that end flushed: a whole expression
+# `_xftz32(...)`, `_xftz64(...)`, or `_xrbf16(_xftz32(...))` (rounding a flushed f32 to bf16
+# gives no subnormal: bf16's smallest normal is f32's).
+_FLUSH_OF = re.compile(r"_xftz(32|64)\((v\d+)\)")
+_FLUSH_HEADS = (("_xrbf16(_xftz32(", "32"), ("_xftz32(", "32"), ("_xftz64(", "64"))
+
+
+def _flushes(expr: str) -> str | None:
+    """"32"/"64" when `expr` is one call of a flush (see above), else None."""
+    for head, kind in _FLUSH_HEADS:
+        if not expr.startswith(head):
+            continue
+        depth = 0
+        for k, c in enumerate(expr):
+            depth += (c == "(") - (c == ")")
+            if depth == 0 and c == ")":
+                return kind if k == len(expr) - 1 else None
+        return None
+    return None
 
 
 def _schedule(comp: Computation) -> list[Instruction]:

@@ -86,6 +86,31 @@ def _xround(x, mbits, emin, maxv, kind):
     return np.float32(math.copysign(res, v))
 
 
+_BF16_MAX = 3.3895313892515355e+38
+
+
+def _xrbf16(x):
+    """f32/f64 value -> the nearest bf16 (ties to even), as float32: `_xround` for bf16.  This
+    body is what plain Python and CUDA run; numba on the CPU compiles the `_rbf16_llvm`
+    overload below instead, which for a float32 rounds its bits in integer lanes (add
+    0x7FFF plus the lowest kept bit, clear the low half: RNE, overflow carrying into inf,
+    subnormals on bf16's grid; NaN kept) with no branch or call, so loops vectorize."""
+    return _xround(x, 7, -126, _BF16_MAX, 0)
+
+
+@overload(_xrbf16)
+def _rbf16_llvm(x):
+    if isinstance(x, types.Float) and x.bitwidth == 32:
+        def rbf16(x):
+            u = np.uint32(_llvm_bitcast(x, np.int32))
+            u = (u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) \
+                & np.uint32(0xFFFF0000)
+            r = _llvm_bitcast(np.uint32(u), np.float32)
+            return x if x != x else r
+        return rbf16
+    return lambda x: _xround(x, 7, -126, _BF16_MAX, 0)
+
+
 @register_jitable
 def _xsign(x):
     if x != x or x == 0:

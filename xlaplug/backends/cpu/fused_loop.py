@@ -21,6 +21,8 @@ nothing.  A computation scalar_jit cannot compile falls back the same way.
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 from numba.core.errors import TypingError
 
@@ -44,16 +46,76 @@ def compiled_loop_fn(comp, roles: tuple[str, ...], parallel: bool = True,
     """The fusion as one loop (parallel: over numba's threads) -- its body (scalar_jit's
     elementwise source) called with each array parameter at i and each scalar once -- in a
     module numba caches on disk (jit_cache.py), so later processes skip the compile.
-    `inline`: the body's functions inlined into the loop, so that it vectorizes."""
+    `inline`: the body's functions inlined into the loop, so that it vectorizes.  With
+    broadcast operands, a loop over rows (row_split)."""
     body, consts, fname = scalar_piece(comp, "F", elementwise=True, inline=inline)
     names = [f"p{k}" for k in range(len(roles))]
-    call = ", ".join(x if r == "scalar" else f"{x}[{element_index(r)}]"
-                     for x, r in zip(names, roles))
-    loop = (f"def loop(out{''.join(', ' + x for x in names)}):\n"
-            f"    for i in {'prange' if parallel else 'range'}(out.shape[0]):\n"
-            f"        out[i] = {fname}({call})\n")
+    head = f"def loop(out{''.join(', ' + x for x in names)}):\n"
+    rng = "prange" if parallel else "range"
+    split = row_split(comp, roles)
+    if split is None:
+        call = ", ".join(x if r == "scalar" else f"{x}[{element_index(r)}]"
+                         for x, r in zip(names, roles))
+        loop = head + (f"    for i in {rng}(out.shape[0]):\n"
+                       f"        out[i] = {fname}({call})\n")
+    else:
+        row, steps = split
+        at_row = f"(r * {row})"
+        bases = ["        b%d = %s\n" % (k, re.sub(r"\bi\b", at_row, element_index(r)))
+                 for k, r in enumerate(roles) if k in steps]
+        args = []
+        for k, (x, r) in enumerate(zip(names, roles)):
+            if r == "scalar":
+                args.append(x)
+            elif k not in steps:
+                args.append(f"{x}[r * {row} + j]")
+            else:
+                args.append(f"{x}[b{k}{'' if not steps[k] else f' + j * {steps[k]}'}]")
+        loop = head + (f"    for r in {rng}(out.shape[0] // {row}):\n" + "".join(bases)
+                       + f"        for j in range({row}):\n"
+                       f"            out[r * {row} + j] = {fname}({', '.join(args)})\n")
     return cached_function(body + "\n" + loop, consts, "loop", nogil=True, parallel=parallel,
                            error_model="numpy")
+
+
+_TERM = re.compile(r"^\(*i(?: // (\d+)\))?(?: % (\d+)\))?(?: \* (\d+))?$")
+
+
+def _term_step(term: str, row: int) -> int | None:
+    """One term of param_index_map's sum, `((i // s) % d) * k` with any part absent, over
+    the loop index i = r * row + j: its step in j when it is r's alone (0) or affine in j
+    within every row (k), else None."""
+    m = _TERM.match(term.strip())
+    if m is None:
+        return None
+    s, d, k = (int(g) if g else None for g in m.groups())
+    s, k = s or 1, k or 1
+    if s % row == 0:
+        return 0
+    if s == 1 and (d is None or d % row == 0):
+        return k
+    return None
+
+
+def row_split(comp, roles) -> tuple[int, dict[int, int]] | None:
+    """For a loop whose broadcast operands ("index" roles) a flat loop would read at
+    `(i // s) % d`-style indices -- which keep LLVM from vectorizing it: the GELU of a bf16
+    transformer block, 1M elements with a bias, ran 18x slower than with the bias read at
+    i -- rows of the output's last dimension L: each such operand is read at a row base
+    plus j * step (step 0: one value per row; 1: contiguous).  (L, {parameter: step}), else
+    None (no broadcast operand, or one not affine within rows)."""
+    index = {k: r[1] for k, r in enumerate(roles) if isinstance(r, tuple)}
+    dims = comp.root.shape.dims
+    if not index or not dims or int(dims[-1]) < 2:
+        return None
+    row = int(dims[-1])
+    steps = {}
+    for k, expr in index.items():
+        parts = [_term_step(t, row) for t in expr.split(" + ")] if expr != "0" else [0]
+        if any(p is None for p in parts):
+            return None
+        steps[k] = sum(parts)
+    return row, steps
 
 
 def _serial_loop_fn(comp, roles: tuple[str, ...]):

@@ -1,4 +1,4 @@
-"""Linear algebra kernels: dot, convolution, cholesky, triangular-solve.
+"""Linear algebra kernels: dot, cholesky, triangular-solve (convolution: convolution.py).
 
 Accumulation types follow XLA:CPU:
   * floats narrower than f32 (f16, bf16, f8...) accumulate in f32 and round once at the end
@@ -25,7 +25,7 @@ import numpy as np
 
 from ..registry import kernel
 from ..common.errors import ExecutionError
-from ..common.plans import conv_plan, dot_plan
+from ..common.plans import dot_plan
 from .blas_threads import for_product
 from .dot_complex import complex_matmul
 
@@ -78,79 +78,6 @@ def _dot(ins, args, ctx):
             y = (L[0] @ R[0])[None] if B == 1 else np.matmul(L, R)
     y = _finish(y, kind, out_dt)
     return np.asarray(y.reshape(ins.shape.dims), order="C")
-
-
-# ---- convolution -----------------------------------------------------------------------
-
-def _dilate_pad(x: np.ndarray, first_spatial: int, pads) -> np.ndarray:
-    """Pad/dilate the trailing spatial dims: pads = [(lo, hi, interior)] per spatial dim."""
-    if all(p == (0, 0, 0) for p in pads):
-        return x
-    from .data_movement import pad_array
-    full = [(0, 0, 0)] * first_spatial + list(pads)
-    return pad_array(x, full, 0)
-
-
-@kernel("convolution")
-def _convolution(ins, args, ctx):
-    lhs, rhs = np.asarray(args[0]), np.asarray(args[1])
-    out_dt = ins.shape.dtype
-    cp = conv_plan(ins, lhs.shape, rhs.shape, lhs.dtype, rhs.dtype, out_dt)
-    dn, wdims, G, BG = cp.dims, cp.window, cp.groups, cp.batch_groups
-    N, C, O, I, KK, P = cp.n, cp.c, cp.o, cp.i, cp.kk, cp.p
-    ksz, s_out, n_out, o_out = list(cp.kernel_spatial), list(cp.out_spatial), cp.n_out, cp.o
-    cdt, kind = cp.compute_dtype, cp.kind
-
-    # Canonical layouts: input [N, C, S...], kernel [O, I, S...], output [N, O, S...].
-    x = lhs.transpose((dn.input_batch, dn.input_feature) + tuple(dn.input_spatial))
-    w = rhs.transpose((dn.kernel_output_feature, dn.kernel_input_feature)
-                      + tuple(dn.kernel_spatial))
-    x = _to_compute(x, cdt)
-    w = _to_compute(w, cdt)
-
-    rev = [d + 2 for d, wd in enumerate(wdims) if wd.reversal]
-    if rev:
-        w = np.flip(w, axis=rev)
-    x = _dilate_pad(x, 2, [(wd.pad_lo, wd.pad_hi, wd.lhs_dilate - 1) for wd in wdims])
-
-    # im2col: cols[n, c, kk, p] = x[n, c, p*stride + k*rhs_dilation]
-    full = bool(P and KK and N and C)
-    cols = (np.empty if full else np.zeros)((N, C, KK) + tuple(s_out), cdt)
-    if full:
-        for kk, koff in enumerate(np.ndindex(*ksz) if ksz else [()]):
-            idx = [slice(None), slice(None)]
-            for d, (k, wd, o) in enumerate(zip(koff, wdims, s_out)):
-                start = k * wd.rhs_dilate
-                idx.append(slice(start, start + (o - 1) * wd.stride + 1, wd.stride))
-            cols[:, :, kk] = x[tuple(idx)]
-    cols = cols.reshape(N, C, KK, P)
-    with for_product(ctx, O, P, C * KK):  # a GEMM per image (and group): O x CKK by CKK x P
-        y = _conv_products(w, cols, N, O, G, BG, I, C, KK, P)
-    y = _finish(y, kind, out_dt).reshape((n_out, o_out) + tuple(s_out))
-    # Canonical [N, O, S...] -> the output's dim order.
-    canon = (dn.output_batch, dn.output_feature) + tuple(dn.output_spatial)
-    inv = np.argsort(canon)
-    return np.asarray(y.transpose(inv), order="C")
-
-
-def _conv_products(w, cols, N, O, G, BG, I, C, KK, P) -> np.ndarray:
-    """[N, O, P] from the kernel [O, I, KK...] and the im2col columns [N, C, KK, P]."""
-    if G > 1:
-        # out[n, g*Og + o, p] = sum_{c, kk} w[g*Og + o, c, kk] * cols[n, g*I + c, kk, p]
-        Og = O // G
-        wm = w.reshape(G, Og, I * KK)
-        xm = cols.reshape(N, G, I * KK, P)
-        return np.matmul(wm[None], xm).reshape(N, O, P)
-    if BG > 1:
-        # out[n, g*Ob + o, p] = sum_{c, kk} w[g*Ob + o, c, kk] * cols[g*Nb + n, c, kk, p]
-        Ob, Nb = O // BG, N // BG
-        wm = w.reshape(BG, Ob, C * KK)
-        xm = cols.reshape(BG, Nb, C * KK, P)
-        y = np.matmul(wm[:, None], xm)  # [BG, Nb, Ob, P]
-        return y.transpose(1, 0, 2, 3).reshape(Nb, O, P)
-    wm = w.reshape(O, C * KK)
-    xm = cols.reshape(N, C * KK, P)
-    return np.matmul(wm[None], xm) if N != 1 else (wm @ xm[0])[None]
 
 
 # ---- cholesky --------------------------------------------------------------------------

@@ -1,0 +1,169 @@
+"""`convolution` on the CPU: channels-last patches and one GEMM for the whole batch.
+
+Every operand is viewed channels-last -- input [N, S..., C], kernel [K..., I, O], output
+[N, S_out..., O] -- which for jax's NHWC / HWIO / NHWC is the operands' own layout: no
+transposed copies in or out.  The input is dilated and padded (lhs_dilate, pad), then its
+patches are gathered into one matrix, a row per output position and a column per (tap,
+channel):
+
+    cols[n, p, kk, c] = x[n, p*stride + k*rhs_dilate, c]        # [N*P, KK*C]
+
+and the convolution is `cols @ w.reshape(KK*C, O)`: one product of N*P rows on every thread
+that blas_threads gives its size, where a product per image (O x CKK by CKK x P, the earlier
+form) kept a training step's backward convolutions -- 16 images of 1,024 positions -- on
+small products with the output transposed after.  The gather copies contiguous channel rows:
+a strided slice of x per tap when there are fewer taps than output positions (a forward
+convolution: 9 taps, 1,024 positions), else a window of x per output position (a weight
+gradient: 1,024 taps, 9 positions).
+
+feature_group_count G: a batch of G products (each group's I channels, its O/G outputs);
+batch_group_count BG: a batch of BG products (each group's N/BG images, its O/BG outputs).
+Types as for dot (linalg.py): narrow floats in f32 rounded once, f32 in f32 (sgemm: its own
+summation order, as XLA:CPU's Eigen contraction has its own), integers exact.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ..common.plans import conv_plan
+from ..registry import kernel
+from .blas_threads import for_product
+from .linalg import _finish, _to_compute
+
+
+def _dilate_pad(x: np.ndarray, pads) -> np.ndarray:
+    """x [N, S..., C] with its spatial dims padded / dilated: pads = [(lo, hi, interior)]."""
+    if all(p == (0, 0, 0) for p in pads):
+        return x
+    from .data_movement import pad_array
+    return pad_array(x, [(0, 0, 0)] + list(pads) + [(0, 0, 0)], 0)
+
+
+def _patches(x: np.ndarray, wdims, ksz, s_out) -> np.ndarray:
+    """[N, S_out..., K..., C]: the input window of every output position (see above)."""
+    n, c = x.shape[0], x.shape[-1]
+    cols = np.empty((n,) + tuple(s_out) + tuple(ksz) + (c,), x.dtype)
+    if cols.size == 0:
+        return cols
+    nsp = len(s_out)
+    if int(np.prod(ksz, dtype=np.int64)) <= int(np.prod(s_out, dtype=np.int64)):
+        for koff in itertools.product(*(range(k) for k in ksz)):
+            src = tuple(slice(k * wd.rhs_dilate, k * wd.rhs_dilate + (o - 1) * wd.stride + 1,
+                              wd.stride) for k, wd, o in zip(koff, wdims, s_out))
+            cols[(slice(None),) + (slice(None),) * nsp + koff] = x[(slice(None),) + src]
+    else:
+        for pos in itertools.product(*(range(o) for o in s_out)):
+            src = tuple(slice(p * wd.stride, p * wd.stride + (k - 1) * wd.rhs_dilate + 1,
+                              wd.rhs_dilate) for p, wd, k in zip(pos, wdims, ksz))
+            cols[(slice(None),) + pos] = x[(slice(None),) + src]
+    return cols
+
+
+def _products(cols: np.ndarray, w: np.ndarray, G: int, BG: int) -> np.ndarray:
+    """[N*P, O] from the patches [N*P, KK, C] and the kernel [KK, I, O]."""
+    npos, kk, c = cols.shape
+    o = w.shape[-1]
+    if G > 1:
+        i, og = c // G, o // G
+        xm = cols.reshape(npos, kk, G, i).transpose(2, 0, 1, 3).reshape(G, npos, kk * i)
+        wm = w.reshape(kk, i, G, og).transpose(2, 0, 1, 3).reshape(G, kk * i, og)
+        return np.matmul(xm, wm).transpose(1, 0, 2).reshape(npos, o)
+    wm = w.reshape(kk * c, o)
+    if BG > 1:
+        ob = o // BG
+        xm = cols.reshape(BG, npos // BG, kk * c)
+        y = np.matmul(xm, wm.reshape(kk * c, BG, ob).transpose(1, 0, 2))  # [BG, Nb*P, Ob]
+        return y.transpose(1, 0, 2).reshape(npos // BG, o)
+    return cols.reshape(npos, kk * c) @ wm
+
+
+class _Dim:
+    """A window dimension of a phase's sub-convolution (stride, rhs_dilate: what _patches
+    reads)."""
+
+    def __init__(self, stride: int, rhs_dilate: int):
+        self.stride, self.rhs_dilate = stride, rhs_dilate
+
+
+def _phases_apply(wdims, G: int, BG: int) -> bool:
+    """Whether an input-dilated convolution (a strided one's input gradient) runs by output
+    phases (_by_phases): every dilated dimension at stride 1 without kernel dilation, and no
+    groups.  (XLA's sums skip the holes too: an inf tap over a hole gives no NaN there.)"""
+    dilated = [wd for wd in wdims if wd.lhs_dilate > 1]
+    return bool(dilated) and G == 1 and BG == 1 and \
+        all(wd.stride == 1 and wd.rhs_dilate == 1 for wd in dilated)
+
+
+def _by_phases(x, w, wdims, ksz, s_out) -> np.ndarray:
+    """[N, S_out..., O] of a convolution whose input is dilated by D along some dimensions:
+    output positions o = D*m + r of one phase r read only the taps k = k0, k0 + D, ... that
+    land on input samples (k0 = (pad_lo - r) mod D), at consecutive input positions -- an
+    undilated convolution with the kernel's taps k0::D -- so the zeros between samples (3 of
+    4 of the products at D = 2 in 2-D) are neither gathered nor multiplied."""
+    n, c, o = x.shape[0], x.shape[-1], w.shape[-1]
+    y = np.zeros((n,) + tuple(s_out) + (o,), x.dtype)
+    for phase in itertools.product(*(range(wd.lhs_dilate) for wd in wdims)):
+        pads, dims, taps, outs, sub_out = [], [], [], [], []
+        for r, wd, k, od, xd in zip(phase, wdims, ksz, s_out, x.shape[1:-1]):
+            dd = wd.lhs_dilate
+            if dd == 1:
+                pads.append((wd.pad_lo, wd.pad_hi, 0))
+                dims.append(_Dim(wd.stride, wd.rhs_dilate))
+                taps.append(slice(None))
+                outs.append(slice(None))
+                sub_out.append(od)
+                continue
+            k0 = (wd.pad_lo - r) % dd
+            nt, nm = len(range(k0, k, dd)), len(range(r, od, dd))
+            e0 = (r + k0 - wd.pad_lo) // dd  # input position of output m = 0's first tap
+            pads.append((-e0, nm + nt - 1 + e0 - xd, 0))
+            dims.append(_Dim(1, 1))
+            taps.append(slice(k0, k, dd))
+            outs.append(slice(r, od, dd))
+            sub_out.append(nm)
+        ws = w[tuple(taps)]
+        sub_k = ws.shape[:-2]
+        if 0 in sub_k or 0 in sub_out:
+            continue  # no tap meets a sample: those outputs are sums of zeros
+        cols = _patches(_dilate_pad(x, pads), dims, sub_k, sub_out)
+        kk = int(np.prod(sub_k, dtype=np.int64))
+        ys = cols.reshape(-1, kk * c) @ np.ascontiguousarray(ws).reshape(kk * c, o)
+        y[(slice(None),) + tuple(outs)] = ys.reshape((n,) + tuple(sub_out) + (o,))
+    return y
+
+
+@kernel("convolution")
+def _convolution(ins, args, ctx):
+    lhs, rhs = np.asarray(args[0]), np.asarray(args[1])
+    out_dt = ins.shape.dtype
+    cp = conv_plan(ins, lhs.shape, rhs.shape, lhs.dtype, rhs.dtype, out_dt)
+    dn, wdims, G, BG = cp.dims, cp.window, cp.groups, cp.batch_groups
+    ksz, s_out = tuple(cp.kernel_spatial), tuple(cp.out_spatial)
+    x = _to_compute(lhs.transpose((dn.input_batch,) + tuple(dn.input_spatial)
+                                  + (dn.input_feature,)), cp.compute_dtype)
+    w = _to_compute(rhs.transpose(tuple(dn.kernel_spatial) + (dn.kernel_input_feature,
+                                                              dn.kernel_output_feature)),
+                    cp.compute_dtype)
+    rev = [d for d, wd in enumerate(wdims) if wd.reversal]
+    if rev:
+        w = np.flip(w, axis=rev)
+    if _phases_apply(wdims, G, BG):
+        with for_product(ctx, cp.n * cp.p, cp.o, cp.kk * cp.c):
+            y = _by_phases(x, w, wdims, ksz, s_out)
+        return _output(y, cp, dn, out_dt)
+    x = _dilate_pad(x, [(wd.pad_lo, wd.pad_hi, wd.lhs_dilate - 1) for wd in wdims])
+    cols = _patches(x, wdims, ksz, s_out).reshape(cp.n * cp.p, cp.kk, cp.c)
+    w = np.ascontiguousarray(w).reshape(cp.kk, cp.i, cp.o)
+    per = (G, cp.o // G, cp.i) if G > 1 else (BG, cp.o // BG, cp.c)
+    with for_product(ctx, cp.n * cp.p // (BG if G == 1 else 1), per[1], cp.kk * per[2]):
+        y = _products(cols, w, G, BG)
+    return _output(y, cp, dn, out_dt)
+
+
+def _output(y, cp, dn, out_dt) -> np.ndarray:
+    """[N, S_out..., O] in the compute type -> the result, in its own dimension order."""
+    y = _finish(y, cp.kind, out_dt).reshape((cp.n_out,) + tuple(cp.out_spatial) + (cp.o,))
+    canon = (dn.output_batch,) + tuple(dn.output_spatial) + (dn.output_feature,)
+    return np.asarray(y.transpose(np.argsort(canon)), order="C")
