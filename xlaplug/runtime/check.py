@@ -193,7 +193,7 @@ def _one(op, kentry, dentry, sentry, shapes, arrays, attrs, ctx, label, trial,
     if kernel is not None:  # its FFI handler passes element_types as the run-time does
         got = kernel.run(op, kentry, arrays, attrs, declared)
     else:
-        got = _run_kernel(op, kentry, shapes, arrays, attrs, declared, device)
+        got = _run_kernel(op, kentry, shapes, arrays, attrs, declared, device, ctx)
     for k, (g, s) in enumerate(zip(got, declared.leaves())):
         if tuple(g.shape) != tuple(s.dims) or g.dtype != s.dtype:
             return CheckResult(op, name, label, trial, False,
@@ -213,8 +213,9 @@ def _one(op, kentry, dentry, sentry, shapes, arrays, attrs, ctx, label, trial,
     return CheckResult(op, name, label, trial, True, f"{who} matches decomposition{where}")
 
 
-def _run_kernel(op, kentry, shapes, arrays, attrs, declared, device: str) -> list:
-    """The kernel's results, run by xlaplug on `device` into preallocated outputs."""
+def _run_kernel(op, kentry, shapes, arrays, attrs, declared, device: str, ctx) -> list:
+    """The kernel's results, run by xlaplug on `device` into preallocated outputs (`ctx`: the
+    trial's context, which a communicator kernel's one-device communicator is made on)."""
     name = kentry.plugin.name
     outs = [np.empty(s.dims, s.dtype) for s in declared.leaves()]
     if kentry.communicator:  # one device: its collectives are over itself
