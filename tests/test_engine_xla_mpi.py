@@ -124,8 +124,9 @@ def _xla(text: str, x: np.ndarray, n: int, more=()) -> list[np.ndarray]:
     return [np.stack([outs[d][k] for d in range(n)]) for k in range(len(outs[0]))]
 
 
-@pytest.mark.parametrize("n", [2, 4])
-@pytest.mark.parametrize("module", ["core", "nested"])
+# (nested on 4 ranks, and the Horovod example on 2, left out for the suite's time: the
+# rewrite and the order token do not depend on the rank count)
+@pytest.mark.parametrize("module, n", [("core", 2), ("core", 4), ("nested", 2)])
 def test_collectives_match_the_interpreter_and_xla(tmp_path, n, module):
     text = _core(n) if module == "core" else NESTED.format(n=n, n8=8 * n)
     hlo = tmp_path / f"{module}.hlo"
@@ -143,7 +144,7 @@ def test_collectives_match_the_interpreter_and_xla(tmp_path, n, module):
         assert np.allclose(a, c, rtol=1e-6, atol=1e-6), k  # (MPI's sum order: 1 ULP)
 
 
-@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("n", [4])
 def test_horovod_allreduce_example(tmp_path, n):
     from pathlib import Path
     hlo = Path(__file__).resolve().parents[1] / "examples" / "horovod_allreduce4.hlo"
