@@ -20,36 +20,15 @@ from xlaplug.cli.progress import progress_bar
 from xlaplug.runtime.options import RunError
 from xlaplug.runtime.timeline import HOST_TID
 
+from test_profile import LOOP as PROFILE_LOOP
+
 ROOT = Path(__file__).resolve().parents[1]
 MPIEXEC = Path(sys.executable).with_name("mpiexec")
 
-# A while loop of 3 iterations (its body's kernels run inside the while's slice), then a dot.
-LOOP = """HloModule m
-cond {
-  s = (s32[], f32[8]) parameter(0)
-  i = s32[] get-tuple-element(s), index=0
-  n = s32[] constant(3)
-  ROOT lt = pred[] compare(i, n), direction=LT
-}
-body {
-  s = (s32[], f32[8]) parameter(0)
-  i = s32[] get-tuple-element(s), index=0
-  one = s32[] constant(1)
-  i2 = s32[] add(i, one)
-  v = f32[8] get-tuple-element(s), index=1
-  v2 = f32[8] multiply(v, v)
-  ROOT t = (s32[], f32[8]) tuple(i2, v2)
-}
-ENTRY e {
-  x = f32[8] parameter(0)
-  m = f32[8,8] parameter(1)
-  zero = s32[] constant(0)
-  t0 = (s32[], f32[8]) tuple(zero, x)
-  w = (s32[], f32[8]) while(t0), condition=cond, body=body
-  r = f32[8] get-tuple-element(w), index=1
-  ROOT d = f32[8] dot(m, r), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-}
-"""
+# test_profile's while loop (its body's kernels run inside the while's slice), then a dot,
+# here with 3 iterations.
+LOOP = PROFILE_LOOP.replace("n = s32[] constant(5)", "n = s32[] constant(3)")
+assert LOOP != PROFILE_LOOP
 
 # Four replicas: an all-reduce in two groups and a ring of collective-permutes.
 GROUPS4 = """HloModule g, replica_count=4
