@@ -184,3 +184,27 @@ def test_reference_xla_refuses_meshes_of_two_sizes(programs, tmp_path):
     assert r.returncode == 2, r.stdout + r.stderr
     assert r.stderr.strip() == ("error: --reference xla: meshes of 2 different sizes (2, 4 "
                                 "devices) in one program are not supported")
+
+
+def test_decompose_all_of_a_shard_map_program_is_one_xla_partitions(programs):
+    """Issue 21 item 5: `compile --decompose-all` of jax's shard_map global program keeps
+    what XLA's partitioner needs (the sdy markers, the mesh), and XLA itself runs the artifact
+    on the program's own four devices to jax's outputs (one subprocess with 4 host devices;
+    the other programs take the same path in the --reference xla tests above)."""
+    import xlaplug
+    from xlaplug.xla.global_shards import global_devices
+    from xlaplug.xla.reference import run_global_reference
+    i, z = programs["shard_map_1d"]
+    art = xlaplug.compile(str(z[f"lowered_{i}"]), decompose_all=True)
+    assert "xlaplug." not in art.hlo and "fusion" not in art.hlo
+    module = parse_module(art.hlo, "<artifact>")
+    devices, shardy = global_devices(module)
+    assert devices == 4 and shardy
+    args = [z[f"garg_{i}_{k}"] for k in range(int(z[f"nargs_{i}"]))]
+    root = module.entry.root.shape
+    shapes = [tuple(s.dims) for s in (root.tuple_shapes if root.is_tuple else (root,))]
+    outs = run_global_reference(art.hlo, args, shapes, devices, shardy)
+    want = [z[f"gout_{i}_{j}"] for j in range(sum(f.startswith(f"gout_{i}_") for f in z.files))]
+    assert len(outs) == len(want)
+    for o, w in zip(outs, want):
+        np.testing.assert_allclose(o, w, rtol=1e-6, atol=1e-6)
