@@ -82,3 +82,20 @@ def _maximal(xc):
     op.type = xc.OpSharding.Type.MAXIMAL
     op.tile_assignment_devices = [1]
     return op
+
+
+def test_a_per_device_program_made_manual_keeps_one_sharding_per_instruction():
+    """jaxlib_names._manual marks every instruction `sharding={manual}`; one that had a
+    sharding (a partitioned module's parameters) has it replaced, nested braces and all --
+    XLA's parser refuses an attribute given twice."""
+    from xlaplug.xla.jaxlib_names import _manual
+    text = ('  p = f32[2,3]{1,0} parameter(0), sharding={devices=[4,1]<=[4]}, '
+            'metadata={op_name="a"}\n'
+            '  ROOT t = (f32[2,3], f32[2,3]) tuple(p, p), sharding={{replicated}, '
+            '{maximal device=0}}\n'
+            '  q = f32[2] add(p, p)\n')
+    out = _manual(text).splitlines()
+    assert [ln.count("sharding=") for ln in out] == [1, 1, 1]
+    assert out[0].endswith('metadata={op_name="a"}, sharding={manual}')
+    assert out[1].endswith("tuple(p, p), sharding={manual}")
+    assert out[2].endswith("add(p, p), sharding={manual}")

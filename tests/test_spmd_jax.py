@@ -208,3 +208,19 @@ def test_decompose_all_of_a_shard_map_program_is_one_xla_partitions(programs):
     assert len(outs) == len(want)
     for o, w in zip(outs, want):
         np.testing.assert_allclose(o, w, rtol=1e-6, atol=1e-6)
+
+
+def test_decompose_all_of_a_partitioned_program_is_refused_in_one_line(programs, tmp_path):
+    """The program as XLA partitioned and scheduled it (`compiled.as_text()`, 4 partitions)
+    is XLA's output, not its input: its bitcasts and per-device shapes fail XLA's layout
+    checks when given back (tried: "layout minor_to_major field contains 3 elements, but
+    shape has 2 dimensions").  `--decompose-all` refuses it in one line, exit 2, writing
+    nothing, and says what to give instead; without --decompose-all xlaplug runs it (above)."""
+    i, z = programs["shard_map_1d"]
+    (tmp_path / "m.hlo").write_text(str(z[f"compiled_{i}"]))
+    r = _cli("compile", "m.hlo", "--decompose-all", "-o", "out.hlo", cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert "error: --decompose-all: module 'jit_collectives' is XLA's partitioned, scheduled" \
+        in lines[0] and ".compile().as_text()" in lines[0], r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "out.hlo").exists()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..hlo.errors import OptionError
+from ..hlo.errors import HloError, OptionError
 from ..hlo.ir import Module
 from ..hlo.verifier import verify_module
 from .context import PassContext
@@ -30,6 +30,8 @@ def compile_module(module: Module, session=None, passes: str | None = None, *,
         raise TypeError("compile_module(module, session, passes): give the pipeline spec "
                         f"as passes={session!r}")
     session = session if session is not None else Session()
+    if decompose_all:
+        _check_portable_input(module)
     if decompose_all and passes is None:  # the portable artifact: no xlaplug optimizations
         passes = "portable"
     pipeline = resolve_pipeline(passes, session.registry)
@@ -71,3 +73,18 @@ def check_dump_dir(path: str) -> Path:
     if not os.access(d, os.W_OK | os.X_OK):
         raise OptionError(f"--dump-dir: '{path}' is not writable")
     return d
+
+
+def _check_portable_input(module: Module) -> None:
+    """The portable artifact is HLO as XLA takes it before its own passes.  A module XLA
+    already partitioned and scheduled (`jax.jit(f).lower(...).compile().as_text()` on many
+    devices) holds what those passes made -- bitcasts with their layouts, per-device shapes,
+    the partitioner's shardings -- which XLA refuses as input (its layout checks fail on
+    the bitcasts once each instruction is made manual); it cannot be made portable again."""
+    parts = module.attrs.get("num_partitions", 1)
+    if module.attrs.get("is_scheduled") and isinstance(parts, int) and parts > 1:
+        raise HloError(f"--decompose-all: module '{module.name}' is XLA's partitioned, "
+                       f"scheduled output (is_scheduled=true, num_partitions={parts}), which "
+                       "XLA does not take back as input; make the artifact from the program "
+                       "as jax lowers it (jax.jit(f).lower(...).as_text(dialect=\"hlo\"), not "
+                       ".compile().as_text())", line=1, column=1)

@@ -303,5 +303,22 @@ def run_global_on_xla(text: str, args: list[np.ndarray], shapes: list[tuple[int,
 
 
 def _manual(text: str) -> str:
-    return re.sub(r"^(\s*(?:ROOT\s+)?[\w.\-]+\s*=\s*.*?)\s*$", r"\1, sharding={manual}", text,
-                  flags=re.M)
+    """Every instruction of a per-device program `sharding={manual}` (XLA's partitioner then
+    leaves it as written); a sharding the instruction had -- a module as XLA partitioned it
+    keeps its parameters' -- is replaced, not repeated (XLA's parser refuses a second)."""
+    def one(m: re.Match) -> str:
+        return _without_sharding(m.group(1)) + ", sharding={manual}"
+    return re.sub(r"^(\s*(?:ROOT\s+)?[\w.\-]+\s*=\s*.*?)\s*$", one, text, flags=re.M)
+
+
+def _without_sharding(line: str) -> str:
+    """`line` without its `, sharding={...}` attribute (braces nest: tuple shardings)."""
+    start = line.find(", sharding={")
+    if start < 0:
+        return line
+    depth, k = 0, start + len(", sharding=")
+    for k in range(k, len(line)):
+        depth += {"{": 1, "}": -1}.get(line[k], 0)
+        if depth == 0:
+            break
+    return line[:start] + line[k + 1:]
