@@ -19,47 +19,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
+# The all-reduce module, iteration counts, alternating-round timing and mpiexec of
+# collectives.py (this script's sibling: the same measurement against another engine).
+from collectives import ALLREDUCE_HLO, _mpiexec, _timed_ab, iterations
+
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = [1 << 20, 16 << 20]
-ALLREDUCE_HLO = """HloModule allreduce, replica_count={d}
-add {{
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}}
-ENTRY e {{
-  x = f32[{n}] parameter(0)
-  ROOT r = f32[{n}] all-reduce(x), replica_groups={{}}, to_apply=add
-}}
-"""
-
-
-def iterations(nbytes: int) -> int:
-    return max(5, min(200, (256 << 20) // max(nbytes, 1) // 8))
-
-
-def timed_ab(fns: dict, iters: int, barrier, rounds: int = 7) -> dict:
-    """Median seconds per call of each function, in alternating rounds after warm-up."""
-    for fn in fns.values():
-        fn()
-        fn()
-    times: dict = {k: [] for k in fns}
-    for _ in range(rounds):
-        for k, fn in fns.items():
-            barrier()
-            t0 = time.perf_counter()
-            for _ in range(iters):
-                fn()
-            times[k].append((time.perf_counter() - t0) / iters)
-    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def engine_call(text: str, grid, rank: int, x: np.ndarray, timeout: float = 120.0):
@@ -74,13 +45,13 @@ def engine_call(text: str, grid, rank: int, x: np.ndarray, timeout: float = 120.
     from xlaplug.runtime.executor import ExecContext
     from xlaplug.runtime.spmd.runner import collective_groups
     from xlaplug.xla.jaxlib_names import _compile, hlo_to_stablehlo_bytecode
-    from xlaplug.xla.mpi_engine import _rank_program
+    from xlaplug.runtime.mpi_engine import _rank_program
     exe = xlaplug.compile(text, keep_source=True)
     ctx = ExecContext("cpu", {}, overrides=exe.session.resolve)
     program, module, _handler, _key = _rank_program(exe, grid, rank, ctx)
     transport = MpiTransport(timeout)
     transport.prepare(collective_groups(module, grid))
-    ctx.spmd = Place(grid, rank, transport)
+    ctx.begin_run(spmd=Place(grid, rank, transport))  # held for the benchmark's calls
     compiled, devs = _compile(hlo_to_stablehlo_bytecode(program, "benchmark"), 1, 1,
                               "benchmark")
     sharding = NamedSharding(Mesh(np.array(devs), ("d",)), PartitionSpec())
@@ -98,7 +69,7 @@ def worker(sizes: list[int]) -> None:
     from mpi4py import MPI
 
     from xlaplug.backends.spmd.groups import DeviceGrid
-    from xlaplug.xla.mpi_engine import spare_the_cores
+    from xlaplug.runtime.mpi_engine import spare_the_cores
     comm = MPI.COMM_WORLD
     rank, d = comm.Get_rank(), comm.Get_size()
     spare_the_cores(d)  # as the engine does, before jax starts
@@ -110,17 +81,12 @@ def worker(sizes: list[int]) -> None:
         recv = np.empty_like(x)
         comm.Allreduce(x, recv, op=MPI.SUM)
         agree = bool(np.allclose(np.asarray(call()), recv, rtol=1e-5, atol=1e-5))
-        t = timed_ab({"engine": call, "mpi4py": lambda: comm.Allreduce(x, recv, op=MPI.SUM)},
-                     iterations(nbytes), comm.Barrier)
+        t = _timed_ab({"engine": call, "mpi4py": lambda: comm.Allreduce(x, recv, op=MPI.SUM)},
+                      iterations(nbytes), comm.Barrier)
         rows.append({"bytes": nbytes, "agree": comm.allreduce(agree, op=MPI.LAND),
                      **{f"{k}_s": comm.allreduce(v, op=MPI.MAX) for k, v in t.items()}})
     if rank == 0:
         print(json.dumps(rows))
-
-
-def _mpiexec() -> str:
-    exe = Path(sys.executable).with_name("mpiexec")
-    return str(exe) if exe.exists() else "mpiexec"
 
 
 def main() -> int:
