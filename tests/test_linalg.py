@@ -429,6 +429,22 @@ def test_conv_window_reversal(device):
                                                      [(0, 0), (1, 0)]))
 
 
+def test_conv_patch_buffer_is_kept_between_runs():
+    """The patch matrix is scratch the context keeps (cpu/convolution.py: a fresh one each
+    run cost page faults that outweighed the product); a second run with other operands
+    reuses that very buffer and gives what a fresh context gives."""
+    from xlaplug.runtime.executor import ExecContext
+    module = parse_module(_CONV_REVERSAL)
+    ctx = ExecContext("cpu")
+    ctx.run(module.entry, [rnd(1, 2, 6, 5), rnd(3, 2, 3, 2)])
+    table = ctx.kernel_cache.table("conv_patches")
+    (buf,) = table.values()
+    b = [rnd(1, 2, 6, 5), rnd(3, 2, 3, 2)]
+    got = ctx.run(module.entry, b)
+    assert len(table) == 1 and next(iter(table.values())) is buf
+    assert_same(np.asarray(got), np.asarray(run_module(module, b)), 0, "second run")
+
+
 def test_conv_large_matches_xla():
     """The benchmark's convolution (its speed is benchmarks/run.py's to measure, never a
     test's): the im2col/BLAS path on a large input gives XLA's values."""

@@ -21,6 +21,7 @@ from xlaplug.runtime.options import RunError
 from xlaplug.runtime.timeline import HOST_TID
 
 from test_profile import LOOP as PROFILE_LOOP
+from test_run_path import ALLREDUCE2  # two replicas, one scalar all-reduce
 
 ROOT = Path(__file__).resolve().parents[1]
 MPIEXEC = Path(sys.executable).with_name("mpiexec")
@@ -43,19 +44,6 @@ ENTRY e {
   ROOT p = f32[16] collective-permute(s), source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
 }
 """
-
-ALLREDUCE2 = """HloModule ar, replica_count=2
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT c = f32[] add(a, b)
-}
-ENTRY e {
-  x = f32[] parameter(0)
-  ROOT r = f32[] all-reduce(x), replica_groups={{0,1}}, to_apply=add
-}
-"""
-
 
 def _run_traced(tmp_path, text: str, *extra) -> dict:
     path = tmp_path / "m.hlo"
