@@ -63,13 +63,18 @@ def run_reference(text: str, per_device: list[list[np.ndarray]], replicas: int =
     if platform != "cpu":  # an accelerator's own devices, in this process
         return run_on_xla(text, per_device, platform, replicas, partitions,
                           what=f"--reference xla:{platform}")
+    options, flags = _xla_settings(excess_precision)
     if replicas * partitions == 1:
-        options = None if excess_precision else {"xla_allow_excess_precision": False}
         return run_on_xla_cpu(text, per_device, 1, 1, xla_options=options)
     from .devices import run_in_subprocess
-    return run_in_subprocess(text, replicas, partitions, per_device,
-                             xla_flags="" if excess_precision else
-                             "--xla_allow_excess_precision=false")
+    return run_in_subprocess(text, replicas, partitions, per_device, xla_flags=flags)
+
+
+def _xla_settings(excess_precision: bool) -> tuple[dict, str]:
+    """XLA's debug options for a reference run, as a compilation's overrides (this
+    process) and as XLA_FLAGS (a subprocess, whose jax reads them once at start)."""
+    options = {} if excess_precision else {"xla_allow_excess_precision": False}
+    return options, " ".join(f"--{k}={str(v).lower()}" for k, v in options.items())
 
 
 def run_global_reference(text: str, args: list[np.ndarray], shapes: list[tuple[int, ...]],
@@ -80,14 +85,13 @@ def run_global_reference(text: str, args: list[np.ndarray], shapes: list[tuple[i
     from .jaxlib_names import require_jax, run_global_on_xla
     require_jax("--reference xla")
     import jax
+    options, flags = _xla_settings(excess_precision)
     if platform != "cpu" or len(jax.local_devices(backend="cpu")) >= devices:
         return run_global_on_xla(text, args, shapes, devices, shardy, platform,
-                                 xla_options=None if excess_precision else
-                                 {"xla_allow_excess_precision": False})
+                                 xla_options=options)
     from .devices import run_in_subprocess
     (outs,) = run_in_subprocess(text, 1, 1, [args], global_program=(devices, shardy),
-                                xla_flags="" if excess_precision else
-                                "--xla_allow_excess_precision=false")
+                                xla_flags=flags)
     return outs
 
 
