@@ -36,15 +36,49 @@ class JaxInputError(HloError):
         return self.headline()
 
 
-def op(name: str, plugins=None, prefer: str | None = None, axis_name=None):
+def op(name: str, plugins=None, prefer: str | None = None, axis_name=None,
+       collective_timeout: float | None = None):
     """The plugin op `name` as a jax function (xla/jax_op.PluginOp); `plugins`: directories
     or Plugin objects beside the bundled ones (as jit takes them).  Here, not in xla/, since
-    loading the plugins is the runtime's (load_session) and the bridge sits below it."""
+    loading the plugins is the runtime's (load_session) and the bridge sits below it.
+
+    Under mpiexec (more than one rank), an op whose CPU kernel takes a communicator, called
+    without `axis_name` and not with prefer="decomposition", runs that kernel over MPI inside
+    XLA (xla/jax_mpi.py); `collective_timeout` (seconds, default 60) bounds every wait of
+    this process's MPI calls."""
+    from .backends.spmd.mpi import launched_by_mpi
     from .runtime.executable import load_session
-    from .xla.jax_op import PluginOp
+    from .xla.jax_op import PluginOp, needs_communicator
     from .xla.jaxlib_names import require_jax
     require_jax("xlaplug.jax.op")
-    return PluginOp(name, load_session(plugins or ()).registry, prefer, axis_name)
+    registry = load_session(plugins or ()).registry
+    world = None
+    if axis_name is None and prefer != "decomposition" and \
+            needs_communicator(registry, name) and launched_by_mpi():
+        world = _mpi_world(collective_timeout)
+    return PluginOp(name, registry, prefer, axis_name, world)
+
+
+def _mpi_world(timeout: float | None):
+    """This process's MpiWorld, made by the first op that needs it (every rank makes it at
+    the same point of the same program: the transport's start is collective) and kept on
+    the MPI handler, as process-wide as XLA's FFI targets."""
+    from .backends.spmd.mpi import MpiTransport
+    from .plugin.session import Session
+    from .runtime.executor import ExecContext
+    from .xla.ffi.mpi_handler import MpiHandler
+    from .xla.ffi.register import serve_own
+    from .xla.jax_mpi import MpiWorld
+    from .xla.mpi_rewrite import TARGETS
+    handler = serve_own(TARGETS, MpiHandler)
+    if handler.jax_world is None:
+        transport = MpiTransport(60.0 if timeout is None else float(timeout))
+        transport.prepare([[tuple(range(transport.size))]])
+        handler.jax_world = MpiWorld(handler, transport, lambda registry: ExecContext(
+            "cpu", {}, overrides=Session(registry, prefer="kernel").resolve))
+    elif timeout is not None:
+        handler.jax_world.set_timeout(timeout)
+    return handler.jax_world
 
 
 def _jax():
@@ -60,6 +94,7 @@ class _Compiled:
     module: object       # after xlaplug's passes
     out_tree: object
     param_dtypes: list
+    exe: object = None   # the Executable (source kept) that runs it over MPI
 
 
 def _arrays(args, jax) -> tuple[list[np.ndarray], object]:
@@ -119,9 +154,23 @@ class Jitted:
         compiled = self.compiled(*args)
         arrays = _fit(_arrays(args, jax)[0], compiled)
         if self.engine == "xla":  # XLA runs it, plugin kernels as FFI handlers (xla/engine.py)
+            from .backends.spmd.mpi import launched_by_mpi
             from .runtime.on_xla import run_on_xla
+            if launched_by_mpi():
+                return arrays, self._over_mpi(compiled, arrays), compiled
             return arrays, run_on_xla(compiled.text, self.session, arrays).outputs, compiled
         return arrays, execute(compiled.module, arrays, self.session).outputs, compiled
+
+    def _over_mpi(self, compiled: _Compiled, arrays: list) -> list:
+        """Under mpiexec: this rank's device of a module on one device per rank, its
+        collectives over MPI (`mpiexec -n D xlaplug run M --engine xla`)."""
+        from .backends.spmd.mpi import mpi_module
+        from .runtime.executable import compile as compile_hlo
+        if compiled.exe is None:
+            compiled.exe = compile_hlo(compiled.text, session=self.session, keep_source=True,
+                                       name=f"<xlaplug.jax {getattr(self.f, '__name__', 'f')}>")
+        ranks = mpi_module().COMM_WORLD.Get_size()
+        return list(compiled.exe.run(*arrays, engine="xla", replicas=ranks).outputs)
 
     def __call__(self, *args):
         jax = _jax()

@@ -111,10 +111,12 @@ def _rule_call(fn, what: str, args: list, kwargs: dict):
 class PluginOp:
     """A plugin op as a jax-callable function (see the module docstring)."""
 
-    def __init__(self, name: str, registry, prefer: str | None = None, axis_name=None):
+    def __init__(self, name: str, registry, prefer: str | None = None, axis_name=None,
+                 mpi=None):
         if prefer not in (None, "kernel", "decomposition"):
             raise PluginError(f"prefer must be 'kernel', 'decomposition' or None, got {prefer!r}")
         self.name, self.registry, self.prefer, self.axis_name = name, registry, prefer, axis_name
+        self.mpi = mpi  # a jax_mpi.MpiWorld: the op's communicator kernel runs over MPI
         self.__name__ = name
         have = (name in registry.shapes or name in registry.decompositions
                 or any(o == name for o, _ in registry.kernels))
@@ -184,7 +186,8 @@ class PluginOp:
         from ..plugin.attrs import call_kwargs
         target = str(ins.attrs.get("custom_call_target"))
         try:
-            inner = PluginOp(target, self.registry, self.prefer, self.axis_name)
+            inner = PluginOp(target, self.registry, self.prefer, self.axis_name,
+                             self.mpi if needs_communicator(self.registry, target) else None)
         except PluginError:
             return _ffi_custom_call(ins, operands)
         out = inner(*operands, **call_kwargs(ins))
@@ -196,8 +199,12 @@ class PluginOp:
         import jax.numpy as jnp
         xs = [a if isinstance(a, jax.Array) else jnp.asarray(a) for a in args]
         attrs = {k: typed_attr(self.name, k, v) for k, v in attrs.items()}
-        n = _axis_size(self.name, self.axis_name)
+        n = self.mpi.size if self.mpi is not None else _axis_size(self.name, self.axis_name)
         declared = self.result_shapes(xs, attrs, n)
+        if self.mpi is not None:  # its MPI kernel inside XLA (jax_mpi.py)
+            from .jax_mpi import over_mpi
+            out = over_mpi(self, xs, attrs, declared, n)
+            return tuple(out) if isinstance(declared, list) else out
         has_decomp = self.name in self.registry.decompositions
         decomp = self.decomposition(attrs, n, declared) if has_decomp else None
         targets = {} if self.prefer == "decomposition" else self.kernel_targets()
@@ -247,8 +254,8 @@ class PluginOp:
         f.defvjp(fwd, bwd)
         return f
 
-    def _rule_vjp(self, rule, xs, out, ct, attrs, n):
-        b = JaxBuilder(self.axis_name, n, custom_call=self._custom_call)
+    def _rule_vjp(self, rule, xs, out, ct, attrs, n, b=None):
+        b = b or JaxBuilder(self.axis_name, n, custom_call=self._custom_call)
         what = f"plugin '{rule.plugin.name}' vjp rule of '{self.name}'"
         cts = _rule_call(rule.fn, what, [b, [b.input(x) for x in xs], b.input(out),
                                          b.input(ct)], attrs)
@@ -256,6 +263,12 @@ class PluginOp:
         if len(cts) != len(xs):
             raise PluginError(f"{what} gives {len(cts)} cotangents for {len(xs)} operands")
         return tuple(None if c is None else b.value(c) for c in cts)
+
+
+def needs_communicator(registry, op: str) -> bool:
+    """Whether `op`'s CPU kernel takes a communicator (the Horovod ops)."""
+    entry = registry.kernel_for(op, "cpu")
+    return entry is not None and entry.communicator
 
 
 def _as_list(declared) -> list[Shape]:

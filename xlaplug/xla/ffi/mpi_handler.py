@@ -53,6 +53,7 @@ class MpiHandler:
 
     def __init__(self):
         self.runs: dict[int, Binding] = {}
+        self.jax_world = None  # xlaplug.jax.op's calls under mpiexec (xla/jax_mpi.py)
         self._keys = itertools.count(1)
         self._lock = threading.Lock()
         self.callback = abi.HANDLER(self._call)  # kept alive as long as this object
