@@ -49,6 +49,15 @@ def main(out: str, quick: bool) -> None:
     got = dict(zip(("sum", "average", "max", "allgather", "reducescatter", "alltoall",
                     "broadcast"), map(np.asarray, jax.jit(every)(x, k))))
     if not quick:
+        def control(v):  # calls in a loop body and a branch chain among themselves
+            ar = op["HorovodAllreduce"]
+            looped = jax.lax.fori_loop(0, 3, lambda _, c: ar(c, reduce_op="average") + 1.0, v)
+            return looped, jax.lax.cond(v.sum() > -1e9, lambda u: ar(u, reduce_op="max"),
+                                        lambda u: u, v)
+        got["loop"], got["branch"] = map(np.asarray, jax.jit(control)(x))
+        got["vmap"] = np.asarray(jax.jit(jax.vmap(
+            lambda v: op["HorovodAllreduce"](v, reduce_op="sum")))(np.stack([x, 2 * x])))
+
         def loss(v):  # this rank's share of the loss; the gradient sums every rank's
             ar = op["HorovodAllreduce"](v, reduce_op="sum")
             ag = op["HorovodAllgather"](v * v)

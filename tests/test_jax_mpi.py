@@ -57,6 +57,11 @@ def _want(d: int) -> dict:
     per_rank["grad"] = list(grad)
     per_rank["grad_eager"] = list(grad_rs)
     per_rank["jit_engine"] = [total * 2] * d
+    looped = x
+    for _ in range(3):
+        looped = jnp.broadcast_to(jnp.mean(looped, 0), x.shape) + 1.0
+    per_rank["loop"], per_rank["branch"] = list(looped), [jnp.max(x, 0)] * d
+    per_rank["vmap"] = [jnp.stack([total, 2 * total])] * d
     return per_rank
 
 
@@ -75,7 +80,8 @@ VALUES = ("sum", "average", "max", "allgather", "reducescatter", "alltoall", "br
 
 def test_two_ranks_values_gradients_engine_and_timeout(tmp_path):
     got = _run(tmp_path, 2)
-    _check(got, _want(2), VALUES + ("grad", "grad_eager", "jit_engine"))
+    _check(got, _want(2), VALUES + ("grad", "grad_eager", "jit_engine", "loop",
+                                         "branch", "vmap"))
     message, took = str(got[0]["timeout_error"]), float(got[0]["timeout_s"])
     assert "xlaplug.mpi:" in message and "did not arrive within 1 s" in message, message
     line = message[message.index("xlaplug.mpi:"):]

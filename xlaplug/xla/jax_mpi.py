@@ -120,8 +120,10 @@ def kernel_instruction(name: str, xs, attrs: dict, declared):
     b = Builder(name_hint="mpi")
     params = [b.parameter(k, shape_of(x)) for k, x in enumerate(xs)]
     shape = Shape.tuple_of(declared) if isinstance(declared, list) else declared
-    return b.op("custom-call", *params, shape=shape, custom_call_target=name,
-                backend_config=cfg or None)
+    ins = b.op("custom-call", *params, shape=shape, custom_call_target=name,
+               backend_config=cfg or None)
+    ins.name = name  # what the transport's headers and messages name
+    return ins
 
 
 def _plain(v):
@@ -216,8 +218,12 @@ class TransposingBuilder(JaxBuilder):
         def fwd(x):
             return collective(x), None
 
+        op = self.op_name
+
         def bwd(_, ct):
-            return (world.chained(registry, transpose(ins, shape_of(ct)), [ct]),)
+            t = transpose(ins, shape_of(ct))
+            t.name = f"{op}.vjp.{t.opcode}"
+            return (world.chained(registry, t, [ct]),)
 
         collective.defvjp(fwd, bwd)
         return collective(operands[0])
