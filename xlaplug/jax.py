@@ -19,6 +19,7 @@ The seam to the rest of xlaplug is `_Compiled` (module + session); the Python AP
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -112,7 +113,8 @@ def _arrays(args, jax) -> tuple[list[np.ndarray], object]:
 def _lower(f, args, session, jax) -> _Compiled:
     from .runtime.executable import compile as compile_hlo
     name = f"<xlaplug.jax {getattr(f, '__name__', 'f')}>"
-    lowered = jax.jit(f, keep_unused=True).lower(*args)
+    with _ops_as_custom_calls():
+        lowered = jax.jit(f, keep_unused=True).lower(*args)
     text = lowered.as_text(dialect="hlo")
     try:
         module = compile_hlo(text, session=session, name=name).module
@@ -120,6 +122,27 @@ def _lower(f, args, session, jax) -> _Compiled:
         raise e.located(name, text) from None
     return _Compiled(text, module, lowered.out_tree,
                      [p.shape.dtype for p in module.entry.parameters])
+
+
+@contextlib.contextmanager
+def _ops_as_custom_calls():
+    """Under mpiexec, xlaplug.jax.op's MPI calls lower as their ops' own custom calls while
+    xlaplug lowers a function to run it itself (xla/jax_mpi.py's `plain`)."""
+    from .backends.spmd.mpi import launched_by_mpi
+    world = None
+    if launched_by_mpi():
+        from .xla.ffi.mpi_handler import MpiHandler
+        from .xla.ffi.register import serve_own
+        from .xla.mpi_rewrite import TARGETS
+        world = serve_own(TARGETS, MpiHandler).jax_world
+    if world is None:
+        yield
+        return
+    world.plain += 1
+    try:
+        yield
+    finally:
+        world.plain -= 1
 
 
 def _fit(arrays: list[np.ndarray], compiled: _Compiled) -> list[np.ndarray]:

@@ -58,6 +58,7 @@ class MpiWorld:
         self._make_ctx = make_ctx
         self._bindings: dict[int, tuple] = {}  # id(registry) -> (registry, key, binding)
         self._tokens: list = []                # (trace state, its last order token)
+        self.plain = 0  # > 0 while xlaplug lowers a function itself (xlaplug.jax.jit)
 
     def binding(self, registry) -> tuple[int, object]:
         held = self._bindings.get(id(registry))
@@ -142,6 +143,8 @@ def over_mpi(self, xs, attrs, declared, n):
     import jax
     from .jax_op import _rule_call
     world, registry, name = self.mpi, self.registry, self.name
+    if world.plain:
+        return _as_custom_call(self, xs, attrs, declared)
     ins = kernel_instruction(name, xs, attrs, declared)
     rule = registry.vjps.get(name)
 
@@ -176,6 +179,26 @@ def over_mpi(self, xs, attrs, declared, n):
     token, out = f(world.take(), *xs)
     world.put(token)
     return out
+
+
+def _as_custom_call(self, xs, attrs, declared):
+    """The op as its own custom call, for a function xlaplug.jax.jit lowers: the engine
+    serves it over MPI and threads its order through control flow (mpi_rewrite.py)."""
+    import jax
+    name = self.name
+    structs = [jax.ShapeDtypeStruct(s.dims, dtype_of(s)) for s in
+               (declared if isinstance(declared, list) else [declared])]
+    call = jax.ffi.ffi_call(name, structs if isinstance(declared, list) else structs[0])
+
+    @jax.custom_vjp
+    def f(*xs):
+        return call(*xs, **attrs)
+
+    def bwd(_, ct):
+        raise PluginError(f"op '{name}' inside xlaplug.jax.jit under mpiexec has no gradient "
+                          "there: differentiate it in jax.jit")
+    f.defvjp(lambda *xs: (f(*xs), None), bwd)
+    return f(*xs)
 
 
 # ---- gradients: the decomposition's VJP, its collectives transposed over MPI ------------------
