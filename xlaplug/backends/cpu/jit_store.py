@@ -195,8 +195,18 @@ class HealingCache(caching.FunctionCache):
                                         self._impl.locator.get_source_stamp())
 
     def load_overload(self, sig, target_context):
+        # numba's FunctionCache.load_overload refreshes the target context first: it imports
+        # and installs every lowering registry (numba.np.arraymath, linalg -- which imports
+        # scipy.linalg --, npyimpl, ...), 0.25 s of a warm `xlaplug run`.  Linking machine
+        # code needs only the symbols the code calls: the runtime's (NRT, which that refresh
+        # starts) and the hash secret numba.cpython.hashing publishes -- numba's C helpers
+        # and math functions are published when the context is made, a parfor's threads
+        # start through the entry's reload_init.  A miss compiles, and numba's compiler
+        # refreshes both contexts itself (CompilerBase), so compiling is unchanged.
         try:
-            return super().load_overload(sig, target_context)
+            link_ready(target_context)
+            with self._guard_against_spurious_io_errors():
+                return self._load_overload(sig, target_context)
         except UnsafeCache as e:
             self.disable()
             refuse(Path(self._cache_path), str(e))
@@ -222,6 +232,14 @@ class HealingCache(caching.FunctionCache):
                 except OSError:
                     pass
         healed(Path(cf._index_path), str(why).splitlines()[0][:200] or type(why).__name__)
+
+
+def link_ready(target_context) -> None:
+    """What cached machine code links against, without numba's full context refresh:
+    the runtime's symbols (NRT) and the hash secret."""
+    from numba.core.runtime import rtsys
+    import numba.cpython.hashing  # noqa: F401 -- publishes _numba_hashsecret_* on import
+    rtsys.initialize(target_context)
 
 
 def cached_njit(fn=None, **options):
