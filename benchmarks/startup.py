@@ -32,7 +32,8 @@ def timed(cmd: list[str], env: dict) -> tuple[float, float]:
     """(wall s, CPU s) of one process running `cmd` to a zero exit."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
+    # In the checkout's own folder: `python -m` puts the working directory first on sys.path.
+    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, cwd=env["PYTHONPATH"])
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
