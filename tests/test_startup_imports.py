@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 MLP = ROOT / "examples" / "mlp.hlo"
@@ -79,3 +80,55 @@ def test_the_example_plugins_kernel_is_made_on_its_first_call():
     # The deferred kernel holds against its decomposition, as any kernel does.
     results = check_plugins(session, ["example.rms_norm"], trials=1)
     assert len(results) == 3 and all(r.ok for r in results), results
+
+
+KINDS = '''
+import numba
+import numpy as np
+import pytest
+from xlaplug.backends.cpu.jit_store import cached_njit
+
+
+@cached_njit
+def containers(a):  # typed dict and set (hashing: the hash secret), LAPACK, numpy's rng
+    d = dict()
+    d[1.5] = 1
+    for x in a:
+        d[x] = d[x] + 1 if x in d else 1
+    return (len(d) + len(set(a)) + hash((1.5, 3)) % 7
+            + np.sum(np.linalg.inv(np.eye(2) * 2.0)) + np.random.rand() * 0)
+
+
+@cached_njit(parallel=True)
+def threads(a):  # a parfor: numba's thread pool started through reload_init
+    t = 0.0
+    for i in numba.prange(a.shape[0]):
+        t += np.exp(a[i])
+    return t
+'''
+
+
+def test_cached_code_of_every_runtime_kind_links_without_the_registries(tmp_path):
+    """Machine code calling numba's runtime (NRT), its C helpers (dict, set, LAPACK, rng),
+    the hash secret and its thread pool, loaded from the cache in a fresh process: the same
+    values as when it was compiled, from the cache (a parfor's reload imports numba's
+    parallel machinery, and with it the registries: only the link is checked here)."""
+    (tmp_path / "kinds.py").write_text(KINDS)
+    env = {**os.environ, "XLAPLUG_CACHE_DIR": str(tmp_path / "cache"),
+           "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])}
+    code = ("import numpy as np, kinds\n"
+            "a = np.arange(10.0) % 3\n"
+            "v = (kinds.containers(a), kinds.threads(np.ones(1000)), "
+            "float(kinds.containers.py_func(a)))\n"
+            "hits = (sum(kinds.containers.stats.cache_hits.values()), "
+            "sum(kinds.threads.stats.cache_hits.values()))\n"
+            "print(repr((v, hits)))")
+    runs = [ast.literal_eval(subprocess.run([sys.executable, "-W", "ignore", "-c", code],
+                                            capture_output=True, text=True, env=env, check=True,
+                                            cwd=tmp_path, timeout=600).stdout.strip())
+            for _ in range(2)]
+    (cold_values, cold_hits), (warm_values, warm_hits) = runs
+    assert cold_hits == (0, 0) and warm_hits == (1, 1)
+    assert warm_values == cold_values
+    assert cold_values[0] == cold_values[2]  # as the plain Python function gives it
+    assert cold_values[1] == pytest.approx(1000 * np.e)
