@@ -50,7 +50,9 @@ def rms_norm_decomposed(b, x, scale, *, epsilon=1e-6):
 
 
 @plugin.kernel(OP, device="cpu", examples=EXAMPLES)
-@cached_njit()  # numba's cache, in xlaplug's cache directory (in memory without one)
+# numba's cache, in xlaplug's cache directory (in memory without one); lazy: numba is
+# imported and the kernel compiled (or loaded) at its first call, not when the plugin loads
+@cached_njit(lazy=True)
 def rms_norm_cpu(x, scale, out, epsilon=1e-6):
     # An @njit kernel with no keyword-only parameters: inside XLA (xlaplug.jax.register) it
     # is served by a compiled FFI handler, compiled for each of EXAMPLES' signatures.

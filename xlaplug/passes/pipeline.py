@@ -16,13 +16,15 @@ from .manager import PassManager, make_pass, resolve_pipeline
 def compile_module(module: Module, session=None, passes: str | None = None, *,
                    dump_dir: str | None = None, verify_each: bool = False,
                    decompose_all: bool = False, options: dict | None = None,
-                   excess_precision: bool = True) -> PassManager:
+                   excess_precision: bool = True, verified: bool = False) -> PassManager:
     """Run a pass pipeline on `module` for `session` (a plugin.Session: its plugins, device
     and preference; None: no plugins, on the CPU), then verify.  `passes` is a pipeline
     spec (None: the default pipeline and the session's plugin passes); `options`: per-pass
     field settings, e.g. {"loop-fusion": {"min_elements": 1}}.  `excess_precision=False`
     drops the excess-precision pass wherever the pipeline has it: every bf16 result rounded
-    as the HLO states (XLA:CPU under --xla_allow_excess_precision=false)."""
+    as the HLO states (XLA:CPU under --xla_allow_excess_precision=false).  `verified`: the
+    module passed the verifier as it stands: after an empty pipeline (`passes="none"`) it is
+    not verified a second time (a third of `compile --passes none` of a large module)."""
     from dataclasses import replace
 
     from ..plugin.session import Session
@@ -53,7 +55,8 @@ def compile_module(module: Module, session=None, passes: str | None = None, *,
             raise
         # A dump file (the folder was checked, but it may fill up or change under us).
         raise OptionError(f"--dump-dir: cannot write '{e.filename}': {e.strerror or e}") from None
-    verify_module(module)
+    if pipeline or not verified:
+        verify_module(module)
     return pm
 
 

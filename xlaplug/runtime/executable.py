@@ -202,7 +202,8 @@ def compile(source, *, plugins: Iterable = (), device: str = "cpu", passes: str 
     t1 = time.perf_counter()
     before = _plugin_ops(module, session)
     pm = compile_module(module, session, passes, dump_dir=dump_dir, verify_each=verify_each,
-                        decompose_all=decompose_all, excess_precision=excess_precision)
+                        decompose_all=decompose_all, excess_precision=excess_precision,
+                        verified=replicas is None and partitions is None)
     after = _plugin_ops(module, session)
     served = []
     for (op, plugin), n in before.items():

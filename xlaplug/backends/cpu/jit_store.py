@@ -18,16 +18,13 @@ compiled and written again, with one warning -- never a traceback, and the next 
 """
 from __future__ import annotations
 
+import functools
 import hashlib
-import io
 import os
-import pickle
 import stat
+import threading
 import warnings
 from pathlib import Path
-
-from numba import njit
-from numba.core import caching
 
 _REFUSED: set[str] = set()  # directories already warned about (one warning each)
 _HEALED: set[str] = set()   # entries already rebuilt in this process (one warning each)
@@ -116,124 +113,56 @@ def unseal(path: str, blob: bytes) -> bytes:
     return payload
 
 
-class _SealedFiles(caching.IndexDataCacheFile):
-    """numba's index and data files, each sealed with its checksum (numba writes them
-    through a temporary file and a rename already)."""
-
-    def _load_index(self):
-        try:
-            with open(self._index_path, "rb") as f:
-                blob = f.read()
-        except FileNotFoundError:
-            return {}
-        check(Path(self._index_path))
-        stream = io.BytesIO(unseal(self._index_path, blob))
-        if pickle.load(stream) != self._version:
-            return {}
-        stamp, overloads = pickle.loads(stream.read())
-        return overloads if stamp == self._source_stamp else {}
-
-    def _save_index(self, overloads):
-        payload = pickle.dumps(self._version, protocol=-1) + \
-            self._dump((self._source_stamp, overloads))
-        with self._open_for_write(self._index_path) as f:
-            f.write(seal(payload))
-
-    def _load_data(self, name):
-        path = self._data_path(name)
-        with open(path, "rb") as f:
-            blob = f.read()
-        check(Path(path))
-        return pickle.loads(unseal(path, blob))
-
-    def _save_data(self, name, data):
-        with self._open_for_write(self._data_path(name)) as f:
-            f.write(seal(self._dump(data)))
-
-
-class _Locator(caching.InTreeCacheLocator):
-    """A generated module's numba files go next to it (`__pycache__`), the package's own
-    functions' under `pkg/`; no cache when the directory is off, unwritable or untrusted."""
-
-    def __init__(self, py_func, py_file):
-        super().__init__(py_func, py_file)
-        d = cache_dir()
-        if Path(py_file).resolve().parent != d.resolve():
-            self._cache_path = str(d / "pkg" / self.get_suitable_cache_subpath(py_file))
-
-    def ensure_cache_path(self):
-        path = Path(self.get_cache_path())
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        check(path)
-        if not os.access(path, os.W_OK | os.X_OK):
-            raise PermissionError(f"'{path}' is not writable")
-
-    @classmethod
-    def from_function(cls, py_func, py_file):
-        d = cache_dir()
-        if d is None or not os.path.exists(py_file) or not usable_dir(d):
-            return None
-        try:
-            return super().from_function(py_func, py_file)
-        except UnsafeCache as e:
-            refuse(d, str(e))
-            return None
-
-
-class _Impl(caching.CompileResultCacheImpl):
-    _locator_classes = [_Locator]
-
-
-class HealingCache(caching.FunctionCache):
-    """numba's per-function cache on sealed files: an entry that does not verify or load is
-    removed (one warning) and numba compiles the function and writes it again."""
-    _impl_class = _Impl
-
-    def __init__(self, py_func):
-        super().__init__(py_func)
-        self._cache_file = _SealedFiles(self._cache_path, self._impl.filename_base,
-                                        self._impl.locator.get_source_stamp())
-
-    def load_overload(self, sig, target_context):
-        try:
-            return super().load_overload(sig, target_context)
-        except UnsafeCache as e:
-            self.disable()
-            refuse(Path(self._cache_path), str(e))
-        except Exception as e:  # noqa: BLE001 -- any failure to load is a damaged entry
-            self._remove(e)
-        return None
-
-    def save_overload(self, sig, data):
-        for attempt in range(2):
-            try:
-                return super().save_overload(sig, data)
-            except (DamagedEntry, pickle.UnpicklingError, EOFError, ValueError) as e:
-                self._remove(e)  # the index it updates is damaged: remove, write afresh
-            except (OSError, UnsafeCache):
-                return None  # cannot be written: the compiled code stays in memory
-
-    def _remove(self, why: Exception) -> None:
-        cf = self._cache_file
-        for p in Path(self._cache_path).glob(f"{self._impl.filename_base}.*"):
-            if p.name == cf._index_name or p.suffix == ".nbc":
-                try:
-                    p.unlink()
-                except OSError:
-                    pass
-        healed(Path(cf._index_path), str(why).splitlines()[0][:200] or type(why).__name__)
-
-
-def cached_njit(fn=None, **options):
+def cached_njit(fn=None, *, lazy: bool = False, **options):
     """`numba.njit(**options)` with machine code kept in xlaplug's cache (HealingCache), or
     compiled in memory when there is no usable cache (`XLAPLUG_JIT_CACHE=0`, nothing
-    writable): never numba's "cannot cache function ...: no locator available"."""
+    writable): never numba's "cannot cache function ...: no locator available".
+    `lazy=True`: a DeferredKernel -- numba is imported, and the dispatcher made, on the
+    first call or attribute read -- for a plugin kernel, so loading the plugin costs no
+    numba import (0.15-0.25 s) in a process that never runs the kernel (`compile`,
+    `list-plugins`).  Not for a function other njit code calls: numba types only its own
+    dispatchers."""
     def wrap(f):
-        disp = njit(**options)(f)
-        try:
-            cache = HealingCache(f)
-        except RuntimeError:  # no locator: no usable cache directory
-            return disp
-        disp._cache = cache  # what numba's enable_caching() sets for cache=True
-        return disp
+        if lazy:
+            return DeferredKernel(f, options)
+        from .jit_numba_cache import numba_cached_njit
+        return numba_cached_njit(f, options)
     return wrap(fn) if fn is not None else wrap
+
+
+class DeferredKernel:
+    """`cached_njit(f, **options)`, made on first use: calling it calls the dispatcher, and
+    any other public attribute (`signatures`, `py_func`, `compile`, ...) is the
+    dispatcher's.  `inspect.signature` reads `f`'s without making it."""
+
+    def __init__(self, f, options: dict):
+        functools.update_wrapper(self, f)  # __name__, __doc__, __wrapped__ (signature)
+        self.py_func = f
+        self._options = dict(options)
+        self._dispatcher = None
+        self._lock = threading.Lock()
+
+    def dispatcher(self):
+        """The numba dispatcher (made once, under a lock: kernels run on device threads)."""
+        if self._dispatcher is None:
+            with self._lock:
+                if self._dispatcher is None:
+                    from .jit_numba_cache import numba_cached_njit
+                    self._dispatcher = numba_cached_njit(self.py_func, self._options)
+        return self._dispatcher
+
+    def __call__(self, *args, **kwargs):
+        return self.dispatcher()(*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):  # probes (__signature__, __array__, ...): not numba's
+            raise AttributeError(name)
+        return getattr(self.dispatcher(), name)
+
+    def __repr__(self) -> str:
+        return f"<DeferredKernel {self.__qualname__} (numba njit, made on first use)>"
+
+
+def resolved(fn):
+    """`fn`, or the numba dispatcher a DeferredKernel stands for (for isinstance checks)."""
+    return fn.dispatcher() if isinstance(fn, DeferredKernel) else fn

@@ -122,7 +122,7 @@ def _nopython():
 
 @global_compiler_lock
 def _compile(fn, key: str, python, cached: bool) -> CFunc:
-    from ...backends.cpu.jit_store import HealingCache
+    from ...backends.cpu.jit_numba_cache import HealingCache
     llvm.add_symbol(f"xlaplug_ffi_python_{key}", python.address)  # before the code links
     cf = CFunc(fn, sigutils.normalize_signature(SIGNATURE), locals={},
                options={"nopython": True})

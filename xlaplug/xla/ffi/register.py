@@ -12,11 +12,12 @@ not served.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from numba.core.registry import CPUDispatcher
 
 from ...backends.backend import backend_for, is_backend
+from ...backends.cpu.jit_store import resolved
 from ...hlo.opcodes import ALL_OPCODES
 from . import abi
 from .compiled_handler import CompiledHandler, why_not_compiled
@@ -85,6 +86,7 @@ def _jax_cpu():
 
 def handler_for(op: str, entry, shape_rule=None) -> tuple[object, Served]:
     """The compiled handler where the kernel qualifies, else the Python handler."""
+    entry = replace(entry, fn=resolved(entry.fn))  # a deferred @njit kernel: its dispatcher
     python = PythonHandler(op, entry)
     reason = None
     if isinstance(entry.fn, CPUDispatcher):
