@@ -3,7 +3,7 @@ sequences, compiled kernels, the constants' device copies) and the rng ops' stat
 
 XLA keeps one executable and runs it many times; so does xlaplug.  A context is made on
 first use for each (executor settings, device) -- RunOptions that change how kernels run
-(interpret, max_while_iterations, seed, blas_threads) get their own -- and serves every
+(interpret, max_while_iterations, seed) get their own -- and serves every
 later call, so `exe(*arrays)` pays for preparing the module once, not per call.
 
 The rng state is the executable's, per device and seed (rng_streams.RngState): XLA's
@@ -45,6 +45,7 @@ class DeviceContexts:
         self._devices: dict[int, object] = {}
         self._last = (None, None)  # (options, Prepared) of the last one-device call
         self._call_plan = None  # call()'s: (Prepared, [(dims, dtype)]), or False
+        self._largest = None  # the module's largest product (blas_threads.largest_product)
         # The launcher's environment is the process's: read once.
         self.under_mpi = launched_by_mpi()
 
@@ -69,6 +70,14 @@ class DeviceContexts:
             _check_kernels(ctx, seq)
             peak = self._peaks[key] = seq.total_peak_bytes()
         return peak
+
+    @property
+    def largest_product(self) -> int:
+        """2*M*N*K of the module's largest gemm, found once: each run's BLAS threads."""
+        if self._largest is None:
+            from ..backends.cpu.blas_threads import largest_product
+            self._largest = largest_product(self.module)
+        return self._largest
 
     def devices(self, n: int):
         """The threads or fibers `n` devices run on (spmd/runner.devices_for), kept."""
@@ -150,7 +159,8 @@ class DeviceContexts:
                 return None
         with self.lock:
             check_memory(prep.peak + sum(a.nbytes for a in args), options.max_memory)
-            return tuple(leaves(run_once(prep.ctx, self.module, list(args))))
+            return tuple(leaves(run_once(prep.ctx, self.module, list(args), None,
+                                         prep.blas_threads)))
 
     def _plan_calls(self, options: RunOptions):
         params = self.module.entry.parameters

@@ -65,7 +65,7 @@ class ExecContext:
     `__slots__` holds the fields: a kernel or a runner that sets any other attribute on a
     context fails at once (per-kernel state goes in `kernel_cache`, rng state in `rng`).
     """
-    __slots__ = ("device", "options", "blas_threads", "overrides", "rng", "runtime", "turn",
+    __slots__ = ("device", "options", "overrides", "rng", "runtime", "turn",
                  "profiler", "spmd", "_sequences", "_scalar_fns", "_constants",
                  "kernel_cache", "backend", "memory", "_own_kernels", "destinations")
 
@@ -75,8 +75,6 @@ class ExecContext:
                  turn=None):
         self.device = device
         self.options = options or {}
-        # Threads of each BLAS product (RunOptions.blas_threads); None: by the product's work.
-        self.blas_threads = self.options.get("blas_threads")
         self.overrides = overrides
         self.rng = rng if rng is not None else RngState()
         self.runtime = runtime if runtime is not None else runtime_kernels()

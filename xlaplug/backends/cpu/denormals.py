@@ -11,9 +11,11 @@ Only those kernels: XLA does not flush everywhere.  Its sin, tan and pow of a su
 conversions of one (bf16 -> pred is True, f8e8m0fnu's smallest value -> f64 is 2^-127),
 keep it -- its elementwise code applies flushes of its own, which elementwise.py and the
 generated loops reproduce op by op (tests/test_elementwise.py); setting the bits around
-them would break that.  Threads a kernel starts -- OpenBLAS's, for a product of at least twice
-blas_threads.FLOPS_PER_THREAD -- keep their own MXCSR: a product that large sums long rows,
-where a subnormal partial sum moves an f32 result only when the result is itself subnormal.
+them would break that.  Threads a kernel starts keep their own MXCSR: OpenBLAS's workers
+(measured: a 256^3 sgemm of 1e-20s on 2 threads gives 0 in the calling thread's half, 2.6e-38
+in the worker's) -- so a product is flushed throughout only where the run's BLAS count is 1
+(every module whose largest product is under 2 * blas_threads.FLOPS_PER_THREAD) or where
+OpenBLAS keeps it on the calling thread (M*N*K <= 2^18).
 
 Only on x86-64 Linux (the bits are SSE's, the layout is its fenv_t's); elsewhere `available()`
 is False, the CPU backend makes no Env (backend.CpuBackend.own_kernels) and these kernels
