@@ -44,7 +44,7 @@ class DeviceContexts:
         self._peaks: dict[tuple, int] = {}
         self._devices: dict[int, object] = {}
         self._last = (None, None)  # (options, Prepared) of the last one-device call
-        self._call_plan = None  # call()'s: (Prepared, [(dims, dtype)]), or False
+        self._call_plan = None  # call()'s: (Prepared, [(dims, dtype)], bytes), or False
         self._largest = None  # the module's largest product (blas_threads.largest_product)
         # The launcher's environment is the process's: read once.
         self.under_mpi = launched_by_mpi()
@@ -151,14 +151,14 @@ class DeviceContexts:
             plan = self._call_plan = self._plan_calls(options)
         if plan is False:
             return None
-        prep, wants = plan
+        prep, wants, need = plan
         if len(args) != len(wants):
             return None
         for a, (dims, dtype) in zip(args, wants):
             if type(a) is not np.ndarray or a.shape != dims or a.dtype != dtype:
                 return None
         with self.lock:
-            check_memory(prep.peak + sum(a.nbytes for a in args), options.max_memory)
+            check_memory(need, options.max_memory)  # (the arguments' bytes: their shapes')
             return tuple(leaves(run_once(prep.ctx, self.module, list(args), None,
                                          prep.blas_threads)))
 
@@ -167,4 +167,6 @@ class DeviceContexts:
         if (self.under_mpi or options.engine != "interpreter" or self.grid(options).count != 1
                 or not all(p.shape.is_array for p in params)):
             return False
-        return self.prepared(options), [(p.shape.dims, p.shape.dtype) for p in params]
+        prep = self.prepared(options)
+        return (prep, [(p.shape.dims, p.shape.dtype) for p in params],
+                prep.peak + sum(p.shape.byte_size() for p in params))

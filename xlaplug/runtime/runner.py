@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..backends.common.errors import ExecutionError
+from ..backends.cpu.blas_threads import restore, set_threads
 from ..hlo.host import available_memory
 from ..hlo.ir import Module
 from .options import RunError, RunOptions, RunResult
@@ -28,9 +29,16 @@ def session_for(session=None, device: str | None = None):
     return session
 
 
+# Buffers under this many bytes never wait for the memory available to be asked (two
+# sysconf calls, ~2-5 us: a tenth of a one-op call): no machine that runs Python lacks them.
+ALWAYS_FITS = 16 << 20
+
+
 def check_memory(peak: int, max_memory: int | None, devices: int = 1) -> None:
     """Refuse a run whose buffers (`peak` per device) pass the limit, before it runs."""
     need = peak * devices
+    if max_memory is None and need < ALWAYS_FITS:
+        return
     limit = max_memory if max_memory is not None else available_memory()
     if need > limit:
         on = f" on {devices} devices" if devices > 1 else ""
@@ -150,15 +158,17 @@ def run_once(ctx, module: Module, args: list, profiler=None, blas: int | None = 
     """One run of the module's entry on `ctx` (host values in, host values out: inputs go to
     the device once, the result comes back once); a kernel's failure is a RunError.
     `blas`: the BLAS threads, set once for the run and restored after it (Prepared's)."""
-    from ..backends.cpu.blas_threads import for_run
     ctx.begin_run(profiler=profiler)
+    changed = set_threads(blas) if blas is not None else None
     try:
-        with np.errstate(all="ignore"), for_run(blas):
+        with np.errstate(all="ignore"):
             return ctx.memory.to_host(ctx.run(module.entry, ctx.memory.to_device(args)),
                                       module.entry.root.shape)
     except ExecutionError as e:
         raise RunError(str(e)) from None
     finally:
+        if changed:
+            restore(changed)
         ctx.end_run()
 
 

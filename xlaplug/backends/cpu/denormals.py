@@ -92,6 +92,35 @@ class Env:
 # The opcodes whose CPU kernels run flushed (see the module docstring).
 FLUSHED_OPCODES = frozenset({"reduce", "dot", "convolution", "reduce-window"})
 
+# f32 / f64 add, subtract, multiply and divide: XLA:CPU runs them as single instructions
+# under its FTZ and DAZ bits, and so do these (numpy's ufunc inside `flushed_arith`).  The
+# same bits as flushing each operand and the result in software -- except where that gives
+# the wrong ones: a product or quotient whose exact value is under the smallest normal but
+# rounds up to it (0.99999994 * 2^-126) is 0 under FTZ, as XLA gives, and 2^-126 flushed
+# after rounding.  And 5x cheaper: a 1024-element f32 add took 25 us with three software
+# flushes (|x| < tiny, any, select), 5 us with the MXCSR's bits (load 9, 2 cores).
+FLUSHED_ARITH = {"add": "add", "subtract": "subtract", "multiply": "multiply",
+                 "divide": "divide"}
+_HARDWARE_TYPES = frozenset({"f32", "f64"})
+
+
+def flushed_arith(fn, env: Env, opcode: str):
+    """The elementwise kernel `fn` of `opcode` (FLUSHED_ARITH), on f32 / f64 operands one
+    numpy ufunc run with FTZ and DAZ set; other element types as `fn` runs them."""
+    import numpy as np
+    ufunc = getattr(np, FLUSHED_ARITH[opcode])
+
+    def kernel(ins, args, ctx):
+        if ins.shape.element_type not in _HARDWARE_TYPES:
+            return fn(ins, args, ctx)
+        changed = env.flush()
+        try:
+            r = ufunc(args[0], args[1])
+        finally:
+            env.restore(changed)
+        return r if type(r) is np.ndarray else np.asarray(r)  # 0-d: a numpy scalar
+    return functools.update_wrapper(kernel, fn)
+
 
 def flushing(fn, env: Env):
     """The kernel `fn` run with FTZ and DAZ set, the thread's MXCSR restored after it."""
