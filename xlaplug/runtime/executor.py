@@ -184,11 +184,13 @@ def run_module(module: Module, args: list, session=None, *, device: str | None =
                **options) -> Any:
     """Run the entry computation for `session` (a plugin.Session: its device and plugin
     kernels; None: no plugins, on `device`, default the CPU); inputs are copied to the
-    device once, results back once.  `options` are run options (seed, ...)."""
+    device once, results back once; floating-point warnings off, as in every run.
+    `options` are run options (seed, ...)."""
     if session is not None and device is not None and device != session.device:
         raise ValueError(f"device '{device}' is not the session's device '{session.device}'")
     ctx = ExecContext(session.device if session is not None else device or "cpu", options,
                       overrides=session.resolve if session is not None else None)
     args = [a if isinstance(a, tuple) else np.asarray(a) for a in args]
-    result = ctx.run(module.entry, ctx.memory.to_device(args))
+    with np.errstate(all="ignore"):  # as every run path runs kernels (runner.run_once)
+        result = ctx.run(module.entry, ctx.memory.to_device(args))
     return ctx.memory.to_host(result, module.entry.root.shape)
