@@ -7,10 +7,15 @@ f32 products of several sizes at each thread count, so the cost of a large count
 product can be read off.
 
     python benchmarks/blas_threads.py [--counts 1,2,4,13] [--rounds 7] [--numba] [--json]
+    python benchmarks/blas_threads.py --modules [--counts 1,13]
 
 Each (shape, count) is timed in rounds that alternate the counts (the machine's load hits
 them alike), enough calls per round for ~20 ms; the figure is the median over the rounds.
 `--numba` times numba's np.dot too (scipy's OpenBLAS: what compiled while loops call).
+`--modules` times whole runs instead (`exe.run`) of examples/mlp.hlo and run.py's one-device
+models (models.py; their jax lowering), with RunOptions(blas_threads=c) for each count and
+with the count the run derives itself ("auto"): a module with large and small products
+(the convnet's training step) shows what one run-wide count costs its small ones.
 The load (`uptime`) is printed before and after: quote figures from a quiet machine only.
 """
 from __future__ import annotations
@@ -67,16 +72,74 @@ def measure(fn, shape, counts, rounds: int, libs) -> dict:
     return {c: statistics.median(s) for c, s in samples.items()}
 
 
+def modules() -> dict:
+    """{name: (Executable, arrays)}: examples/mlp.hlo and models.py's one-device models."""
+    from pathlib import Path
+    import xlaplug
+    here = Path(__file__).resolve().parent
+    sys.path.insert(0, str(here))
+    rng = np.random.default_rng(0)
+    mlp = xlaplug.compile(here.parent / "examples" / "mlp.hlo")
+    out = {"mlp": (mlp, [rng.standard_normal(p.shape.dims).astype(p.shape.dtype)
+                         for p in mlp.module.entry.parameters])}
+    import jax
+    import models
+    for name in models.MODELS:
+        if name in models.DEVICES:
+            continue
+        w = models.make_model(name, False, rng)
+        out[name] = (xlaplug.compile(jax.jit(w.jf).lower(*w.args).as_text(dialect="hlo")),
+                     list(w.args))
+    return out
+
+
+def measure_modules(counts, rounds: int) -> list[dict]:
+    """Per module: the median ms of a run at each count and at the derived one ("auto")."""
+    from xlaplug.backends.cpu.blas_threads import largest_product
+    from xlaplug.runtime.options import RunOptions
+    records = []
+    for name, (exe, arrays) in modules().items():
+        opts = {"auto": RunOptions(), **{str(c): RunOptions(blas_threads=c) for c in counts}}
+        for o in opts.values():
+            exe.run(*arrays, options=o)
+        samples = {k: [] for k in opts}
+        for _ in range(rounds):
+            for k, o in opts.items():
+                samples[k].append(min(exe.run(*arrays, options=RunOptions.of(
+                    o, repeat=3)).run_times))
+        records.append({"module": name, "largest_gemm_flops": largest_product(exe.module),
+                        "auto_threads": exe.prepared(RunOptions()).blas_threads,
+                        "ms": {k: statistics.median(v) * 1e3 for k, v in samples.items()}})
+    return records
+
+
 def main(argv=None) -> int:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--counts", default=None, help=f"thread counts (default 1,2,4,..,{cores})")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--numba", action="store_true", help="numba's np.dot (scipy's BLAS) too")
+    ap.add_argument("--modules", action="store_true", help="whole runs of models instead")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     counts = [int(c) for c in a.counts.split(",")] if a.counts else \
         sorted({1, cores, *(1 << i for i in range(1, 8) if 1 << i < cores)})
+    if a.modules:
+        before = uptime()
+        records = measure_modules(counts, a.rounds)
+        after = uptime()
+        if a.json:
+            print(json.dumps({"uptime_before": before, "uptime_after": after,
+                              "cores": cores, "records": records}))
+            return 0
+        keys = ["auto", *map(str, counts)]
+        print(f"before: {before}\n{cores} cores; ms per run at each BLAS thread count")
+        print(f"{'module':18} {'largest':>9} {'auto=':>5} " + " ".join(f"{k:>9}" for k in keys))
+        for r in records:
+            print(f"{r['module']:18} {r['largest_gemm_flops']:>9.2g} {r['auto_threads']!s:>5} "
+                  + " ".join(f"{r['ms'][k]:>9.2f}" for k in keys))
+        print(f"after:  {after}")
+        return 0
     fns = {"numpy": np.matmul}
     if a.numba:
         import numba
