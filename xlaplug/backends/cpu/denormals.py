@@ -110,15 +110,20 @@ def flushed_arith(fn, env: Env, opcode: str):
     import numpy as np
     ufunc = getattr(np, FLUSHED_ARITH[opcode])
 
+    from .elementwise import result
+
     def kernel(ins, args, ctx):
-        if ins.shape.element_type not in _HARDWARE_TYPES:
+        shape = ins.shape
+        if shape.element_type not in _HARDWARE_TYPES:
             return fn(ins, args, ctx)
         changed = env.flush()
         try:
             r = ufunc(args[0], args[1])
         finally:
             env.restore(changed)
-        return r if type(r) is np.ndarray else np.asarray(r)  # 0-d: a numpy scalar
+        if type(r) is not np.ndarray or r.dtype != shape.dtype:  # 0-d: a numpy scalar;
+            r = result(ins, r)  # operands of another width: the result's, as fn gives it
+        return r
     return functools.update_wrapper(kernel, fn)
 
 
