@@ -5,7 +5,15 @@ of 1e-39 is 0 there, a dot of subnormal rows 0, a window sum over subnormals 0, 
 subnormals 0 (jax 0.10.2; tests/test_denormals.py).  Ours ran on numpy's reductions and
 OpenBLAS's products in IEEE arithmetic and gave the subnormals back.  Those kernels now run
 with the x86 MXCSR's FTZ and DAZ bits set on the executing thread, and its own MXCSR back
-after each call (`flushing`): a library user's numpy calls keep gradual underflow.
+after each call (`flushing`): a library user's numpy calls keep gradual underflow.  So do
+unfused f32/f64 add, subtract, multiply and divide (`flushed_arith`: one ufunc under the
+bits, as XLA's own instruction runs), which flushed operands and result in software before.
+
+The software flush (|x| < smallest normal -> signed 0, after rounding) is what the generated
+loops and fused kernels still do (backends/common/scalar_ops.py); x86's FTZ flushes a result
+whose value rounded to the type's precision with an unbounded exponent is under the
+smallest normal, so the two differ on a product, quotient or FMA whose exact value is just
+under it: 0.99999994 * 2^-126 is 0 in XLA and unfused here, 2^-126 in a fused loop.
 
 Only those kernels: XLA does not flush everywhere.  Its sin, tan and pow of a subnormal, its
 conversions of one (bf16 -> pred is True, f8e8m0fnu's smallest value -> f64 is 2^-127),
