@@ -47,14 +47,14 @@ def test_kernels_that_only_move_values_or_talk_to_peers_are_registered_once():
 
 
 def test_the_cpu_backend_runs_its_reductions_flushed_and_plugin_kernels_as_written():
-    from xlaplug.backends.cpu.denormals import FLUSHED_OPCODES, available
+    from xlaplug.backends.cpu.denormals import FLUSHED_ARITH, FLUSHED_OPCODES, available
     b = backend_for("cpu")
     own = b.own_kernels()
-    for op in FLUSHED_OPCODES:
+    for op in (*FLUSHED_OPCODES, *FLUSHED_ARITH):
         fn = own(op)
-        assert (fn is not b.kernel(op)) == available()  # flushing() wraps it
+        assert (fn is not b.kernel(op)) == available()  # flushing() / flushed_arith() wrap it
         assert getattr(fn, "__wrapped__", fn) is b.kernel(op)
-    assert own("add") is b.kernel("add")
+    assert own("maximum") is b.kernel("maximum")
 
     def plugin_kernel(ins, args, ctx):
         return args[0]

@@ -1,75 +1,132 @@
-"""The BLAS thread policy (backends/cpu/blas_threads.py): our own logic, so the expectations
-are hand-written; that products give XLA's values is test_linalg.py's business."""
+"""BLAS threads are set once per run, from RunOptions or the module's largest product, and
+restored after it -- never flipped per product (issue 21, item 8).  The policy is our own
+logic (backends/cpu/blas_threads.py), so its expectations are hand-written; that products
+give XLA's values is test_linalg.py's business."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+import xlaplug
 from xlaplug.backends.cpu import blas_threads as B
+from xlaplug.runtime.options import RunOptions
+from xlaplug.runtime.spmd import runner
 
 
-class _Ctx:
-    spmd = None
-    blas_threads = None
+class _Lib:
+    """A BLAS library's controller as threadpoolctl gives it, recording every count set."""
+    filepath = "libfake_openblas.so"
 
+    def __init__(self, n: int):
+        self.num_threads = n
+        self.calls: list[int] = []
 
-class _Place:
-    def __init__(self, parallel):
-        self.transport = type("T", (), {"parallel": parallel})()
+    def set_num_threads(self, n: int) -> None:
+        self.calls.append(n)
+        self.num_threads = n
 
 
 @pytest.fixture
-def libs():
+def lib(monkeypatch):
+    """One fake library of 8 threads on an 8-core machine, in place of the real ones."""
+    fake = _Lib(8)
+    monkeypatch.setattr(B, "blas_libraries", lambda: ((fake, 8),))
+    monkeypatch.setattr(B, "cores", lambda: 8, raising=False)
+    monkeypatch.setattr(runner, "_cores", lambda: 8)
+    return fake
+
+
+def _dots(n: int, count: int, replicas: int = 1) -> str:
+    """`count` chained n x n x n f32 dots."""
+    lines = [f"HloModule dots, replica_count={replicas}", "ENTRY e {",
+             f"  x0 = f32[{n},{n}] parameter(0)", f"  w = f32[{n},{n}] parameter(1)"]
+    for k in range(1, count + 1):
+        root = "ROOT " if k == count else ""
+        lines.append(f"  {root}x{k} = f32[{n},{n}] dot(x{k - 1}, w), "
+                     "lhs_contracting_dims={1}, rhs_contracting_dims={0}")
+    return "\n".join(lines + ["}"])
+
+
+def _args(n: int):
+    rng = np.random.default_rng(0)
+    return [rng.standard_normal((n, n)).astype(np.float32) / n for _ in range(2)]
+
+
+def test_one_set_and_one_restore_per_run_whatever_the_number_of_products(lib):
+    exe = xlaplug.compile(_dots(16, 5))      # five small products: one thread for the run
+    a = _args(16)
+    exe(*a)
+    exe(*a)
+    assert lib.calls == [1, 8, 1, 8]
+    lib.calls.clear()
+    exe.run(*a, repeat=3)
+    assert lib.calls == [1, 8] * 3
+
+
+def test_run_options_blas_threads_is_honoured_on_one_device(lib):
+    exe = xlaplug.compile(_dots(16, 4))
+    got = exe.run(*_args(16), options=RunOptions(blas_threads=3, repeat=2))
+    assert lib.calls == [3, 8, 3, 8]
+    np.testing.assert_array_equal(got.outputs[0], exe(*_args(16))[0])
+
+
+def test_run_options_blas_threads_is_honoured_on_devices_in_one_process(lib):
+    exe = xlaplug.compile(_dots(16, 3, replicas=4))
+    exe.run(*_args(16), options=RunOptions(blas_threads=3, repeat=2))
+    assert lib.calls == [3, 8, 3, 8]   # once per run for all four devices, not per product
+    lib.calls.clear()
+    exe.run(*_args(16))                # derived: small products, one thread
+    assert lib.calls == [1, 8]
+
+
+def test_a_large_product_takes_the_cores_divided_among_the_devices(lib):
+    big = 2 * 512 ** 3                 # 2^28 flops: 16 threads' worth, 8 cores
+    assert B.run_threads(big, None) == 8
+    assert B.run_threads(big, None, sharing=4) == 2
+    exe = xlaplug.compile(_dots(512, 2, replicas=4))
+    exe.run(*_args(512))               # fibers on one thread per core (4): 8 // 4 each
+    assert lib.calls == [2, 8]
+
+
+def test_the_count_follows_the_largest_product_and_the_runs_own_wins():
+    assert B.run_threads(0, None) is None                           # no product: left alone
+    assert B.run_threads(2 * 128 * 128 * 64, None) == 1             # 2^21 flops: one thread
+    assert B.run_threads(3 * B.FLOPS_PER_THREAD + 5, None, 1) == min(3, B.cores())
+    assert B.run_threads(2 * 128 * 128 * 64, 5) == 5                # RunOptions wins
+    assert B.run_threads(0, 2, sharing=4) == 2
+
+
+def test_largest_product_is_one_gemm_of_a_batch():
+    batched = xlaplug.compile("""HloModule b
+ENTRY e {
+  a = f32[4,32,64] parameter(0)
+  b = f32[4,64,16] parameter(1)
+  ROOT d = f32[4,32,16] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+}""", passes="none")
+    assert B.largest_product(batched.module) == 2 * 32 * 16 * 64
+    assert B.largest_product(xlaplug.compile(_dots(8, 1)).module) == 2 * 8 ** 3
+
+
+def test_scipys_blas_is_controlled_once_loaded():
+    """numba's np.dot (compiled while loops) runs on scipy's OpenBLAS, not numpy's."""
+    import scipy.linalg.cython_blas  # noqa: F401 - what numba loads for np.dot
+    from threadpoolctl import ThreadpoolController
+    seen = {lib.filepath for lib in ThreadpoolController().select(user_api="blas").lib_controllers}
+    assert {lib.filepath for lib, _ in B.blas_libraries()} == seen
+
+
+def test_set_and_restore_report_what_changed():
     np.ones((2, 2)) @ np.ones((2, 2))  # numpy's BLAS is loaded
     libs = B.blas_libraries()
     if not libs:
         pytest.fail("threadpoolctl finds no BLAS library under numpy")
     before = [(lib, lib.num_threads) for lib, _ in libs]
-    yield libs
-    B.restore(before)
-
-
-def _counts(libs):
-    return [lib.num_threads for lib, _ in libs]
-
-
-def test_threads_follow_the_products_work_and_a_runs_own_count_wins():
-    ctx = _Ctx()
-    assert B.threads_for(2 * 128 * 128 * 64, ctx) == 1         # 2^21 flops: one thread
-    assert B.threads_for(3 * B.FLOPS_PER_THREAD + 5, ctx) == 3  # one per FLOPS_PER_THREAD
-    assert B.threads_for(2 * 4096 * 4096 * 2048, ctx) == 4096   # set_threads caps it
-    ctx.blas_threads = 2                                         # RunOptions(blas_threads=2)
-    assert B.threads_for(2 * 128 * 128 * 64, ctx) == 2
-    assert B.threads_for(2 * 4096 * 4096 * 2048, ctx) == 2
-
-
-def test_small_products_run_on_one_thread_large_ones_on_the_librarys_own(libs):
-    ctx = _Ctx()
-    B.set_threads(None)
-    with B.for_product(ctx, 128, 128, 64):  # 2 * 128 * 128 * 64 = 2^21 flops
-        assert _counts(libs) == [1] * len(libs)
-    assert _counts(libs) == [most for _, most in libs]  # as it was, for the process's numpy
-    B.set_threads(1)
-    with B.for_product(ctx, 4096, 4096, 2048):  # 2^36 flops
-        assert _counts(libs) == [most for _, most in libs]
-    assert _counts(libs) == [1] * len(libs)
-
-
-def test_devices_on_threads_keep_the_runners_division(libs):
-    ctx = _Ctx()
-    B.set_threads(1)
-    ctx.spmd = _Place(parallel=True)   # several device threads call BLAS at once
-    with B.for_product(ctx, 4096, 4096, 2048):
-        assert _counts(libs) == [1] * len(libs)
-    ctx.spmd = _Place(parallel=False)  # devices as fibers: one call at a time
-    with B.for_product(ctx, 4096, 4096, 2048):
-        assert _counts(libs) == [most for _, most in libs]
-
-
-def test_set_and_restore_report_what_changed(libs):
-    B.set_threads(None)
-    changed = B.set_threads(1)
-    assert all(lib.num_threads == 1 for lib, _ in libs)
-    assert len(changed) == sum(most != 1 for _, most in libs)
-    B.restore(changed)
-    assert all(lib.num_threads == most for lib, most in libs)
+    try:
+        B.set_threads(None)
+        changed = B.set_threads(1)
+        assert all(lib.num_threads == 1 for lib, _ in libs)
+        assert len(changed) == sum(most != 1 for _, most in libs)
+        B.restore(changed)
+        assert all(lib.num_threads == most for lib, most in libs)
+    finally:
+        B.restore(before)

@@ -1,6 +1,6 @@
-"""XLA:CPU's reductions, dots, convolutions and windowed reductions flush subnormals
-(backends/cpu/denormals.py): over subnormal values they give XLA's bits, jax as the
-oracle (elementwise ops, which keep some subnormals as XLA does, are tests/
+"""XLA:CPU's reductions, dots, convolutions, windowed reductions and f32/f64 add, subtract,
+multiply and divide flush subnormals (backends/cpu/denormals.py): over subnormal values they
+give XLA's bits, jax as the oracle (elementwise ops, which keep some subnormals as XLA does, are tests/
 test_elementwise.py's); the MXCSR is the caller's again after a run, also on devices.
 """
 from __future__ import annotations
@@ -24,7 +24,18 @@ def _programs(dt, tiny):
     mat = np.full((4, 8), tiny, dt)
     img = np.full((1, 1, 6, 6), tiny, dt)
     near = np.array([1.5e-38, -1.4e-38] * 8, dt)
+    # exact products and quotients under the smallest normal that round up to it: 0 under
+    # FTZ (XLA), the smallest normal when flushed after rounding
+    below_one = np.full(16, 1 - np.finfo(dt).epsneg, dt)
+    smallest = np.full(16, np.finfo(dt).tiny, dt)
     return [
+        ("add of subnormals", lambda a, b: a + b, (x, x[::-1].copy())),
+        ("difference of close normals", lambda a, b: a - b, (near, near[::-1].copy())),
+        ("product rounding up to the smallest normal", lambda a, b: a * b,
+         (below_one, smallest)),
+        ("quotient of subnormals", lambda a, b: a / b, (x, np.full(64, 3, dt))),
+        ("quotient rounding up to the smallest normal", lambda a, b: a / b,
+         (smallest, np.full(16, 1 + np.finfo(dt).eps, dt))),
         ("sum", jnp.sum, (x,)),
         ("row sums", lambda a: jnp.sum(a.reshape(8, 8), axis=1), (x,)),
         ("max", jnp.max, (x,)),

@@ -63,15 +63,20 @@ class CpuBackend:
         return lookup(opcode, self.name)
 
     def own_kernels(self) -> Callable[[str], Callable | None]:
-        """Reductions, products and windowed reductions run with FTZ and DAZ set, where
-        XLA:CPU flushes (cpu/denormals.py); the Env's buffers are this context's own."""
-        from .cpu.denormals import FLUSHED_OPCODES, Env, available, flushing
+        """Reductions, products, windowed reductions and f32/f64 add, subtract, multiply
+        and divide run with FTZ and DAZ set, where XLA:CPU flushes (cpu/denormals.py); the
+        Env's buffers are this context's own."""
+        from .cpu.denormals import (FLUSHED_ARITH, FLUSHED_OPCODES, Env, available,
+                                    flushed_arith, flushing)
         env = Env() if available() else None
 
         def own(opcode: str) -> Callable | None:
             fn = self.kernel(opcode)
-            if fn is not None and env is not None and opcode in FLUSHED_OPCODES:
-                fn = flushing(fn, env)
+            if fn is not None and env is not None:
+                if opcode in FLUSHED_OPCODES:
+                    fn = flushing(fn, env)
+                elif opcode in FLUSHED_ARITH:
+                    fn = flushed_arith(fn, env, opcode)
             return fn
         return own
 

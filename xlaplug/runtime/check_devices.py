@@ -90,7 +90,8 @@ def _custom(kentry, dentry, sentry, op, shapes, attrs, n, rng, label, trial) -> 
     from ..backends.spmd.communicator import Communicator
     from ..backends.spmd.groups import DeviceGrid
     from ..backends.spmd.kernels import Place
-    from .spmd.runner import DeviceError, on_device_threads, run_devices
+    from ..backends.cpu.blas_threads import largest_product
+    from .spmd.runner import DeviceError, blas_for_devices, on_device_threads, run_devices
     plugin = kentry.plugin.name
     grid = DeviceGrid(n, 1)
     arrays = [[random_value(s, rng, f"operand {k}") for k, s in enumerate(shapes)]
@@ -104,7 +105,9 @@ def _custom(kentry, dentry, sentry, op, shapes, attrs, n, rng, label, trial) -> 
     entry = Computation(f"{op}.decomposition", b.instructions, root)
     module = Module(f"check_{op}", [*b.computations, entry], entry,
                     attrs={"replica_count": n})
-    expected = run_devices(module, arrays, grid, lambda d: ExecContext("cpu", {}), 30.0)
+    blas = blas_for_devices(largest_product(module), None, n, None)
+    expected = run_devices(module, arrays, grid, lambda d: ExecContext("cpu", {}), 30.0,
+                           blas_threads=blas)
     declared = _as_tuple(bind_call(sentry.fn, f"plugin '{plugin}' shape rule for '{op}'",
                                    shapes, shape_rule_kwargs(sentry.fn, dict(attrs), n))) \
         if sentry is not None else _as_tuple(root.shape)
@@ -118,7 +121,7 @@ def _custom(kentry, dentry, sentry, op, shapes, attrs, n, rng, label, trial) -> 
                         kw)
         return tuple(flatten(ret)) if ret is not None else tuple(outs)
     try:
-        got = on_device_threads(n, 30.0, device)
+        got = on_device_threads(n, 30.0, device, blas=blas)
     except DeviceError as e:
         return CheckResult(op, plugin, label, trial, False, e.message)
     return _compare(got, expected, op, plugin, label, trial, n, "decomposition")

@@ -3,7 +3,7 @@ sequences, compiled kernels, the constants' device copies) and the rng ops' stat
 
 XLA keeps one executable and runs it many times; so does xlaplug.  A context is made on
 first use for each (executor settings, device) -- RunOptions that change how kernels run
-(interpret, max_while_iterations, seed, blas_threads) get their own -- and serves every
+(interpret, max_while_iterations, seed) get their own -- and serves every
 later call, so `exe(*arrays)` pays for preparing the module once, not per call.
 
 The rng state is the executable's, per device and seed (rng_streams.RngState): XLA's
@@ -44,7 +44,8 @@ class DeviceContexts:
         self._peaks: dict[tuple, int] = {}
         self._devices: dict[int, object] = {}
         self._last = (None, None)  # (options, Prepared) of the last one-device call
-        self._call_plan = None  # call()'s: (Prepared, [(dims, dtype)]), or False
+        self._call_plan = None  # call()'s: (Prepared, [(dims, dtype)], bytes), or False
+        self._largest = None  # the module's largest product (blas_threads.largest_product)
         # The launcher's environment is the process's: read once.
         self.under_mpi = launched_by_mpi()
 
@@ -69,6 +70,14 @@ class DeviceContexts:
             _check_kernels(ctx, seq)
             peak = self._peaks[key] = seq.total_peak_bytes()
         return peak
+
+    @property
+    def largest_product(self) -> int:
+        """2*M*N*K of the module's largest gemm, found once: each run's BLAS threads."""
+        if self._largest is None:
+            from ..backends.cpu.blas_threads import largest_product
+            self._largest = largest_product(self.module)
+        return self._largest
 
     def devices(self, n: int):
         """The threads or fibers `n` devices run on (spmd/runner.devices_for), kept."""
@@ -142,19 +151,22 @@ class DeviceContexts:
             plan = self._call_plan = self._plan_calls(options)
         if plan is False:
             return None
-        prep, wants = plan
+        prep, wants, need = plan
         if len(args) != len(wants):
             return None
         for a, (dims, dtype) in zip(args, wants):
             if type(a) is not np.ndarray or a.shape != dims or a.dtype != dtype:
                 return None
         with self.lock:
-            check_memory(prep.peak + sum(a.nbytes for a in args), options.max_memory)
-            return tuple(leaves(run_once(prep.ctx, self.module, list(args))))
+            check_memory(need, options.max_memory)  # (the arguments' bytes: their shapes')
+            return tuple(leaves(run_once(prep.ctx, self.module, list(args), None,
+                                         prep.blas_threads)))
 
     def _plan_calls(self, options: RunOptions):
         params = self.module.entry.parameters
         if (self.under_mpi or options.engine != "interpreter" or self.grid(options).count != 1
                 or not all(p.shape.is_array for p in params)):
             return False
-        return self.prepared(options), [(p.shape.dims, p.shape.dtype) for p in params]
+        prep = self.prepared(options)
+        return (prep, [(p.shape.dims, p.shape.dtype) for p in params],
+                prep.peak + sum(p.shape.byte_size() for p in params))

@@ -65,7 +65,7 @@ class ExecContext:
     `__slots__` holds the fields: a kernel or a runner that sets any other attribute on a
     context fails at once (per-kernel state goes in `kernel_cache`, rng state in `rng`).
     """
-    __slots__ = ("device", "options", "blas_threads", "overrides", "rng", "runtime", "turn",
+    __slots__ = ("device", "options", "overrides", "rng", "runtime", "turn",
                  "profiler", "spmd", "_sequences", "_scalar_fns", "_constants",
                  "kernel_cache", "backend", "memory", "_own_kernels", "destinations")
 
@@ -75,8 +75,6 @@ class ExecContext:
                  turn=None):
         self.device = device
         self.options = options or {}
-        # Threads of each BLAS product (RunOptions.blas_threads); None: by the product's work.
-        self.blas_threads = self.options.get("blas_threads")
         self.overrides = overrides
         self.rng = rng if rng is not None else RngState()
         self.runtime = runtime if runtime is not None else runtime_kernels()
@@ -186,11 +184,13 @@ def run_module(module: Module, args: list, session=None, *, device: str | None =
                **options) -> Any:
     """Run the entry computation for `session` (a plugin.Session: its device and plugin
     kernels; None: no plugins, on `device`, default the CPU); inputs are copied to the
-    device once, results back once.  `options` are run options (seed, ...)."""
+    device once, results back once; floating-point warnings off, as in every run.
+    `options` are run options (seed, ...)."""
     if session is not None and device is not None and device != session.device:
         raise ValueError(f"device '{device}' is not the session's device '{session.device}'")
     ctx = ExecContext(session.device if session is not None else device or "cpu", options,
                       overrides=session.resolve if session is not None else None)
     args = [a if isinstance(a, tuple) else np.asarray(a) for a in args]
-    result = ctx.run(module.entry, ctx.memory.to_device(args))
+    with np.errstate(all="ignore"):  # as every run path runs kernels (runner.run_once)
+        result = ctx.run(module.entry, ctx.memory.to_device(args))
     return ctx.memory.to_host(result, module.entry.root.shape)

@@ -119,11 +119,17 @@ def spare_the_cores(ranks: int) -> None:
     flags = os.environ.get("XLA_FLAGS", "")
     if "jax" in sys.modules or "xla_cpu_multi_thread_eigen" in flags:
         return
-    local = next((int(os.environ[v]) for v in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE",
-                                                "PMIX_LOCAL_SIZE") if v in os.environ), ranks)
+    local = local_ranks(ranks)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     if local >= (cores or 1):
         os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_multi_thread_eigen=false".strip()
+
+
+def local_ranks(ranks: int) -> int:
+    """The ranks on this host, as the launcher says (else all `ranks`)."""
+    import os
+    return next((int(os.environ[v]) for v in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                              "PMIX_LOCAL_SIZE") if v in os.environ), ranks)
 
 
 def _executor(text: str, handler, key: int, repeat: int):

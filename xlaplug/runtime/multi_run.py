@@ -27,25 +27,32 @@ def grid_for(module: Module, replicas: int | None, partitions: int | None) -> De
 
 
 def run_in_process(module: Module, grid: DeviceGrid, args: list[list], *, options: RunOptions,
-                   contexts, profilers=None, progress=None, threads=None) -> tuple[list, list]:
+                   contexts, profilers=None, progress=None, threads=None,
+                   largest: int | None = None) -> tuple[list, list]:
     """Every device's output leaves, and the wall time of each of `options.repeat` runs.
     `contexts(d)`: device d's run context (an Executable's kept ones: thunk sequences,
     compiled kernels, rng state); `profilers`: one per device (profiler.Profiler), to time
     every kernel call; `progress`: called with (runs done, runs) after each run; `threads`:
-    the kept threads or fibers the devices run on (None: made for this call)."""
+    the kept threads or fibers the devices run on (None: made for this call); `largest`:
+    the module's largest product (blas_threads.largest_product; None: found here), from
+    which each run's BLAS threads are set once (spmd/runner.blas_for_devices)."""
     from ..backends.common.errors import ExecutionError
-    from .spmd.runner import devices_for, run_devices
+    from ..backends.cpu.blas_threads import largest_product
+    from .spmd.runner import blas_for_devices, devices_for, run_devices
     times, results = [], None
     # Devices (threads or fibers: runner.devices_for) made once for every repeat (or kept by
     # the executable for every call), as XLA runs one executable many times.
     with (contextlib.nullcontext(threads) if threads is not None
           else devices_for(module, grid.count)) as threads:
+        blas = blas_for_devices(largest_product(module) if largest is None else largest,
+                                options.blas_threads, grid.count, threads)
         for _ in range(options.repeat):
             t0 = time.perf_counter()
             try:
                 with np.errstate(all="ignore"):
                     results = run_devices(module, args, grid, contexts,
-                                          options.collective_timeout, threads, profilers)
+                                          options.collective_timeout, threads, profilers,
+                                          blas_threads=blas)
             except ExecutionError as e:
                 raise RunError(str(e)) from None
             times.append(time.perf_counter() - t0)
@@ -59,6 +66,17 @@ def _message(e: BaseException) -> str:
     from ..hlo.errors import HloError
     text = e.message if isinstance(e, HloError) else str(e)
     return text.splitlines()[0] if text else type(e).__name__
+
+
+def _rank_blas_threads(module: Module, options: RunOptions, k: int, ranks: int,
+                       host: bool) -> int | None:
+    """The BLAS threads of this rank's runs (blas_threads.run_threads): its k devices and
+    the other ranks on this host share its cores; None off the host (CUDA)."""
+    from ..backends.cpu.blas_threads import largest_product, run_threads
+    from .mpi_engine import local_ranks
+    if not host:
+        return None
+    return run_threads(largest_product(module), options.blas_threads, k * local_ranks(ranks))
 
 
 class QuietStop(Exception):
@@ -84,6 +102,7 @@ def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, options: R
     from ..backends.spmd.mpi import MpiTransport
     from ..backends.spmd.rendezvous import Aborted
     from .spmd.agreement import RankFailedBeforeRun, agree_on_run
+    from ..backends.cpu.blas_threads import for_run
     from .spmd.mpi_threads import run_rank_devices
     from .spmd.runner import DeviceError, collective_groups
     timeout = options.collective_timeout
@@ -108,6 +127,8 @@ def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, options: R
                        f"{plural(transport.size, 'process', 'processes')}: use mpiexec -n {grid.count} (or a divisor of "
                        f"{grid.count}: several devices per process)")
     rank, k = transport.rank, grid.count // transport.size
+    blas = _rank_blas_threads(module, options, k, transport.size,
+                              contexts(rank * k).backend.on_host)
     times = []
     try:
         if k == 1:
@@ -130,14 +151,14 @@ def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, options: R
                 ctx.begin_run(profiler=(profilers or {}).get(rank),
                               spmd=Place(grid, rank, transport))
                 try:
-                    with np.errstate(all="ignore"):
+                    with np.errstate(all="ignore"), for_run(blas):
                         outs = [ctx.memory.to_host(ctx.run(module.entry, args),
                                                    module.entry.root.shape)]
                 finally:
                     ctx.end_run()
             else:
                 outs = run_rank_devices(module, grid, transport, contexts, args_of_device,
-                                        timeout, profilers)
+                                        timeout, profilers, blas)
             times.append(time.perf_counter() - t0)
             if progress is not None:
                 progress(len(times), options.repeat)

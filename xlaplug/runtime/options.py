@@ -28,8 +28,10 @@ class RunOptions:
     its own kernel (no compiled fusions or loops); profile: time every thunk (one device);
     trace: record every kernel call of every device and run as a Chrome trace
     (RunResult.trace; runtime/timeline.py);
-    blas_threads: threads of each BLAS product (None: one per 2^24 flops of the product,
-    at most the library's own count: backends/cpu/blas_threads.py);
+    blas_threads: the BLAS libraries' threads, set once when a run starts and restored when
+    it ends (None: one per 2^24 flops of the module's largest product, at most the cores
+    divided among the devices running at once and the library's own count:
+    backends/cpu/blas_threads.py);
     gather: under MPI, rank 0's result holds every device's outputs (what the CLI prints);
     engine: who runs it -- "interpreter" (xlaplug's) or "xla" (XLA:CPU through jaxlib, plugin
     kernels served as FFI handlers: runtime/on_xla.py, xla/engine.py)."""
@@ -88,8 +90,7 @@ class RunOptions:
 
     def executor_options(self) -> dict:
         """The executor's settings for this run (ExecContext's `options`)."""
-        out = {"max_while_iterations": self.max_while_iterations, "seed": self.draw_seed,
-               "blas_threads": self.blas_threads}
+        out = {"max_while_iterations": self.max_while_iterations, "seed": self.draw_seed}
         if self.interpret:  # no compiled fusions or while loops: every instruction its own kernel
             out.update(fusion_min_elements=1 << 62, interpret_loops=True)
         return out

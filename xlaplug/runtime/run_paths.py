@@ -86,7 +86,8 @@ def _in_process(exe, grid, inputs, options, expected, rtol, atol, progress) -> R
                                            contexts=contexts,
                                            profilers=profilers and list(profilers.values()),
                                            progress=progress,
-                                           threads=exe.contexts.devices(grid.count))
+                                           threads=exe.contexts.devices(grid.count),
+                                           largest=exe.contexts.largest_product)
     except BaseException:  # a device may have been left anywhere: fresh threads next time
         exe.contexts.discard_devices(grid.count)
         raise

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..backends.common.errors import ExecutionError
+from ..backends.cpu.blas_threads import restore, set_threads
 from ..hlo.host import available_memory
 from ..hlo.ir import Module
 from .options import RunError, RunOptions, RunResult
@@ -28,9 +29,16 @@ def session_for(session=None, device: str | None = None):
     return session
 
 
+# Buffers under this many bytes never wait for the memory available to be asked (two
+# sysconf calls, ~2-5 us: a tenth of a one-op call): no machine that runs Python lacks them.
+ALWAYS_FITS = 16 << 20
+
+
 def check_memory(peak: int, max_memory: int | None, devices: int = 1) -> None:
     """Refuse a run whose buffers (`peak` per device) pass the limit, before it runs."""
     need = peak * devices
+    if max_memory is None and need < ALWAYS_FITS:
+        return
     limit = max_memory if max_memory is not None else available_memory()
     if need > limit:
         on = f" on {devices} devices" if devices > 1 else ""
@@ -83,9 +91,23 @@ def _need_text(need: int, limit: int, unit: str, scale: int) -> str:
 @dataclass
 class Prepared:
     """A module ready to run on one device: its context (thunk sequence, compiled kernels,
-    per-run caches) and the bytes of buffers its sequence holds at most."""
+    per-run caches), the bytes of buffers its sequence holds at most, and the BLAS threads
+    each run sets once (`blas_threads`; None: leaves them as they are)."""
     ctx: object
     peak: int
+    blas_threads: int | None = None
+
+
+def run_blas_threads(module: Module, options: RunOptions, ctx) -> int | None:
+    """The BLAS threads of each run of `module` on `ctx`'s device alone: RunOptions'
+    blas_threads, else from its largest product (backends/cpu/blas_threads.run_threads),
+    the cores shared among the devices of its largest shard_map region; None off the host
+    (CUDA's products run on the device)."""
+    from ..backends.cpu.blas_threads import largest_product, run_threads
+    from .spmd.shard_map import region_devices
+    if not ctx.backend.on_host:
+        return None
+    return run_threads(largest_product(module), options.blas_threads, region_devices(module))
 
 
 def prepare(module: Module, session, options: RunOptions,
@@ -99,7 +121,7 @@ def prepare(module: Module, session, options: RunOptions,
     ctx = ExecContext(session.device, executor_options, overrides=session.resolve, rng=rng)
     seq = ctx.sequence(module.entry)
     _check_kernels(ctx, seq)
-    return Prepared(ctx, seq.total_peak_bytes())
+    return Prepared(ctx, seq.total_peak_bytes(), run_blas_threads(module, options, ctx))
 
 
 def run_prepared(prep: Prepared, module: Module, args: list, options: RunOptions,
@@ -123,7 +145,7 @@ def run_prepared(prep: Prepared, module: Module, args: list, options: RunOptions
         if timed is not None:
             timed.counting = counted
         t1 = time.perf_counter()
-        result = run_once(ctx, module, args, timed)
+        result = run_once(ctx, module, args, timed, prep.blas_threads)
         times.append(time.perf_counter() - t1)
         if timed is not None:
             timed.finish_run()
@@ -132,10 +154,12 @@ def run_prepared(prep: Prepared, module: Module, args: list, options: RunOptions
     return leaves(result), times
 
 
-def run_once(ctx, module: Module, args: list, profiler=None):
+def run_once(ctx, module: Module, args: list, profiler=None, blas: int | None = None):
     """One run of the module's entry on `ctx` (host values in, host values out: inputs go to
-    the device once, the result comes back once); a kernel's failure is a RunError."""
+    the device once, the result comes back once); a kernel's failure is a RunError.
+    `blas`: the BLAS threads, set once for the run and restored after it (Prepared's)."""
     ctx.begin_run(profiler=profiler)
+    changed = set_threads(blas) if blas is not None else None
     try:
         with np.errstate(all="ignore"):
             return ctx.memory.to_host(ctx.run(module.entry, ctx.memory.to_device(args)),
@@ -143,6 +167,8 @@ def run_once(ctx, module: Module, args: list, profiler=None):
     except ExecutionError as e:
         raise RunError(str(e)) from None
     finally:
+        if changed:
+            restore(changed)
         ctx.end_run()
 
 

@@ -1,38 +1,57 @@
-"""How many threads the BLAS library (numpy's OpenBLAS) runs one product on.
+"""How many threads the BLAS libraries run a module's products on: one count per run, set
+when the run starts and restored when it ends (issue 21, item 8), never flipped per product.
 
-OpenBLAS splits every sgemm over all its threads, whatever its size, and its threads spin
-between calls; a small product then pays for waking threads that have almost nothing to do.
-XLA:CPU parallelizes a contraction by its cost.  So does this: a product gets one thread per
-FLOPS_PER_THREAD of work, at most what the library has.  On a quiet 13-core machine
-(2026-12-05, load 0.00, benchmarks/run.py) the earlier rule -- one thread below 2^35 flops,
-tuned on a 2-core machine shared with other jobs at load 2-10 -- held the MLP's 1-GFLOP dots
-to one core: 24.0 ms against XLA's 3.5.  Users run on quiet machines; on a loaded one,
-`RunOptions(blas_threads=1)`, or `OPENBLAS_NUM_THREADS=1` for the CLI, is the way back.
+Two OpenBLAS builds run products here: numpy's (`libscipy_openblas64_`, the dot and
+convolution kernels' matmuls) and scipy's (`libscipy_openblas`, the np.dot that numba
+compiles into generated while loops: loop_sums.py); each has its own thread pool, and both
+get the run's count.  A count set through threadpoolctl is process-wide.
 
-Only where one thread calls BLAS at a time: on device threads (several devices calling
-BLAS at once) the multi-device runner divides the threads among them for the whole run
-(spmd/runner.py), and this leaves the count alone.
+The count (`run_threads`): RunOptions.blas_threads when given; else one thread per
+FLOPS_PER_THREAD of the module's largest product (2*M*N*K of one matrix of a batch, found
+once per executable: `largest_product`), at most the cores this process may use divided
+among the devices that call BLAS at once, and at most what the library chose at load time
+(OPENBLAS_NUM_THREADS and the like).  A module with no product leaves the libraries alone.
+
+Small products under a large count: OpenBLAS itself runs a gemm with M*N*K <= 2^18 on the
+calling thread, and larger ones on at most M*N*K / 2^18 threads (interface/gemm.c), so a
+64x64x64 product costs the same with 1 or many threads (measured, benchmarks/blas_threads.py);
+products between 2^18 and 2^24 multiply-adds in a module that also holds a large one now run
+on several threads, where the per-product rule kept them on one.
+
+Subnormals: OpenBLAS's worker threads keep their own MXCSR (the build has no
+CONSISTENT_FPCSR), so only the part of a product computed on the calling thread runs with
+the FTZ and DAZ bits cpu/denormals.py sets; with a count of 1 (every module whose largest
+product is under 2 * FLOPS_PER_THREAD) all of it does.
 """
 from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import sys
 
 # 2*M*N*K of one product (one matrix of a batch) per thread: 2^24 flops is ~0.3-1 ms of one
 # core's sgemm, against the tens of microseconds waking a thread costs.  A transformer's
-# attention products (128x64x128, 2^21) stay on one thread; the MLP's 512x1024x1024 (2^30)
-# take every thread.
+# attention products (128x64x128, 2^21) keep a module on one thread; the MLP's 512x1024x1024
+# (2^30) take every core.
 FLOPS_PER_THREAD = 1 << 24
 
+# numba's np.dot calls scipy's BLAS through this module (imported when numba first needs it:
+# importing scipy.linalg costs ~0.1-0.2 s, not paid by a run that compiles no np.dot).
+_SCIPY_BLAS = "scipy.linalg.cython_blas"
 
-@functools.lru_cache(maxsize=1)
+
 def blas_libraries() -> tuple:
-    """(controller, its thread count when first seen) of each loaded BLAS library, found
-    once (looking them up takes ~0.7 ms; setting a count through one ~1 us).  The first
-    count is what the library chose at load time, from OPENBLAS_NUM_THREADS and the like:
-    the most this module gives a product."""
+    """(controller, its thread count when first seen) of each loaded BLAS library.  Looking
+    them up takes ~0.7 ms, so it is done once, and once more after scipy's BLAS is loaded."""
+    return _libraries(_SCIPY_BLAS in sys.modules)
+
+
+@functools.lru_cache(maxsize=2)
+def _libraries(scipy_loaded: bool) -> tuple:
     from threadpoolctl import ThreadpoolController
-    return tuple((lib, lib.num_threads)
+    firsts = {lib.filepath: most for lib, most in _libraries(False)} if scipy_loaded else {}
+    return tuple((lib, firsts.get(lib.filepath, lib.num_threads))
                  for lib in ThreadpoolController().select(user_api="blas").lib_controllers)
 
 
@@ -54,31 +73,72 @@ def restore(changed: list) -> None:
         lib.set_num_threads(k)
 
 
+@functools.lru_cache(maxsize=1)
+def cores() -> int:
+    """The cores this process may run on, found once (os.cpu_count took ~65 us a call)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def product_flops(ins) -> tuple[int, int]:
+    """(2 * multiply-adds of the whole instruction, of its largest single gemm) of a dot or
+    convolution; (0, 0) for anything else."""
+    if ins.opcode == "dot" and ins.shape.is_array:
+        lhs = ins.operands[0].shape
+        k = 1
+        for dim in ins.attrs.get("lhs_contracting_dims", ()):
+            k *= int(lhs.dims[int(dim)])
+        batch = 1
+        for dim in ins.attrs.get("lhs_batch_dims", ()):
+            batch *= int(lhs.dims[int(dim)])
+        total = 2 * ins.shape.num_elements() * k
+        return total, total // max(batch, 1)
+    if ins.opcode == "convolution" and ins.shape.is_array:
+        rhs = ins.operands[1].shape
+        labels = ins.attrs["dim_labels"]
+        out_features = int(rhs.dims[labels.kernel_output_feature])
+        groups = max(int(ins.attrs.get("feature_group_count", 1)),
+                     int(ins.attrs.get("batch_group_count", 1)))
+        total = 2 * ins.shape.num_elements() * (rhs.num_elements() // max(out_features, 1))
+        return total, total // groups
+    return 0, 0
+
+
+def largest_product(module) -> int:
+    """2*M*N*K of the module's largest single gemm (any computation: loop bodies, fusions)."""
+    return max((product_flops(ins)[1] for comp in module.computations
+                for ins in comp.instructions), default=0)
+
+
+def run_threads(largest: int, fixed: int | None, sharing: int = 1) -> int | None:
+    """The BLAS threads of a run: `fixed` (RunOptions.blas_threads) when given; else one per
+    FLOPS_PER_THREAD of `largest` (the module's largest product), at most the cores shared
+    by `sharing` devices calling BLAS at once; None (leave the libraries as they are) for a
+    module with no product.  set_threads caps it at what each library has."""
+    if fixed is not None:
+        return fixed
+    if largest <= 0:
+        return None
+    return max(1, min(largest // FLOPS_PER_THREAD, cores() // max(sharing, 1)))
+
+
+@contextlib.contextmanager
+def for_run(n: int | None):
+    """Every BLAS library on `n` threads inside (None: left alone), as it was after."""
+    if n is None:
+        yield
+        return
+    changed = set_threads(n)
+    try:
+        yield
+    finally:
+        restore(changed)
+
+
 def devices_at_once(ctx) -> bool:
     """Whether `ctx`'s device runs at the same time as other devices of its process (device
     threads, or fibers on several threads), which then share the cores among them."""
     place = ctx.spmd
     return place is not None and getattr(place.transport, "parallel", False)
-
-
-def threads_for(flops: int, ctx) -> int:
-    """Threads for one product of `flops`: the run's own count where it set one
-    (RunOptions.blas_threads), else one per FLOPS_PER_THREAD (set_threads caps either at
-    what the library has)."""
-    fixed = ctx.blas_threads
-    return fixed if fixed is not None else max(1, flops // FLOPS_PER_THREAD)
-
-
-@contextlib.contextmanager
-def for_product(ctx, m: int, n: int, k: int):
-    """The thread count for the M x K by K x N products (per batch member) run inside, on
-    `ctx`, then the library's count as it was (the process's other numpy calls keep
-    theirs); left alone where the device shares the process with devices running at once."""
-    if devices_at_once(ctx):
-        yield
-        return
-    changed = set_threads(threads_for(2 * m * n * k, ctx))
-    try:
-        yield
-    finally:
-        restore(changed)

@@ -8,8 +8,8 @@ channel):
 
     cols[n, p, kk, c] = x[n, p*stride + k*rhs_dilate, c]        # [N*P, KK*C]
 
-and the convolution is `cols @ w.reshape(KK*C, O)`: one product of N*P rows on every thread
-that blas_threads gives its size, where a product per image (O x CKK by CKK x P, the earlier
+and the convolution is `cols @ w.reshape(KK*C, O)`: one product of N*P rows on the run's
+BLAS threads (blas_threads.py), where a product per image (O x CKK by CKK x P, the earlier
 form) kept a training step's backward convolutions -- 16 images of 1,024 positions -- on
 small products with the output transposed after.  The gather copies contiguous channel rows:
 a strided slice of x per tap when there are fewer taps than output positions (a forward
@@ -29,7 +29,6 @@ import numpy as np
 
 from ..common.plans import conv_plan
 from ..registry import kernel
-from .blas_threads import for_product
 from .linalg import _finish, _to_compute
 
 
@@ -160,16 +159,14 @@ def _convolution(ins, args, ctx):
     if rev:
         w = np.flip(w, axis=rev)
     if _phases_apply(wdims, G, BG):
-        with for_product(ctx, cp.n * cp.p, cp.o, cp.kk * cp.c):
-            y = _by_phases(x, w, wdims, ksz, s_out)
+        y = _by_phases(x, w, wdims, ksz, s_out)
         return _output(y, cp, dn, out_dt)
     x = _dilate_pad(x, [(wd.pad_lo, wd.pad_hi, wd.lhs_dilate - 1) for wd in wdims])
     scratch = ctx.kernel_cache.table("conv_patches") if ctx is not None else None
     cols = _patches(x, wdims, ksz, s_out, scratch).reshape(cp.n * cp.p, cp.kk, cp.c)
     w = np.ascontiguousarray(w).reshape(cp.kk, cp.i, cp.o)
     per = (G, cp.o // G, cp.i) if G > 1 else (BG, cp.o // BG, cp.c)
-    with for_product(ctx, cp.n * cp.p // (BG if G == 1 else 1), per[1], cp.kk * per[2]):
-        y = _products(cols, w, G, BG)
+    y = _products(cols, w, G, BG)
     return _output(y, cp, dn, out_dt)
 
 

@@ -5,15 +5,25 @@ of 1e-39 is 0 there, a dot of subnormal rows 0, a window sum over subnormals 0, 
 subnormals 0 (jax 0.10.2; tests/test_denormals.py).  Ours ran on numpy's reductions and
 OpenBLAS's products in IEEE arithmetic and gave the subnormals back.  Those kernels now run
 with the x86 MXCSR's FTZ and DAZ bits set on the executing thread, and its own MXCSR back
-after each call (`flushing`): a library user's numpy calls keep gradual underflow.
+after each call (`flushing`): a library user's numpy calls keep gradual underflow.  So do
+unfused f32/f64 add, subtract, multiply and divide (`flushed_arith`: one ufunc under the
+bits, as XLA's own instruction runs), which flushed operands and result in software before.
+
+The software flush (|x| < smallest normal -> signed 0, after rounding) is what the generated
+loops and fused kernels still do (backends/common/scalar_ops.py); x86's FTZ flushes a result
+whose value rounded to the type's precision with an unbounded exponent is under the
+smallest normal, so the two differ on a product, quotient or FMA whose exact value is just
+under it: 0.99999994 * 2^-126 is 0 in XLA and unfused here, 2^-126 in a fused loop.
 
 Only those kernels: XLA does not flush everywhere.  Its sin, tan and pow of a subnormal, its
 conversions of one (bf16 -> pred is True, f8e8m0fnu's smallest value -> f64 is 2^-127),
 keep it -- its elementwise code applies flushes of its own, which elementwise.py and the
 generated loops reproduce op by op (tests/test_elementwise.py); setting the bits around
-them would break that.  Threads a kernel starts -- OpenBLAS's, for a product of at least twice
-blas_threads.FLOPS_PER_THREAD -- keep their own MXCSR: a product that large sums long rows,
-where a subnormal partial sum moves an f32 result only when the result is itself subnormal.
+them would break that.  Threads a kernel starts keep their own MXCSR: OpenBLAS's workers
+(measured: a 256^3 sgemm of 1e-20s on 2 threads gives 0 in the calling thread's half, 2.6e-38
+in the worker's) -- so a product is flushed throughout only where the run's BLAS count is 1
+(every module whose largest product is under 2 * blas_threads.FLOPS_PER_THREAD) or where
+OpenBLAS keeps it on the calling thread (M*N*K <= 2^18).
 
 Only on x86-64 Linux (the bits are SSE's, the layout is its fenv_t's); elsewhere `available()`
 is False, the CPU backend makes no Env (backend.CpuBackend.own_kernels) and these kernels
@@ -89,6 +99,40 @@ class Env:
 
 # The opcodes whose CPU kernels run flushed (see the module docstring).
 FLUSHED_OPCODES = frozenset({"reduce", "dot", "convolution", "reduce-window"})
+
+# f32 / f64 add, subtract, multiply and divide: XLA:CPU runs them as single instructions
+# under its FTZ and DAZ bits, and so do these (numpy's ufunc inside `flushed_arith`).  The
+# same bits as flushing each operand and the result in software -- except where that gives
+# the wrong ones: a product or quotient whose exact value is under the smallest normal but
+# rounds up to it (0.99999994 * 2^-126) is 0 under FTZ, as XLA gives, and 2^-126 flushed
+# after rounding.  And 5x cheaper: a 1024-element f32 add took 25 us with three software
+# flushes (|x| < tiny, any, select), 5 us with the MXCSR's bits (load 9, 2 cores).
+FLUSHED_ARITH = {"add": "add", "subtract": "subtract", "multiply": "multiply",
+                 "divide": "divide"}
+_HARDWARE_TYPES = frozenset({"f32", "f64"})
+
+
+def flushed_arith(fn, env: Env, opcode: str):
+    """The elementwise kernel `fn` of `opcode` (FLUSHED_ARITH), on f32 / f64 operands one
+    numpy ufunc run with FTZ and DAZ set; other element types as `fn` runs them."""
+    import numpy as np
+    ufunc = getattr(np, FLUSHED_ARITH[opcode])
+
+    from .elementwise import result
+
+    def kernel(ins, args, ctx):
+        shape = ins.shape
+        if shape.element_type not in _HARDWARE_TYPES:
+            return fn(ins, args, ctx)
+        changed = env.flush()
+        try:
+            r = ufunc(args[0], args[1])
+        finally:
+            env.restore(changed)
+        if type(r) is not np.ndarray or r.dtype != shape.dtype:  # 0-d: a numpy scalar;
+            r = result(ins, r)  # operands of another width: the result's, as fn gives it
+        return r
+    return functools.update_wrapper(kernel, fn)
 
 
 def flushing(fn, env: Env):

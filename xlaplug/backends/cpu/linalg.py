@@ -26,7 +26,6 @@ import numpy as np
 from ..registry import kernel
 from ..common.errors import ExecutionError
 from ..common.plans import dot_plan
-from .blas_threads import for_product
 from .dot_complex import complex_matmul
 
 def _to_compute(x: np.ndarray, cdt: np.dtype) -> np.ndarray:
@@ -74,8 +73,7 @@ def _dot(ins, args, ctx):
     elif cdt.kind == "c":
         y = complex_matmul(L, R)  # Eigen's four real sums, not cgemm (dot_complex.py)
     else:
-        with for_product(ctx, M, N, K):
-            y = (L[0] @ R[0])[None] if B == 1 else np.matmul(L, R)
+        y = (L[0] @ R[0])[None] if B == 1 else np.matmul(L, R)
     y = _finish(y, kind, out_dt)
     return np.asarray(y.reshape(ins.shape.dims), order="C")
 

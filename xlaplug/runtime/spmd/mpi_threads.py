@@ -103,10 +103,12 @@ class RankThreadsTransport:
 
 
 def run_rank_devices(module, grid, mpi: MpiTransport, make_context, args_of,
-                     timeout: float, profilers: dict | None = None) -> list:
+                     timeout: float, profilers: dict | None = None,
+                     blas: int | None = None) -> list:
     """This rank's k = D / ranks devices, one thread each; their results (host values) in
     device order.  `args_of(d)`: device d's arguments; `make_context(d)`: its context;
-    `profilers`: {device: profiler.Profiler} for this run."""
+    `profilers`: {device: profiler.Profiler} for this run; `blas`: the run's BLAS threads
+    (set once around it; None: left as they are)."""
     from .runner import _place, on_device_threads
     if mpi.MPI.Query_thread() < mpi.MPI.THREAD_MULTIPLE:
         from ...backends.common.errors import ExecutionError
@@ -126,4 +128,4 @@ def run_rank_devices(module, grid, mpi: MpiTransport, make_context, args_of,
         finally:
             ctx.end_run()
 
-    return on_device_threads(k, timeout, work, first=mpi.rank * k)
+    return on_device_threads(k, timeout, work, first=mpi.rank * k, blas=blas)

@@ -5,8 +5,6 @@ stops all of them and is reported once, naming the device; a device stuck at a c
 ends with the rendezvous's timeout error, so a run never hangs."""
 from __future__ import annotations
 
-import contextlib
-import functools
 import threading
 from typing import Any, Callable
 
@@ -14,6 +12,8 @@ import numpy as np
 
 from ...hlo.ir import Module
 from ...backends.common.errors import ExecutionError
+from ...backends.cpu.blas_threads import cores as _cores
+from ...backends.cpu.blas_threads import for_run, largest_product, run_threads
 from .device_fibers import DeviceFibers
 from .device_threads import DeviceThreads
 from ...backends.spmd.groups import DeviceGrid
@@ -41,21 +41,6 @@ def _cuda_simulated(ctx) -> bool:
     return ctx.memory.simulated
 
 
-@contextlib.contextmanager
-def _blas_threads_per_device(n: int):
-    """BLAS threads divided among the device threads while they run: n threads that each
-    call a multithreaded OpenBLAS at once make its spinning workers fight over the cores
-    (measured: a 64x512x64 sgemm 0.1 ms alone, 40 ms from two device threads on 2 cores).
-    Set through the libraries' own calls (~1 us each): threadpoolctl's `limit` took ~15-35
-    us a run, a tenth of a small all-reduce on four devices."""
-    from ...backends.cpu.blas_threads import restore, set_threads
-    changed = set_threads(max(1, _cores() // n))
-    try:
-        yield
-    finally:
-        restore(changed)
-
-
 # Devices of a module whose largest array is under this many bytes run as fibers
 # (device_fibers.py); larger ones get a thread each, for their kernels to overlap.
 # Measured (an f32 all-reduce on 4 devices, 2 cores, load 2-3; threads / fibers, ms):
@@ -76,17 +61,6 @@ FIBERS_BELOW_BYTES = 4 << 20
 # 2 threads 0.44, a thread each 0.38), what half of 4 devices' ~8 MFLOP (0.12 ms of BLAS
 # each) saves: below that a module keeps to one thread.
 GANG_FROM_FLOPS = 1 << 23
-
-
-@functools.lru_cache(maxsize=1)
-def _cores() -> int:
-    """The cores this process may run on, found once (os.cpu_count took ~65 us a call here:
-    once a run, a tenth of a small all-reduce)."""
-    import os
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def dot_flops(module: Module) -> int:
@@ -137,10 +111,11 @@ class DeviceError(ExecutionError):
 
 def on_device_threads(n: int, timeout: float, work: Callable[[int, Rendezvous], Any],
                       threads: DeviceThreads | DeviceFibers | None = None,
-                      first: int = 0) -> list:
+                      first: int = 0, blas: int | None = None) -> list:
     """`work(d, rendezvous)` for devices d = first .. first + n - 1 at once, one thread each
     (inline for one device; on `threads` when given, else on threads started for this
-    call); their results in device order.  A device that fails stops the others waiting at
+    call); their results in device order.  `blas`: the BLAS threads of the whole call, set
+    once before the devices start and restored after them (None: left as they are).  A device that fails stops the others waiting at
     the rendezvous, and is raised as a DeviceError naming it; when every failure is an
     Aborted (another MPI rank failed), that Aborted is raised."""
     fibers = threads if isinstance(threads, DeviceFibers) else None
@@ -157,25 +132,20 @@ def on_device_threads(n: int, timeout: float, work: Callable[[int, Rendezvous], 
             errors[d] = e
             rendezvous.abort(d, e)
 
-    if n == 1:
-        device(0)
-    elif fibers is not None:
-        if fibers.n != n:
-            raise ExecutionError(f"{fibers.n} device fibers for {n} devices")
-        # Fibers take turns, yet a multithreaded BLAS still costs them: OpenBLAS's threads
-        # spin between calls (a data-parallel MLP step on 4 devices: 94 ms with 2 BLAS
-        # threads, 8 ms with 1, at load 5 on 2 cores).  On several threads the BLAS threads
-        # are divided among those.
-        with _blas_threads_per_device(fibers.threads if fibers.parallel else n):
+    with for_run(blas):
+        if n == 1:
+            device(0)
+        elif fibers is not None:
+            if fibers.n != n:
+                raise ExecutionError(f"{fibers.n} device fibers for {n} devices")
             fibers.run(device)
-    elif threads is not None:
-        if threads.n != n:
-            raise ExecutionError(f"{threads.n} device threads for {n} devices")
-        with _blas_threads_per_device(n):
+        elif threads is not None:
+            if threads.n != n:
+                raise ExecutionError(f"{threads.n} device threads for {n} devices")
             threads.run(device)
-    else:
-        with DeviceThreads(n) as started, _blas_threads_per_device(n):
-            started.run(device)
+        else:
+            with DeviceThreads(n) as started:
+                started.run(device)
     if errors:
         failed = rendezvous.failure
         d, e = failed if failed is not None else next(iter(errors.items()))
@@ -193,11 +163,12 @@ def on_device_threads(n: int, timeout: float, work: Callable[[int, Rendezvous], 
 def run_devices(module: Module, device_args: list[list], grid: DeviceGrid,
                 make_context: Callable[[int], Any], timeout: float = 60.0,
                 threads: DeviceThreads | DeviceFibers | None = None,
-                profilers: list | None = None) -> list:
+                profilers: list | None = None, blas_threads: int | None = None) -> list:
     """Runs the entry computation on every device of `grid`; `device_args[d]` are device d's
     arguments (host values), `make_context(d)` makes device d's execution context (an
     ExecContext, or gives a kept one); `threads`: kept device threads to run on (see
-    device_threads.py); `profilers[d]`: device d's profiler.Profiler for this run.
+    device_threads.py); `profilers[d]`: device d's profiler.Profiler for this run;
+    `blas_threads`: the run's BLAS threads (`blas_for_devices`; None: left as they are).
     Returns each device's result, host values, in device order."""
     n = grid.count
     if len(device_args) != n:
@@ -218,8 +189,20 @@ def run_devices(module: Module, device_args: list[list], grid: DeviceGrid,
 
     if threads is None and n > 1:
         with devices_for(module, n) as chosen:
-            return on_device_threads(n, timeout, work, chosen)
-    return on_device_threads(n, timeout, work, threads)
+            return on_device_threads(n, timeout, work, chosen, blas=blas_threads)
+    return on_device_threads(n, timeout, work, threads, blas=blas_threads)
+
+
+def blas_for_devices(largest: int, fixed: int | None, n: int,
+                     threads: DeviceThreads | DeviceFibers | None) -> int | None:
+    """The BLAS threads of a run of n devices in this process (blas_threads.run_threads;
+    `largest`: the module's largest product): the cores divided among the threads calling
+    BLAS at once -- a thread each, or the fibers' threads.  Fibers on one thread divide by
+    n too: OpenBLAS's idle threads spin between calls (a data-parallel MLP step on 4
+    devices: 94 ms with 2 BLAS threads, 8 ms with 1, at load 5 on 2 cores)."""
+    fibers = threads if isinstance(threads, DeviceFibers) else None
+    sharing = fibers.threads if fibers is not None and fibers.parallel else n
+    return run_threads(largest, fixed, sharing)
 
 
 def run_module_devices(module: Module, device_args: list[list], grid: DeviceGrid | None = None,
@@ -235,9 +218,11 @@ def run_module_devices(module: Module, device_args: list[list], grid: DeviceGrid
     dev = session.device if session is not None else device or "cpu"
     overrides = session.resolve if session is not None else None
     grid = grid or DeviceGrid.of_module(module)
+    blas = blas_for_devices(largest_product(module), options.get("blas_threads"), grid.count,
+                            threads)
     return run_devices(module, device_args, grid,
                        lambda d: ExecContext(dev, options, overrides=overrides), timeout,
-                       threads)
+                       threads, blas_threads=blas)
 
 
 def collective_groups(module: Module, grid: DeviceGrid) -> list[list[tuple[int, ...]]]:

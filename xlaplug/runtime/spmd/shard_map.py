@@ -51,6 +51,24 @@ def _plan(ins, module_meshes):
     return mesh, ins_sh, outs_sh
 
 
+def region_devices(module) -> int:
+    """The most devices one of the module's shard_map regions runs at once (1: none)."""
+    from ...hlo.opcodes import SHARD_MAP_TARGET
+    most = 1
+    for comp in module.computations:
+        for ins in comp.instructions:
+            if ins.opcode != "custom-call" or \
+                    ins.attrs.get("custom_call_target") != SHARD_MAP_TARGET:
+                continue
+            try:
+                meshes = sdy.parse_meshes((ins.attrs.get("frontend_attributes") or {}).get(
+                    "xlaplug.meshes", ""))
+                most = max(most, _plan(ins, meshes)[0].size)
+            except (HloError, ExecutionError):
+                pass  # the region reports it when it runs
+    return most
+
+
 def run_shard_map(ins, args, ctx):
     from ..executor import ExecContext
     from .runner import run_devices
