@@ -32,6 +32,8 @@ interpreted.
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ...hlo.ir import Computation, Instruction
@@ -62,7 +64,9 @@ class ArrayCodegen:
         # holds as scalars.
         self._loop_n: int | None = None
         self._loop_lines: list[str] = []
+        self._loop_stores: list[str] = []
         self._loop_vars: set[str] = set()
+        self._stored: set[str] = set()                  # values an element loop stores
 
     # ---- the function ---------------------------------------------------------------------
 
@@ -126,6 +130,7 @@ class ArrayCodegen:
             if root.shape.element_type != "pred" or id(root) not in self.names:
                 raise Unsupported("the condition is not a computed pred")
             self.lines.append(f"return {self.names[id(root)]}[0]")
+        self._drop_dead_stores()
         args = ", ".join([f"p{j}" for j in range(leaves)] + list(self.buffers))
         return f"def {fname}({args}):\n" + "".join(f"    {ln}\n" for ln in self.lines)
 
@@ -214,14 +219,33 @@ class ArrayCodegen:
 
     def _element(self, ins: Instruction, name: str, expr: str) -> None:
         self._alloc(ins, name)
-        self._loop_lines += [f"s_{name} = {expr}", f"{name}[o] = s_{name}"]
+        self._loop_lines.append(f"s_{name} = {expr}")
+        self._loop_stores.append(f"{name}[o] = s_{name}")
         self._loop_vars.add(name)
+        self._stored.add(name)
 
     def _flush(self) -> None:
+        """The element loop: its values, then their stores (after every load of the
+        iteration: a store to an array numba cannot tell from the operands would make
+        LLVM load an operand again, and a sine and cosine of it would not share a call)."""
         if self._loop_lines:
             self.lines.append(f"for o in range({self._loop_n}):")
-            self.lines += ["    " + ln for ln in self._loop_lines]
-        self._loop_n, self._loop_lines, self._loop_vars = None, [], set()
+            self.lines += ["    " + ln for ln in self._loop_lines + self._loop_stores]
+        self._loop_n, self._loop_lines, self._loop_stores = None, [], []
+        self._loop_vars = set()
+
+    def _drop_dead_stores(self) -> None:
+        """Stores of element-loop values nothing reads after their loop (nor returns) go,
+        with their buffers: such values live in registers only, as in XLA's fused loops."""
+        words: dict[str, int] = {}
+        for ln in self.lines:
+            for w in re.findall(r"\b\w+\b", ln):
+                words[w] = words.get(w, 0) + 1
+        dead = {f"    {v}[o] = s_{v}" for v in self._stored if words.get(v) == 1}
+        self.lines = [ln for ln in self.lines if ln not in dead]
+        for v in self._stored:
+            if words.get(v) == 1:
+                del self.buffers[v]
 
     def _alloc(self, ins: Instruction, name: str) -> None:
         """`name` is a buffer argument of the function (see the module docstring)."""
