@@ -1,9 +1,9 @@
 """Arithmetic and transcendental elementwise kernels (XLA:CPU semantics; see elementwise.py).
 
-f32 exp, log and tanh are XLA:CPU's own approximations and f32 sin, cos, tan and atan2 libm's
-f32 functions, as XLA calls them: XLA's bits.  Other transcendentals XLA computes with its
-own approximations (erf, cbrt ...) are computed here (nearly) correctly rounded -- f32 through
-f64 -- so they agree with XLA to a few ULP (tests/test_elementwise.py ULP_BOUNDS).
+f32 exp, log and tanh are XLA:CPU's own approximations and f32 sin, cos and atan2 libm's f32
+functions, as XLA calls them: XLA's bits.  Other transcendentals (tan, erf, cbrt ...) are
+computed here (nearly) correctly rounded -- f32 through f64 -- so they agree with XLA to a few
+ULP (tests/test_elementwise.py ULP_BOUNDS).
 Ops XLA defines by a formula -- logistic = 1/(1+exp(-x)), expm1, log1p -- follow that formula
 step by step, flushing as XLA does; complex ops run the scalar table's formulas (written
 once, common/scalar_complex{,_fn}.py) in numba loops (elementwise_complex.py).
@@ -118,10 +118,6 @@ def _cos(x):
     return _by_width(x, "cos", "math.cos")
 
 
-def _tan(x):
-    return _by_width(x, "tan", "math.tan")
-
-
 def _rsqrt(x):
     # XLA's rsqrt is correctly rounded in practice; 1/sqrt(x) in the same precision is not.
     wide = F64 if x.dtype == F32 else np.longdouble
@@ -154,7 +150,7 @@ FLOAT_UNARY = {
     "cbrt": _via64(_libm("_xcbrt")),
     "sine": _sin,
     "cosine": _cos,
-    "tan": _tan,
+    "tan": _via64(_libm("math.tan")),
     "tanh": _tanh,
     "erf": _via64(_libm("math.erf")),
     "floor": np.floor,
