@@ -8,9 +8,10 @@ shapes are static, so each instruction becomes a loop nest with constant bounds 
         for j1 in range(4):
             v7[j0 * 4 + j1] = v3[j1 * 3 + j0]
 
-Nothing is allocated per iteration: every value computed is written into a buffer that the
-function takes as an argument after the state leaves (`buffers`: name -> (size, dtype));
-compiled_while.py allocates them once per loop run.  The body's results (`returned`) go
+Nothing is allocated per iteration: a value is written into a buffer the function takes as
+an argument after the state leaves (`buffers`: name -> (size, dtype); compiled_while.py
+allocates them once per loop run) -- or, an element loop's value that nothing reads after
+its loop, into none: it stays in a register.  The body's results (`returned`) go
 into buffers the next iteration only reads, so it gives those two copies, used in
 alternate iterations.  A dynamic-update-slice of a state leaf that nothing else reads and
 that the body returns in the same place writes into that leaf (`owned`: leaves the loop
@@ -32,6 +33,7 @@ interpreted.
 """
 from __future__ import annotations
 
+import collections
 import re
 
 import numpy as np
@@ -66,7 +68,6 @@ class ArrayCodegen:
         self._loop_lines: list[str] = []
         self._loop_stores: list[str] = []
         self._loop_vars: set[str] = set()
-        self._stored: set[str] = set()                  # values an element loop stores
 
     # ---- the function ---------------------------------------------------------------------
 
@@ -198,8 +199,8 @@ class ArrayCodegen:
 
     # ---- element loops ----------------------------------------------------------------------
     # Consecutive elementwise values of one size are computed in one loop, each as a scalar
-    # that the later ones read (and stored into its buffer, for whatever reads it after the
-    # loop): one pass instead of one loop per op, which LLVM can vectorize as a whole.
+    # the later ones read (stored for what reads it after the loop): one pass, not one
+    # loop per op, which LLVM can vectorize as a whole.
 
     def _open(self, n: int) -> None:
         """Continue the element loop over n elements, or end it and start one."""
@@ -222,30 +223,23 @@ class ArrayCodegen:
         self._loop_lines.append(f"s_{name} = {expr}")
         self._loop_stores.append(f"{name}[o] = s_{name}")
         self._loop_vars.add(name)
-        self._stored.add(name)
 
     def _flush(self) -> None:
-        """The element loop: its values, then their stores (after every load of the
-        iteration: a store to an array numba cannot tell from the operands would make
-        LLVM load an operand again, and a sine and cosine of it would not share a call)."""
+        """The element loop: its values, then their stores (after every load: LLVM would
+        load an operand again after a store it cannot tell from it)."""
         if self._loop_lines:
             self.lines.append(f"for o in range({self._loop_n}):")
             self.lines += ["    " + ln for ln in self._loop_lines + self._loop_stores]
-        self._loop_n, self._loop_lines, self._loop_stores = None, [], []
-        self._loop_vars = set()
+        self._loop_n, self._loop_lines, self._loop_stores, self._loop_vars = None, [], [], set()
 
     def _drop_dead_stores(self) -> None:
-        """Stores of element-loop values nothing reads after their loop (nor returns) go,
-        with their buffers: such values live in registers only, as in XLA's fused loops."""
-        words: dict[str, int] = {}
-        for ln in self.lines:
-            for w in re.findall(r"\b\w+\b", ln):
-                words[w] = words.get(w, 0) + 1
-        dead = {f"    {v}[o] = s_{v}" for v in self._stored if words.get(v) == 1}
-        self.lines = [ln for ln in self.lines if ln not in dead]
-        for v in self._stored:
-            if words.get(v) == 1:
-                del self.buffers[v]
+        """Element-loop values nothing reads after their loop (nor returns) lose their store
+        and buffer: they live in registers only, as in XLA's fused loops."""
+        lines = [ln.strip() for ln in self.lines]
+        uses = collections.Counter(re.findall(r"\b\w+\b", "\n".join(lines)))
+        dead = {f"{v}[o] = s_{v}" for v in self.buffers if uses[v] == 1} & set(lines)
+        self.lines = [ln for ln, st in zip(self.lines, lines) if st not in dead]
+        self.buffers = {v: b for v, b in self.buffers.items() if f"{v}[o] = s_{v}" not in dead}
 
     def _alloc(self, ins: Instruction, name: str) -> None:
         """`name` is a buffer argument of the function (see the module docstring)."""
