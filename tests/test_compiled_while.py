@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 from jax import lax
 
+import xlaplug
+
 from xlaplug.backends.cpu import compiled_while as CW
 from xlaplug.backends.cpu import loop_trip_count as TC
 from xlaplug.runtime.driver import compile_module
@@ -118,6 +120,17 @@ def test_loops_compile_once_and_later_runs_start_compiled(record):
     record["runs"].clear()
     execute(m, [np.float64(1.0)])  # a new run context: the code is ready, so iteration 0
     assert record["runs"] == [m.entry.name], record["runs"]
+
+
+def test_a_short_run_of_a_loop_compiled_in_this_process_runs_compiled(record):
+    # A counted loop from a start the caller gives: 100 iterations compile it; a later call
+    # of the same executable that runs it 10 times (known short) runs compiled too.
+    f = lambda k, x: lax.fori_loop(k, 100, lambda i, v: jnp.sin(v) * 0.5 + 0.25, x)  # noqa
+    exe = xlaplug.compile(jax.jit(f).lower(np.int32(0), X).as_text(dialect="hlo"))
+    for k in (0, 90):
+        np.testing.assert_array_equal(exe(np.int32(k), X)[0],
+                                      np.asarray(jax.jit(f)(np.int32(k), X)))
+    assert len(record["compiled"]) == 2 and record["runs"] == [exe.module.entry.name] * 2
 
 
 def test_short_loops_never_compile(record):

@@ -4,7 +4,7 @@ on the CPU and on CUDA (numba's simulator in CI; scripts/gpu_check.sh on a GPU).
 
 Every runnable case must pass at the suite's default bound (1 ULP), except those listed in
 KNOWN_FAILURES with the reason (today's XLA:CPU passes 2,297 of the 2,325 cases with checks
-as a jax program runs them, 2,284 with their inputs folded as constants; we pass 2,311:
+as a jax program runs them, 2,284 with their inputs folded as constants; we pass 2,310:
 scripts/conformance_xla.py); a listed case that starts passing fails the test, so the list
 stays honest.  The 200 cases that take parameters
 with no inputs and no checks cannot run; their count is pinned so a change is noticed.  The
@@ -36,6 +36,9 @@ KNOWN_FAILURES = {
         "pow_complex64_20_30_complex64_20_30": "check.expect_almost_eq",
         "sin_complex128_20_20": "check.expect_close",
         "sinh_complex64_20_20_chlo": "check.expect_almost_eq",
+        # a complex exp written with f32 sine and cosine: ours are libm's sinf and cosf, as
+        # XLA's (common/scalar_libm.py), 2 ULP off in 2 of 400 elements with XLA's bits
+        "exp_complex64_20_20": "check.expect_close",
         # f16 inverse hyperbolics and log1p: XLA expands them in f32 and rounds once more;
         # our bits are XLA's (XLA fails them the same way)
         "asinh_float16_20_20_chlo": "check.expect_close",

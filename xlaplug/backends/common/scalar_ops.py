@@ -48,6 +48,7 @@ from . import scalar_complex_fn as _SCF
 from . import scalar_ops_complex as C
 from . import scalar_float as _SF
 from . import scalar_int as _SI
+from . import scalar_libm as _SL
 from .scalar_base import (SCALAR_COMPUTE_DTYPES, ScalarOpError,
                                       ScalarSig, _ct, _daz, _fkind, _fres, _fres_norflush,
                                       _from_pat, _from_wide, _mask, _pat, _w, _wide)
@@ -273,10 +274,13 @@ _UNARY_F = {
 
 _UNARY_F32 = {"exponential-minus-one": "_xexpm1_32({x})", "log-plus-one": "_xlog1p32({x})",
               "tanh": "_xtanh32({x})", "exponential": "_xexp32({x})", "log": "_xlog32({x})",
-              "logistic": "_xlogistic32({x})"}
+              "logistic": "_xlogistic32({x})", "sine": "_xsin32({x})",
+              "cosine": "_xcos32({x})"}
 # XLA passes subnormal inputs of these straight through (no flushing); f64 tanh flushes.
+# (cosine: the cosine of a subnormal is 1, as of 0, and no cosine is subnormal -- flushing
+# changes nothing, and left out, a sine and a cosine of one value share one sincosf call.)
 
-_UNARY_NO_FLUSH = {"sine", "tan", "tanh", "exponential-minus-one"}
+_UNARY_NO_FLUSH = {"sine", "cosine", "tan", "tanh", "exponential-minus-one"}
 
 
 def _unary_float(op: str):
@@ -325,7 +329,7 @@ SCALAR_OPS: dict[str, Callable[[ScalarSig], str]] = {
 }
 
 SCALAR_NAMESPACE: dict[str, Any] = {"np": np, "math": math}
-for _m in (_SI, _SF, _SC, _SCF):
+for _m in (_SI, _SF, _SC, _SCF, _SL):
     SCALAR_NAMESPACE.update({k: v for k, v in vars(_m).items()
                              if k.startswith(("_x", "_y")) and callable(v)})
 

@@ -17,8 +17,10 @@ are generated as numba functions and the loop runs in one compiled call:
 
 When it starts compiled (a compile costs numba seconds, once: the code is then cached on
 disk, jit_cache.py):
-- from iteration 0 when the code is ready -- compiled in this process, or in numba's disk
-  cache from an earlier one (a load: milliseconds);
+- from iteration 0 when the code is compiled in this process (a short loop too: a compiled
+  iteration costs nanoseconds, an interpreted one ~0.1 ms);
+- from iteration 0 when it is in numba's disk cache from an earlier process (a load:
+  milliseconds), unless the loop is known to be short;
 - from iteration 0 when the loop is known to run more than INTERPRETED_ITERATIONS times
   (loop_trip_count.py: XLA's known_trip_count, or jax's counted fori_loop / scan);
 - else after INTERPRETED_ITERATIONS interpreted iterations, if it is still running: a
@@ -48,7 +50,7 @@ from ...hlo.ir import Instruction
 from ..device import flatten
 from ..registry import kernel
 from .jit_cache import cached_function, is_cached
-from .jit_drivers import from_numba, numba_array
+from .jit_drivers import from_numba, numba_array, numba_dtype
 from .loop_codegen import ArrayCodegen, Unsupported
 from .loop_trip_count import trip_count
 from ..common.errors import ExecutionError
@@ -62,9 +64,11 @@ _NJIT = dict(nogil=True, error_model="numpy")
 
 @dataclass(eq=False)
 class LoopCode:
-    """A loop's generated module; `fn` once compiled (or loaded) in this process."""
+    """A loop's generated module; `fn` once compiled (or loaded) in this process.  `leaves`:
+    each state leaf's (dtype, the dtype numba gets it in, dims)."""
     src: str
     consts: dict
+    leaves: list = None
     fn: object = None
     failed: bool = False           # numba could not type it: the loop stays interpreted
 
@@ -132,7 +136,8 @@ def generate(ins: Instruction) -> LoopCode | None:
     src = "\n".join(cg_cond.pieces + cg_body.pieces + [
         cond, "cond = register_jitable(cond)\n", body, "body = register_jitable(body)\n",
         _run_source(len(leaves), cg_cond, cg_body)])
-    return LoopCode(src, consts)
+    return LoopCode(src, consts, [(s.dtype, numba_dtype(s.dtype), tuple(s.dims))
+                                  for s in leaves])
 
 
 def loop_code(ctx, ins: Instruction) -> LoopCode | None:
@@ -145,24 +150,36 @@ def loop_code(ctx, ins: Instruction) -> LoopCode | None:
     return None if code is None or code.failed else code
 
 
+def _flat_arg(v, dt, nt) -> np.ndarray:
+    """A state leaf as `run` takes it: flat, contiguous, numba's dtype for it (and the
+    leaf's own type first: a run's inputs may arrive wider than its parameters)."""
+    if type(v) is np.ndarray and v.dtype == nt == dt and v.flags.c_contiguous:
+        return v.reshape(-1)
+    return np.ascontiguousarray(numba_array(np.asarray(v).astype(dt, copy=False))).reshape(-1)
+
+
 def _run_compiled(ins, code: LoopCode, state, limit_left: int):
     """(finished, iterations, new state); numba typing failures -> None."""
-    leaves = _state_leaves(ins.shape)
-    # (As the leaves' types: a run's inputs may arrive wider than its parameters.)
-    vals = [np.ascontiguousarray(numba_array(np.asarray(v).astype(s.dtype, copy=False)))
-            .reshape(-1) for v, s in zip(flatten(state), leaves)]
+    vals = [_flat_arg(v, dt, nt) for v, (dt, nt, _) in zip(flatten(state), code.leaves)]
     try:
         done, n, *out = code.function()(limit_left, *vals)
     except NumbaError:
         code.failed = True  # stay interpreted
         return None
-    arrays = [from_numba(a, s.dtype).reshape(s.dims) for a, s in zip(out, leaves)]
+    arrays = [(a if a.dtype == dt else from_numba(a, dt)).reshape(dims)
+              for a, (dt, _, dims) in zip(out, code.leaves)]
     return done, n, (arrays[0] if ins.shape.is_array else tuple(arrays))
 
 
 def _switch_at(ctx, ins: Instruction, state) -> int:
     """The iteration at which the loop goes compiled (module docstring); -1: never."""
-    if ctx.options.get("interpret_loops") or _state_leaves(ins.shape) is None:
+    if ctx.options.get("interpret_loops"):
+        return -1
+    hit = ctx.kernel_cache.table(_TABLE).get(id(ins))
+    if hit is not None and hit[0] is ins and hit[1] is not None and hit[1].fn is not None \
+            and not hit[1].failed:
+        return 0  # compiled in this process: from iteration 0, whatever the trip count
+    if _state_leaves(ins.shape) is None:
         return -1
     trips = trip_count(ins, state)
     if trips is not None and trips <= INTERPRETED_ITERATIONS:

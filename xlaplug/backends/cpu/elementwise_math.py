@@ -1,8 +1,9 @@
 """Arithmetic and transcendental elementwise kernels (XLA:CPU semantics; see elementwise.py).
 
-Transcendentals that XLA:CPU computes with its own approximations (exp, log, sin, tan, tanh,
-erf, atan2, cbrt ...) are computed here (nearly) correctly rounded -- f32 through f64 -- so they
-agree with XLA to a few ULP, not bit for bit (tests/test_elementwise.py ULP_BOUNDS).
+f32 exp, log and tanh are XLA:CPU's own approximations and f32 sin, cos and atan2 libm's f32
+functions, as XLA calls them: XLA's bits.  Other transcendentals (tan, erf, cbrt ...) are
+computed here (nearly) correctly rounded -- f32 through f64 -- so they agree with XLA to a few
+ULP (tests/test_elementwise.py ULP_BOUNDS).
 Ops XLA defines by a formula -- logistic = 1/(1+exp(-x)), expm1, log1p -- follow that formula
 step by step, flushing as XLA does; complex ops run the scalar table's formulas (written
 once, common/scalar_complex{,_fn}.py) in numba loops (elementwise_complex.py).
@@ -108,8 +109,13 @@ def _scalar_loop(fn: str, x, out_dtype):
     return out.reshape(x.shape)
 
 
-_sin = _via64(_libm("math.sin"))
-_cos = _via64(_libm("math.cos"))
+def _sin(x):
+    """f32: libm's sinf, as XLA:CPU (common.scalar_libm._xsin32); f64: libm's sin."""
+    return _by_width(x, "sin", "math.sin")
+
+
+def _cos(x):
+    return _by_width(x, "cos", "math.cos")
 
 
 def _rsqrt(x):
@@ -156,8 +162,8 @@ FLOAT_UNARY = {
 
 
 # XLA returns x itself for tiny |x| (a select, not arithmetic): subnormals pass unflushed.
-# (f64 tanh does flush.)
-NO_FLUSH = frozenset({"sine", "tan", "tanh", "exponential-minus-one"})
+# (f64 tanh does flush.)  A cosine is 1 for a subnormal as for 0: flushing changes nothing.
+NO_FLUSH = frozenset({"sine", "cosine", "tan", "tanh", "exponential-minus-one"})
 # XLA expands these into f16 arithmetic for f16 (each step rounded to f16), not f32.
 F16_FORMULAS = frozenset({"exponential-minus-one", "logistic"})
 

@@ -8,9 +8,10 @@ shapes are static, so each instruction becomes a loop nest with constant bounds 
         for j1 in range(4):
             v7[j0 * 4 + j1] = v3[j1 * 3 + j0]
 
-Nothing is allocated per iteration: every value computed is written into a buffer that the
-function takes as an argument after the state leaves (`buffers`: name -> (size, dtype));
-compiled_while.py allocates them once per loop run.  The body's results (`returned`) go
+Nothing is allocated per iteration: a value is written into a buffer the function takes as
+an argument after the state leaves (`buffers`: name -> (size, dtype); compiled_while.py
+allocates them once per loop run) -- or, an element loop's value that nothing reads after
+its loop, into none: it stays in a register.  The body's results (`returned`) go
 into buffers the next iteration only reads, so it gives those two copies, used in
 alternate iterations.  A dynamic-update-slice of a state leaf that nothing else reads and
 that the body returns in the same place writes into that leaf (`owned`: leaves the loop
@@ -31,6 +32,9 @@ sum in the order of their tiles).  Anything else raises Unsupported and the loop
 interpreted.
 """
 from __future__ import annotations
+
+import collections
+import re
 
 import numpy as np
 
@@ -62,6 +66,7 @@ class ArrayCodegen:
         # holds as scalars.
         self._loop_n: int | None = None
         self._loop_lines: list[str] = []
+        self._loop_stores: list[str] = []
         self._loop_vars: set[str] = set()
 
     # ---- the function ---------------------------------------------------------------------
@@ -126,6 +131,7 @@ class ArrayCodegen:
             if root.shape.element_type != "pred" or id(root) not in self.names:
                 raise Unsupported("the condition is not a computed pred")
             self.lines.append(f"return {self.names[id(root)]}[0]")
+        self._drop_dead_stores()
         args = ", ".join([f"p{j}" for j in range(leaves)] + list(self.buffers))
         return f"def {fname}({args}):\n" + "".join(f"    {ln}\n" for ln in self.lines)
 
@@ -193,8 +199,8 @@ class ArrayCodegen:
 
     # ---- element loops ----------------------------------------------------------------------
     # Consecutive elementwise values of one size are computed in one loop, each as a scalar
-    # that the later ones read (and stored into its buffer, for whatever reads it after the
-    # loop): one pass instead of one loop per op, which LLVM can vectorize as a whole.
+    # the later ones read (stored for what reads it after the loop): one pass, not one
+    # loop per op, which LLVM can vectorize as a whole.
 
     def _open(self, n: int) -> None:
         """Continue the element loop over n elements, or end it and start one."""
@@ -214,14 +220,26 @@ class ArrayCodegen:
 
     def _element(self, ins: Instruction, name: str, expr: str) -> None:
         self._alloc(ins, name)
-        self._loop_lines += [f"s_{name} = {expr}", f"{name}[o] = s_{name}"]
+        self._loop_lines.append(f"s_{name} = {expr}")
+        self._loop_stores.append(f"{name}[o] = s_{name}")
         self._loop_vars.add(name)
 
     def _flush(self) -> None:
+        """The element loop: its values, then their stores (after every load: LLVM would
+        load an operand again after a store it cannot tell from it)."""
         if self._loop_lines:
             self.lines.append(f"for o in range({self._loop_n}):")
-            self.lines += ["    " + ln for ln in self._loop_lines]
-        self._loop_n, self._loop_lines, self._loop_vars = None, [], set()
+            self.lines += ["    " + ln for ln in self._loop_lines + self._loop_stores]
+        self._loop_n, self._loop_lines, self._loop_stores, self._loop_vars = None, [], [], set()
+
+    def _drop_dead_stores(self) -> None:
+        """Element-loop values nothing reads after their loop (nor returns) lose their store
+        and buffer: they live in registers only, as in XLA's fused loops."""
+        lines = [ln.strip() for ln in self.lines]
+        uses = collections.Counter(re.findall(r"\b\w+\b", "\n".join(lines)))
+        dead = {f"{v}[o] = s_{v}" for v in self.buffers if uses[v] == 1} & set(lines)
+        self.lines = [ln for ln, st in zip(self.lines, lines) if st not in dead]
+        self.buffers = {v: b for v, b in self.buffers.items() if f"{v}[o] = s_{v}" not in dead}
 
     def _alloc(self, ins: Instruction, name: str) -> None:
         """`name` is a buffer argument of the function (see the module docstring)."""

@@ -46,6 +46,7 @@ from ..common import scalar_complex as _SC
 from ..common import scalar_complex_fn as _SCF
 from ..common import scalar_float as _SF
 from ..common import scalar_int as _SI
+from ..common import scalar_libm as _SL
 from ..common.scalar_ops import SCALAR_OPS, ScalarSig
 from ..common import scalar_codegen
 from ..common.scalar_codegen import ScalarCompileError, result_types
@@ -114,7 +115,7 @@ def _stand_in_modules(sim: bool, cuda) -> tuple[types.ModuleType, types.ModuleTy
     return fnp, fmath
 
 
-_HELPER_MODULES = (_SI, _SF, _SC, _SCF)
+_HELPER_MODULES = (_SI, _SF, _SC, _SCF, _SL)
 # Helpers with their own device versions (device_helpers.py): bit views, libm primitives,
 # and f32 atan2 (libm's atan2f on the CPU: libdevice's on a GPU, libm's through ctypes under
 # the simulator, where Python's math has only the f64 atan2).
