@@ -70,7 +70,8 @@ def verify_instruction(ins: Instruction, *, allow_mixed_precision: bool = False)
     if not allow_mixed_precision and ins.opcode not in MIXED_PRECISION_OK:
         seen = None
         for o in ins.operands:
-            for leaf in o.shape.leaves():
+            shape = o.shape
+            for leaf in (shape.leaves() if shape.tuple_shapes else (shape,)):
                 t = leaf.element_type
                 if is_floating(t):
                     if seen is None:
@@ -84,9 +85,7 @@ def verify_instruction(ins: Instruction, *, allow_mixed_precision: bool = False)
     if not compatible(inferred, ins.shape):
         return (f"instruction '{ins.name}' ({ins.opcode}): inferred shape {s(inferred)} but "
                 f"declared {s(ins.shape)}")
-    if (ins.opcode not in SIZED_AT_RUN_TIME
-            and not any(d == UNBOUNDED for o in ins.operands for leaf in o.shape.leaves()
-                        for d in leaf.dims)):
+    if ins.opcode not in SIZED_AT_RUN_TIME and not any(map(_has_unbounded, ins.operands)):
         k = _first_unbounded(ins.shape)
         if k is not None:
             return (f"instruction '{ins.name}' ({ins.opcode}): dimension {k} is declared "
@@ -95,11 +94,20 @@ def verify_instruction(ins: Instruction, *, allow_mixed_precision: bool = False)
     return None
 
 
+def _has_unbounded(o: Instruction) -> bool:
+    shape = o.shape
+    if not shape.tuple_shapes:
+        return UNBOUNDED in shape.dims
+    return any(UNBOUNDED in leaf.dims for leaf in shape.leaves())
+
+
 def _first_unbounded(shape) -> int | None:
     """The first `?` dimension of any array leaf of `shape`, or None.  From operands that are
     all bounded, XLA's shape inference gives a bounded shape (and so the kernels size their
     results by it): a `?` can only come from an unbounded operand or, for the opcodes in
     SIZED_AT_RUN_TIME, from what runs."""
+    if not shape.tuple_shapes and UNBOUNDED not in shape.dims:
+        return None
     for leaf in shape.leaves():
         if leaf.is_array:
             for k, d in enumerate(leaf.dims):
@@ -179,17 +187,22 @@ def _computation_problems(module: Module, comp: Computation, comp_ids: set[int],
 
 def _structure_problem(ins: Instruction, members: set[int], comp_ids: set[int],
                        comp: Computation, allow_unbounded: bool) -> str | None:
-    head = f"instruction '{ins.name}' ({ins.opcode})"
     for k, o in enumerate(ins.operands):
         if id(o) not in members:
-            return f"{head}: operand {k} '{o.name}' is not in computation '{comp.name}'"
-    for c in ins.called_computations():
-        if id(c) not in comp_ids:
-            return f"{head}: calls computation '{c.name}', which is not in the module"
+            return (f"{_head(ins)}: operand {k} '{o.name}' is not in computation "
+                    f"'{comp.name}'")
+    if ins.attrs:
+        for c in ins.called_computations():
+            if id(c) not in comp_ids:
+                return f"{_head(ins)}: calls computation '{c.name}', which is not in the module"
     if not allow_unbounded and any(d == UNBOUNDED for leaf in ins.shape.leaves()
                                    for d in leaf.dims):
-        return f"{head}: unbounded dynamic shape {s(ins.shape)} is not allowed"
+        return f"{_head(ins)}: unbounded dynamic shape {s(ins.shape)} is not allowed"
     return None
+
+
+def _head(ins: Instruction) -> str:
+    return f"instruction '{ins.name}' ({ins.opcode})"
 
 
 def _entry_layout_problems(module: Module) -> Iterator[HloVerifyError]:

@@ -117,6 +117,9 @@ def _merge_dim(a: int, b: int) -> int:
 def compatible(a: Shape, b: Shape, ignore_fp: bool = False) -> bool:
     """XLA's ShapeUtil::Compatible: same element types and dimensions; layouts and the dynamic
     flag of bounded dimensions ignored (`f32[<=4]` ~ `f32[4]`), `?` matches any size."""
+    t = a.element_type
+    if t == b.element_type and t != "tuple" and a.dims == b.dims:
+        return True  # the common case, as below
     if a.is_tuple or b.is_tuple:
         return (a.is_tuple and b.is_tuple and len(a.tuple_shapes) == len(b.tuple_shapes)
                 and all(compatible(x, y, ignore_fp) for x, y in zip(a.tuple_shapes, b.tuple_shapes)))

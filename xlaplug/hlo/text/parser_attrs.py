@@ -54,6 +54,35 @@ def _attrs(tok, owner: str) -> dict:
     return out
 
 
+def typed_attrs(matches: list, owner: str) -> dict:
+    """`_attrs` of a run already cut into its `_ATTR` matches, one after another with no gap
+    and no mesh `device_ids` (parser_fast's common path), their positions in the text."""
+    out: dict = {}
+    parse = A.parse_attr
+    metadata = current_parse().metadata
+    for m in matches:
+        name, value = m.group(1, 2)
+        if name in out or name in _CALLED:
+            _attr(out, name, value, m.start(1), m.start(2), owner)
+            continue
+        if name == "metadata":
+            v = metadata.get(value)
+            if v is not None:
+                out[name] = dict(v)
+                continue
+        try:
+            v = parse(name, value)
+        except (A.AttrError, ShapeError) as e:
+            raise _err(f"attribute '{name}': {e}", m.start(2) + getattr(e, "offset", 0)) from None
+        if type(v) is list:
+            for r in v:
+                r.offset += m.start(2)
+        elif name == "metadata":
+            metadata[value] = dict(v)
+        out[name] = v
+    return out
+
+
 def _mesh_joined(text: str, base: int):
     """The items of a run where a mesh's `device_ids=(...)` follows `replica_groups=mesh[...]`:
     it continues that value (XLA prints `replica_groups=mesh['x'=2,'y'=2],

@@ -18,8 +18,12 @@ import re
 
 from lark import Token
 
+from .parser_grammar import _ATTR
+from .parser_instr import line_instruction
+
 _SKIP = re.compile(r"(?:\s+|//[^\n]*|/\*(?:.|\n)*?\*/)*")  # %ignore: whitespace, comments
 _WORD_END = re.compile(r"[^\w.\-]")
+_BLANKS = re.compile(r"[ \t]*")
 
 
 class _OffPath(Exception):
@@ -38,10 +42,24 @@ def line_pattern(t: dict) -> re.Pattern:
         rf"(?P<call>{term('OPCALL')})[ \t]*(?P<attrs>{term('ATTRS')})?+[ \t]*(?=\n|\Z)")
 
 
+def head_pattern(t: dict) -> re.Pattern:
+    """line_pattern's `[ROOT] name = [shape] opcode(` with an operand list of no brackets,
+    strings or newlines, `)`, and no attributes: where it matches, OPCALL's own match is the
+    same text, and the attributes are read as `_ATTR` matches one after another (what the
+    ATTRS expression's repetition takes), so the line is line_pattern's match."""
+    def term(name: str) -> str:
+        return f"(?>{t[name].pattern})"
+    return re.compile(
+        rf"(?P<root>ROOT[ \t]+)?+(?P<name>{term('INSTR_NAME')})[ \t]*"
+        rf"(?:(?P<buffer>{term('BUFFER_SHAPE')})|(?P<shape>{term('SHAPE')}))?+[ \t]*"
+        r"(?P<op>[A-Za-z_][\w\-]*)[ \t]*\((?P<body>[^()\"\n]*)\)[ \t]*")
+
+
 class _Walk:
     def __init__(self, text: str, terminals: dict, builder):
         self.text, self.t, self.b = text, terminals, builder
         self.line_rx = terminals["_LINE"]
+        self.head_rx = terminals["_HEAD"]
         self.pos, self.line, self.line_start = 0, 1, 0
         self.skip()
 
@@ -152,7 +170,8 @@ class _Walk:
         while not self.literal("}"):
             if self.pos >= len(self.text):
                 raise _OffPath
-            instrs.append(self.instruction())
+            ins = self.common_line()
+            instrs.append(ins if ins is not None else self.instruction())
         if instrs:
             children.append(instrs)
         return self.b.computation(children + self.attrs())
@@ -188,6 +207,39 @@ class _Walk:
                 raise _OffPath
             shapes.append(self.shape())
         return self.b.tuple_shape([shapes] if shapes else [])
+
+    def common_line(self):
+        """The instruction at the position when it is one line of head_pattern and
+        attributes (most of what jax and XLA print), else None (`instruction` reads it)."""
+        text, pos = self.text, self.pos
+        m = self.head_rx.match(text, pos)
+        if m is None:
+            return None
+        end = text.find("\n", pos)
+        if end < 0:
+            end = len(text)
+        q = m.end()
+        attrs = []
+        if q < end and text[q] == ",":
+            match = _ATTR.match
+            while True:
+                a = match(text, q)
+                if a is None:
+                    break
+                attrs.append(a)
+                q = a.end()
+            if q > end:
+                return None
+            q = _BLANKS.match(text, q).end()
+            start = attrs[0].start() if attrs else q
+            if text.find("device_ids", start, q) >= 0 and text.find("mesh", start, q) >= 0:
+                return None  # a mesh's device_ids: parser_attrs._attrs joins them
+        if q != end:
+            return None
+        ins = line_instruction(m, attrs, self.line, self.line_start)
+        self.pos = end
+        self.skip()
+        return ins
 
     def instruction(self):
         m = self.line_rx.match(self.text, self.pos)
