@@ -33,10 +33,11 @@ from __future__ import annotations
 from typing import Iterator
 
 from .attr_types import ComputationLayout
+from .dtypes import FLOAT_TYPES
 from .errors import HloVerifyError
 from .ir import UNBOUNDED, Computation, Instruction, Module
 from .opcodes import MIXED_PRECISION_OK
-from .shape_inference import ShapeInferenceError, compatible, infer_shape, is_floating, s
+from .shape_inference import ShapeInferenceError, compatible, infer_shape, s
 from .verifier_graph import (call_graph_cycle_problem, in_definition_order,
                              instruction_cycle_problem, use_before_definition_problem)
 
@@ -73,7 +74,7 @@ def verify_instruction(ins: Instruction, *, allow_mixed_precision: bool = False)
             shape = o.shape
             for leaf in (shape.leaves() if shape.tuple_shapes else (shape,)):
                 t = leaf.element_type
-                if is_floating(t):
+                if t in FLOAT_TYPES:  # is_floating
                     if seen is None:
                         seen = t
                     elif t != seen:
@@ -191,10 +192,15 @@ def _structure_problem(ins: Instruction, members: set[int], comp_ids: set[int],
         if id(o) not in members:
             return (f"{_head(ins)}: operand {k} '{o.name}' is not in computation "
                     f"'{comp.name}'")
-    if ins.attrs:
-        for c in ins.called_computations():
-            if id(c) not in comp_ids:
-                return f"{_head(ins)}: calls computation '{c.name}', which is not in the module"
+    for v in ins.attrs.values():  # ins.called_computations(), without its list
+        if isinstance(v, Computation):
+            if id(v) not in comp_ids:
+                return f"{_head(ins)}: calls computation '{v.name}', which is not in the module"
+        elif isinstance(v, list) and v and isinstance(v[0], Computation):
+            for c in v:
+                if id(c) not in comp_ids:
+                    return (f"{_head(ins)}: calls computation '{c.name}', which is not in the "
+                            f"module")
     if not allow_unbounded and any(d == UNBOUNDED for leaf in ins.shape.leaves()
                                    for d in leaf.dims):
         return f"{_head(ins)}: unbounded dynamic shape {s(ins.shape)} is not allowed"

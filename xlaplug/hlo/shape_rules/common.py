@@ -195,10 +195,11 @@ def expect_params(comp: Computation, n: int, role: str) -> list[Shape]:
     return params
 
 
-def _check_range(dims, rank: int, what: str) -> None:
+def _check_range(dims, rank: int, what) -> None:
+    """`what`: the dimensions' name, or a function giving it (made only for the message)."""
     for d in dims:
         if d < 0 or d >= rank:
-            raise _err(f"{what} {d} is out of range for rank {rank}")
+            raise _err(f"{what() if callable(what) else what} {d} is out of range for rank {rank}")
 
 
 def _check_unique(dims, what: str) -> None:

@@ -15,9 +15,6 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
-from lark import Lark, Token, Transformer
-from lark.exceptions import UnexpectedInput
-
 from .attr_config import RESULT_ACCURACY_OPS
 from .attr_placement import misplaced_attribute
 from ..errors import HloSyntaxError, position_of
@@ -33,7 +30,9 @@ from .parser_resolve import DONE, _resolve_computation, _resolve_module
 
 
 @lru_cache(maxsize=None)
-def _lark(strict: bool = False, with_transformer: bool = True) -> Lark:
+def _lark(strict: bool = False, with_transformer: bool = True):
+    """The lark parser (lark imported here: the common path, parser_fast, reads without it)."""
+    from lark import Lark
     from .parser_deep import install, make_on_deep_attrs, on_deep_call
     from .parser_diagnostics import _diagnose_attrs
     from .parser_tables import load_parser
@@ -51,16 +50,24 @@ def _lark(strict: bool = False, with_transformer: bool = True) -> Lark:
 
 @lru_cache(maxsize=None)
 def _terminals() -> dict:
-    """The grammar's terminal expressions by name, compiled (for parser_fast)."""
+    """The grammar's terminal expressions by name, compiled (for parser_fast): read from the
+    stored tables, so the common path never imports lark; from lark's own grammar when they
+    are stale."""
     from .parser_fast import head_pattern, line_pattern
-    out = {t.name: re.compile(t.pattern.to_regexp()) for t in _lark().terminals}
+    from .parser_tables import stored_terminals
+    patterns = stored_terminals(grammar_text())
+    if patterns is None:
+        patterns = {t.name: t.pattern.to_regexp() for t in _lark().terminals}
+    out = {name: re.compile(rx) for name, rx in patterns.items()}
     out["_LINE"] = line_pattern(out)
     out["_HEAD"] = head_pattern(out)
     return out
 
 
-class _Builder(Transformer):
-    """Rule callbacks, run by the LALR parser as it reduces."""
+class _Builder:
+    """Rule callbacks, run by the LALR parser as it reduces (lark takes any object with a
+    method per rule as its transformer), and by parser_fast.  A token is a `str` with
+    `type`, `start_pos`, `line` and `column`: lark's Token, or parser_fast's."""
 
     # List rules (`x: y | x y`, `x: y | x "," y`): one Python list, appended to in place.
     @staticmethod
@@ -90,7 +97,7 @@ class _Builder(Transformer):
             root_tok, i = children[0], 1
         name_tok = children[i]
         # The result shape may be left out (XLA infers it): `ROOT v = abs(a)`.
-        has_shape = not (isinstance(children[i + 1], Token) and children[i + 1].type == "OPCALL")
+        has_shape = not (isinstance(children[i + 1], str) and children[i + 1].type == "OPCALL")
         shape = _shape_of(children[i + 1]) if has_shape else None
         call_tok = children[i + 1 + has_shape]
         rest = children[i + 2 + has_shape:]
@@ -117,7 +124,7 @@ class _Builder(Transformer):
     def computation(self, children):
         i = 0
         is_entry = False
-        if isinstance(children[0], Token) and children[0].type == "ENTRY":
+        if isinstance(children[0], str) and children[0].type == "ENTRY":
             is_entry, i = True, 1
         name_tok = children[i]
         comp = Computation(name_tok.lstrip("%"), is_entry=is_entry, line=name_tok.line,
@@ -201,6 +208,7 @@ def parse_module(text: str, filename: str = "<string>") -> Module:
         if items is None:  # off it: lark reads the whole text, from a fresh state
             state.close()
             state = parse_state(text)
+            from lark.exceptions import UnexpectedInput
             try:
                 items = _lark().parse(text)
             except UnexpectedInput as e:

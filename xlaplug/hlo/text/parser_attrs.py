@@ -4,8 +4,6 @@ read as computations (parser_inline), and a run nested past the ATTRS regex read
 parser_deep."""
 from __future__ import annotations
 
-from lark import Token
-
 from . import attributes as A
 from .parser_diagnostics import _err, current_parse
 from .parser_grammar import _ATTR
@@ -140,7 +138,7 @@ def _attr_tokens(children) -> list:
     """The trailing ATTRS / DEEP_ATTRS tokens of a rule's children (none, one or both)."""
     out = []
     for c in reversed(children[-2:]):
-        if isinstance(c, Token) and c.type in _ATTR_TOKENS:
+        if isinstance(c, str) and c.type in _ATTR_TOKENS:  # a token
             out.insert(0, c)
         else:
             break

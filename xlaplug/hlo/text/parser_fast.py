@@ -16,14 +16,22 @@ from __future__ import annotations
 
 import re
 
-from lark import Token
-
 from .parser_grammar import _ATTR
 from .parser_instr import line_instruction
 
 _SKIP = re.compile(r"(?:\s+|//[^\n]*|/\*(?:.|\n)*?\*/)*")  # %ignore: whitespace, comments
 _WORD_END = re.compile(r"[^\w.\-]")
 _BLANKS = re.compile(r"[ \t]*")
+
+
+class Token(str):
+    """A token as lark gives it to the callbacks: its text, with its terminal's name, its
+    offset, line and column (lark is not imported on this path)."""
+
+    def __new__(cls, kind: str, value: str, start_pos: int, line: int, column: int):
+        tok = super().__new__(cls, value)
+        tok.type, tok.start_pos, tok.line, tok.column = kind, start_pos, line, column
+        return tok
 
 
 class _OffPath(Exception):

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from ..errors import position_of
 from ..ir import Instruction, Shape
 from ..opcodes import ALL_OPCODES
@@ -13,7 +15,7 @@ from .attr_config import RESULT_ACCURACY_OPS
 from .attr_placement import misplaced_attribute
 from .literals import LiteralError, parse_literal
 from .parser_attrs import typed_attrs
-from .parser_diagnostics import _Ctx, _err
+from .parser_diagnostics import _Ctx, _err, current_parse
 from .parser_operands import Nested, scan_operands, split_top_level
 from .parser_resolve import unique_name
 from .shape_parser import ShapeError, parse_array_shape, parse_shape
@@ -152,10 +154,19 @@ def _constant(instr: Instruction, body: str, pos: int) -> None:
     if instr.shape.is_token or instr.shape.element_type == "opaque":
         raise _err(f"constant '{instr.name}' has shape {instr.shape}, which has no literal",
                    pos)
+    # Short literals repeat (`constant(0)`, `constant(0.5)`): each read once per parse, and
+    # every constant gets its own copy of the array.
+    key = (body, instr.shape) if len(body) <= 40 else None
+    known = current_parse().literals.get(key) if key is not None else None
+    if known is not None:
+        instr.literal = known.copy()
+        return
     try:
         instr.literal = parse_literal(body, instr.shape)
     except LiteralError as e:
         raise _err(f"constant '{instr.name}': {e}", pos + e.offset) from None
+    if key is not None and type(instr.literal) is np.ndarray:
+        current_parse().literals[key] = instr.literal.copy()
 
 
 def line_instruction(m, attr_matches: list, line: int, line_start: int) -> Instruction:

@@ -77,13 +77,22 @@ def check_limits(text: str) -> None:
 # Strings and comments, as the scan skips them; then the innermost bracket groups.
 _QUOTED = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"|//[^\n]*|/\*.*?\*/', re.S)  # _SCAN's, unrolled
 _INNERMOST = re.compile(r"[({][^(){}]*[)}]")
+# A text with no backslash and no `//` or `/*` has no escapes and no comments: its strings
+# and brackets are found in it with every other character deleted (but line ends, which
+# end a string), at C speed.
+_BRACKETS_ONLY = str.maketrans("", "", "".join(chr(c) for c in range(128)
+                                               if chr(c) not in '"(){}\n'))
+_PLAIN_STRING = re.compile(r'"[^"\n]*"')
 
 
 def _bracket_depth(text: str) -> int:
     """How deep `(` and `{` nest outside strings and comments, or MAX_DEPTH when that is not
     found in a few passes (or they do not pair up): a bound on the scan's depth, which counts
     only some of them, at C speed.  Each pass removes the innermost groups."""
-    text = _QUOTED.sub("", text)
+    if "\\" in text or "//" in text or "/*" in text:
+        text = _QUOTED.sub("", text)
+    else:
+        text = _PLAIN_STRING.sub("", text.translate(_BRACKETS_ONLY)).replace("\n", "")
     for depth in range(16):
         if not any(c in text for c in "(){}"):
             return depth
