@@ -230,7 +230,7 @@ class _Walk:
         attrs = []
         if q < end and text[q] == ",":
             match = _ATTR.match
-            while True:
+            while q < end and text[q] == ",":  # each `_ATTR` starts with its comma
                 a = match(text, q)
                 if a is None:
                     break
@@ -238,15 +238,20 @@ class _Walk:
                 q = a.end()
             if q > end:
                 return None
-            q = _BLANKS.match(text, q).end()
+            if q < end:
+                q = _BLANKS.match(text, q).end()
             start = attrs[0].start() if attrs else q
             if text.find("device_ids", start, q) >= 0 and text.find("mesh", start, q) >= 0:
                 return None  # a mesh's device_ids: parser_attrs._attrs joins them
         if q != end:
             return None
         ins = line_instruction(m, attrs, self.line, self.line_start)
-        self.pos = end
-        self.skip()
+        after = _SKIP.match(text, end).end()  # self.skip(), from the line's end
+        newlines = text.count("\n", end, after)
+        if newlines:
+            self.line += newlines
+            self.line_start = text.rfind("\n", end, after) + 1
+        self.pos = after
         return ins
 
     def instruction(self):

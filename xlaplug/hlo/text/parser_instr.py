@@ -174,15 +174,15 @@ def line_instruction(m, attr_matches: list, line: int, line_start: int) -> Instr
     name, buffer, shape, op, body) with its attribute run's `_ATTR` matches: what
     parser._Builder.instruction builds from the same tokens.  Anything wrong raises (the
     caller then has lark read the text, which reports it)."""
-    name = m.group("name")[:-1].rstrip().lstrip("%")
-    shape = m.group("shape")
+    root, name, buffer, shape, opcode, body = m.group("root", "name", "buffer", "shape", "op",
+                                                     "body")
+    name = name[:-1].rstrip().lstrip("%")
     if shape is not None:
         shape = parse_array_shape(shape)
-    elif m.group("buffer") is not None:
-        shape = parse_shape(m.group("buffer"))
-    opcode = m.group("op")
-    instr = _make_instruction(name, opcode, shape, m.group("body"), m.start("op"),
-                              m.start("body"), line, m.start("name") - line_start + 1)
+    elif buffer is not None:
+        shape = parse_shape(buffer)
+    instr = _make_instruction(name, opcode, shape, body, m.start("op"), m.start("body"), line,
+                              m.start("name") - line_start + 1)
     attrs = instr.attrs = typed_attrs(attr_matches, name) if attr_matches else {}
     if attrs:
         if "result_accuracy" in attrs and opcode not in RESULT_ACCURACY_OPS:
@@ -190,8 +190,7 @@ def line_instruction(m, attr_matches: list, line: int, line_start: int) -> Instr
         for k in attrs:
             if misplaced_attribute(opcode, k):
                 raise ValueError(k)
-    root = m.start("root")
-    if root >= 0:
+    if root is not None:
         instr._is_root = True
-        instr._root_at = (line, root - line_start + 1)
+        instr._root_at = (line, m.start("root") - line_start + 1)
     return instr
