@@ -20,7 +20,8 @@ from .attr_placement import misplaced_attribute
 from ..errors import HloSyntaxError, position_of
 from ..ir import Computation, Module, Shape
 from .parser_diagnostics import _Ctx, _describe, _err, _syntax_error, at_offset, parse_state  # noqa: F401
-from .parser_grammar import _ATTR, _NAME_RX, BRACE_DEPTH, grammar_text  # noqa: F401
+from .parser_grammar import (_ATTR, _NAME_RX, BRACE_DEPTH, grammar_text,  # noqa: F401
+                             head_pattern, line_pattern)
 from .parser_attrs import _attr_tokens, _attrs, _attrs_of, _opt_attrs
 from .parser_limits import RECURSION_ROOM, check_limits
 from .parser_fast import fast_items
@@ -53,7 +54,6 @@ def _terminals() -> dict:
     """The grammar's terminal expressions by name, compiled (for parser_fast): read from the
     stored tables, so the common path never imports lark; from lark's own grammar when they
     are stale."""
-    from .parser_fast import head_pattern, line_pattern
     from .parser_tables import stored_terminals
     patterns = stored_terminals(grammar_text())
     if patterns is None:

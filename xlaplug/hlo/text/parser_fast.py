@@ -10,7 +10,11 @@ keyword used as a name, anything unexpected) or a callback raises, `fast_items` 
 None and the caller parses the whole text with lark, so every diagnostic, and every
 module that is not on the path, is exactly lark's.  On the path, the callbacks receive the
 tokens lark would have given them (type, text, offset, line, column), so the module built
-is the same: tests/test_parser_fast.py compares both on every corpus we have.
+is the same: tests/test_parser_fast.py compares both on every corpus we have.  The usual
+instruction line (`common_line`: an operand list of plain names, attributes on the same
+line) skips the tokens: parser_instr.line_instruction builds it from the match, as the
+`instruction` callback would.  lark itself is not imported on this path (its terminals come
+from the stored tables, parser_tables.stored_terminals).
 """
 from __future__ import annotations
 
@@ -36,31 +40,6 @@ class Token(str):
 
 class _OffPath(Exception):
     """The text leaves the common path here: lark reads it."""
-
-
-def line_pattern(t: dict) -> re.Pattern:
-    """`[ROOT] name = [shape] opcode(operands)[, attributes]` on one line, spaces between:
-    the terminals' own expressions, each atomic and each optional part possessive, so the
-    match takes each terminal's first match at its position, as the walk does, or fails."""
-    def term(name: str) -> str:
-        return f"(?>{t[name].pattern})"
-    return re.compile(
-        rf"(?P<root>ROOT[ \t]+)?+(?P<name>{term('INSTR_NAME')})[ \t]*"
-        rf"(?:(?P<buffer>{term('BUFFER_SHAPE')})|(?P<shape>{term('SHAPE')}))?+[ \t]*"
-        rf"(?P<call>{term('OPCALL')})[ \t]*(?P<attrs>{term('ATTRS')})?+[ \t]*(?=\n|\Z)")
-
-
-def head_pattern(t: dict) -> re.Pattern:
-    """line_pattern's `[ROOT] name = [shape] opcode(` with an operand list of no brackets,
-    strings or newlines, `)`, and no attributes: where it matches, OPCALL's own match is the
-    same text, and the attributes are read as `_ATTR` matches one after another (what the
-    ATTRS expression's repetition takes), so the line is line_pattern's match."""
-    def term(name: str) -> str:
-        return f"(?>{t[name].pattern})"
-    return re.compile(
-        rf"(?P<root>ROOT[ \t]+)?+(?P<name>{term('INSTR_NAME')})[ \t]*"
-        rf"(?:(?P<buffer>{term('BUFFER_SHAPE')})|(?P<shape>{term('SHAPE')}))?+[ \t]*"
-        r"(?P<op>[A-Za-z_][\w\-]*)[ \t]*\((?P<body>[^()\"\n]*)\)[ \t]*")
 
 
 class _Walk:
