@@ -130,7 +130,7 @@ def test_stored_parser_tables_are_current_and_used():
     `python scripts/write_parser_tables.py` after editing it), and the front end loads it
     instead of building the grammar."""
     from xlaplug.hlo.text import parser_tables
-    if parser_tables.lark.__version__ != __import__("json").loads(
+    if lark.__version__ != __import__("json").loads(
             parser_tables.TABLES.read_text())["lark"]:
         pytest.skip("another lark than the one the tables were stored with: built instead")
     # (lark's state numbering varies from process to process: the key is what is compared;
@@ -140,6 +140,14 @@ def test_stored_parser_tables_are_current_and_used():
     assert _lark().source_path == "<deserialized>"
 
 
+def test_stored_terminals_are_larks_own():
+    """parser_fast reads its terminals from the stored tables without importing lark: they
+    are the expressions lark lexes with, every one of them."""
+    from xlaplug.hlo.text import parser_tables
+    stored = parser_tables.stored_terminals(grammar_text())
+    assert stored == {t.name: t.pattern.to_regexp() for t in _lark().terminals}
+
+
 def test_stale_parser_tables_are_not_used(tmp_path, monkeypatch):
     from xlaplug.hlo.text import parser_tables
     stale = tmp_path / "t.json"
@@ -147,6 +155,7 @@ def test_stale_parser_tables_are_not_used(tmp_path, monkeypatch):
         parser_tables.grammar_key(grammar_text()), "0" * 64))
     monkeypatch.setattr(parser_tables, "TABLES", stale)
     assert parser_tables.load_parser(grammar_text()) is None
+    assert parser_tables.stored_terminals(grammar_text()) is None
     monkeypatch.setattr(parser_tables, "TABLES", tmp_path / "missing.json")
     assert parser_tables.load_parser(grammar_text()) is None
 

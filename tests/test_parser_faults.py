@@ -128,3 +128,17 @@ def test_inline_computations_at_xlas_limit_parse():
     with pytest.raises(Exception, match="maximum recursion depth"):
         check_limits(text.replace("to_apply={ q0", "to_apply={ q = f32[] parameter(0)\n"
                                   " ROOT c = f32[] call(q), to_apply={ q0", 1) + "}")
+
+
+@pytest.mark.parametrize("text, depth", [
+    ('f(g(h), {a="((((", b={c}})', 3),  # no escapes or comments: brackets read at C speed
+    ('f(g(h), {a="\\"((((", b={c}})', 3),  # an escape: strings read by the expression
+    ("f(g) // ((((\n/* (((( */ h({})", 2),  # comments hold no levels
+    ('f("(\n))', 2),  # an unterminated string is no string: its `(` counts
+    ("f(g))(", 500),  # brackets that do not pair up: the full scan decides
+])
+def test_the_quick_nesting_bound_skips_strings_and_comments(text, depth):
+    """check_limits scans a text only when this bound (the bracket nesting outside strings
+    and comments) could reach XLA's limit: it must never be lower than the scan's depth."""
+    from xlaplug.hlo.text.parser_limits import MAX_DEPTH, _bracket_depth
+    assert _bracket_depth(text) == min(depth, MAX_DEPTH)

@@ -26,7 +26,8 @@ try:
     main({args!r})
 except SystemExit as e:
     code = e.code
-heavy = ["numba", "numba.np.arraymath", "jax", "jaxlib", "scipy", "scipy.linalg", "mpi4py"]
+heavy = ["numba", "numba.np.arraymath", "jax", "jaxlib", "scipy", "scipy.linalg", "mpi4py",
+         "lark"]
 print({{"exit": code, "loaded": [m for m in heavy if m in sys.modules]}}, file=sys.stderr)
 """
 
@@ -43,6 +44,23 @@ def test_compile_without_passes_loads_no_numba_jax_or_scipy(tmp_path):
                  tmp_path / "cache")
     assert got == {"exit": 0, "loaded": []}
     assert "ENTRY main.3" in (tmp_path / "out.hlo").read_text()
+
+
+def test_lark_reads_only_text_off_the_common_path(tmp_path):
+    """A module as jax prints it is read without lark (compile above loads none); a text
+    the common path does not take -- here a malformed one -- is read by lark, which gives
+    the diagnostic."""
+    bad = tmp_path / "bad.hlo"
+    bad.write_text("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT r = f32[2] "
+                   "add(p p)\n}\n")
+    proc = subprocess.run([sys.executable, "-m", "xlaplug", "compile", str(bad)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT),
+                               "XLAPLUG_CACHE_DIR": str(tmp_path / "cache")})
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith(f"{bad}:4:")
+    got = _probe(["compile", str(bad)], tmp_path / "cache")
+    assert got == {"exit": 2, "loaded": ["lark"]}
 
 
 def test_list_plugins_loads_no_numba(tmp_path):

@@ -33,10 +33,11 @@ from __future__ import annotations
 from typing import Iterator
 
 from .attr_types import ComputationLayout
+from .dtypes import FLOAT_TYPES
 from .errors import HloVerifyError
 from .ir import UNBOUNDED, Computation, Instruction, Module
 from .opcodes import MIXED_PRECISION_OK
-from .shape_inference import ShapeInferenceError, compatible, infer_shape, is_floating, s
+from .shape_inference import ShapeInferenceError, compatible, infer_shape, s
 from .verifier_graph import (call_graph_cycle_problem, in_definition_order,
                              instruction_cycle_problem, use_before_definition_problem)
 
@@ -70,9 +71,10 @@ def verify_instruction(ins: Instruction, *, allow_mixed_precision: bool = False)
     if not allow_mixed_precision and ins.opcode not in MIXED_PRECISION_OK:
         seen = None
         for o in ins.operands:
-            for leaf in o.shape.leaves():
+            shape = o.shape
+            for leaf in (shape.leaves() if shape.tuple_shapes else (shape,)):
                 t = leaf.element_type
-                if is_floating(t):
+                if t in FLOAT_TYPES:  # is_floating
                     if seen is None:
                         seen = t
                     elif t != seen:
@@ -84,9 +86,7 @@ def verify_instruction(ins: Instruction, *, allow_mixed_precision: bool = False)
     if not compatible(inferred, ins.shape):
         return (f"instruction '{ins.name}' ({ins.opcode}): inferred shape {s(inferred)} but "
                 f"declared {s(ins.shape)}")
-    if (ins.opcode not in SIZED_AT_RUN_TIME
-            and not any(d == UNBOUNDED for o in ins.operands for leaf in o.shape.leaves()
-                        for d in leaf.dims)):
+    if ins.opcode not in SIZED_AT_RUN_TIME and not any(map(_has_unbounded, ins.operands)):
         k = _first_unbounded(ins.shape)
         if k is not None:
             return (f"instruction '{ins.name}' ({ins.opcode}): dimension {k} is declared "
@@ -95,11 +95,20 @@ def verify_instruction(ins: Instruction, *, allow_mixed_precision: bool = False)
     return None
 
 
+def _has_unbounded(o: Instruction) -> bool:
+    shape = o.shape
+    if not shape.tuple_shapes:
+        return UNBOUNDED in shape.dims
+    return any(UNBOUNDED in leaf.dims for leaf in shape.leaves())
+
+
 def _first_unbounded(shape) -> int | None:
     """The first `?` dimension of any array leaf of `shape`, or None.  From operands that are
     all bounded, XLA's shape inference gives a bounded shape (and so the kernels size their
     results by it): a `?` can only come from an unbounded operand or, for the opcodes in
     SIZED_AT_RUN_TIME, from what runs."""
+    if not shape.tuple_shapes and UNBOUNDED not in shape.dims:
+        return None
     for leaf in shape.leaves():
         if leaf.is_array:
             for k, d in enumerate(leaf.dims):
@@ -179,17 +188,27 @@ def _computation_problems(module: Module, comp: Computation, comp_ids: set[int],
 
 def _structure_problem(ins: Instruction, members: set[int], comp_ids: set[int],
                        comp: Computation, allow_unbounded: bool) -> str | None:
-    head = f"instruction '{ins.name}' ({ins.opcode})"
     for k, o in enumerate(ins.operands):
         if id(o) not in members:
-            return f"{head}: operand {k} '{o.name}' is not in computation '{comp.name}'"
-    for c in ins.called_computations():
-        if id(c) not in comp_ids:
-            return f"{head}: calls computation '{c.name}', which is not in the module"
+            return (f"{_head(ins)}: operand {k} '{o.name}' is not in computation "
+                    f"'{comp.name}'")
+    for v in ins.attrs.values():  # ins.called_computations(), without its list
+        if isinstance(v, Computation):
+            if id(v) not in comp_ids:
+                return f"{_head(ins)}: calls computation '{v.name}', which is not in the module"
+        elif isinstance(v, list) and v and isinstance(v[0], Computation):
+            for c in v:
+                if id(c) not in comp_ids:
+                    return (f"{_head(ins)}: calls computation '{c.name}', which is not in the "
+                            f"module")
     if not allow_unbounded and any(d == UNBOUNDED for leaf in ins.shape.leaves()
                                    for d in leaf.dims):
-        return f"{head}: unbounded dynamic shape {s(ins.shape)} is not allowed"
+        return f"{_head(ins)}: unbounded dynamic shape {s(ins.shape)} is not allowed"
     return None
+
+
+def _head(ins: Instruction) -> str:
+    return f"instruction '{ins.name}' ({ins.opcode})"
 
 
 def _entry_layout_problems(module: Module) -> Iterator[HloVerifyError]:

@@ -117,6 +117,9 @@ def _merge_dim(a: int, b: int) -> int:
 def compatible(a: Shape, b: Shape, ignore_fp: bool = False) -> bool:
     """XLA's ShapeUtil::Compatible: same element types and dimensions; layouts and the dynamic
     flag of bounded dimensions ignored (`f32[<=4]` ~ `f32[4]`), `?` matches any size."""
+    t = a.element_type
+    if t == b.element_type and t != "tuple" and a.dims == b.dims:
+        return True  # the common case, as below
     if a.is_tuple or b.is_tuple:
         return (a.is_tuple and b.is_tuple and len(a.tuple_shapes) == len(b.tuple_shapes)
                 and all(compatible(x, y, ignore_fp) for x, y in zip(a.tuple_shapes, b.tuple_shapes)))
@@ -192,10 +195,11 @@ def expect_params(comp: Computation, n: int, role: str) -> list[Shape]:
     return params
 
 
-def _check_range(dims, rank: int, what: str) -> None:
+def _check_range(dims, rank: int, what) -> None:
+    """`what`: the dimensions' name, or a function giving it (made only for the message)."""
     for d in dims:
         if d < 0 or d >= rank:
-            raise _err(f"{what} {d} is out of range for rank {rank}")
+            raise _err(f"{what() if callable(what) else what} {d} is out of range for rank {rank}")
 
 
 def _check_unique(dims, what: str) -> None:

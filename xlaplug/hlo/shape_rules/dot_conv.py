@@ -28,8 +28,8 @@ def _dot(ins):
     rc = _ints_attr(ins, "rhs_contracting_dims", ())
     lb = _ints_attr(ins, "lhs_batch_dims", ())
     rb = _ints_attr(ins, "rhs_batch_dims", ())
-    _check_range(lc + lb, lhs.rank, f"dot lhs dimension (lhs is {s(lhs)})")
-    _check_range(rc + rb, rhs.rank, f"dot rhs dimension (rhs is {s(rhs)})")
+    _check_range(lc + lb, lhs.rank, lambda: f"dot lhs dimension (lhs is {s(lhs)})")
+    _check_range(rc + rb, rhs.rank, lambda: f"dot rhs dimension (rhs is {s(rhs)})")
     _check_unique(lc + lb, "dot lhs contracting and batch dimensions")
     _check_unique(rc + rb, "dot rhs contracting and batch dimensions")
     if len(lc) != len(rc):

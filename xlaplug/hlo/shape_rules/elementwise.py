@@ -85,6 +85,10 @@ def _degenerate_broadcast(opcode, lhs: Shape, rhs: Shape) -> tuple[tuple[int, ..
 
 def binary_shape(opcode: str, lhs: Shape, rhs: Shape) -> Shape:
     """XLA's InferElementwiseBinaryOpShape with no broadcast_dimensions (as in HLO)."""
+    t = lhs.element_type
+    if (lhs is rhs or t == rhs.element_type and lhs.dims == rhs.dims
+            and lhs.dynamic == rhs.dynamic) and t != "tuple" and t != "token":
+        return Shape(t, lhs.dims, lhs.dynamic)  # the common case: one shape on both sides
     _array(lhs, f"the lhs of {opcode}")
     _array(rhs, f"the rhs of {opcode}")
     if not same_type_ignoring_fp(lhs.element_type, rhs.element_type):

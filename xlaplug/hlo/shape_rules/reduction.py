@@ -59,7 +59,7 @@ def _reduce(ins):
         if not same_dims(x, first):
             raise _err(f"reduce inputs must have the same dimensions: {s(first)} and {s(x)}")
     dims = _ints_attr(ins, "dimensions")
-    _check_range(dims, first.rank, f"reduce dimension (operand {s(first)})")
+    _check_range(dims, first.rank, lambda: f"reduce dimension (operand {s(first)})")
     _check_unique(dims, "reduce dimensions")
     comp = _comp(ins, "to_apply")
     verify_reducer(comp, inits, [x.element_type for x in inputs], "reduce")

@@ -127,7 +127,20 @@ _STR_TYPES = (Window, SliceRanges, ConvDims, Padding, ReplicaGroups, Sharding, C
               InputOutputAlias, BufferDonor, OutputOperandAliasing, ResultAccuracy)
 
 
+# Names whose list or tuple values print their own way (format_value's last branches).
+_TUPLE_SPECIAL = frozenset(COMP_LISTS) | {"control-predecessors", "source_target_pairs",
+                                          "operand_layout_constraints"}
+
+
 def format_value(name: str, v: Any) -> str:
+    t = type(v)
+    if t is int:  # the common kinds first (exact types: bool, Word are subclasses)
+        return str(v)
+    if t is str:
+        return quote(v)
+    if t is tuple and name not in _TUPLE_SPECIAL:
+        return "{" + ",".join([str(x) if type(x) is int else format_value(name, x)
+                               for x in v]) + "}"
     from ..ir import Computation, Instruction, Shape
     if isinstance(v, bool):
         return "true" if v else "false"

@@ -15,28 +15,25 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
-from lark import Lark, Token, Transformer
-from lark.exceptions import UnexpectedInput
-
 from .attr_config import RESULT_ACCURACY_OPS
 from .attr_placement import misplaced_attribute
 from ..errors import HloSyntaxError, position_of
-from ..ir import Computation, Instruction, Module, Shape
-from .literals import LiteralError, parse_literal
-from ..opcodes import ALL_OPCODES
+from ..ir import Computation, Module, Shape
 from .parser_diagnostics import _Ctx, _describe, _err, _syntax_error, at_offset, parse_state  # noqa: F401
-from .parser_grammar import _ATTR, _NAME_RX, BRACE_DEPTH, grammar_text  # noqa: F401
+from .parser_grammar import (_ATTR, _NAME_RX, BRACE_DEPTH, grammar_text,  # noqa: F401
+                             head_pattern, line_pattern)
 from .parser_attrs import _attr_tokens, _attrs, _attrs_of, _opt_attrs
 from .parser_limits import RECURSION_ROOM, check_limits
 from .parser_fast import fast_items
 from .parser_inline import INLINE
-from .parser_operands import Nested, scan_operands, split_top_level
-from .parser_resolve import DONE, _resolve_computation, _resolve_module, unique_name
-from .shape_parser import ShapeError, parse_array_shape, parse_shape
+from .parser_instr import _make_instruction, _shape_at, _shape_of, _with_nested  # noqa: F401
+from .parser_resolve import DONE, _resolve_computation, _resolve_module
 
 
 @lru_cache(maxsize=None)
-def _lark(strict: bool = False, with_transformer: bool = True) -> Lark:
+def _lark(strict: bool = False, with_transformer: bool = True):
+    """The lark parser (lark imported here: the common path, parser_fast, reads without it)."""
+    from lark import Lark
     from .parser_deep import install, make_on_deep_attrs, on_deep_call
     from .parser_diagnostics import _diagnose_attrs
     from .parser_tables import load_parser
@@ -54,137 +51,23 @@ def _lark(strict: bool = False, with_transformer: bool = True) -> Lark:
 
 @lru_cache(maxsize=None)
 def _terminals() -> dict:
-    """The grammar's terminal expressions by name, compiled (for parser_fast)."""
-    from .parser_fast import line_pattern
-    out = {t.name: re.compile(t.pattern.to_regexp()) for t in _lark().terminals}
+    """The grammar's terminal expressions by name, compiled (for parser_fast): read from the
+    stored tables, so the common path never imports lark; from lark's own grammar when they
+    are stale."""
+    from .parser_tables import stored_terminals
+    patterns = stored_terminals(grammar_text())
+    if patterns is None:
+        patterns = {t.name: t.pattern.to_regexp() for t in _lark().terminals}
+    out = {name: re.compile(rx) for name, rx in patterns.items()}
     out["_LINE"] = line_pattern(out)
+    out["_HEAD"] = head_pattern(out)
     return out
 
 
-_COMMENTS = re.compile(r"/\*.*?\*/", re.S)
-
-
-def _shape_of(tok) -> Shape:
-    if isinstance(tok, Shape):
-        return tok
-    try:
-        if tok.type == "BUFFER_SHAPE":
-            return parse_shape(str(tok))
-        return parse_array_shape(str(tok))
-    except ShapeError as e:
-        raise _err(str(e), tok.start_pos) from None
-
-
-_DIGITS = re.compile(r"[0-9]+")
-
-
-def _parameter_number(name: str, body: str, pos: int) -> int:
-    text = body.strip()
-    at = pos + len(body) - len(body.lstrip())
-    if _DIGITS.fullmatch(text):
-        return int(text)
-    if not text:
-        raise _err(f"parameter '{name}' is missing its parameter number: expected "
-                   f"parameter(N)", pos)
-    if re.fullmatch(r"-\d+", text):
-        raise _err(f"parameter number must be >= 0, got {text}", at)
-    raise _err(f"parameter '{name}' needs an integer parameter number, like parameter(0), "
-               f"got '{text[:30]}'", at)
-
-
-def _is_async_sugar(opcode: str) -> bool:
-    """XLA prints an async op wrapping a single instruction as `<op>-start`, `<op>-update`,
-    `<op>-done` (e.g. `fusion-start`) with the wrapped op's attributes."""
-    base, dash, phase = opcode.rpartition("-")
-    return (bool(dash) and phase in ("start", "update", "done") and base in ALL_OPCODES
-            and base not in _NO_ASYNC_SUGAR)
-
-
-# Ops with their own start/done opcodes, which XLA does not wrap: `copy-update`,
-# `send-start`, `recv-update`, ... are unknown opcodes to XLA's parser.
-_NO_ASYNC_SUGAR = frozenset({"all-gather", "all-reduce", "collective-permute", "copy", "recv",
-                             "send"})
-
-
-def _opcode_hint(opcode: str) -> str:
-    import difflib
-    close = difflib.get_close_matches(opcode.lower(), sorted(ALL_OPCODES), n=1, cutoff=0.75)
-    return f" (did you mean '{close[0]}'?)" if close else ""
-
-
-def _make_instruction(name: str, opcode: str, shape, body: str, opcode_pos: int,
-                      body_pos: int, line: int, column: int) -> Instruction:
-    """An instruction from its pieces; operands written as nested instructions are built
-    too and listed, innermost first, in `_nested` (the computation adds them before it)."""
-    if opcode not in ALL_OPCODES and not _is_async_sugar(opcode):
-        raise _err(f"unknown opcode '{opcode}'{_opcode_hint(opcode)}", opcode_pos)
-    instr = Instruction(name, opcode, shape, line=line, column=column)
-    instr._nested = ()  # a list once a nested-instruction operand appears
-    instr._is_root = False
-    if "/*" in body:  # blank comments out, keeping offsets for error positions
-        body = _COMMENTS.sub(lambda m: " " * len(m.group(0)), body)
-    if opcode in ("constant", "parameter") and shape is None:
-        what = "constant(...)" if opcode == "constant" else "parameter(N)"
-        raise _err(f"missing shape before '{opcode}(...)': a {opcode} is never inferred, "
-                   f"write 'name = shape {what}'", opcode_pos)
-    if opcode == "constant":
-        _Builder._constant(instr, body, body_pos)
-        instr._operand_refs = []
-    elif opcode == "parameter":
-        instr.parameter_number = _parameter_number(name, body, body_pos)
-        instr._operand_refs = []
-    else:
-        refs = []
-        for op in scan_operands(body, body_pos):
-            if isinstance(op, Nested):
-                nested = _make_instruction(
-                    op.opcode + ".anon", op.opcode,
-                    _shape_at(op.shape_text, op.shape_pos) if op.shape_text else None,
-                    op.body, op.opcode_pos, op.body_pos, *position_of(_Ctx.text, op.shape_pos))
-                nested.attrs = {}
-                if not instr._nested:
-                    instr._nested = []
-                instr._nested += nested._nested
-                instr._nested.append(nested)
-                nested._nested = ()
-                refs.append(nested)
-            else:
-                refs.append(op)
-        instr._operand_refs = refs
-    return instr
-
-
-def _shape_at(text: str, pos: int) -> Shape:
-    """A shape written inside an operand list (`(f32[2], s32[])` or `f32[2]{0}`)."""
-    if text.startswith("("):
-        inner = text[1:-1]
-        parts = split_top_level(inner) if inner.strip() else []
-        return Shape.tuple_of(_shape_at(p.strip(), pos + 1 + off + p.index(p.strip()[:1]))
-                              for p, off in parts)
-    try:
-        return parse_shape(text) if text.startswith("b(") else parse_array_shape(text)
-    except ShapeError as e:
-        raise _err(str(e), pos) from None
-
-
-def _with_nested(instrs: list[Instruction]) -> list[Instruction]:
-    """The instruction list with nested-instruction operands added before their users, named
-    `<opcode>.anon`, `.anon.1`, ... apart from every other name (XLA's uniquer)."""
-    if not any(ins._nested for ins in instrs):
-        return instrs
-    used = {ins.name for ins in instrs}
-    counters: dict[str, int] = {}
-    out = []
-    for ins in instrs:
-        for nested in ins._nested:
-            nested.name = unique_name(nested.name, used, counters)
-            out.append(nested)
-        out.append(ins)
-    return out
-
-
-class _Builder(Transformer):
-    """Rule callbacks, run by the LALR parser as it reduces."""
+class _Builder:
+    """Rule callbacks, run by the LALR parser as it reduces (lark takes any object with a
+    method per rule as its transformer), and by parser_fast.  A token is a `str` with
+    `type`, `start_pos`, `line` and `column`: lark's Token, or parser_fast's."""
 
     # List rules (`x: y | x y`, `x: y | x "," y`): one Python list, appended to in place.
     @staticmethod
@@ -214,7 +97,7 @@ class _Builder(Transformer):
             root_tok, i = children[0], 1
         name_tok = children[i]
         # The result shape may be left out (XLA infers it): `ROOT v = abs(a)`.
-        has_shape = not (isinstance(children[i + 1], Token) and children[i + 1].type == "OPCALL")
+        has_shape = not (isinstance(children[i + 1], str) and children[i + 1].type == "OPCALL")
         shape = _shape_of(children[i + 1]) if has_shape else None
         call_tok = children[i + 1 + has_shape]
         rest = children[i + 2 + has_shape:]
@@ -238,27 +121,10 @@ class _Builder(Transformer):
             instr._root_at = (root_tok.line, root_tok.column)
         return instr
 
-    @staticmethod
-    def _constant(instr: Instruction, body: str, pos: int) -> None:
-        if "/*" in body:  # blank comments out, keeping offsets for error positions
-            body = _COMMENTS.sub(lambda m: " " * len(m.group(0)), body)
-        if body.strip() == "{...}":
-            instr.literal_elided = True
-            return
-        if not body.strip():
-            raise _err(f"constant '{instr.name}' has no literal: expected constant(value)", pos)
-        if instr.shape.is_token or instr.shape.element_type == "opaque":
-            raise _err(f"constant '{instr.name}' has shape {instr.shape}, which has no literal",
-                       pos)
-        try:
-            instr.literal = parse_literal(body, instr.shape)
-        except LiteralError as e:
-            raise _err(f"constant '{instr.name}': {e}", pos + e.offset) from None
-
     def computation(self, children):
         i = 0
         is_entry = False
-        if isinstance(children[0], Token) and children[0].type == "ENTRY":
+        if isinstance(children[0], str) and children[0].type == "ENTRY":
             is_entry, i = True, 1
         name_tok = children[i]
         comp = Computation(name_tok.lstrip("%"), is_entry=is_entry, line=name_tok.line,
@@ -342,6 +208,7 @@ def parse_module(text: str, filename: str = "<string>") -> Module:
         if items is None:  # off it: lark reads the whole text, from a fresh state
             state.close()
             state = parse_state(text)
+            from lark.exceptions import UnexpectedInput
             try:
                 items = _lark().parse(text)
             except UnexpectedInput as e:

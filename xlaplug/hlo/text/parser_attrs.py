@@ -4,8 +4,6 @@ read as computations (parser_inline), and a run nested past the ATTRS regex read
 parser_deep."""
 from __future__ import annotations
 
-from lark import Token
-
 from . import attributes as A
 from .parser_diagnostics import _err, current_parse
 from .parser_grammar import _ATTR
@@ -51,6 +49,35 @@ def _attrs(tok, owner: str) -> dict:
         out[name] = v
     if pos != len(text):
         return _attrs_from(_deep_items(text, base), owner)
+    return out
+
+
+def typed_attrs(matches: list, owner: str) -> dict:
+    """`_attrs` of a run already cut into its `_ATTR` matches, one after another with no gap
+    and no mesh `device_ids` (parser_fast's common path), their positions in the text."""
+    out: dict = {}
+    parse = A.parse_attr
+    metadata = current_parse().metadata
+    for m in matches:
+        name, value = m.group(1, 2)
+        if name in out or name in _CALLED:
+            _attr(out, name, value, m.start(1), m.start(2), owner)
+            continue
+        if name == "metadata":
+            v = metadata.get(value)
+            if v is not None:
+                out[name] = dict(v)
+                continue
+        try:
+            v = parse(name, value)
+        except (A.AttrError, ShapeError) as e:
+            raise _err(f"attribute '{name}': {e}", m.start(2) + getattr(e, "offset", 0)) from None
+        if type(v) is list:
+            for r in v:
+                r.offset += m.start(2)
+        elif name == "metadata":
+            metadata[value] = dict(v)
+        out[name] = v
     return out
 
 
@@ -111,7 +138,7 @@ def _attr_tokens(children) -> list:
     """The trailing ATTRS / DEEP_ATTRS tokens of a rule's children (none, one or both)."""
     out = []
     for c in reversed(children[-2:]):
-        if isinstance(c, Token) and c.type in _ATTR_TOKENS:
+        if isinstance(c, str) and c.type in _ATTR_TOKENS:  # a token
             out.insert(0, c)
         else:
             break

@@ -7,8 +7,6 @@ from __future__ import annotations
 import contextvars
 import re
 
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
-
 from ..dtypes import ELEMENT_TYPES
 from ..errors import HloSyntaxError, position_of
 from .parser_grammar import _NAME_RX, _STR
@@ -26,6 +24,7 @@ class ParseState:
         self.inline: list = []
         self.deep: list = [None]
         self.metadata: dict = {}  # metadata text -> its fields, read once per parse
+        self.literals: dict = {}  # (short literal text, shape) -> its array (parser_instr)
         # The last instruction text whose brackets were mapped (parser_operands._partners):
         # (start, its text, {open position: close position}).
         self.region: tuple = (0, "", {})
@@ -331,6 +330,8 @@ def _runaway_brace(text: str, start: int) -> HloSyntaxError | None:
 
 
 def _syntax_error(e: UnexpectedInput, text: str) -> HloSyntaxError:
+    # lark is imported only where it reads a text (parser._lark): not on the common path.
+    from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
     exp = _expected(e)
     if isinstance(e, UnexpectedEOF) or (isinstance(e, UnexpectedToken) and e.token.type == "$END"):
         pos = len(text.rstrip())

@@ -10,38 +10,43 @@ keyword used as a name, anything unexpected) or a callback raises, `fast_items` 
 None and the caller parses the whole text with lark, so every diagnostic, and every
 module that is not on the path, is exactly lark's.  On the path, the callbacks receive the
 tokens lark would have given them (type, text, offset, line, column), so the module built
-is the same: tests/test_parser_fast.py compares both on every corpus we have.
+is the same: tests/test_parser_fast.py compares both on every corpus we have.  The usual
+instruction line (`common_line`: an operand list of plain names, attributes on the same
+line) skips the tokens: parser_instr.line_instruction builds it from the match, as the
+`instruction` callback would.  lark itself is not imported on this path (its terminals come
+from the stored tables, parser_tables.stored_terminals).
 """
 from __future__ import annotations
 
 import re
 
-from lark import Token
+from .parser_grammar import _ATTR
+from .parser_instr import line_instruction
 
 _SKIP = re.compile(r"(?:\s+|//[^\n]*|/\*(?:.|\n)*?\*/)*")  # %ignore: whitespace, comments
 _WORD_END = re.compile(r"[^\w.\-]")
+_BLANKS = re.compile(r"[ \t]*")
+
+
+class Token(str):
+    """A token as lark gives it to the callbacks: its text, with its terminal's name, its
+    offset, line and column (lark is not imported on this path)."""
+
+    def __new__(cls, kind: str, value: str, start_pos: int, line: int, column: int):
+        tok = super().__new__(cls, value)
+        tok.type, tok.start_pos, tok.line, tok.column = kind, start_pos, line, column
+        return tok
 
 
 class _OffPath(Exception):
     """The text leaves the common path here: lark reads it."""
 
 
-def line_pattern(t: dict) -> re.Pattern:
-    """`[ROOT] name = [shape] opcode(operands)[, attributes]` on one line, spaces between:
-    the terminals' own expressions, each atomic and each optional part possessive, so the
-    match takes each terminal's first match at its position, as the walk does, or fails."""
-    def term(name: str) -> str:
-        return f"(?>{t[name].pattern})"
-    return re.compile(
-        rf"(?P<root>ROOT[ \t]+)?+(?P<name>{term('INSTR_NAME')})[ \t]*"
-        rf"(?:(?P<buffer>{term('BUFFER_SHAPE')})|(?P<shape>{term('SHAPE')}))?+[ \t]*"
-        rf"(?P<call>{term('OPCALL')})[ \t]*(?P<attrs>{term('ATTRS')})?+[ \t]*(?=\n|\Z)")
-
-
 class _Walk:
     def __init__(self, text: str, terminals: dict, builder):
         self.text, self.t, self.b = text, terminals, builder
         self.line_rx = terminals["_LINE"]
+        self.head_rx = terminals["_HEAD"]
         self.pos, self.line, self.line_start = 0, 1, 0
         self.skip()
 
@@ -152,7 +157,8 @@ class _Walk:
         while not self.literal("}"):
             if self.pos >= len(self.text):
                 raise _OffPath
-            instrs.append(self.instruction())
+            ins = self.common_line()
+            instrs.append(ins if ins is not None else self.instruction())
         if instrs:
             children.append(instrs)
         return self.b.computation(children + self.attrs())
@@ -188,6 +194,44 @@ class _Walk:
                 raise _OffPath
             shapes.append(self.shape())
         return self.b.tuple_shape([shapes] if shapes else [])
+
+    def common_line(self):
+        """The instruction at the position when it is one line of head_pattern and
+        attributes (most of what jax and XLA print), else None (`instruction` reads it)."""
+        text, pos = self.text, self.pos
+        m = self.head_rx.match(text, pos)
+        if m is None:
+            return None
+        end = text.find("\n", pos)
+        if end < 0:
+            end = len(text)
+        q = m.end()
+        attrs = []
+        if q < end and text[q] == ",":
+            match = _ATTR.match
+            while q < end and text[q] == ",":  # each `_ATTR` starts with its comma
+                a = match(text, q)
+                if a is None:
+                    break
+                attrs.append(a)
+                q = a.end()
+            if q > end:
+                return None
+            if q < end:
+                q = _BLANKS.match(text, q).end()
+            start = attrs[0].start() if attrs else q
+            if text.find("device_ids", start, q) >= 0 and text.find("mesh", start, q) >= 0:
+                return None  # a mesh's device_ids: parser_attrs._attrs joins them
+        if q != end:
+            return None
+        ins = line_instruction(m, attrs, self.line, self.line_start)
+        after = _SKIP.match(text, end).end()  # self.skip(), from the line's end
+        newlines = text.count("\n", end, after)
+        if newlines:
+            self.line += newlines
+            self.line_start = text.rfind("\n", end, after) + 1
+        self.pos = after
+        return ins
 
     def instruction(self):
         m = self.line_rx.match(self.text, self.pos)

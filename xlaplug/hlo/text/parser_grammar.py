@@ -1,5 +1,6 @@
 """The lark grammar text (hlo.lark) and the regular expressions spliced into it: strings,
-nested braces, and the `, name=value` attribute run of an instruction."""
+nested braces, and the `, name=value` attribute run of an instruction; and the expressions
+parser_fast reads a whole instruction line with, made of the grammar's terminals."""
 from __future__ import annotations
 
 import re
@@ -44,3 +45,28 @@ def grammar_text() -> str:
 _ATTR = re.compile(r"," + _GAP + r"([A-Za-z_][\w.\-]*)" + _GAP + "=" + _GAP + "(" + _VALUE + ")")
 # A bare name (instruction, attribute), without the `%` sigil.
 _NAME_RX = re.compile(r"[A-Za-z_][\w.\-]*")
+
+
+def line_pattern(t: dict) -> re.Pattern:
+    """`[ROOT] name = [shape] opcode(operands)[, attributes]` on one line, spaces between:
+    the terminals' own expressions, each atomic and each optional part possessive, so the
+    match takes each terminal's first match at its position, as the walk does, or fails."""
+    def term(name: str) -> str:
+        return f"(?>{t[name].pattern})"
+    return re.compile(
+        rf"(?P<root>ROOT[ \t]+)?+(?P<name>{term('INSTR_NAME')})[ \t]*"
+        rf"(?:(?P<buffer>{term('BUFFER_SHAPE')})|(?P<shape>{term('SHAPE')}))?+[ \t]*"
+        rf"(?P<call>{term('OPCALL')})[ \t]*(?P<attrs>{term('ATTRS')})?+[ \t]*(?=\n|\Z)")
+
+
+def head_pattern(t: dict) -> re.Pattern:
+    """line_pattern's `[ROOT] name = [shape] opcode(` with an operand list of no brackets,
+    strings or newlines, `)`, and no attributes: where it matches, OPCALL's own match is the
+    same text, and the attributes are read as `_ATTR` matches one after another (what the
+    ATTRS expression's repetition takes), so the line is line_pattern's match."""
+    def term(name: str) -> str:
+        return f"(?>{t[name].pattern})"
+    return re.compile(
+        rf"(?P<root>ROOT[ \t]+)?+(?P<name>{term('INSTR_NAME')})[ \t]*"
+        rf"(?:(?P<buffer>{term('BUFFER_SHAPE')})|(?P<shape>{term('SHAPE')}))?+[ \t]*"
+        r"(?P<op>[A-Za-z_][\w\-]*)[ \t]*\((?P<body>[^()\"\n]*)\)[ \t]*")

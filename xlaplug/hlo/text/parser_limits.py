@@ -48,9 +48,9 @@ _SIGNIFICANT = re.compile(r'(?:\s|//[^\n]*|/\*.*?\*/|,)*', re.S)
 def check_limits(text: str) -> None:
     """Raise HloSyntaxError (with line and column) at the first non-ASCII numeral outside
     strings and comments, or where the text nests deeper than XLA's parser reads."""
-    ascii_only = text.isascii()
-    if ascii_only and text.count("(") + text.count("={") < MAX_DEPTH:
-        return  # the common case: nothing to find (both tests run at C speed)
+    if text.isascii() and (text.count("(") + text.count("={") < MAX_DEPTH
+                           or _bracket_depth(text) < MAX_DEPTH):
+        return  # the common case: nothing to find (the tests run at C speed)
     depth = 0
     counted: list[bool] = []  # per open `(`: is it a level (not `parameter(` / `constant(`)
     for m in _SCAN.finditer(text):
@@ -72,6 +72,34 @@ def check_limits(text: str) -> None:
         elif not c.isascii() and _numeral(c):
             raise _at(text, m.start(), f"'{c}' ({unicodedata.name(c, 'U+%04X' % ord(c))}) is "
                                        f"not a digit: only ASCII 0-9 are numbers in HLO text")
+
+
+# Strings and comments, as the scan skips them; then the innermost bracket groups.
+_QUOTED = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"|//[^\n]*|/\*.*?\*/', re.S)  # _SCAN's, unrolled
+_INNERMOST = re.compile(r"[({][^(){}]*[)}]")
+# A text with no backslash and no `//` or `/*` has no escapes and no comments: its strings
+# and brackets are found in it with every other character deleted (but line ends, which
+# end a string), at C speed.
+_BRACKETS_ONLY = str.maketrans("", "", "".join(chr(c) for c in range(128)
+                                               if chr(c) not in '"(){}\n'))
+_PLAIN_STRING = re.compile(r'"[^"\n]*"')
+
+
+def _bracket_depth(text: str) -> int:
+    """How deep `(` and `{` nest outside strings and comments, or MAX_DEPTH when that is not
+    found in a few passes (or they do not pair up): a bound on the scan's depth, which counts
+    only some of them, at C speed.  Each pass removes the innermost groups."""
+    if "\\" in text or "//" in text or "/*" in text:
+        text = _QUOTED.sub("", text)
+    else:
+        text = _PLAIN_STRING.sub("", text.translate(_BRACKETS_ONLY)).replace("\n", "")
+    for depth in range(16):
+        if not any(c in text for c in "(){}"):
+            return depth
+        text, n = _INNERMOST.subn("", text)
+        if not n:
+            break
+    return MAX_DEPTH
 
 
 def _check_innermost(text: str, i: int) -> None:

@@ -34,7 +34,7 @@ def _check_operand_shape(user: Instruction, target: Instruction, ref) -> None:
     compares them as ShapeUtil::Compatible does: layouts aside)."""
     if target.shape is None:
         return
-    from .parser import _shape_at
+    from .parser_instr import _shape_at
     from ..shape_rules.common import compatible
     written = _shape_at(ref.shape_text, ref.pos - len(ref.shape_text) - 1)
     if not compatible(written, target.shape):

@@ -19,12 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
-
-import lark
-from lark import Lark
-from lark.grammar import Rule
-from lark.lexer import TerminalDef
 
 TABLES = Path(__file__).with_name("hlo_tables.json")
 # The options the stored parser is built with (those a load may not change).
@@ -63,6 +59,10 @@ def _dec(x):
 
 def tables_text(grammar: str) -> str:
     """The JSON text of the parser built from `grammar` (what hlo_tables.json holds)."""
+    import lark
+    from lark import Lark
+    from lark.grammar import Rule
+    from lark.lexer import TerminalDef
     parser = Lark(grammar, **OPTIONS)
     data, memo = parser.memo_serialize([TerminalDef, Rule])
     return json.dumps({"grammar": grammar_key(grammar), "lark": lark.__version__,
@@ -73,6 +73,8 @@ def tables_text(grammar: str) -> str:
 def load_parser(grammar: str, **load_options) -> Lark | None:
     """The stored parser for `grammar` with `load_options` (transformer, lexer_callbacks),
     or None when the stored tables are missing or were built from another grammar or lark."""
+    import lark
+    from lark import Lark
     try:
         stored = json.loads(TABLES.read_text())
     except (OSError, ValueError):
@@ -80,6 +82,29 @@ def load_parser(grammar: str, **load_options) -> Lark | None:
     if stored.get("grammar") != grammar_key(grammar) or stored.get("lark") != lark.__version__:
         return None
     return Lark._load_from_dict(_dec(stored["data"]), _dec(stored["memo"]), **load_options)
+
+
+def stored_terminals(grammar: str) -> dict[str, str] | None:
+    """The terminals' regular expressions by name, as lark's `pattern.to_regexp()` gives
+    them, read from the stored tables without lark (parser_fast needs only these), or None
+    when the tables are missing or were built from another grammar."""
+    try:
+        stored = json.loads(TABLES.read_text())
+    except (OSError, ValueError):
+        return None
+    if stored.get("grammar") != grammar_key(grammar):
+        return None
+    out = {}
+    for _, item in stored["memo"].get("__d", []):
+        if isinstance(item, dict) and item.get("__type__") == "TerminalDef":
+            pattern = item["pattern"]
+            rx = pattern["value"]
+            if pattern["__type__"] == "PatternStr":
+                rx = re.escape(rx)
+            for flag in pattern.get("flags", []):  # lark's Pattern._get_flags
+                rx = f"(?{flag}:{rx})"
+            out[item["name"]] = rx
+    return out or None
 
 
 def write_tables() -> Path:
