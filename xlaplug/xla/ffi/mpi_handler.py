@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import abi, decode
+from . import abi, mpi_frames
 from .python_handler import answer_metadata, create_error
 
 
@@ -33,7 +33,8 @@ class Binding:
     ctx: object
     instructions: list
     failure: BaseException | None = None
-    kernels: dict = field(default_factory=dict)  # index -> the instruction's kernel
+    # index -> (instruction, its kernel, its mpi_frames.Site), made on its first call
+    sites: dict = field(default_factory=dict)
 
 
 def _flat(value) -> list:
@@ -69,47 +70,53 @@ class MpiHandler:
             self.runs.pop(key, None)
 
     def _call(self, frame_addr: int) -> int | None:
-        api, binding = None, None
+        binding = None
         try:
-            frame = abi.CallFrame.from_address(frame_addr)
-            api = frame.api
-            if frame.extension_start:
-                return answer_metadata(frame)
-            if frame.stage != abi.STAGE_EXECUTE:
+            if mpi_frames.has_extension(frame_addr):
+                return answer_metadata(abi.CallFrame.from_address(frame_addr))
+            if not mpi_frames.is_execute(frame_addr):
                 return None
-            attrs = decode.attributes(frame.attrs)
-            binding = self.runs.get(int(attrs["run"]))
+            run, index = mpi_frames.keys(frame_addr)
+            binding = self.runs.get(run)
             if binding is None:
-                raise LookupError(f"run {int(attrs['run'])} is not bound (an executable "
-                                  "called after its run ended)")
-            self.run(frame, binding, int(attrs["index"]))
+                raise LookupError(f"run {run} is not bound (an executable called after its "
+                                  "run ended)")
+            self.run(frame_addr, binding, index)
             return None
         except BaseException as e:  # noqa: BLE001 -- nothing may escape into XLA
             if binding is not None and binding.failure is None:
                 binding.failure = e
             text = getattr(e, "message", None) or str(e) or type(e).__name__
-            return create_error(api, f"xlaplug.mpi: {text}")
+            return create_error(abi.CallFrame.from_address(frame_addr).api,
+                                f"xlaplug.mpi: {text}")
 
     @staticmethod
-    def run(frame: abi.CallFrame, binding: Binding, index: int) -> None:
-        ins = binding.instructions[index]
-        operands, _ = decode.buffers(frame.args)
-        results, _ = decode.buffers(frame.rets)
-        *args, order = operands
+    def run(frame: int, binding: Binding, index: int) -> None:
+        """Call `index` of the run: its kernel on views of XLA's operands, its results in
+        XLA's result buffers (a kernel that reduced into them already -- the all-reduce --
+        leaves nothing to copy), then the order token passed on."""
+        site = binding.sites.get(index)
+        if site is None:
+            ins = binding.instructions[index]
+            site = binding.sites[index] = (ins, binding.ctx.resolve(ins),
+                                           mpi_frames.Site(frame))
+        ins, kernel, buffers = site
+        args, results, order_in, order_out = buffers.buffers(frame)
         ctx = binding.ctx
-        kernel = binding.kernels.get(index)
-        if kernel is None:
-            kernel = binding.kernels[index] = ctx.resolve(ins)
-        ctx.destinations = results[:-1]  # (a large all-reduce lands there: no copy)
+        ctx.destinations = results  # (the all-reduce lands there: no copy)
         try:
             with np.errstate(all="ignore"):
-                out = _flat(kernel(ins, args, ctx))
+                out = kernel(ins, args, ctx)
         finally:
             ctx.destinations = None
-        if len(out) != len(results) - 1:
+        if len(results) == 1 and out is results[0]:
+            mpi_frames.pass_order(order_in, order_out)
+            return
+        out = _flat(out)
+        if len(out) != len(results):
             raise RuntimeError(f"{ins.opcode} '{ins.name}': {len(out)} results for "
-                               f"{len(results) - 1} buffers (internal error)")
+                               f"{len(results)} buffers (internal error)")
         for buf, value in zip(results, out):  # (the engine runs on the CPU: host arrays)
-            if not _same(buf, value):
+            if value is not buf and not _same(buf, value):
                 buf[...] = value
-        results[-1][...] = order + 1  # the next call in the chain waits for this one
+        mpi_frames.pass_order(order_in, order_out)
