@@ -4,8 +4,9 @@ served inside XLA by xlaplug's MPI communicator.
 It enters Python (a ctypes callback, as python_handler.py) and runs the interpreter's own
 kernel for the instruction the call stands for -- the core collective's (backends/spmd/
 kernels.py) or the plugin's communicator kernel -- in the run's context, whose `spmd`
-place holds this rank's MpiTransport; operands are zero-copy views of XLA's buffers, and
-the kernel's results are written into XLA's result buffers.
+place holds this rank's MpiTransport; operands are zero-copy views of XLA's buffers (the
+frame read by mpi_frames.py), and the kernel's results are written into XLA's result
+buffers -- or land there: an all-reduce reduces straight into them (`ctx.destinations`).
 
 One handler object serves every run of the process (XLA's targets have no unregister): a
 run binds its context and instructions (`bind`) and its calls name it in their `run`
@@ -33,7 +34,8 @@ class Binding:
     ctx: object
     instructions: list
     failure: BaseException | None = None
-    # index -> (instruction, its kernel, its mpi_frames.Site), made on its first call
+    # index -> (instruction, its kernel, its mpi_frames.Site, whether it may land in
+    # XLA's result buffers), made on its first call
     sites: dict = field(default_factory=dict)
 
 
@@ -47,6 +49,10 @@ def _same(buf: np.ndarray, value) -> bool:
     """Whether `value` is `buf`'s memory already (a kernel that wrote into its results)."""
     return isinstance(value, np.ndarray) and value.shape == buf.shape and \
         value.dtype == buf.dtype and value.ctypes.data == buf.ctypes.data
+
+
+# The kernels that may write their results straight into XLA's (ctx.destinations).
+_LANDS = frozenset({"all-reduce", "all-reduce-start"})
 
 
 class MpiHandler:
@@ -99,11 +105,13 @@ class MpiHandler:
         if site is None:
             ins = binding.instructions[index]
             site = binding.sites[index] = (ins, binding.ctx.resolve(ins),
-                                           mpi_frames.Site(frame))
-        ins, kernel, buffers = site
+                                           mpi_frames.Site(frame), ins.opcode in _LANDS)
+        ins, kernel, buffers, lands = site
         args, results, order_in, order_out = buffers.buffers(frame)
         ctx = binding.ctx
-        ctx.destinations = results  # (the all-reduce lands there: no copy)
+        # (the all-reduce lands there: no copy; offered to it alone, never to a collective
+        # that some other kernel might run inside its own)
+        ctx.destinations = results if lands else None
         try:
             with np.errstate(all="ignore"):
                 out = kernel(ins, args, ctx)
