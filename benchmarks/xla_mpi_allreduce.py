@@ -1,4 +1,5 @@
-"""All-reduce through `--engine xla` over MPI against raw mpi4py, measured in the same run.
+"""All-reduce through `--engine xla` over MPI against raw mpi4py (and mpi4jax inside
+`jax.jit`, where it is installed), measured in the same run.
 
     python benchmarks/xla_mpi_allreduce.py               # D = 2 and 4; 1 and 16 MiB
     python benchmarks/xla_mpi_allreduce.py --devices 2 --sizes 1048576
@@ -9,9 +10,10 @@ over all replicas), as `mpiexec -n D xlaplug run M --engine xla` runs it: the ra
 program compiled once by XLA:CPU, its all-reduce a typed-FFI call (`xlaplug.mpi.all_reduce`)
 served by xlaplug's MPI transport (runtime/mpi_engine.py).  Timed: one execution of that
 executable, to its result ready (no copy of the output to numpy), against
-`comm.Allreduce(x, recv)` on the same buffer -- in alternating rounds between barriers (the
-slowest rank's median per call), so a shared machine's load falls on both alike.  Ratios
-are the engine's time over mpi4py's.  The load average before and after is printed: above
+`comm.Allreduce(x, recv)` on the same buffer, and (where `import mpi4jax` works) against
+`jax.jit(mpi4jax.allreduce)` on x already on the device -- in alternating rounds between
+barriers (the slowest rank's median per call), so a shared machine's load falls on all
+alike.  Ratios are over mpi4py's time.  The load average before and after is printed: above
 0.5 the figures are noise, not measurements.
 """
 from __future__ import annotations
@@ -64,15 +66,30 @@ def engine_call(text: str, grid, rank: int, x: np.ndarray, timeout: float = 120.
     return call
 
 
+def mpi4jax_call(comm, x: np.ndarray):
+    """fn() -> x all-reduced by mpi4jax inside `jax.jit` (its own XLA FFI handler, C++), or
+    None where mpi4jax is not installed (see benchmarks/README.md: it builds from source)."""
+    try:
+        import mpi4jax
+    except ImportError:
+        return None
+    import jax
+    from mpi4py import MPI
+    f = jax.jit(lambda v: mpi4jax.allreduce(v, op=MPI.SUM, comm=comm))
+    arg = jax.device_put(x)
+    return lambda: f(arg).block_until_ready()
+
+
 def worker(sizes: list[int]) -> None:
     sys.path.insert(0, str(ROOT))
     from mpi4py import MPI
 
     from xlaplug.backends.spmd.groups import DeviceGrid
-    from xlaplug.runtime.mpi_engine import spare_the_cores
+    from xlaplug.runtime.mpi_engine import keep_freed_buffers, spare_the_cores
     comm = MPI.COMM_WORLD
     rank, d = comm.Get_rank(), comm.Get_size()
     spare_the_cores(d)  # as the engine does, before jax starts
+    keep_freed_buffers()
     rows = []
     for nbytes in sizes:
         n = nbytes // 4
@@ -81,8 +98,12 @@ def worker(sizes: list[int]) -> None:
         recv = np.empty_like(x)
         comm.Allreduce(x, recv, op=MPI.SUM)
         agree = bool(np.allclose(np.asarray(call()), recv, rtol=1e-5, atol=1e-5))
-        t = _timed_ab({"engine": call, "mpi4py": lambda: comm.Allreduce(x, recv, op=MPI.SUM)},
-                      iterations(nbytes), comm.Barrier)
+        ways = {"engine": call, "mpi4py": lambda: comm.Allreduce(x, recv, op=MPI.SUM)}
+        jax_call = mpi4jax_call(comm, x)
+        if jax_call is not None:
+            agree &= bool(np.allclose(np.asarray(jax_call()), recv, rtol=1e-5, atol=1e-5))
+            ways["mpi4jax"] = jax_call
+        t = _timed_ab(ways, iterations(nbytes), comm.Barrier)
         rows.append({"bytes": nbytes, "agree": comm.allreduce(agree, op=MPI.LAND),
                      **{f"{k}_s": comm.allreduce(v, op=MPI.MAX) for k, v in t.items()}})
     if rank == 0:
@@ -122,13 +143,17 @@ def main() -> int:
     print(f"# {report['cores']} cores, load average {report['load_before']:.2f} before, "
           f"{report['load_after']:.2f} after" +
           ("" if quiet else " -- above 0.5: noise, not figures to quote"))
-    print("\n| D | size | engine ms | mpi4py ms | engine/mpi4py | agree |")
-    print("| ---: | ---: | ---: | ---: | ---: | :---: |")
+    print("\n| D | size | engine ms | mpi4py ms | mpi4jax ms | engine/mpi4py | "
+          "mpi4jax/mpi4py | agree |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |")
     bad = False
     for d, rows in report["runs"].items():
         for r in rows:
+            jx, raw = r.get("mpi4jax_s"), r["mpi4py_s"]
+            jax_ms, jax_ratio = ("-", "-") if jx is None else (f"{jx * 1e3:.3f}",
+                                                              f"{jx / raw:.2f}x")
             print(f"| {d} | {r['bytes'] >> 20} MiB | {r['engine_s'] * 1e3:.3f} | "
-                  f"{r['mpi4py_s'] * 1e3:.3f} | {r['engine_s'] / r['mpi4py_s']:.2f}x | "
+                  f"{raw * 1e3:.3f} | {jax_ms} | {r['engine_s'] / raw:.2f}x | {jax_ratio} | "
                   f"{'yes' if r['agree'] else 'NO'} |")
             bad |= not r["agree"]
     return 1 if bad else 0

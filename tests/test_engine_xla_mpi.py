@@ -180,13 +180,15 @@ def test_a_collective_not_every_rank_reaches_times_out(tmp_path):
     assert took < 45, took  # not a timing test: a hang would run into the limit
 
 
-def test_ranks_at_different_collectives_end_at_once(tmp_path):
+@pytest.mark.parametrize("n", [4, 65536])
+def test_ranks_at_different_collectives_end_at_once(tmp_path, n):
     # partition 0 reduces in 'r', the others in 'q': the headers differ, no one waits
+    # (65536 elements: above 64 KiB the headers swap alone, before the payload moves)
     hlo = tmp_path / "differ.hlo"
     hlo.write_text(DISAGREE.format(n=2).replace(
         "  ROOT r = f32[4] negate(p)",
         "  ROOT q = f32[4] all-reduce(p), channel_id=1, replica_groups=[1,2]<=[2], "
-        "use_global_device_ids=true, to_apply=add"))
+        "use_global_device_ids=true, to_apply=add").replace("[4]", f"[{n}]"))
     t0 = time.monotonic()
     p = xlaplug("run", hlo, "--engine", "xla", "--collective-timeout", 30, mpi=2, timeout=90)
     took = time.monotonic() - t0

@@ -174,8 +174,11 @@ ENTRY e {{
 
 
 def module(kind: str, n: int) -> str:
-    """The `kind` disagreement on n devices (2 ranks: one or two devices each)."""
+    """The `kind` disagreement on n devices (2 ranks: one or two devices each); "large":
+    "dtypes" on 32768 elements (128 KiB: the headers swap alone, then the payload moves)."""
     fill = {"name": kind, "n": n, "half": n // 2, "g": 4 * n}
+    if kind == "large":
+        return (ADD + BRANCHES["dtypes"] + BRANCH).format(**fill).replace("[4]", "[32768]")
     body = TRIPS if kind == "trips" else BRANCHES[kind] + BRANCH
     return (ADD + body).format(**fill)
 
@@ -290,6 +293,8 @@ def test_a_rank_whose_options_are_refused_does_not_hold_the_others(tmp_path):
 # the MPI collectives' header; two per rank: the header of the leaders' point-to-point swap.
 EXPECTED = {
     "dtypes": ("all-reduce 'rf' (call 1) f32[4] add", "all-reduce 'rs' (call 1) s32[4] add"),
+    "large": ("all-reduce 'rf' (call 1) f32[32768] add",
+              "all-reduce 'rs' (call 1) s32[32768] add"),
     "order": ("all-reduce 'ra' (call 1) f32[4] add", "all-gather 'gb' (call 1) (f32[4])"),
     "shapes": ("all-reduce 'r4' (call 1) f32[4] add", "all-reduce 'r8' (call 1) f32[8] add"),
     "trips": ("all-gather 'g' (call 1) (f32[4])", "all-reduce 'r' (call 3) f32[4] add"),
@@ -297,6 +302,8 @@ EXPECTED = {
 EXPECTED_SWAP = {
     "dtypes": ("all-reduce 'rf' (call 1) ((f32[4]), (f32[4]))",
                "all-reduce 'rs' (call 1) ((s32[4]), (s32[4]))"),
+    "large": ("all-reduce 'rf' (call 1) ((f32[32768]), (f32[32768]))",
+              "all-reduce 'rs' (call 1) ((s32[32768]), (s32[32768]))"),
     "order": ("all-reduce 'ra' (call 1) ((f32[4]), (f32[4]))",
               "all-gather 'gb' (call 1) ((f32[4]), (f32[4]))"),
     "shapes": ("all-reduce 'r4' (call 1) ((f32[4]), (f32[4]))",
@@ -307,7 +314,7 @@ EXPECTED_SWAP = {
 
 
 @pytest.mark.parametrize("per_rank", [1, 2], ids=["device_per_rank", "two_devices_per_rank"])
-@pytest.mark.parametrize("kind", ["dtypes", "order", "shapes", "trips"])
+@pytest.mark.parametrize("kind", ["dtypes", "large", "order", "shapes", "trips"])
 def test_ranks_that_part_at_a_collective_name_both_sides(tmp_path, kind, per_rank):
     hlo = tmp_path / f"{kind}.hlo"
     hlo.write_text(module(kind, 2 * per_rank))

@@ -189,7 +189,9 @@ def _all_reduce(ins, args, ctx, shape):
     if plan.fast is not None and shape is ins.shape:
         a = args[0]
         if a.nbytes < place.transport.ONE_CALL_BELOW_BYTES:
-            return plan.fast(a)  # CPU memory is host memory; the result is fresh
+            # CPU memory is host memory; the result is fresh (or the destination given)
+            into = ctx.destinations
+            return plan.fast(a, into[0] if into else None)
     group, combine, op = plan.group, plan.combine, plan.op
     vals = _host_args(ins, args, ctx)
     if op is not None:

@@ -25,10 +25,11 @@ import numpy as np
 
 from ..common.errors import ExecutionError
 from . import mpi_headers as H
-from .mpi_headers import _HEAD_TAG, HeaderSwaps
+from .mpi_headers import HeaderSwaps
 from .buffers import BufferPool
 from .rendezvous import CollectiveTimeout
-from .mpi_waiting import _FAST_POLLS, PolledWaits, _End, _Start
+from .mpi_allreduce import allreduce_one, usable
+from .mpi_waiting import PolledWaits, _End, _Start
 
 # From this many bytes an all-reduce waits for every member, then makes the blocking call
 # (measured with MPICH 5 on 2 ranks: 16 MiB 11.0 ms non-blocking, 6.7 ms blocking).
@@ -38,12 +39,6 @@ _NATIVE = {np.dtype(t) for t in ("int8", "uint8", "int16", "uint16", "int32", "u
                                  "int64", "uint64", "float32", "float64", "complex64",
                                  "complex128")}
 _REAL_ONLY = {"min", "max"}
-# Up to this many bytes an all-reduce's operand travels with its header, point to point,
-# and each member reduces the group's operands in rank order (one round trip, where a
-# header swap then an MPI all-reduce made two: measured below, in allreduce_one).
-_WITH_HEADER_BYTES = 64 << 10
-_UFUNCS = {"add": np.add, "multiply": np.multiply, "minimum": np.minimum,
-           "maximum": np.maximum}
 
 
 def mpi_module():
@@ -188,20 +183,25 @@ class MpiTransport(PolledWaits, HeaderSwaps):
             else:
                 send = self._send.take(dt, sum(arrays[i].size for i in idx))
                 np.concatenate([np.asarray(arrays[i]).reshape(-1) for i in idx], out=send)
-            bufs.append((idx, send, into[idx[0]].reshape(-1) if into and len(idx) == 1
-                         else self._recv.take(dt, send.size)))
+            dest = into[idx[0]] if into and len(idx) == 1 and \
+                usable(into[idx[0]], arrays[idx[0]]) else None
+            bufs.append((idx, send, self._recv.take(dt, send.size) if dest is None else
+                         dest.reshape(-1), dest))
         if sum(b[1].nbytes for b in bufs) >= _BLOCKING_BYTES:
             # Large: every member has arrived (the headers' polled swap: no unbounded
             # wait), so the blocking MPI_Allreduce, whose algorithms beat the non-blocking
             # one's there.
-            for idx, send, recv in bufs:
+            for idx, send, recv, dest in bufs:
                 comm.Allreduce(send, recv, op=mpi_op)
-                pending.append((idx, recv, None, send))
+                pending.append((idx, recv, None, dest))
         else:
-            for idx, send, recv in bufs:
-                pending.append((idx, recv, comm.Iallreduce(send, recv, op=mpi_op), send))
+            for idx, send, recv, dest in bufs:
+                pending.append((idx, recv, comm.Iallreduce(send, recv, op=mpi_op), dest))
             self._wait([p[2] for p in pending], ins, call, group)
-        for idx, recv, _, _ in pending:
+        for idx, recv, _, dest in pending:
+            if dest is not None:  # the very array given: its holder sees nothing to copy
+                out[idx[0]] = dest
+                continue
             at = 0
             for i in idx:
                 n = arrays[i].size
@@ -211,79 +211,10 @@ class MpiTransport(PolledWaits, HeaderSwaps):
         return out
 
     def allreduce_one(self, comm, ins, group, mpi_op):
-        """fn(array) -> its reduction over `group`: one operand under _BLOCKING_BYTES (the
-        common case), with nothing to plan per call.  Each Python step a rank takes per
-        call costs every rank: ranks that share cores run with caches the others' copies
-        evicted (measured at D=4 on 2 cores, 1 MiB: preparing the call took 15-40 us of
-        wall time where a warm loop takes 3 us, and each 5 us of it made the all-reduce
-        3-6% slower).  `comm`: from _comm; `mpi_op`: an MPI.Op."""
-        calls, take, wait, polls = self._calls, self._recv.take, self._wait, _FAST_POLLS
-        name, contiguous, give_up_core = ins.name, np.ascontiguousarray, os.sched_yield
-        header, agree, settle = self._header, self._agree, self._settle
-        irecv, isend, agree_bytes = comm.Irecv, comm.Isend, H.AGREE_BYTES
-        op = next(k for k in _UFUNCS if self.mpi_op(k) == mpi_op)
-        ufunc, skip, me, MPI = _UFUNCS[op], H.HEADER_BYTES, group.index(self.rank), self.MPI
-        testall, others = MPI.Request.Testall, [j for j in range(len(group)) if j != me]
-        # (dtype, size) -> the members' message buffers, then this rank's counters (seq,
-        # call) as int64: made once, so a call writes 16 bytes of header, not 128
-        small: dict = {}
-        seqs, cid = self._seq, id(comm)
-
-        def run(a: np.ndarray) -> np.ndarray:
-            call = calls.get(name, 0)  # _enter's bookkeeping, inline
-            calls[name] = call + 1
-            self.where = (ins, call)
-            shape = a.shape  # (ascontiguousarray makes a rank-0 array rank 1)
-            a = contiguous(a)
-            recv = take(a.dtype, a.size)
-            if a.nbytes > _WITH_HEADER_BYTES:
-                agree(comm, ins, call, group, header(comm, ins, call, a, True, 0, op))
-            else:  # one round trip (_swap_headers), then reduced here, in rank order
-                boxes = small.get((a.dtype, a.size))
-                if boxes is None:  # this rank's message: header, then the operand
-                    first = np.frombuffer(header(comm, ins, call, a, True, 0, op), np.uint8)
-                    boxes = [np.empty(skip + a.nbytes, np.uint8) for _ in group]
-                    boxes[me][:skip] = first
-                    small[(a.dtype, a.size)] = boxes + [boxes[me][:16].view(np.int64)]
-                else:  # the template's counters only (H.stamp's, inline)
-                    seq = seqs.get(cid, 0)
-                    seqs[cid] = seq + 1
-                    counters = boxes[-1]
-                    counters[0], counters[1] = seq, call
-                    boxes = boxes[:-1]
-                mine = boxes[me]
-                mine[skip:] = a.reshape(-1).view(np.uint8)
-                reqs = [irecv(boxes[j], source=j, tag=_HEAD_TAG) for j in others] + \
-                    [isend(mine, dest=j, tag=_HEAD_TAG) for j in others]  # (_post, inline)
-                done = False
-                try:
-                    for _ in range(polls):  # _wait's first polls, inline
-                        if testall(reqs):
-                            done = True
-                            break
-                        give_up_core()
-                except MPI.Exception as e:  # a longer message: see _swap_headers
-                    self._outsized(mine, reqs, e)
-                head = mine[:agree_bytes].tobytes()
-                if not done or any(boxes[j][:agree_bytes].tobytes() != head for j in others):
-                    settle(reqs, done, ins, call, group, boxes)  # waits on; names who differs
-                every = [b[skip:].view(a.dtype) for b in boxes]
-                ufunc(every[0], every[1], out=recv)
-                for more in every[2:]:
-                    ufunc(recv, more, out=recv)
-                self.where = "running"
-                return recv.reshape(shape)
-            request = comm.Iallreduce(a, recv, op=mpi_op)
-            test = request.Test
-            for _ in range(polls):  # _wait's first polls, inline
-                if test():
-                    break
-                give_up_core()
-            else:
-                wait([request], ins, call, group)
-            self.where = "running"
-            return recv.reshape(shape)
-        return run
+        """fn(array, into=None) -> its reduction over `group`: one operand under
+        _BLOCKING_BYTES (the common case), with nothing to plan per call
+        (mpi_allreduce.py).  `comm`: from _comm; `mpi_op`: an MPI.Op."""
+        return allreduce_one(self, comm, ins, group, mpi_op)
 
     def mpi_op(self, op: str):
         MPI = self.MPI

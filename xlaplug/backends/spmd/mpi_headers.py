@@ -156,7 +156,7 @@ class HeaderSwaps:
         is cut short by MPI (ERR_TRUNCATE): its sender got this rank's shorter one, knows
         both headers and reports (_outsized).  Measured on 2 ranks, 4 KiB, 2 shared cores:
         a posted receive and send took 3-8 us where MPI_Iallreduce took 11-21 us
-        (MpiTransport.allreduce_one sends a small operand with its header so)."""
+        (mpi_allreduce.py sends a small operand with its header so)."""
         boxes = self._inboxes(len(group), len(header))
         me = group.index(self.rank)  # (a group's communicator ranks its members in order)
         boxes[me] = header

@@ -4,8 +4,9 @@ served inside XLA by xlaplug's MPI communicator.
 It enters Python (a ctypes callback, as python_handler.py) and runs the interpreter's own
 kernel for the instruction the call stands for -- the core collective's (backends/spmd/
 kernels.py) or the plugin's communicator kernel -- in the run's context, whose `spmd`
-place holds this rank's MpiTransport; operands are zero-copy views of XLA's buffers, and
-the kernel's results are written into XLA's result buffers.
+place holds this rank's MpiTransport; operands are zero-copy views of XLA's buffers (the
+frame read by mpi_frames.py), and the kernel's results are written into XLA's result
+buffers -- or land there: an all-reduce reduces straight into them (`ctx.destinations`).
 
 One handler object serves every run of the process (XLA's targets have no unregister): a
 run binds its context and instructions (`bind`) and its calls name it in their `run`
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import abi, decode
+from . import abi, mpi_frames
 from .python_handler import answer_metadata, create_error
 
 
@@ -33,7 +34,9 @@ class Binding:
     ctx: object
     instructions: list
     failure: BaseException | None = None
-    kernels: dict = field(default_factory=dict)  # index -> the instruction's kernel
+    # index -> (instruction, its kernel, its mpi_frames.Site, whether it may land in
+    # XLA's result buffers), made on its first call
+    sites: dict = field(default_factory=dict)
 
 
 def _flat(value) -> list:
@@ -46,6 +49,10 @@ def _same(buf: np.ndarray, value) -> bool:
     """Whether `value` is `buf`'s memory already (a kernel that wrote into its results)."""
     return isinstance(value, np.ndarray) and value.shape == buf.shape and \
         value.dtype == buf.dtype and value.ctypes.data == buf.ctypes.data
+
+
+# The kernels that may write their results straight into XLA's (ctx.destinations).
+_LANDS = frozenset({"all-reduce", "all-reduce-start"})
 
 
 class MpiHandler:
@@ -70,47 +77,55 @@ class MpiHandler:
             self.runs.pop(key, None)
 
     def _call(self, frame_addr: int) -> int | None:
-        api, binding = None, None
+        binding = None
         try:
-            frame = abi.CallFrame.from_address(frame_addr)
-            api = frame.api
-            if frame.extension_start:
-                return answer_metadata(frame)
-            if frame.stage != abi.STAGE_EXECUTE:
+            if mpi_frames.has_extension(frame_addr):
+                return answer_metadata(abi.CallFrame.from_address(frame_addr))
+            if not mpi_frames.is_execute(frame_addr):
                 return None
-            attrs = decode.attributes(frame.attrs)
-            binding = self.runs.get(int(attrs["run"]))
+            run, index = mpi_frames.keys(frame_addr)
+            binding = self.runs.get(run)
             if binding is None:
-                raise LookupError(f"run {int(attrs['run'])} is not bound (an executable "
-                                  "called after its run ended)")
-            self.run(frame, binding, int(attrs["index"]))
+                raise LookupError(f"run {run} is not bound (an executable called after its "
+                                  "run ended)")
+            self.run(frame_addr, binding, index)
             return None
         except BaseException as e:  # noqa: BLE001 -- nothing may escape into XLA
             if binding is not None and binding.failure is None:
                 binding.failure = e
             text = getattr(e, "message", None) or str(e) or type(e).__name__
-            return create_error(api, f"xlaplug.mpi: {text}")
+            return create_error(abi.CallFrame.from_address(frame_addr).api,
+                                f"xlaplug.mpi: {text}")
 
     @staticmethod
-    def run(frame: abi.CallFrame, binding: Binding, index: int) -> None:
-        ins = binding.instructions[index]
-        operands, _ = decode.buffers(frame.args)
-        results, _ = decode.buffers(frame.rets)
-        *args, order = operands
+    def run(frame: int, binding: Binding, index: int) -> None:
+        """Call `index` of the run: its kernel on views of XLA's operands, its results in
+        XLA's result buffers (a kernel that reduced into them already -- the all-reduce --
+        leaves nothing to copy), then the order token passed on."""
+        site = binding.sites.get(index)
+        if site is None:
+            ins = binding.instructions[index]
+            site = binding.sites[index] = (ins, binding.ctx.resolve(ins),
+                                           mpi_frames.Site(frame), ins.opcode in _LANDS)
+        ins, kernel, buffers, lands = site
+        args, results, order_in, order_out = buffers.buffers(frame)
         ctx = binding.ctx
-        kernel = binding.kernels.get(index)
-        if kernel is None:
-            kernel = binding.kernels[index] = ctx.resolve(ins)
-        ctx.destinations = results[:-1]  # (a large all-reduce lands there: no copy)
+        # (the all-reduce lands there: no copy; offered to it alone, never to a collective
+        # that some other kernel might run inside its own)
+        ctx.destinations = results if lands else None
         try:
             with np.errstate(all="ignore"):
-                out = _flat(kernel(ins, args, ctx))
+                out = kernel(ins, args, ctx)
         finally:
             ctx.destinations = None
-        if len(out) != len(results) - 1:
+        if len(results) == 1 and out is results[0]:
+            mpi_frames.pass_order(order_in, order_out)
+            return
+        out = _flat(out)
+        if len(out) != len(results):
             raise RuntimeError(f"{ins.opcode} '{ins.name}': {len(out)} results for "
-                               f"{len(results) - 1} buffers (internal error)")
+                               f"{len(results)} buffers (internal error)")
         for buf, value in zip(results, out):  # (the engine runs on the CPU: host arrays)
-            if not _same(buf, value):
+            if value is not buf and not _same(buf, value):
                 buf[...] = value
-        results[-1][...] = order + 1  # the next call in the chain waits for this one
+        mpi_frames.pass_order(order_in, order_out)

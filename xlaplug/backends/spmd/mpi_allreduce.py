@@ -1,0 +1,131 @@
+"""The common all-reduce over MPI, with nothing planned per call: one operand under
+MpiTransport.ONE_CALL_BELOW_BYTES (4 MiB), a native op (sum, product, min, max).
+
+Each Python step a rank takes per call costs every rank: ranks that share cores run with
+caches the others' copies evicted (measured at D=4 on 2 cores, 1 MiB: preparing the call
+took 15-40 us of wall time where a warm loop takes 3 us, and each 5 us of it made the
+all-reduce 3-6% slower).  So the call's header (mpi_headers.py: sequence, call number,
+digest) is a template made on the first call, of which later calls write the two
+counters, and it travels in message buffers made once per operand size, point to point,
+polled inline:
+
+* up to 64 KiB the operand travels with the header and each member reduces the group's
+  operands in rank order (one round trip: the same bits as in one process);
+* above, the headers alone swap, then one MPI_Iallreduce (into XLA's result buffer when
+  the engine gives one: no copy).
+
+Ranks that disagree fail as in HeaderSwaps._settle (every member names both sides); a
+wait past the first polls goes to PolledWaits (timeout, control channel).
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from . import mpi_headers as H
+from .mpi_headers import _HEAD_TAG
+from .mpi_waiting import _FAST_POLLS
+
+# Up to this many bytes an all-reduce's operand travels with its header, point to point,
+# and each member reduces the group's operands in rank order (one round trip, where a
+# header swap then an MPI all-reduce made two).
+WITH_HEADER_BYTES = 64 << 10
+UFUNCS = {"add": np.add, "multiply": np.multiply, "minimum": np.minimum,
+          "maximum": np.maximum}
+
+
+def usable(into: np.ndarray, a: np.ndarray) -> bool:
+    """Whether the reduction of `a` may land in `into` (then viewed flat): its dtype and
+    size, C-contiguous, and not `a`'s memory (MPI's send and receive buffers must not
+    overlap)."""
+    return into.dtype == a.dtype and into.size == a.size and into.flags.c_contiguous \
+        and not np.may_share_memory(into, a)
+
+
+def allreduce_one(t, comm, ins, group, mpi_op):
+    """fn(array, into=None) -> its reduction over `group` on MpiTransport `t`; `into`:
+    where the result goes (XLA's result buffer), else a buffer reused from call to call.
+    `comm`: t._comm's; `mpi_op`: an MPI.Op."""
+    calls, take, wait, polls = t._calls, t._recv.take, t._wait, _FAST_POLLS
+    name, contiguous, give_up_core = ins.name, np.ascontiguousarray, os.sched_yield
+    header, settle, outsized = t._header, t._settle, t._outsized
+    recv_init, send_init, agree_bytes = comm.Recv_init, comm.Send_init, H.AGREE_BYTES
+    op = next(k for k in UFUNCS if t.mpi_op(k) == mpi_op)
+    ufunc, skip, me, MPI = UFUNCS[op], H.HEADER_BYTES, group.index(t.rank), t.MPI
+    testall, others = MPI.Request.Testall, [j for j in range(len(group)) if j != me]
+    startall = MPI.Prequest.Startall
+    iallreduce = comm.Iallreduce
+    # (dtype, size) -> (the members' message buffers, this rank's counters (seq, call) as
+    # int64, whether the operand travels with the header, the persistent receives and
+    # sends between the buffers): made once, so a call writes 16 bytes of header, not 128,
+    # and starts its requests (a posted Irecv and Isend per member took twice as long:
+    # 8.4 us against 4.3 for a header swap on 2 ranks, measured at load 9)
+    boxes_of: dict = {}
+    seqs, cid = t._seq, id(comm)
+
+    def swap(a: np.ndarray, call: int) -> tuple[list, bool]:
+        """Every member's message (header, then its operand up to WITH_HEADER_BYTES), once
+        the headers agree; and whether the operand came with them."""
+        kept = boxes_of.get((a.dtype, a.size))
+        if kept is None:  # this rank's message: the header, then the operand (if it fits)
+            first = np.frombuffer(header(comm, ins, call, a, True, 0, op), np.uint8)
+            carried = a.nbytes <= WITH_HEADER_BYTES
+            boxes = [np.empty(skip + (a.nbytes if carried else 0), np.uint8) for _ in group]
+            boxes[me][:skip] = first
+            reqs = [recv_init(boxes[j], source=j, tag=_HEAD_TAG) for j in others] + \
+                [send_init(boxes[me], dest=j, tag=_HEAD_TAG) for j in others]  # (as _post)
+            boxes_of[(a.dtype, a.size)] = (boxes, boxes[me][:16].view(np.int64), carried,
+                                           reqs)
+        else:  # the template's counters only (H.stamp's, inline)
+            boxes, counters, carried, reqs = kept
+            seq = seqs.get(cid, 0)
+            seqs[cid] = seq + 1
+            counters[0], counters[1] = seq, call
+        mine = boxes[me]
+        if carried:
+            mine[skip:] = a.reshape(-1).view(np.uint8)
+        done = False
+        try:
+            startall(reqs)
+            for _ in range(polls):  # _wait's first polls, inline
+                if testall(reqs):
+                    done = True
+                    break
+                give_up_core()
+        except MPI.Exception as e:  # a longer message: see HeaderSwaps._swap_headers
+            outsized(mine, reqs, e)
+        head = mine[:agree_bytes].tobytes()
+        if not done or any(boxes[j][:agree_bytes].tobytes() != head for j in others):
+            settle(reqs, done, ins, call, group, boxes)  # waits on; names who differs
+        return boxes, carried
+
+    def run(a: np.ndarray, into: np.ndarray | None = None) -> np.ndarray:
+        call = calls.get(name, 0)  # t._enter's bookkeeping, inline
+        calls[name] = call + 1
+        t.where = (ins, call)
+        shape = a.shape  # (ascontiguousarray makes a rank-0 array rank 1)
+        a = contiguous(a)
+        if into is not None and usable(into, a):
+            recv, result = into.reshape(-1), into
+        else:
+            recv = take(a.dtype, a.size)
+            result = recv.reshape(shape)
+        boxes, carried = swap(a, call)
+        if carried:  # reduced here, in rank order
+            every = [b[skip:].view(a.dtype) for b in boxes]
+            ufunc(every[0], every[1], out=recv)
+            for more in every[2:]:
+                ufunc(recv, more, out=recv)
+        else:
+            request = iallreduce(a, recv, op=mpi_op)
+            test = request.Test
+            for _ in range(polls):  # _wait's first polls, inline
+                if test():
+                    break
+                give_up_core()
+            else:
+                wait([request], ins, call, group)
+        t.where = "running"
+        return result
+    return run
