@@ -88,6 +88,16 @@ def test_mlp_layer_one_thunk_one_buffer_fewer(act):
     assert fused.thunks.peak_bytes == unfused.thunks.peak_bytes - product
 
 
+def test_operand_of_the_product_read_by_the_epilogue():
+    """x @ w + x: x is one parameter of the fusion, read by the product and the loop."""
+    f = lambda x, w: jnp.tanh(x @ w + x)  # noqa: E731
+    args = [_n(256, 256), _n(256, 256, scale=0.06)]
+    fused, unfused = _fused(f, args)
+    assert _kinds(fused) == ["fusion:kOutput"]
+    assert len(fused.module.entry.instructions[-1].operands) == 2
+    _same_bits_close(fused, unfused, f, args, 1e-5)
+
+
 def test_small_layer_below_the_loop_threshold():
     """A layer of 4x32: the epilogue a small loop (interpreted, or compiled for its FMA)."""
     f, args = _layer(jax.nn.gelu), [_n(4, 16), _n(16, 32, scale=0.25), _n(32)]
