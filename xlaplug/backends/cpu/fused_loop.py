@@ -17,7 +17,9 @@ interpreter, as before -- unless the body holds a multiply-add XLA contracts int
 (fusion_contents.contracts): the per-op kernels would round twice, so such a fusion runs
 compiled at any size, as a serial loop (no threads to wake for a few elements; compiled
 once, then loaded from the disk cache).  Interpreting runs (`interpret_loops`) compile
-nothing.  A computation scalar_jit cannot compile falls back the same way.
+nothing.  A computation scalar_jit cannot compile falls back the same way.  An output fusion
+(kOutput: a product and its epilogue, passes/dot_epilogue.py) runs the product's kernel,
+then this loop in place on its result (cpu/dot_epilogue.py).
 """
 from __future__ import annotations
 
