@@ -86,7 +86,8 @@ def test_compile_json(simple):
                           "result": "f32[3]{0}", "instructions": 3}],
         "passes": [{"name": n, "changed": False} for n in
                    ["sdy-shard-map", "custom-call-lowering", "inline-calls", "tuple-simplify",
-                    "dce", "excess-precision", "reduce-fusion", "loop-fusion"]],
+                    "dce", "excess-precision", "reduce-fusion", "loop-fusion",
+                    "dot-epilogue"]],
         "thunks": {"computation": "e", "buffers": 1, "buffer_bytes": [12], "peak_bytes": 12,
                    "total_peak_bytes": 12, "thunks": [
                        {"index": 0, **param, "instruction": "p0"},
@@ -115,11 +116,12 @@ def test_compile_thunks_of_the_example_name_every_instruction(tmp_path):
     assert r.exit_code == 0, r.output
     lines = out.read_text().splitlines()
     assert lines[0].split() == ["#", "thunk", "opcodes", "buffers", "shapes", "bytes"]
-    # (the GELU's multiply-adds are fused, as XLA contracts them into FMAs at any size)
-    assert lines[-1] == "28 thunks in main.3; 4 buffers, peak 1.1 KiB (with nested sequences " \
-        "3.1 KiB)"
+    # (the GELU's multiply-adds are fused, as XLA contracts them into FMAs at any size, and
+    # the first product with them: dot-epilogue)
+    assert lines[-1] == "27 thunks in main.3; 4 buffers, peak 640 B (with nested sequences " \
+        "2.6 KiB)"
     firsts = [ln.split()[0] for ln in lines[1:-1]]
-    assert [f for f in firsts if "." not in f] == [str(i) for i in range(28)]
+    assert [f for f in firsts if "." not in f] == [str(i) for i in range(27)]
     assert all(f.split(".")[0] in firsts for f in firsts)  # a fusion's body under its row
 
 
@@ -132,7 +134,8 @@ def test_compile_output_file_and_dump_dir(tmp_path, simple):
     assert sorted(p.name for p in (tmp_path / "dump").iterdir()) == [
         "00-input.hlo", "01-sdy-shard-map.hlo", "02-custom-call-lowering.hlo",
         "03-inline-calls.hlo", "04-tuple-simplify.hlo", "05-dce.hlo",
-        "06-excess-precision.hlo", "07-reduce-fusion.hlo", "08-loop-fusion.hlo"]
+        "06-excess-precision.hlo", "07-reduce-fusion.hlo", "08-loop-fusion.hlo",
+        "09-dot-epilogue.hlo"]
 
 
 @pytest.mark.parametrize("text,message", [
@@ -174,7 +177,7 @@ def test_unknown_pass_is_exit_2(simple):
     r = xlaplug_proc("compile", simple, "--passes", "dce,bogus")
     assert r.returncode == 2
     assert r.stderr == ("error: unknown pass 'bogus' (known passes: "
-                        "custom-call-lowering, dce, excess-precision, inline-calls, "
+                        "custom-call-lowering, dce, dot-epilogue, excess-precision, inline-calls, "
                         "loop-fusion, reduce-fusion, sdy-shard-map, tuple-simplify)\n")
 
 

@@ -27,6 +27,7 @@ from ..plugin.registry import PluginPass, Registry
 from .context import HloPass, PassContext
 from .custom_call_lowering import CustomCallLowering
 from .dce import DeadCodeElimination
+from .dot_epilogue import DotEpilogue
 from .excess_precision import ExcessPrecision
 from .inline_calls import CallInlining
 from .loop_fusion import LoopFusion
@@ -36,17 +37,18 @@ from .tuple_simplify import TupleSimplification
 
 BUILTIN_PASSES = MappingProxyType({p.name: p for p in (
     SdyShardMap, CustomCallLowering, CallInlining, TupleSimplification, DeadCodeElimination,
-    ExcessPrecision, ReduceFusion, LoopFusion)})
+    ExcessPrecision, ReduceFusion, LoopFusion, DotEpilogue)})
 # Gather jax's shard_map regions into one instruction each (their bodies run per device);
 # lower plugin ops (their decompositions are core HLO the rest can clean up); inline
 # calls so the tuple plumbing becomes visible, fold it, sweep; keep in f32 the bf16 results
 # XLA:CPU keeps in f32 (its default numerics; `--no-excess-precision` drops this pass); then
 # fuse row reductions with their producers and consumers, and elementwise chains on large
 # arrays into loops (after excess-precision, so an f32 multiply-add it exposes contracts
-# into an FMA as in XLA's fusions).
+# into an FMA as in XLA's fusions); then give a product the loop fusion that is its only
+# reader (its bias and activation: one buffer and one thunk fewer).
 DEFAULT_PIPELINE = ("sdy-shard-map", "custom-call-lowering", "inline-calls",
                     "tuple-simplify", "dce", "excess-precision", "reduce-fusion",
-                    "loop-fusion")
+                    "loop-fusion", "dot-epilogue")
 # The portable artifact (`compile --decompose-all`, `--passes portable`): HLO as XLA takes
 # it before its own passes.  Every plugin op is replaced by its decomposition, a
 # composite's call by its body (inlined, as XLA's own call inliner would), and what that

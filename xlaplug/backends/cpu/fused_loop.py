@@ -17,7 +17,9 @@ interpreter, as before -- unless the body holds a multiply-add XLA contracts int
 (fusion_contents.contracts): the per-op kernels would round twice, so such a fusion runs
 compiled at any size, as a serial loop (no threads to wake for a few elements; compiled
 once, then loaded from the disk cache).  Interpreting runs (`interpret_loops`) compile
-nothing.  A computation scalar_jit cannot compile falls back the same way.
+nothing.  A computation scalar_jit cannot compile falls back the same way.  An output fusion
+(kOutput: a product and its epilogue, passes/dot_epilogue.py) runs the product's kernel,
+then this loop in place on its result (cpu/dot_epilogue.py).
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from ..common.fusion_contents import (DEFAULT_MIN_ELEMENTS, computation_contract
                                       element_index, loop_plan, loop_shape)
 from ..registry import kernel
 from .blas_threads import devices_at_once
+from .dot_epilogue import output_compiled, run_output_fusion
 from .jit_cache import cached_function, scalar_piece
 from .jit_drivers import from_numba, numba_array, numba_dtype, numba_scalar
 from .row_fusion import compiled_rows, run_row_fusion
@@ -159,6 +162,8 @@ def _small_plan(ctx, comp, n: int):
 def _compiled_loop(ins) -> bool:
     """Will this fusion (at the default threshold) run as one loop, with no buffers inside?
     (The thunk builder's memory estimate asks.)"""
+    if str(ins.attrs.get("kind", "")) == "kOutput":
+        return output_compiled(ins)
     return (ins.shape.is_array and ins.shape.num_elements() >= DEFAULT_MIN_ELEMENTS
             and loop_shape(ins.attrs["calls"][0]) is not None) or compiled_rows(ins)
 
@@ -166,7 +171,22 @@ def _compiled_loop(ins) -> bool:
 @kernel("fusion")
 def _fusion(ins, args, ctx):
     comp = ins.attrs["calls"][0]
-    n = ins.shape.num_elements() if ins.shape.is_array else 0
+    if str(ins.attrs.get("kind", "")) == "kOutput":
+        return run_output_fusion(ins, args, ctx, run_loop)  # a product and its epilogue
+    y = run_loop(comp, ins.shape, args, ctx)
+    if y is None:
+        rows = run_row_fusion(ins, args, ctx)  # a reduction fusion: row_fusion.py
+        return ctx.run(comp, args) if rows is None else rows
+    return y
+
+
+def run_loop(comp, shape, args, ctx, into=None):
+    """The loop fusion body `comp` (result `shape`) on `args`, compiled as the module
+    docstring says; None when it runs no loop (not one, or below the size threshold and not
+    worth compiling).  `into`: a flat array of the result's numba dtype and size to write
+    (it may be one of `args` read at the loop index: each element is read before it is
+    written, by the same iteration); else a new one."""
+    n = shape.num_elements() if shape.is_array else 0
     if n < ctx.options.get("fusion_min_elements", DEFAULT_MIN_ELEMENTS):
         plan = _small_plan(ctx, comp, n) if n > 0 else None
     elif devices_at_once(ctx) or n < DEFAULT_MIN_ELEMENTS:
@@ -179,19 +199,19 @@ def _fusion(ins, args, ctx):
     else:
         plan = loop_plan(ctx, comp, compiled_loop_fn)
     if plan is None:
-        rows = run_row_fusion(ins, args, ctx)  # a reduction fusion: row_fusion.py
-        return ctx.run(comp, args) if rows is None else rows
+        return None
     fn, roles = plan
     vals = [numba_scalar(a) if r == "scalar" else
             np.ascontiguousarray(numba_array(a)).reshape(-1) for a, r in zip(args, roles)]
-    out = np.empty(n, numba_dtype(ins.shape.dtype))
+    out = np.empty(n, numba_dtype(shape.dtype)) if into is None else into
     try:
         fn(out, *vals)
     except TypingError:  # numba cannot type it after all: interpret, and remember
-        for table in ("_fused_loop_plans", "_fused_small_plans", "_fused_tiny_plans"):
+        for table in ("_fused_loop_plans", "_fused_small_plans", "_fused_tiny_plans",
+                      "_fused_serial_plans"):
             ctx.kernel_cache.table(table)[id(comp)] = None
         return ctx.run(comp, args)
-    return from_numba(out, ins.shape.dtype).reshape(ins.shape.dims)
+    return from_numba(out, shape.dtype).reshape(shape.dims)
 
 
 _fusion.compiled_loop = _compiled_loop
