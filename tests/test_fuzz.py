@@ -93,12 +93,12 @@ def test_crashes_are_saved_with_minimized_reproducers(tmp_path):
         assert (tmp_path / f"crash_{f['mutant']}.hlo").is_file()  # the mutant as found
 
 
-@pytest.mark.slow  # two dozen mutants, a process each
+@pytest.mark.slow  # a dozen mutants, a process each (scripts/fuzz.py runs more)
 def test_short_fuzz_run_finds_no_crash_or_hang(tmp_path):
     # 60 s a mutant: a real hang runs into it all the same, and a mutant whose fused loops
     # compile cold on loaded cores does not.
-    report = fuzz.fuzz(seed=0, count=24, budget_s=600, timeout=60, jobs=2, save_dir=tmp_path)
+    report = fuzz.fuzz(seed=0, count=12, budget_s=600, timeout=60, jobs=2, save_dir=tmp_path)
     counts = report["counts"]
-    assert report["mutants"] == 24, report
-    assert counts["clean"] == 24, report["findings"]
+    assert report["mutants"] == 12, report
+    assert counts["clean"] == 12, report["findings"]
     assert report["clean_exits"]["exit 2"] > 0
