@@ -47,16 +47,25 @@ _ATTR = re.compile(r"," + _GAP + r"([A-Za-z_][\w.\-]*)" + _GAP + "=" + _GAP + "(
 _NAME_RX = re.compile(r"[A-Za-z_][\w.\-]*")
 
 
+def _term(t: dict, name: str) -> str:
+    """Terminal `name`'s expression as an atomic group: it takes its first match or fails."""
+    return f"(?>{t[name].pattern})"
+
+
+def _name_and_shape(t: dict) -> str:
+    """`[ROOT] name = [shape]` of an instruction line, the start both line patterns share."""
+    return (rf"(?P<root>ROOT[ \t]+)?+(?P<name>{_term(t, 'INSTR_NAME')})[ \t]*"
+            rf"(?:(?P<buffer>{_term(t, 'BUFFER_SHAPE')})|(?P<shape>{_term(t, 'SHAPE')}))?+"
+            r"[ \t]*")
+
+
 def line_pattern(t: dict) -> re.Pattern:
     """`[ROOT] name = [shape] opcode(operands)[, attributes]` on one line, spaces between:
     the terminals' own expressions, each atomic and each optional part possessive, so the
     match takes each terminal's first match at its position, as the walk does, or fails."""
-    def term(name: str) -> str:
-        return f"(?>{t[name].pattern})"
     return re.compile(
-        rf"(?P<root>ROOT[ \t]+)?+(?P<name>{term('INSTR_NAME')})[ \t]*"
-        rf"(?:(?P<buffer>{term('BUFFER_SHAPE')})|(?P<shape>{term('SHAPE')}))?+[ \t]*"
-        rf"(?P<call>{term('OPCALL')})[ \t]*(?P<attrs>{term('ATTRS')})?+[ \t]*(?=\n|\Z)")
+        _name_and_shape(t) +
+        rf"(?P<call>{_term(t, 'OPCALL')})[ \t]*(?P<attrs>{_term(t, 'ATTRS')})?+[ \t]*(?=\n|\Z)")
 
 
 def head_pattern(t: dict) -> re.Pattern:
@@ -64,9 +73,6 @@ def head_pattern(t: dict) -> re.Pattern:
     strings or newlines, `)`, and no attributes: where it matches, OPCALL's own match is the
     same text, and the attributes are read as `_ATTR` matches one after another (what the
     ATTRS expression's repetition takes), so the line is line_pattern's match."""
-    def term(name: str) -> str:
-        return f"(?>{t[name].pattern})"
     return re.compile(
-        rf"(?P<root>ROOT[ \t]+)?+(?P<name>{term('INSTR_NAME')})[ \t]*"
-        rf"(?:(?P<buffer>{term('BUFFER_SHAPE')})|(?P<shape>{term('SHAPE')}))?+[ \t]*"
+        _name_and_shape(t) +
         r"(?P<op>[A-Za-z_][\w\-]*)[ \t]*\((?P<body>[^()\"\n]*)\)[ \t]*")
