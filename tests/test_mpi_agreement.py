@@ -22,10 +22,16 @@ TIMEOUT = 30  # --collective-timeout: a test that ran into it would take at leas
 # Each rank runs under this wrapper, which records the rank's pid and exit code.
 WRAPPER = """import signal, subprocess, sys
 signal.signal(signal.SIGINT, lambda *a: None)  # the rank below hears Ctrl-C; not this
+import os
 p = subprocess.Popen(sys.argv[2:], close_fds=False)  # (the launcher's PMI socket stays open)
 open(sys.argv[1] + ".pid", "w").write(str(p.pid))
+# Opened before the wait: once the rank has ended, one write records its code -- MPICH's
+# launcher SIGKILLs this wrapper as soon as another rank ends, and a wrapper that had reaped
+# its rank but not yet written lost the code (the rank is then no orphan for the launcher).
+# (An empty file is read as no record.)
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT)
 rc = p.wait()
-open(sys.argv[1], "w").write(str(rc))
+os.write(fd, str(rc).encode())
 sys.exit(rc)
 """
 # mpiexec runs under this launcher, a child subreaper: after Ctrl-C MPICH's launcher SIGKILLs

@@ -33,6 +33,8 @@ class Backend(Protocol):
     name: str
     kernel_package: str
     on_host: bool
+    # Runs a product and its elementwise epilogue as one kOutput fusion (passes/dot_epilogue).
+    output_fusions: bool
 
     def status(self) -> tuple[bool, str]: ...
     def require(self) -> None: ...
@@ -48,6 +50,7 @@ class CpuBackend:
     name = "cpu"
     kernel_package = "xlaplug.backends.cpu"
     on_host = HostMemory.on_host
+    output_fusions = True  # cpu/dot_epilogue.py
 
     def status(self) -> tuple[bool, str]:
         return True, "the host CPU"
@@ -95,6 +98,7 @@ class CudaBackend:
     name = "cuda"
     kernel_package = "xlaplug.backends.cuda"
     on_host = CudaMemory.on_host
+    output_fusions = False  # no kOutput fusion kernel yet
 
     def status(self) -> tuple[bool, str]:
         from .cuda_support import cuda_status

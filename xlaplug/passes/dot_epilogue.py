@@ -46,7 +46,8 @@ class DotEpilogue:
     convolution: bool = True
 
     def run(self, module: Module, ctx: PassContext) -> bool:
-        if ctx.device != "cpu":
+        from ..backends.backend import backend_for, is_backend
+        if not (is_backend(ctx.device) and backend_for(ctx.device).output_fusions):
             return False
         opcodes = PRODUCTS if self.convolution else frozenset({"dot"})
         opcodes = opcodes - ctx.registry.overridden_opcodes()
