@@ -13,7 +13,7 @@ import numpy as np
 from ...hlo.ir import Module
 from ...backends.common.errors import ExecutionError
 from ...backends.cpu.blas_threads import cores as _cores
-from ...backends.cpu.blas_threads import for_run, largest_product, run_threads
+from ...backends.cpu.blas_threads import for_run, largest_product, product_flops, run_threads
 from .device_fibers import DeviceFibers
 from .device_threads import DeviceThreads
 from ...backends.spmd.groups import DeviceGrid
@@ -66,21 +66,8 @@ GANG_FROM_FLOPS = 1 << 23
 def dot_flops(module: Module) -> int:
     """2 * multiply-adds of the module's dots and convolutions (each computation once, as
     a device runs it once, loops counted once): its compute, for devices_for."""
-    total = 0
-    for comp in module.computations:
-        for ins in comp.instructions:
-            if ins.opcode == "dot" and ins.shape.is_array:
-                lhs = ins.operands[0].shape
-                k = 1
-                for dim in ins.attrs.get("lhs_contracting_dims", ()):
-                    k *= int(lhs.dims[int(dim)])
-                total += 2 * ins.shape.num_elements() * k
-            elif ins.opcode == "convolution" and ins.shape.is_array:
-                rhs = ins.operands[1].shape
-                out_features = int(rhs.dims[ins.attrs["dim_labels"].kernel_output_feature])
-                per_output = rhs.num_elements() // max(out_features, 1)
-                total += 2 * ins.shape.num_elements() * per_output
-    return total
+    return sum(product_flops(ins)[0] for comp in module.computations
+               for ins in comp.instructions)
 
 
 def devices_for(module: Module, n: int) -> DeviceThreads | DeviceFibers:
