@@ -77,10 +77,7 @@ def _callers(module: Module) -> dict[int, tuple[str, int]]:
 
 def _fuse_in(comp: Computation, opcodes: frozenset, min_elements: int, callers,
              uniq: NameUniquer) -> bool:
-    users: dict[int, list[Instruction]] = {}
-    for ins in comp.instructions:
-        for o in ins.operands:
-            users.setdefault(id(o), []).append(ins)
+    users = comp.users()
     moved: set[int] = set()
     for f in comp.instructions:
         if f.opcode != "fusion" or str(f.attrs.get("kind", "")) != "kLoop" \
@@ -96,7 +93,7 @@ def _fuse_in(comp: Computation, opcodes: frozenset, min_elements: int, callers,
         for k, d in enumerate(f.operands):
             if d.opcode in opcodes and roles[k] == "array" and n_elements(d.shape) == n \
                     and n >= max(min_elements, 2) and d is not comp.root \
-                    and not d.control_predecessors and users.get(id(d)) == [f] \
+                    and not d.control_predecessors and users.get(d) == [f] \
                     and sum(o is d for o in f.operands) == 1:
                 _absorb(f, k, d, uniq)
                 moved.add(id(d))

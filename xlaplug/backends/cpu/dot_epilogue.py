@@ -31,6 +31,7 @@ import numpy as np
 
 from ..common.fusion_contents import DEFAULT_MIN_ELEMENTS, loop_shape
 from ...hlo.ir import Computation, Instruction
+from ...hlo.rewrite import clone_instruction
 from .jit_drivers import numba_dtype
 
 _PRODUCTS = frozenset({"dot", "convolution"})
@@ -56,9 +57,7 @@ def split_output(comp: Computation):
             used.append(v)
     body = list(mapping.values())
     for ins in rest:
-        clone = Instruction(ins.name, ins.opcode, ins.shape,
-                            [mapping[id(o)] for o in ins.operands], dict(ins.attrs),
-                            ins.literal, None, [], ins.line, ins.column, ins.literal_elided)
+        clone = clone_instruction(ins, [mapping[id(o)] for o in ins.operands], ins.name)
         mapping[id(ins)] = clone
         body.append(clone)
     epilogue = Computation(comp.name + ".epilogue", body, mapping[id(comp.root)])
