@@ -67,11 +67,9 @@ def _mpi_world(timeout: float | None):
     from .backends.spmd.mpi import MpiTransport
     from .plugin.session import Session
     from .runtime.executor import ExecContext
-    from .xla.ffi.mpi_handler import MpiHandler
-    from .xla.ffi.register import serve_own
     from .xla.jax_mpi import MpiWorld
-    from .xla.mpi_rewrite import TARGETS
-    handler = serve_own(TARGETS, MpiHandler)
+    from .xla.mpi_rewrite import mpi_handler
+    handler = mpi_handler()
     if handler.jax_world is None:
         transport = MpiTransport(60.0 if timeout is None else float(timeout))
         transport.prepare([[tuple(range(transport.size))]])
@@ -131,10 +129,8 @@ def _ops_as_custom_calls():
     from .backends.spmd.mpi import launched_by_mpi
     world = None
     if launched_by_mpi():
-        from .xla.ffi.mpi_handler import MpiHandler
-        from .xla.ffi.register import serve_own
-        from .xla.mpi_rewrite import TARGETS
-        world = serve_own(TARGETS, MpiHandler).jax_world
+        from .xla.mpi_rewrite import mpi_handler
+        world = mpi_handler().jax_world
     if world is None:
         yield
         return

@@ -86,16 +86,14 @@ def _rank_program(exe, grid, rank, ctx):
     handler, the run's key in it)."""
     from ..backends.spmd.kernels import Place
     from ..hlo.text.printer import module_to_text
-    from ..xla.ffi.mpi_handler import MpiHandler
-    from ..xla.ffi.register import serve_own
     from ..xla.jaxlib_names import require_jax
-    from ..xla.mpi_rewrite import TARGETS, rewrite_for_mpi, twins
+    from ..xla.mpi_rewrite import mpi_handler, rewrite_for_mpi, twins
     require_jax("--engine xla")
     registry = exe.session.registry
     module = lowered(exe.source_text, registry, communicators=True)
     ours = copy.deepcopy(module)
     twin = twins(ours, module)
-    handler = serve_own(TARGETS, MpiHandler)
+    handler = mpi_handler()
     key, binding = handler.bind(ctx, [])
     try:
         served = rewrite_for_mpi(ours, Place(grid, rank), registry, key)

@@ -42,6 +42,14 @@ TARGETS = sorted({TARGET + k for k in KINDS.values()} | {TARGET + "kernel"})
 DONES = ("all-reduce-done", "all-gather-done", "collective-permute-done")
 
 
+def mpi_handler():
+    """This process's MPI handler (ffi/mpi_handler.py), serving TARGETS: made and registered
+    with jax the first time, the same object after (one per process, as XLA's targets)."""
+    from .ffi.mpi_handler import MpiHandler
+    from .ffi.register import serve_own
+    return serve_own(TARGETS, MpiHandler)
+
+
 def _kind(ins, registry) -> str | None:
     """The target suffix of an instruction the communicator serves, else None."""
     if ins.opcode in KINDS:
