@@ -94,6 +94,7 @@ class _Compiled:
     out_tree: object
     param_dtypes: list
     exe: object = None   # the Executable (source kept) that runs it over MPI
+    xla: object = None   # engine="xla": its on_xla.EngineProgram, compiled on the first call
 
 
 def _arrays(args, jax) -> tuple[list[np.ndarray], object]:
@@ -174,10 +175,12 @@ class Jitted:
         arrays = _fit(_arrays(args, jax)[0], compiled)
         if self.engine == "xla":  # XLA runs it, plugin kernels as FFI handlers (xla/engine.py)
             from .backends.spmd.mpi import launched_by_mpi
-            from .runtime.on_xla import run_on_xla
+            from .runtime.on_xla import EngineProgram
             if launched_by_mpi():
                 return arrays, self._over_mpi(compiled, arrays), compiled
-            return arrays, run_on_xla(compiled.text, self.session, arrays).outputs, compiled
+            if compiled.xla is None:
+                compiled.xla = EngineProgram(compiled.text, self.session)
+            return arrays, compiled.xla.run(arrays).outputs, compiled
         return arrays, execute(compiled.module, arrays, self.session).outputs, compiled
 
     def _over_mpi(self, compiled: _Compiled, arrays: list) -> list:

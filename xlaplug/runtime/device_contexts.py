@@ -4,7 +4,8 @@ sequences, compiled kernels, the constants' device copies) and the rng ops' stat
 XLA keeps one executable and runs it many times; so does xlaplug.  A context is made on
 first use for each (executor settings, device) -- RunOptions that change how kernels run
 (interpret, max_while_iterations, seed) get their own -- and serves every
-later call, so `exe(*arrays)` pays for preparing the module once, not per call.
+later call, so `exe(*arrays)` pays for preparing the module once, not per call; and
+`--engine xla`'s executable (on_xla.EngineProgram) is XLA's, compiled by the first such run.
 
 The rng state is the executable's, per device and seed (rng_streams.RngState): XLA's
 rng-get-and-update-state state lives in the executable and advances on every execution,
@@ -46,6 +47,7 @@ class DeviceContexts:
         self._last = (None, None)  # (options, Prepared) of the last one-device call
         self._call_plan = None  # call()'s: (Prepared, [(dims, dtype)], bytes), or False
         self._largest = None  # the module's largest product (blas_threads.largest_product)
+        self._engine = None  # `--engine xla`'s on_xla.EngineProgram
         # The launcher's environment is the process's: read once.
         self.under_mpi = launched_by_mpi()
 
@@ -87,6 +89,15 @@ class DeviceContexts:
             got = self._devices[n] = devices_for(self.module, n)
             weakref.finalize(self, got.close)
         return got
+
+    def engine_program(self, source_text: str):
+        """The module as read made into XLA:CPU's executable (on_xla.EngineProgram) by the
+        first `--engine xla` run on one device, and run by every later one."""
+        with self.lock:
+            if self._engine is None:
+                from .on_xla import EngineProgram
+                self._engine = EngineProgram(source_text, self.session)
+            return self._engine
 
     def discard_devices(self, n: int) -> None:
         """Close the kept threads of `n` devices (after a failed run: the next makes new)."""

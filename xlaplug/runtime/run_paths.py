@@ -53,10 +53,8 @@ def _one_device(exe, grid, inputs, options, expected, rtol, atol, progress) -> R
 
 def _on_xla(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:
     """XLA:CPU runs the module as read, plugin kernels served as FFI handlers."""
-    from ..backends.spmd.mpi import launched_by_mpi
-    from .on_xla import run_on_xla
     from .inputs import build_inputs
-    if launched_by_mpi():  # this rank's device; its collectives over MPI
+    if exe.contexts.under_mpi:  # this rank's device; its collectives over MPI
         from .mpi_engine import run_on_xla_over_mpi
         return run_on_xla_over_mpi(exe, grid, inputs, options, expected, rtol, atol)
     if grid.count > 1:
@@ -64,8 +62,8 @@ def _on_xla(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:
                        f"per process); this run has {grid.count}")
     if exe.source_text is None:
         raise RunError("engine xla runs the module as read: compile it with keep_source=True")
-    res = run_on_xla(exe.source_text, exe.session, build_inputs(exe.module, inputs, options),
-                     options.repeat)
+    program = exe.contexts.engine_program(exe.source_text)  # compiled by the first run, kept
+    res = program.run(build_inputs(exe.module, inputs, options), options.repeat)
     res.grid = grid
     res.mismatches = compare(res.outputs, expected, rtol, atol) if expected is not None else None
     res.all_ok = not res.mismatches

@@ -177,10 +177,19 @@ def run_on_xla_cpu(text: str, per_device: list[list[np.ndarray]], replicas: int 
     each run's outputs ([device][leaf]) to `runs` (the last run's are returned).
     `xla_options`: XLA debug options for this compile ({"xla_allow_excess_precision":
     False}), as jax's `compile(compiler_options=...)` sets them."""
+    compiled = compile_on_xla_cpu(text, replicas, partitions, what=what,
+                                  xla_options=xla_options)
+    return run_compiled(compiled, per_device, repeat=repeat, times=times, runs=runs)
+
+
+def compile_on_xla_cpu(text: str, replicas: int = 1, partitions: int = 1, *,
+                       what: str = "--reference xla", xla_options: dict | None = None):
+    """(XLA:CPU's loaded executable of HLO text, its devices): compiled once, for
+    `run_compiled` to run as often as asked (run_on_xla_cpu is both)."""
     if partitions > 1:  # a per-device program: every instruction is manual to XLA's partitioner
         text = _manual(text)
-    return _compile_and_run(hlo_to_stablehlo_bytecode(text, what), per_device, replicas,
-                            partitions, what, "cpu", repeat, times, xla_options, runs)
+    return _compile(hlo_to_stablehlo_bytecode(text, what), replicas, partitions, what,
+                    xla_options=xla_options)
 
 
 def run_stablehlo_on_xla_cpu(mlir: str | bytes, args: list[np.ndarray],
@@ -234,25 +243,24 @@ def _compile(computation: str | bytes, replicas: int, partitions: int, what: str
 
 
 def _compile_and_run(computation: str | bytes, per_device, replicas: int, partitions: int,
-                     what: str, platform: str = "cpu", repeat: int = 1,
-                     times: list | None = None, xla_options: dict | None = None,
-                     runs: list | None = None) -> list[list[np.ndarray]]:
+                     what: str, platform: str = "cpu") -> list[list[np.ndarray]]:
+    compiled = _compile(computation, replicas, partitions, what, platform)
+    return run_compiled(compiled, per_device, platform=platform)
+
+
+def run_compiled(compiled, per_device, *, platform: str = "cpu", repeat: int = 1,
+                 times: list | None = None, runs: list | None = None
+                 ) -> list[list[np.ndarray]]:
+    """`repeat` runs of a compiled (executable, devices) on each device's arguments, placed
+    once; a run is the execution and its outputs as numpy arrays (views of XLA's buffers on
+    the host, no copy): its seconds go to `times`, its outputs to `runs`; [device][leaf] of
+    the last run."""
     import jax
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec
-    n = replicas * partitions
-    label = f"XLA:{platform.upper()}"
-    exe, devs = _compile(computation, replicas, partitions, what, platform,
-                         xla_options=xla_options)
-    # Each device's own value, as a "replicated" global array (jax does not compare shards).
-    replicated = NamedSharding(Mesh(np.array(devs), ("d",)), PartitionSpec())
-    args = []
+    exe, devs = compiled
+    n = len(devs)
     try:
         with jax.enable_x64(True):  # f64 / s64 arguments stay 64-bit
-            for k in range(len(per_device[0]) if per_device else 0):
-                vals = [np.asarray(per_device[d][k]) for d in range(n)]
-                bufs = [jax.device_put(v, dv) for v, dv in zip(vals, devs)]
-                args.append(jax.make_array_from_single_device_arrays(vals[0].shape,
-                                                                     replicated, bufs))
+            args = _placed(jax, per_device, devs)
             for _ in range(repeat):
                 t0 = time.perf_counter()
                 res = exe.execute_sharded(args).disassemble_into_single_device_arrays()
@@ -262,8 +270,25 @@ def _compile_and_run(computation: str | bytes, per_device, replicas: int, partit
                 if runs is not None:
                     runs.append(out)
     except Exception as e:
-        raise XlaError(f"{label} failed running the module: {xla_message(e)}") from None
+        raise XlaError(f"XLA:{platform.upper()} failed running the module: "
+                       f"{xla_message(e)}") from None
     return out
+
+
+def _placed(jax, per_device, devs) -> list:
+    """Each argument on its devices: on one, the arrays as they are (placed in one call);
+    on many, each device's own value as a "replicated" global array (jax does not compare
+    shards)."""
+    if len(devs) == 1:
+        return jax.device_put([np.asarray(a) for a in per_device[0]], devs[0])
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+    replicated = NamedSharding(Mesh(np.array(devs), ("d",)), PartitionSpec())
+    args = []
+    for k in range(len(per_device[0]) if per_device else 0):
+        vals = [np.asarray(per_device[d][k]) for d in range(len(devs))]
+        bufs = [jax.device_put(v, dv) for v, dv in zip(vals, devs)]
+        args.append(jax.make_array_from_single_device_arrays(vals[0].shape, replicated, bufs))
+    return args
 
 
 def run_global_on_xla(text: str, args: list[np.ndarray], shapes: list[tuple[int, ...]],
