@@ -17,7 +17,8 @@ column is the median of its N.  What each time holds, the same work on both side
   engine xla   `RunResult.run_times` of `exe.run(*args, engine="xla")`, `exe =
                xlaplug.compile(hlo, keep_source=True)`: the execution of the kept XLA:CPU
                executable on arguments already placed (each call places its numpy inputs
-               first, outside the time) and its outputs as numpy arrays, as above;
+               first and waits for the copy, outside the time: jax copies an array that
+               is not 64-byte aligned) and its outputs as numpy arrays, as above;
   interpreter  `RunResult.run_times` of the same executable run by xlaplug's interpreter.
 
 `call`: the whole call as a caller sees it, numpy arrays in and out: `exe.run(*args,

@@ -252,15 +252,17 @@ def run_compiled(compiled, per_device, *, platform: str = "cpu", repeat: int = 1
                  times: list | None = None, runs: list | None = None
                  ) -> list[list[np.ndarray]]:
     """`repeat` runs of a compiled (executable, devices) on each device's arguments, placed
-    once; a run is the execution and its outputs as numpy arrays (views of XLA's buffers on
-    the host, no copy): its seconds go to `times`, its outputs to `runs`; [device][leaf] of
-    the last run."""
+    once and waited for (jax copies a numpy array that is not 64-byte aligned, in the
+    background: a copy the first run would otherwise wait for); a run is the execution and
+    its outputs as numpy arrays (views of XLA's buffers on the host, no copy): its seconds
+    go to `times`, its outputs to `runs`; [device][leaf] of the last run."""
     import jax
     exe, devs = compiled
     n = len(devs)
     try:
         with jax.enable_x64(True):  # f64 / s64 arguments stay 64-bit
-            args = _placed(jax, per_device, devs)
+            # placed before the first run's clock starts (a copy in runs asynchronously)
+            args = jax.block_until_ready(_placed(jax, per_device, devs))
             for _ in range(repeat):
                 t0 = time.perf_counter()
                 res = exe.execute_sharded(args).disassemble_into_single_device_arrays()
