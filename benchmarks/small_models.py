@@ -22,8 +22,11 @@ text (`xlaplug.compile`) and runs it as `exe(*arrays)` (numpy in, numpy out), ja
 own compilation on arrays already on the device, each call ending with block_until_ready.
 Every output leaf of xlaplug's first call is checked against XLA's before anything is timed
 (f32 allclose(rtol=1e-4, atol=1e-5 * max|ref|), as run.py); a mismatch prints a WARNING,
-the program is not timed and the run exits 1.  Both are then called once (warm-up: numba
-compiles or loads its cache, XLA compiled already), then timed in R rounds that alternate
+the program is not timed and the run exits 1.  xlaplug is then called WARMUP_CALLS + 1 times
+and jax.jit once (warm-up: numba compiles or loads its cache; a while loop too short to
+compile on its first call compiles on the call that takes its interpreted iterations past
+compiled_while.INTERPRETED_ITERATIONS, a small fusion once it is hot: fused_loop.HOT_CALLS),
+then both are timed in R rounds that alternate
 them, N calls each, so a change in the machine's load hits both alike; the figure is the
 median over the rounds.  The load (`uptime`) is printed before and after, with a warning when
 the 1-minute load is above 0.5: quote figures only from a quiet machine.
@@ -37,7 +40,9 @@ os.environ["JAX_PLATFORMS"] = "cpu"
 import argparse  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
+import statistics  # noqa: E402
 import sys  # noqa: E402
+import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -45,21 +50,37 @@ import numpy as np  # noqa: E402
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from api_call import per_call, uptime  # noqa: E402
+from api_call import uptime  # noqa: E402
 from run import close_enough, leaves  # noqa: E402
 from small_programs import PROGRAMS  # noqa: E402
+
+
+WARMUP_CALLS = 10   # past fused_loop.HOT_CALLS: a small fusion compiles once it is hot
 
 
 def warn(msg: str) -> None:
     print(f"WARNING: {msg}", file=sys.stderr, flush=True)
 
 
-def bench(name: str, calls: int, rounds: int, check_only: bool) -> dict:
+def per_call(fns: dict, calls: int, rounds: int, clock) -> dict:
+    """{name: median seconds per call}, as api_call.per_call, on `clock`."""
+    samples: dict = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            t0 = clock()
+            for _ in range(calls):
+                fn()
+            samples[name].append((clock() - t0) / calls)
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
+def bench(name: str, calls: int, rounds: int, check_only: bool, passes=None,
+          clock=time.perf_counter) -> dict:
     import jax
     import xlaplug
     f, args = PROGRAMS[name](np.random.default_rng(0))
     jf = jax.jit(f)
-    exe = xlaplug.compile(jf.lower(*args).as_text(dialect="hlo"))
+    exe = xlaplug.compile(jf.lower(*args).as_text(dialect="hlo"), passes=passes)
     dev_args = [jax.device_put(a) for a in args]
     ref = [np.asarray(x) for x in jax.tree.leaves(jf(*dev_args))]
     ok, err = close_enough(leaves(list(exe(*args))), ref)
@@ -69,8 +90,13 @@ def bench(name: str, calls: int, rounds: int, check_only: bool) -> dict:
         return rec
     if check_only:
         return rec
+    jax.block_until_ready(jf(*dev_args))
+    for _ in range(WARMUP_CALLS):  # a short loop compiles on the call that takes its
+        exe(*args)                 # iterations past 32 (compiled_while.py), a small fusion
+                                   # on its 9th call (fused_loop.py)
     t = per_call({"xlaplug": lambda: exe(*args),
-                  "jax.jit": lambda: jax.block_until_ready(jf(*dev_args))}, calls, rounds)
+                  "jax.jit": lambda: jax.block_until_ready(jf(*dev_args))}, calls, rounds,
+                 clock)
     rec.update(xlaplug_ms=t["xlaplug"] * 1e3, jit_ms=t["jax.jit"] * 1e3,
                ratio=t["xlaplug"] / t["jax.jit"])
     return rec
@@ -90,6 +116,10 @@ def main(argv=None) -> int:
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--only", default=None, help="comma-separated programs")
+    ap.add_argument("--passes", default=None, help="xlaplug's pass pipeline (as compile's)")
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                    help="cpu: this process's CPU time (threads summed), for before/after "
+                         "comparisons on a loaded machine; quote wall figures")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--check-only", action="store_true", help="check outputs, time nothing")
     a = ap.parse_args(argv)
@@ -101,17 +131,18 @@ def main(argv=None) -> int:
         return 2
     before = uptime()
     load_warning(before)
-    records = [bench(n, a.calls, a.rounds, a.check_only) for n in names]
+    clock = time.perf_counter if a.clock == "wall" else time.process_time
+    records = [bench(n, a.calls, a.rounds, a.check_only, a.passes, clock) for n in names]
     after = uptime()
     load_warning(after)
     timed = [r["ratio"] for r in records if "ratio" in r]
     geo = math.exp(sum(map(math.log, timed)) / len(timed)) if timed else None
     bad = any(not r["ok"] for r in records)
     if a.json:
-        print(json.dumps({"uptime_before": before, "uptime_after": after,
+        print(json.dumps({"uptime_before": before, "uptime_after": after, "clock": a.clock,
                           "records": records, "geomean_ratio": geo}))
         return 1 if bad else 0
-    print(f"before: {before}")
+    print(f"before: {before}  (clock: {a.clock})")
     print(f"{'program':16} {'xlaplug ms':>11} {'jax.jit ms':>11} {'ratio':>7}")
     for r in records:
         if "ratio" in r:

@@ -133,6 +133,37 @@ def test_a_short_run_of_a_loop_compiled_in_this_process_runs_compiled(record):
     assert len(record["compiled"]) == 2 and record["runs"] == [exe.module.entry.name] * 2
 
 
+def lstm(h0, c0, xs, wx, wh):
+    def cell(carry, x):
+        h, c = carry
+        i, f, g, o = jnp.split(x @ wx + h @ wh, 4, axis=-1)
+        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+        h = jax.nn.sigmoid(o) * jnp.tanh(c)
+        return (h, c), h
+    return lax.scan(cell, (h0, c0), xs)
+
+
+def test_a_short_loop_run_again_and_again_compiles(record):
+    """A 32-step scan (a model step's LSTM) is short: its first call runs interpreted; the
+    executable's next call takes its iterations past INTERPRETED_ITERATIONS and runs it
+    compiled -- jax's values, and bit for bit the interpreted call's."""
+    r = np.random.default_rng(4)
+    args = [r.standard_normal(s).astype(np.float32) * k for s, k in
+            (((4, 16), 1), ((4, 16), 1), ((32, 4, 8), 1), ((8, 64), 0.3), ((16, 64), 0.25))]
+    jf = jax.jit(lstm)
+    exe = xlaplug.compile(jf.lower(*args).as_text(dialect="hlo"))
+    want = [np.asarray(w) for w in jax.tree.leaves(jf(*args))]
+    first = exe(*args)
+    assert record["compiled"] == [] and record["generated"] == {}
+    for _ in range(2):
+        got = exe(*args)
+        for g, i, w in zip(got, first, want):
+            np.testing.assert_array_equal(g, i)
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+    (loop,) = _whiles(exe.module)
+    assert record["compiled"] == [loop.name] * 2
+
+
 def test_short_loops_never_compile(record):
     m, want = _module(lambda x: lax.fori_loop(0, 5, lambda i, v: v * 2.0, x), X)
     np.testing.assert_array_equal(execute(m, [X]).outputs[0], np.asarray(want))
