@@ -162,6 +162,24 @@ def test_a_short_loop_run_again_and_again_compiles(record):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
     (loop,) = _whiles(exe.module)
     assert record["compiled"] == [loop.name] * 2
+    # its sigmoid/tanh loops run in functions of their own (loop_emitters.outline), where they
+    # vectorize -- the same lines, so the same values as the interpreted call above
+    src = record["generated"][loop.name].src
+    assert "_xexp32(" in src and "_xexp32(" not in src[src.index("def body("):]
+
+
+def test_outline_moves_template_loops_only():
+    from xlaplug.backends.cpu.loop_emitters import outline
+    lines = ["for o in range(4):", "    s_v1 = _xftz32(p0[o] + v2_3[o])", "    v1[o] = s_v1",
+             "np.dot(p1, p2, v5)",
+             "for o in range(8):", "    s_v6 = _xtanh32(v5[o])", "    v6[o] = s_v6",
+             "x = v6[0]"]
+    pieces: list = []
+    out = outline(lines, pieces, "b")
+    assert out == lines[:4] + ["bE0(v5, v6)", "x = v6[0]"]
+    assert pieces[0].splitlines()[1:5] == ["def bE0(v5, v6):", "    for o in range(8):",
+                                           "        s_v6 = _xtanh32(v5[o])",
+                                           "        v6[o] = s_v6"]
 
 
 def test_short_loops_never_compile(record):
