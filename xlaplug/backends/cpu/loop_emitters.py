@@ -90,10 +90,10 @@ EMITTERS = {"broadcast": _broadcast, "slice": _slice, "transpose": _transpose,
 #
 # numba compiles a loop's condition and body into `run`, one LLVM function; an element loop
 # there that calls XLA's transcendentals (exp, tanh, ... the SCALAR_OPS templates, written to
-# vectorize) stays scalar -- measured on an LSTM cell's body (2026-12-06): its 512-element
-# sigmoid/tanh loops cost 16 ns an exp inside the body, 2 ns in a function of their own,
-# where LLVM vectorizes them.  So each top-level `for o in range(n):` loop of the body whose
-# text calls a template becomes
+# vectorize) stays scalar -- measured (CPU time, 2-core dev host, 2026-12-06) on an LSTM
+# cell's body: its 512-element sigmoid/tanh loops cost 16 ns an exp inside the body, 2 ns
+# in a function of their own, where LLVM vectorizes them.  So each top-level
+# `for o in range(n):` loop of the body whose text calls a template becomes
 #
 #     def bE3(v23, v14, v27):              # in the module's pieces, njit
 #         for o in range(512):
