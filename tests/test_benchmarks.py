@@ -57,3 +57,14 @@ def test_cuda_without_gpu_is_one_line_exit_2():
         assert r.stderr.startswith("error: --device cuda: xlaplug cannot run on CUDA here: "
                                    "numba.cuda finds no CUDA driver or GPU"), r.stderr
         assert len(r.stderr.splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_small_models_match_xla():
+    r = _script("small_models.py", "--check-only")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "WRONG" not in r.stdout and "differ from XLA" not in r.stderr
+    checked = [ln.split()[0] for ln in r.stdout.splitlines() if " checked " in ln]
+    assert checked == ["mlp_sgd", "cnn_bn", "transformer", "adam", "lstm_scan", "gru_scan",
+                       "sort_topk", "gather_scatter"], r.stdout
+    bad = _script("small_models.py", "--only", "nope")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "unknown program" in bad.stderr

@@ -133,6 +133,55 @@ def test_a_short_run_of_a_loop_compiled_in_this_process_runs_compiled(record):
     assert len(record["compiled"]) == 2 and record["runs"] == [exe.module.entry.name] * 2
 
 
+def lstm(h0, c0, xs, wx, wh):
+    def cell(carry, x):
+        h, c = carry
+        i, f, g, o = jnp.split(x @ wx + h @ wh, 4, axis=-1)
+        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+        h = jax.nn.sigmoid(o) * jnp.tanh(c)
+        return (h, c), h
+    return lax.scan(cell, (h0, c0), xs)
+
+
+def test_a_short_loop_run_again_and_again_compiles(record):
+    """A 32-step scan (a model step's LSTM) is short: its first call runs interpreted; the
+    executable's next call takes its iterations past INTERPRETED_ITERATIONS and runs it
+    compiled -- jax's values, and bit for bit the interpreted call's."""
+    r = np.random.default_rng(4)
+    args = [r.standard_normal(s).astype(np.float32) * k for s, k in
+            (((4, 16), 1), ((4, 16), 1), ((32, 4, 8), 1), ((8, 64), 0.3), ((16, 64), 0.25))]
+    jf = jax.jit(lstm)
+    exe = xlaplug.compile(jf.lower(*args).as_text(dialect="hlo"))
+    want = [np.asarray(w) for w in jax.tree.leaves(jf(*args))]
+    first = exe(*args)
+    assert record["compiled"] == [] and record["generated"] == {}
+    for _ in range(2):
+        got = exe(*args)
+        for g, i, w in zip(got, first, want):
+            np.testing.assert_array_equal(g, i)
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+    (loop,) = _whiles(exe.module)
+    assert record["compiled"] == [loop.name] * 2
+    # its sigmoid/tanh loops run in functions of their own (loop_emitters.outline), where they
+    # vectorize -- the same lines, so the same values as the interpreted call above
+    src = record["generated"][loop.name].src
+    assert "_xexp32(" in src and "_xexp32(" not in src[src.index("def body("):]
+
+
+def test_outline_moves_template_loops_only():
+    from xlaplug.backends.cpu.loop_emitters import outline
+    lines = ["for o in range(4):", "    s_v1 = _xftz32(p0[o] + v2_3[o])", "    v1[o] = s_v1",
+             "np.dot(p1, p2, v5)",
+             "for o in range(8):", "    s_v6 = _xtanh32(v5[o])", "    v6[o] = s_v6",
+             "x = v6[0]"]
+    pieces: list = []
+    out = outline(lines, pieces, "b")
+    assert out == lines[:4] + ["bE0(v5, v6)", "x = v6[0]"]
+    assert pieces[0].splitlines()[1:5] == ["def bE0(v5, v6):", "    for o in range(8):",
+                                           "        s_v6 = _xtanh32(v5[o])",
+                                           "        v6[o] = s_v6"]
+
+
 def test_short_loops_never_compile(record):
     m, want = _module(lambda x: lax.fori_loop(0, 5, lambda i, v: v * 2.0, x), X)
     np.testing.assert_array_equal(execute(m, [X]).outputs[0], np.asarray(want))

@@ -106,10 +106,14 @@ def test_compiled_loop_gives_xlas_bits(monkeypatch):
 
 def test_loop_values_stay_in_registers():
     _, code, _ = _loop_code()
-    body = code.src[code.src.index("def body("):code.src.index("body = register_jitable")]
+    src = code.src
+    # The body, and its element loop of sines and cosines in a function of its own
+    # (loop_emitters.outline), which it calls.
+    body = src[src.index("def body("):src.index("body = register_jitable")]
+    buffers = body[body.index("(") + 1:body.index(")")].split(", ")[3:]
+    body = src[:src.index("def cond(")] + body
     # f32 sine and cosine in f32, nothing converted to f64 in the element loop
     assert "_xsin32(" in body and "_xcos32(" in body and "float64" not in body
-    buffers = body[body.index("(") + 1:body.index(")")].split(", ")[3:]
     stored = [ln.strip().split("[")[0] for ln in body.splitlines() if "[o] = s_" in ln]
     # Stored: the two counters and the f32[16] value (returned) and 0.001 * i (read by the
     # next element loop); the other eight values (sin, cos, products, sums) stay in registers.

@@ -22,9 +22,13 @@ disk, jit_cache.py):
 - from iteration 0 when it is in numba's disk cache from an earlier process (a load:
   milliseconds), unless the loop is known to be short;
 - from iteration 0 when the loop is known to run more than INTERPRETED_ITERATIONS times
-  (loop_trip_count.py: XLA's known_trip_count, or jax's counted fori_loop / scan);
-- else after INTERPRETED_ITERATIONS interpreted iterations, if it is still running: a
-  loop that ends early (most data-dependent loops run a few times) costs no compile.
+  (loop_trip_count.py: XLA's known_trip_count, or jax's counted fori_loop / scan), its
+  iterations in the run context's earlier runs counted in: an executable called again and
+  again (a model's step whose scan runs 32 steps) compiles its short loops on the call that
+  takes them past INTERPRETED_ITERATIONS;
+- else after INTERPRETED_ITERATIONS interpreted iterations (earlier runs' counted in), if
+  it is still running: a loop that ends early (most data-dependent loops run a few times)
+  costs no compile.
 Measured (2026-12-02, load 8 on 2 cores): an interpreted iteration of the benchmarks'
 loops costs 0.16 ms (fori_loop, 13 instructions) and 0.32 ms (scan RNN, 19); compiling
 them costs 1.5-2.5 s of CPU once per machine (then a load of milliseconds), after which
@@ -57,6 +61,7 @@ from ..common.errors import ExecutionError
 
 INTERPRETED_ITERATIONS = 32
 _TABLE = "compiled_while"
+_SEEN = "compiled_while_interpreted"   # id(loop) -> (loop, iterations run interpreted)
 
 
 _NJIT = dict(nogil=True, error_model="numpy")
@@ -182,14 +187,25 @@ def _switch_at(ctx, ins: Instruction, state) -> int:
     if _state_leaves(ins.shape) is None:
         return -1
     trips = trip_count(ins, state)
-    if trips is not None and trips <= INTERPRETED_ITERATIONS:
-        return -1  # short: interpreted, no code generated
+    if trips is not None and trips + _interpreted_before(ctx, ins) <= INTERPRETED_ITERATIONS:
+        return -1  # short (with this context's earlier runs of it): interpreted, no code
     code = loop_code(ctx, ins)
     if code is None:
         return -1
     if trips is not None or code.ready():
         return 0
-    return INTERPRETED_ITERATIONS
+    return max(0, INTERPRETED_ITERATIONS - _interpreted_before(ctx, ins))
+
+
+def _interpreted_before(ctx, ins: Instruction) -> int:
+    """Iterations of this loop the context ran interpreted in its earlier runs."""
+    hit = ctx.kernel_cache.table(_SEEN).get(id(ins))
+    return hit[1] if hit is not None and hit[0] is ins else 0
+
+
+def _count_interpreted(ctx, ins: Instruction, n: int) -> None:
+    if n:
+        ctx.kernel_cache.table(_SEEN)[id(ins)] = (ins, _interpreted_before(ctx, ins) + n)
 
 
 @kernel("while")
@@ -210,6 +226,7 @@ def _while(ins, args, ctx):
                                              f"--max-while-iterations={limit}")
                     return state
         if not bool(ctx.memory.scalar(ctx.run(cond, [state]))):
+            _count_interpreted(ctx, ins, n)
             return state
         if limit is not None and n >= limit:
             raise ExecutionError(f"while loop '{ins.name}' exceeded --max-while-iterations={limit}")

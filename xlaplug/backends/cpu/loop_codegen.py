@@ -8,12 +8,12 @@ shapes are static, so each instruction becomes a loop nest with constant bounds 
         for j1 in range(4):
             v7[j0 * 4 + j1] = v3[j1 * 3 + j0]
 
-Nothing is allocated per iteration: a value is written into a buffer the function takes as
-an argument after the state leaves (`buffers`: name -> (size, dtype); compiled_while.py
+Nothing is allocated per iteration: a value is written into a buffer the function takes as an
+argument after the state leaves (`buffers`: name -> (size, dtype); compiled_while.py
 allocates them once per loop run) -- or, an element loop's value that nothing reads after
-its loop, into none: it stays in a register.  The body's results (`returned`) go
-into buffers the next iteration only reads, so it gives those two copies, used in
-alternate iterations.  A dynamic-update-slice of a state leaf that nothing else reads and
+its loop, into none: it stays in a register; an element loop calling a transcendental runs
+in a function of its own, where it vectorizes (loop_emitters.outline).  The body's results
+(`returned`) go into buffers the next iteration only reads: two copies, used in turn.  A dynamic-update-slice of a state leaf that nothing else reads and
 that the body returns in the same place writes into that leaf (`owned`: leaves the loop
 copies once, so the caller's array is not written), as XLA updates a loop's buffer in place
 -- the scan's output rows (loop_emitters.py: the data-movement ops).  A dot of rows
@@ -62,8 +62,7 @@ class ArrayCodegen:
         self.returned: list[str] = []                   # the body's results, by leaf
         self.owned: set[int] = set()                    # leaves updated in place
         self._in_place: dict[int, int] = {}             # id(dynamic-update-slice) -> leaf
-        # The element loop being built (see _element): its size, lines and the values it
-        # holds as scalars.
+        # The element loop being built (see _element): size, lines, values held as scalars.
         self._loop_n: int | None = None
         self._loop_lines: list[str] = []
         self._loop_stores: list[str] = []
@@ -132,6 +131,7 @@ class ArrayCodegen:
                 raise Unsupported("the condition is not a computed pred")
             self.lines.append(f"return {self.names[id(root)]}[0]")
         self._drop_dead_stores()
+        self.lines = loop_emitters.outline(self.lines, self.pieces, self.prefix)
         args = ", ".join([f"p{j}" for j in range(leaves)] + list(self.buffers))
         return f"def {fname}({args}):\n" + "".join(f"    {ln}\n" for ln in self.lines)
 
