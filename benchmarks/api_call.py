@@ -3,7 +3,7 @@ and `jax.jit`, on a one-op module, on the data-parallel training step (models.py
 `data_parallel`: XLA's partitioned module on 4 devices) and on examples/horovod_allreduce4.hlo
 (a plugin all-reduce on 4 replicas).
 
-    python benchmarks/api_call.py [--calls N] [--rounds R] [--json]
+    python benchmarks/api_call.py [--calls N] [--rounds R] [--json] [--device-threads 1,2,4]
 
 Every callable is called once first (numba compiles, cache loads, XLA's compile), then timed
 in R rounds that alternate the callables, N calls each (so a change in the machine's load
@@ -11,6 +11,9 @@ hits all of them alike); the per-call figure is the median over the rounds.  jax
 includes `block_until_ready` and no copy back to numpy (xlaplug's outputs are numpy arrays
 already: its figure includes everything a numpy user waits for).  The load (`uptime`) is
 printed before and after: quote ratios from one run, and only on a quiet machine.
+`--device-threads K,...` adds, for each K, `exe.run` with RunOptions(device_threads=K) (the
+devices on K threads; 1: fibers on one thread, their products ganged: runtime/spmd/gang.py)
+to the multi-device workloads' rounds.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                            + " --xla_force_host_platform_device_count=4").strip()
 
 import argparse  # noqa: E402
+import functools  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
@@ -28,6 +32,8 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
+
+from xlaplug.runtime.options import RunOptions  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -113,19 +119,26 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--only", default=None, help="comma-separated workloads")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--device-threads", default="",
+                    help="comma-separated thread counts to time exe.run on as well")
     a = ap.parse_args(argv)
+    counts = [int(k) for k in a.device_threads.split(",") if k]
     rng = np.random.default_rng(0)
     before = uptime()
     records = []
     for name in (a.only.split(",") if a.only else WORKLOADS):
         exe, arrays, jax_call = WORKLOADS[name](rng)
-        t = per_call({"exe(*arrays)": lambda: exe(*arrays),
-                      "exe.run(*arrays)": lambda: exe.run(*arrays),
-                      "jax.jit": jax_call}, a.calls, a.rounds)
+        fns = {"exe(*arrays)": lambda: exe(*arrays),
+               "exe.run(*arrays)": lambda: exe.run(*arrays), "jax.jit": jax_call}
+        for k in counts if exe.num_devices > 1 else ():
+            fns[k] = functools.partial(exe.run, *arrays,
+                                       options=RunOptions(device_threads=k))
+        t = per_call(fns, a.calls, a.rounds)
         call, run, jit = t["exe(*arrays)"], t["exe.run(*arrays)"], t["jax.jit"]
         records.append({"workload": name, "devices": exe.num_devices,
                         "call_ms": call * 1e3, "run_ms": run * 1e3, "jit_ms": jit * 1e3,
-                        "call_over_run": call / run, "call_over_jit": call / jit})
+                        "call_over_run": call / run, "call_over_jit": call / jit,
+                        "device_threads_ms": {k: t[k] * 1e3 for k in counts if k in t}})
     after = uptime()
     if a.json:
         print(json.dumps({"uptime_before": before, "uptime_after": after,
@@ -137,6 +150,9 @@ def main(argv=None) -> int:
     for r in records:
         print(f"{r['workload']:20} {r['devices']:>2} {r['call_ms']:>11.3f} {r['run_ms']:>11.3f}"
               f" {r['jit_ms']:>11.3f} {r['call_over_run']:>6.2f} {r['call_over_jit']:>6.2f}")
+        for k, ms in r["device_threads_ms"].items():
+            print(f"{'':20} {'':>2}   exe.run(device_threads={k}): {ms:.3f} ms "
+                  f"({ms / r['jit_ms']:.2f}x jax.jit)")
     print(f"after:  {after}")
     return 0
 

@@ -25,7 +25,7 @@ import numpy as np
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 # Bumped with any change to the intrinsics below: the compiled loop's cache key is its text.
-_VERSION = 1
+_VERSION = 2
 
 
 @functools.lru_cache(maxsize=1)
@@ -79,10 +79,9 @@ def run_gang(members: list[tuple[np.ndarray, np.ndarray, np.ndarray]], threads: 
     lhs0, rhs0, _ = members[0]
     m, n = lhs0.shape
     p = rhs0.shape[1]
-    k = len(members)
-    t1, t2 = np.empty(k, np.int64), np.empty(k, np.int64)
-    lda, ldb = np.empty(k, np.int64), np.empty(k, np.int64)
-    a, b, c = np.empty(k, np.int64), np.empty(k, np.int64), np.empty(k, np.int64)
+    # per gemm: transpose flags, addresses and leading dimensions of lhs, rhs, out (one
+    # array: each array argument costs numba's dispatcher microseconds to type)
+    calls = np.empty((len(members), 7), np.int64)
     ganged = 0
     for lhs, rhs, out in members:
         la, lb = _layout(lhs), _layout(rhs)
@@ -91,21 +90,17 @@ def run_gang(members: list[tuple[np.ndarray, np.ndarray, np.ndarray]], threads: 
                                         and lhs.strides == rhs.strides[::-1]):
             np.matmul(lhs, rhs, out=out)  # numpy copies, or takes syrk: as `@` does
             continue
-        t1[ganged], lda[ganged] = la
-        t2[ganged], ldb[ganged] = lb
-        a[ganged], b[ganged] = pa, pb
-        c[ganged] = out.__array_interface__["data"][0]
+        calls[ganged] = (la[0], lb[0], pa, la[1], pb, lb[1],
+                         out.__array_interface__["data"][0])
         ganged += 1
     if ganged == 0:
         return
     import numba
-    fn = gemm_library()[lhs0.dtype]
     loop = _gang_loop(lhs0.dtype == np.float32)
     before = numba.get_num_threads()
     numba.set_num_threads(max(1, min(threads, ganged, numba.config.NUMBA_NUM_THREADS)))
     try:
-        loop(fn, t1[:ganged], t2[:ganged], m, p, n, a[:ganged], lda[:ganged],
-             b[:ganged], ldb[:ganged], c[:ganged], p)
+        loop(gemm_library()[lhs0.dtype], calls[:ganged], m, p, n)
     finally:
         numba.set_num_threads(before)
 
@@ -130,11 +125,11 @@ def ganged_product(ins, lhs: np.ndarray, rhs: np.ndarray, ctx) -> np.ndarray:
 _LOOP = """
 from xlaplug.backends.cpu.gang_intrinsics import call_gemm, flush_on, mxcsr_set
 # gang_gemm version {version}
-def gang(fn, t1, t2, m, n, k, a, lda, b, ldb, c, ldc):
-    for i in prange(a.shape[0]):
+def gang(fn, calls, m, n, k):
+    for i in prange(calls.shape[0]):
         old = flush_on()
-        call_gemm(fn, t1[i], t2[i], m, n, k, {one}, a[i], lda[i], b[i], ldb[i], {zero},
-                  c[i], ldc)
+        call_gemm(fn, calls[i, 0], calls[i, 1], m, n, k, {one}, calls[i, 2], calls[i, 3],
+                  calls[i, 4], calls[i, 5], {zero}, calls[i, 6], n)
         mxcsr_set(old)
 """
 
