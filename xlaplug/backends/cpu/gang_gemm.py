@@ -6,7 +6,9 @@ Each product is the very call numpy's matmul makes for it (numpy/_core/src/umath
 `cblas_?gemm`, row-major, each operand transposed or not by its strides, the same leading
 dimensions), into numpy's own BLAS library, on one BLAS thread, with the MXCSR's FTZ and DAZ
 bits set as the dot kernel sets them on its calling thread (denormals.py) -- so each product
-has the bits `lhs @ rhs` gives.  A member that numpy would route elsewhere (an operand with no
+has the bits `lhs @ rhs` gives.  Those bits are set per gemm and put back after it: numba's
+threads keep IEEE arithmetic for the parallel fused loops they also run (a thread starts
+with its creator's MXCSR, so the calling thread clears the bits while the gang runs).  A member that numpy would route elsewhere (an operand with no
 unit stride, a matrix times its own transpose: syrk) is computed by `@` itself.
 
 `gemm_library()` finds numpy's `cblas_sgemm` / `cblas_dgemm` of a 64-bit-integer OpenBLAS (the
@@ -25,7 +27,7 @@ import numpy as np
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 # Bumped with any change to the intrinsics below: the compiled loop's cache key is its text.
-_VERSION = 2
+_VERSION = 3
 
 
 @functools.lru_cache(maxsize=1)
@@ -123,14 +125,16 @@ def ganged_product(ins, lhs: np.ndarray, rhs: np.ndarray, ctx) -> np.ndarray:
 
 
 _LOOP = """
-from xlaplug.backends.cpu.gang_intrinsics import call_gemm, flush_on, mxcsr_set
+from xlaplug.backends.cpu.gang_intrinsics import call_gemm, flush_on, ieee, mxcsr_set
 # gang_gemm version {version}
 def gang(fn, calls, m, n, k):
+    caller = ieee()  # threads numba starts now inherit IEEE arithmetic, not the dot's FTZ
     for i in prange(calls.shape[0]):
         old = flush_on()
         call_gemm(fn, calls[i, 0], calls[i, 1], m, n, k, {one}, calls[i, 2], calls[i, 3],
                   calls[i, 4], calls[i, 5], {zero}, calls[i, 6], n)
         mxcsr_set(old)
+    mxcsr_set(caller)
 """
 
 

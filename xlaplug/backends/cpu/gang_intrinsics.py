@@ -55,6 +55,21 @@ def flush_on(typingctx):
 
 
 @intrinsic
+def ieee(typingctx):
+    """Clears FTZ and DAZ on this thread; returns the MXCSR as it was (for mxcsr_set)."""
+    def codegen(context, builder, sig, args):
+        i8p = ir.IntType(8).as_pointer()
+        slot = builder.alloca(ir.IntType(32))
+        builder.call(_mxcsr_fn(builder, "stmxcsr"), [builder.bitcast(slot, i8p)])
+        old = builder.load(slot)
+        builder.store(builder.and_(old, ir.Constant(ir.IntType(32), ~FTZ_DAZ & 0xFFFFFFFF)),
+                      slot)
+        builder.call(_mxcsr_fn(builder, "ldmxcsr"), [builder.bitcast(slot, i8p)])
+        return old
+    return types.uint32(), codegen
+
+
+@intrinsic
 def call_gemm(typingctx, fn, t1, t2, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     """cblas_?gemm(RowMajor, t1, t2, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) at address
     `fn`; a, b, c are addresses; alpha and beta float32 (sgemm) or float64 (dgemm)."""
