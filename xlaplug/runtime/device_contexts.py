@@ -43,7 +43,7 @@ class DeviceContexts:
         self._rng: dict[tuple[int, int], object] = {}
         self._grids: dict[tuple, object] = {}
         self._peaks: dict[tuple, int] = {}
-        self._devices: dict[int, object] = {}
+        self._devices: dict[tuple, object] = {}
         self._last = (None, None)  # (options, Prepared) of the last one-device call
         self._call_plan = None  # call()'s: (Prepared, [(dims, dtype)], bytes), or False
         self._largest = None  # the module's largest product (blas_threads.largest_product)
@@ -81,12 +81,13 @@ class DeviceContexts:
             self._largest = largest_product(self.module)
         return self._largest
 
-    def devices(self, n: int):
-        """The threads or fibers `n` devices run on (spmd/runner.devices_for), kept."""
-        got = self._devices.get(n)
+    def devices(self, n: int, threads: int | None = None):
+        """The threads or fibers `n` devices run on (spmd/runner.devices_for; `threads`:
+        RunOptions.device_threads), kept."""
+        got = self._devices.get((n, threads))
         if got is None:
             from .spmd.runner import devices_for
-            got = self._devices[n] = devices_for(self.module, n)
+            got = self._devices[(n, threads)] = devices_for(self.module, n, threads)
             weakref.finalize(self, got.close)
         return got
 
@@ -99,9 +100,9 @@ class DeviceContexts:
                 self._engine = EngineProgram(source_text, self.session)
             return self._engine
 
-    def discard_devices(self, n: int) -> None:
+    def discard_devices(self, n: int, threads: int | None = None) -> None:
         """Close the kept threads of `n` devices (after a failed run: the next makes new)."""
-        got = self._devices.pop(n, None)
+        got = self._devices.pop((n, threads), None)
         if got is not None:
             got.close()
 

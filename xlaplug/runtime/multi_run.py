@@ -43,7 +43,7 @@ def run_in_process(module: Module, grid: DeviceGrid, args: list[list], *, option
     # Devices (threads or fibers: runner.devices_for) made once for every repeat (or kept by
     # the executable for every call), as XLA runs one executable many times.
     with (contextlib.nullcontext(threads) if threads is not None
-          else devices_for(module, grid.count)) as threads:
+          else devices_for(module, grid.count, options.device_threads)) as threads:
         blas = blas_for_devices(largest_product(module) if largest is None else largest,
                                 options.blas_threads, grid.count, threads)
         for _ in range(options.repeat):

@@ -32,6 +32,10 @@ class RunOptions:
     it ends (None: one per 2^24 flops of the module's largest product, at most the cores
     divided among the devices running at once and the library's own count:
     backends/cpu/blas_threads.py);
+    device_threads: the threads that carry the devices of a run in this process (None: as
+    runtime/spmd/runner.devices_for decides from the module; 1: the devices take turns on
+    one thread as fibers, their large products computed together on numba's threads,
+    runtime/spmd/gang.py -- no GIL hand-offs between device threads);
     gather: under MPI, rank 0's result holds every device's outputs (what the CLI prints);
     engine: who runs it -- "interpreter" (xlaplug's) or "xla" (XLA:CPU through jaxlib, plugin
     kernels served as FFI handlers: runtime/on_xla.py, xla/engine.py)."""
@@ -47,6 +51,7 @@ class RunOptions:
     profile: bool = False
     trace: bool = False
     blas_threads: int | None = None
+    device_threads: int | None = None
     gather: bool = False
     engine: str = "interpreter"
 
@@ -55,7 +60,7 @@ class RunOptions:
             raise RunError(f"seed: must be an integer 0 or more, got {self.seed!r}")
         if not isinstance(self.repeat, int) or self.repeat < 1:
             raise RunError(f"repeat: must be 1 or more, got {self.repeat}")
-        for name in ("replicas", "partitions", "blas_threads"):
+        for name in ("replicas", "partitions", "blas_threads", "device_threads"):
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or v < 1):
                 raise RunError(f"{name}: must be at least 1, got {v}")

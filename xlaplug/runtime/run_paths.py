@@ -84,10 +84,11 @@ def _in_process(exe, grid, inputs, options, expected, rtol, atol, progress) -> R
                                            contexts=contexts,
                                            profilers=profilers and list(profilers.values()),
                                            progress=progress,
-                                           threads=exe.contexts.devices(grid.count),
+                                           threads=exe.contexts.devices(grid.count,
+                                                                      options.device_threads),
                                            largest=exe.contexts.largest_product)
     except BaseException:  # a device may have been left anywhere: fresh threads next time
-        exe.contexts.discard_devices(grid.count)
+        exe.contexts.discard_devices(grid.count, options.device_threads)
         raise
     mismatches = (compare_devices(per_device, expected, rtol, atol)
                   if expected is not None else None)

@@ -27,6 +27,7 @@ from ..registry import kernel
 from ..common.errors import ExecutionError
 from ..common.plans import dot_plan
 from .dot_complex import complex_matmul
+from .gang_gemm import ganged_product
 
 def _to_compute(x: np.ndarray, cdt: np.dtype) -> np.ndarray:
     x = np.asarray(x)
@@ -72,6 +73,9 @@ def _dot(ins, args, ctx):
         y = np.zeros((B, M, N), cdt)
     elif cdt.kind == "c":
         y = complex_matmul(L, R)  # Eigen's four real sums, not cgemm (dot_complex.py)
+    elif B == 1 and ctx.spmd is not None and ctx.spmd.gang is not None and \
+            ins in ctx.spmd.gang.products:
+        y = ganged_product(ins, L[0], R[0], ctx)[None]
     else:
         y = (L[0] @ R[0])[None] if B == 1 else np.matmul(L, R)
     y = _finish(y, kind, out_dt)

@@ -28,6 +28,7 @@ class Place:
     device: int
     transport: Any = None  # Rendezvous (threads) or an MPI transport; None: one device
     turn: Any = None  # a lock this device holds while it computes, released while it waits
+    gang: Any = None  # runtime/spmd/gang.Gang: the products the run's devices compute at once
 
     @property
     def replica(self) -> int:

@@ -14,10 +14,14 @@ from __future__ import annotations
 import numpy as np
 
 # Below this many bytes per device, dividing the work costs more than it saves (a second
-# meeting of the device threads against a few microseconds of adds): every device reduces
-# the whole buffer itself.  Measured on 2 cores, D = 4, f32 sum: at 64 KiB no gain, at
-# 1 MiB 1.1 ms divided against 4.7 ms whole.
-SHARE_FROM_BYTES = 256 << 10
+# meeting of the device threads, whose wake-ups and GIL hand-offs cost more than the adds):
+# the last device to arrive reduces the whole buffer once.  Measured on 2 cores, D = 4, f32
+# sum: at 64 KiB no gain, at 1 MiB 1.1 ms divided against 4.7 ms whole.  The data-parallel
+# MLP step's 640 KiB all-reduce on four device threads blocked 24-29 times a run divided
+# against 15-18 times whole (voluntary context switches, one core or two); where a blocking
+# wait costs ~0.1 ms (a gVisor host: four threads 8.9 ms, one 6.3), those ~10 waits outweigh
+# the ~0.2 ms of adds the division spreads.
+SHARE_FROM_BYTES = 1 << 20
 
 
 def chunk(count: int, n: int, rank: int) -> slice:

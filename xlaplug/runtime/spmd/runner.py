@@ -16,6 +16,7 @@ from ...backends.cpu.blas_threads import cores as _cores
 from ...backends.cpu.blas_threads import for_run, largest_product, product_flops, run_threads
 from .device_fibers import DeviceFibers
 from .device_threads import DeviceThreads
+from .gang import gang_for
 from ...backends.spmd.groups import DeviceGrid
 from ...backends.spmd.kernels import Place
 from ...backends.spmd.rendezvous import Aborted, Rendezvous
@@ -70,13 +71,20 @@ def dot_flops(module: Module) -> int:
                for ins in comp.instructions)
 
 
-def devices_for(module: Module, n: int) -> DeviceThreads | DeviceFibers:
+def devices_for(module: Module, n: int,
+                threads: int | None = None) -> DeviceThreads | DeviceFibers:
     """How `module`'s n devices run: as fibers when its arrays are small (dispatch-bound:
     thread wake-ups cost more than the kernels) -- on one thread per core when it computes
-    enough (GANG_FROM_FLOPS) -- else a thread each.  The caller closes it."""
+    enough (GANG_FROM_FLOPS) -- else a thread each.  `threads` (RunOptions.device_threads):
+    that many threads carry them instead (1: fibers on one thread, their large products
+    computed together, spmd/gang.py).  The caller closes it."""
     largest = max((leaf.byte_size() for comp in module.computations
                    for ins in comp.instructions for leaf in ins.shape.leaves()
                    if not leaf.is_token), default=0)
+    if threads is not None:
+        k = min(threads, n)
+        return DeviceThreads(n) if k == n and largest >= FIBERS_BELOW_BYTES else \
+            DeviceFibers(n, threads=k)
     if largest >= FIBERS_BELOW_BYTES:
         return DeviceThreads(n)
     threads = min(n, _cores())
@@ -164,8 +172,11 @@ def run_devices(module: Module, device_args: list[list], grid: DeviceGrid,
     def work(d: int, rendezvous: Rendezvous):
         ctx = make_context(d)
         one_thread = isinstance(threads, DeviceFibers) and not threads.parallel
-        ctx.begin_run(profiler=profilers[d] if profilers is not None else None,
-                      spmd=_place(ctx, grid, d, rendezvous, n > 1 and not one_thread))
+        place = _place(ctx, grid, d, rendezvous, n > 1 and not one_thread)
+        if one_thread and ctx.memory.on_host:  # products of all devices at once: gang.py
+            place.gang = gang_for(module, 0, n, blas_threads,
+                                  ctx.kernel_cache.table("gang_products"))
+        ctx.begin_run(profiler=profilers[d] if profilers is not None else None, spmd=place)
         try:
             args = [a if isinstance(a, tuple) else np.asarray(a) for a in device_args[d]]
             with np.errstate(all="ignore"):  # as one device runs (errstate is per thread)

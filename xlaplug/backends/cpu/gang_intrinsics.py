@@ -1,0 +1,103 @@
+"""numba intrinsics of gang_gemm.py's loop: a call of a cblas gemm through its address (ILP64:
+64-bit dimensions, int enums), and this thread's MXCSR read and written (x86-64), so that a
+gemm on one of numba's threads runs with the FTZ and DAZ bits the calling thread has
+(denormals.py: threads keep their own MXCSR)."""
+from __future__ import annotations
+
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic
+
+FTZ_DAZ = 0x8040
+
+
+def _mxcsr_fn(builder, name: str):
+    fnty = ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer()])
+    return builder.module.declare_intrinsic(f"llvm.x86.sse.{name}", fnty=fnty)
+
+
+@intrinsic
+def mxcsr_get(typingctx):
+    def codegen(context, builder, sig, args):
+        slot = builder.alloca(ir.IntType(32))
+        builder.call(_mxcsr_fn(builder, "stmxcsr"), [builder.bitcast(slot, ir.IntType(8).as_pointer())])
+        return builder.load(slot)
+    return types.uint32(), codegen
+
+
+@intrinsic
+def mxcsr_set(typingctx, value):
+    if not isinstance(value, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        slot = builder.alloca(ir.IntType(32))
+        builder.store(builder.trunc(args[0], ir.IntType(32)) if args[0].type.width > 32
+                      else builder.zext(args[0], ir.IntType(32))
+                      if args[0].type.width < 32 else args[0], slot)
+        builder.call(_mxcsr_fn(builder, "ldmxcsr"), [builder.bitcast(slot, ir.IntType(8).as_pointer())])
+        return context.get_dummy_value()
+    return types.void(value), codegen
+
+
+@intrinsic
+def flush_on(typingctx):
+    """Sets FTZ and DAZ on this thread; returns the MXCSR as it was (for mxcsr_set)."""
+    def codegen(context, builder, sig, args):
+        i8p = ir.IntType(8).as_pointer()
+        slot = builder.alloca(ir.IntType(32))
+        builder.call(_mxcsr_fn(builder, "stmxcsr"), [builder.bitcast(slot, i8p)])
+        old = builder.load(slot)
+        builder.store(builder.or_(old, ir.Constant(ir.IntType(32), FTZ_DAZ)), slot)
+        builder.call(_mxcsr_fn(builder, "ldmxcsr"), [builder.bitcast(slot, i8p)])
+        return old
+    return types.uint32(), codegen
+
+
+@intrinsic
+def ieee(typingctx):
+    """Clears FTZ and DAZ on this thread; returns the MXCSR as it was (for mxcsr_set)."""
+    def codegen(context, builder, sig, args):
+        i8p = ir.IntType(8).as_pointer()
+        slot = builder.alloca(ir.IntType(32))
+        builder.call(_mxcsr_fn(builder, "stmxcsr"), [builder.bitcast(slot, i8p)])
+        old = builder.load(slot)
+        builder.store(builder.and_(old, ir.Constant(ir.IntType(32), ~FTZ_DAZ & 0xFFFFFFFF)),
+                      slot)
+        builder.call(_mxcsr_fn(builder, "ldmxcsr"), [builder.bitcast(slot, i8p)])
+        return old
+    return types.uint32(), codegen
+
+
+@intrinsic
+def call_gemm(typingctx, fn, t1, t2, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+    """cblas_?gemm(RowMajor, t1, t2, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) at address
+    `fn`; a, b, c are addresses; alpha and beta float32 (sgemm) or float64 (dgemm)."""
+    if not isinstance(alpha, types.Float) or alpha != beta:
+        return None
+    wide = alpha.bitwidth == 64
+    ints = (fn, t1, t2, m, n, k, a, lda, b, ldb, c, ldc)
+    if not all(isinstance(x, types.Integer) for x in ints):
+        return None
+
+    def codegen(context, builder, sig, args):
+        i32, i64 = ir.IntType(32), ir.IntType(64)
+        ft = ir.DoubleType() if wide else ir.FloatType()
+        vp = ir.IntType(8).as_pointer()
+        fnty = ir.FunctionType(ir.VoidType(), [i32, i32, i32, i64, i64, i64, ft, vp, i64,
+                                               vp, i64, ft, vp, i64])
+
+        def as64(v):
+            return builder.sext(v, i64) if v.type.width < 64 else v
+
+        def as32(v):
+            return builder.trunc(v, i32) if v.type.width > 32 else v
+        (f, x1, x2, mm, nn, kk, al, pa, la, pb, lb, be, pc, lc) = args
+        target = builder.inttoptr(as64(f), fnty.as_pointer())
+        builder.call(target, [ir.Constant(i32, 101), as32(x1), as32(x2), as64(mm), as64(nn),
+                              as64(kk), al, builder.inttoptr(as64(pa), vp), as64(la),
+                              builder.inttoptr(as64(pb), vp), as64(lb), be,
+                              builder.inttoptr(as64(pc), vp), as64(lc)])
+        return context.get_dummy_value()
+    sig = types.void(fn, t1, t2, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+    return sig, codegen
