@@ -5,10 +5,11 @@
 The one-device workloads of run.py (no plugin ops in them: the engine hands XLA the module
 as read).  Each side is called twice untimed (jax.jit: its first call and a warm-up; the
 engine and the interpreter: the first `exe.run`, which compiles and checks the outputs
-against jax.jit's, and a warm-up), then the three are timed in turn, one call each, N
-times over -- interleaved, so a change in the machine's speed during the run (jax.jit's own
-time moves by 20-50% run to run on the 13-core host) falls on all three alike -- and each
-column is the median of its N.  What each time holds, the same work on both sides:
+against jax.jit's, and a warm-up), then jax.jit and the engine are timed in turn, one call
+each, N times over -- interleaved, so a change in the machine's speed during the run
+(jax.jit's own time moves by 20-50% run to run on the 13-core host) falls on both alike --
+then the interpreter N times (after an interpreter product, BLAS threads still spinning
+slowed the next XLA call), and each column is the median of its N.  What each time holds, the same work on both sides:
 
   jax.jit      `[np.asarray(y) for y in leaves(compiled(*placed))]`: the compiled jax
                function (`jax.jit(f).lower(...).compile()`) called on arguments already on
@@ -91,15 +92,19 @@ def bench(name: str, quick: bool, repeat: int) -> dict:
         exe.run(*w.args, engine=engine)  # the warm-up jax.jit has too
         engines.append(engine)
     times = {k: [] for k in ["jax", "jax_call", "xla_call"] + engines}
+    # jax.jit and the engine alternate; the interpreter is timed after them, in a block of its
+    # own: BLAS threads still spinning after an interpreter product took XLA's cores in the
+    # next call (the MLP's jax.jit went from 4 to 15 ms on 13 cores, 2026-12-06).
     for _ in range(repeat):
         times["jax"].append(_timed(jax_run))
         times["jax_call"].append(_timed(jax_call))
-        for engine in engines:
+        if "xla" in engines:
             t0 = time.perf_counter()
-            res = exe.run(*w.args, engine=engine)
-            if engine == "xla":
-                times["xla_call"].append(time.perf_counter() - t0)
-            times[engine].append(res.run_times[0])
+            res = exe.run(*w.args, engine="xla")
+            times["xla_call"].append(time.perf_counter() - t0)
+            times["xla"].append(res.run_times[0])
+    for _ in range(repeat if "interpreter" in engines else 0):
+        times["interpreter"].append(exe.run(*w.args, engine="interpreter").run_times[0])
     med = {k: 1e3 * statistics.median(v) if v else None for k, v in times.items()}
     rec.update(jax_ms=med["jax"], xla_ms=med.get("xla"), interpreter_ms=med.get("interpreter"),
                jax_call_ms=med["jax_call"], xla_call_ms=med["xla_call"])
