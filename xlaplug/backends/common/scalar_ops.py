@@ -18,11 +18,12 @@ a placeholder may occur several times.
   subnormal f32/f64/bf16 operands and results, rounding back to the narrow type after each
   op.  Transcendentals agree with the array kernels to ~1 ULP, not always bit for bit.
 * Names the expression uses live in ``SCALAR_NAMESPACE`` (``np``, ``math`` and the ``_x...``
-  / ``_y...`` helpers of scalar_{int,float,complex,complex_fn}.py).  The helpers are numba
-  ``register_jitable`` functions: the same generated source compiles under
-  ``@njit(error_model="numpy")`` and also runs as plain Python on numpy scalars (integer
-  wrap-around then raises numpy RuntimeWarnings -- run it under ``np.errstate(all="ignore")``;
-  numpy's transcendentals may differ from numba's in the last place).
+  / ``_y...`` helpers of ``SCALAR_HELPER_MODULES``: scalar_int.py, scalar_float_*.py,
+  scalar_complex*.py, scalar_libm.py).  The helpers are numba ``register_jitable``
+  functions: the same generated source compiles under ``@njit(error_model="numpy")`` and
+  also runs as plain Python on numpy scalars (integer wrap-around then raises numpy
+  RuntimeWarnings -- run it under ``np.errstate(all="ignore")``; numpy's transcendentals may
+  differ from numba's in the last place).
 * ``emit`` raises :class:`ScalarOpError` (a ValueError naming the op and types) for any
   op/type combination it does not implement (e.g. f8e8m0fnu, size-changing bitcasts,
   complex min/max), so callers can fall back to the interpreter.
@@ -43,12 +44,9 @@ from typing import Any, Callable
 import numpy as np
 
 from ...hlo import dtypes as D
-from . import scalar_complex as _SC
-from . import scalar_complex_fn as _SCF
+from . import scalar_complex, scalar_complex_fn, scalar_float_approx32, scalar_float_bits
+from . import scalar_float_math, scalar_float_round, scalar_int, scalar_libm
 from . import scalar_ops_complex as C
-from . import scalar_float as _SF
-from . import scalar_int as _SI
-from . import scalar_libm as _SL
 from .scalar_base import (SCALAR_COMPUTE_DTYPES, ScalarOpError,
                                       ScalarSig, _ct, _daz, _fkind, _fres, _fres_norflush,
                                       _from_pat, _from_wide, _mask, _pat, _w, _wide)
@@ -328,10 +326,15 @@ SCALAR_OPS: dict[str, Callable[[ScalarSig], str]] = {
     "real": _real, "imag": _imag, "complex": _complex,
 }
 
+# The modules whose `_x` / `_y` helpers generated code calls (scalar_cuda.py compiles the same
+# set for the GPU): one list, so a helper module added is seen by both backends.
+SCALAR_HELPER_MODULES = (scalar_int, scalar_float_bits, scalar_float_round, scalar_float_math,
+                         scalar_float_approx32, scalar_complex, scalar_complex_fn, scalar_libm)
+
 SCALAR_NAMESPACE: dict[str, Any] = {"np": np, "math": math}
-for _m in (_SI, _SF, _SC, _SCF, _SL):
+for _m in SCALAR_HELPER_MODULES:
     SCALAR_NAMESPACE.update({k: v for k, v in vars(_m).items()
                              if k.startswith(("_x", "_y")) and callable(v)})
 
-__all__ = ["SCALAR_OPS", "SCALAR_NAMESPACE", "SCALAR_COMPUTE_DTYPES", "ScalarOpError",
-           "ScalarSig"]
+__all__ = ["SCALAR_OPS", "SCALAR_NAMESPACE", "SCALAR_HELPER_MODULES", "SCALAR_COMPUTE_DTYPES",
+           "ScalarOpError", "ScalarSig"]

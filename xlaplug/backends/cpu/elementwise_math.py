@@ -46,25 +46,25 @@ def _expm1(x):
 def _log1p(x):
     """XLA: |x| < sqrt(2)-1 -> x - x^2/2 + x^3 * P(x)/Q(x) (Cephes, Horner steps fused
     into FMAs, which numpy cannot do array-wise); else log(x + 1).  The scalar helpers
-    (common.scalar_float._xlog1p32 / _xlog1p) in a loop."""
+    (common.scalar_float_approx32._xlog1p32 / scalar_float_math._xlog1p) in a loop."""
     return _f32_loop("log1p", x) if x.dtype == F32 else _f32_loop("log1p", x, f64=True)
 
 
 def _exp(x):
-    """f32: XLA:CPU's own exp (common.scalar_float._xexp32); f64: libm's; f16 (logistic and
-    expm1 step in f16): the f32 exp, rounded."""
+    """f32: XLA:CPU's own exp (common.scalar_float_approx32._xexp32); f64: libm's; f16
+    (logistic and expm1 step in f16): the f32 exp, rounded."""
     return _by_width(x, "exp", "math.exp")
 
 
 def _log(x):
-    """f32: XLA:CPU's own log (common.scalar_float._xlog32: Cephes' logf, FMAs);
-    f64: libm's."""
+    """f32: XLA:CPU's own log (common.scalar_float_approx32._xlog32: Cephes' logf,
+    FMAs); f64: libm's."""
     return _by_width(x, "log", "math.log")
 
 
 def _tanh(x):
-    """f32: XLA:CPU's own approximation, bit for bit (see common.scalar_float._xtanh32
-    for the formula); f64: libm's."""
+    """f32: XLA:CPU's own approximation, bit for bit (see
+    common.scalar_float_approx32._xtanh32 for the formula); f64: libm's."""
     return _by_width(x, "tanh", "math.tanh")
 
 
