@@ -11,6 +11,7 @@ import platform
 
 import numpy as np
 
+
 def blas_info() -> str:
     """numpy's BLAS as it runs: threadpoolctl if installed, else OpenBLAS's own config call on
     the library numpy loaded, else np.show_config's build-time summary."""

@@ -11,6 +11,7 @@ from numba.extending import register_jitable
 from .scalar_float_bits import _xbits32, _xfrom_bits32, _xfrom_bits64
 from .scalar_float_round import _TINY32, _xfma32, _xftz32
 
+
 @register_jitable
 def _xpoly32(x, c0, c1, c2, c3, c4, c5, c6):
     # as _xpoly, in f32 (the FMAs matter: 63 of 4,000 log1p results differed without them)

@@ -13,6 +13,7 @@ from numba.extending import register_jitable
 
 from .scalar_float_round import _xfma64, _xftz64
 
+
 @register_jitable
 def _xsign(x):
     if x != x or x == 0:
