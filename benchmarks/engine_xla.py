@@ -44,7 +44,9 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import numpy as np  # noqa: E402
 
-from run import DEVICES, WORKLOADS, close_enough, make_workload  # noqa: E402
+from measure import close_enough  # noqa: E402
+from models import DEVICES  # noqa: E402
+from workloads import WORKLOADS, make_workload  # noqa: E402
 
 
 def load() -> str:

@@ -17,6 +17,8 @@ import time
 
 import numpy as np
 
+import measure  # (benchmarks/measure.py: the checks and timing run.py uses)
+
 
 def set_device_count(d: int) -> None:
     """Before jax is imported: d XLA host devices."""
@@ -33,9 +35,9 @@ def device_shards(jax, compiled, args, d: int) -> list[list[np.ndarray]]:
              for a, s in zip(args, shardings)] for dev in devs]
 
 
-def bench_devices(run, name, w, repeat: int, device: str, passes, check_only: bool) -> dict:
-    """The record of workload `w` (w.devices > 1); `run` is benchmarks/run.py's module (its
-    checks, XLA timing and numpy run)."""
+def bench_devices(name, w, repeat: int, device: str, passes, check_only: bool) -> dict:
+    """The record of workload `w` (w.devices > 1), checked and timed as run.py's one-device
+    records are (measure.py)."""
     import jax
 
     from xlaplug.runtime.executor import ExecContext
@@ -54,17 +56,17 @@ def bench_devices(run, name, w, repeat: int, device: str, passes, check_only: bo
     compiled = lowered.compile()
     compile_s = time.perf_counter() - t0
     dev_args = [jax.device_put(a, s) for a, s in zip(w.args, compiled.input_shardings[0])]
-    rec["xla"], ref = run.time_compiled(jax, compiled, dev_args, repeat, check_only)
-    rec["xla"].update(platform="cpu", lower_ms=run.ms(lower_s), compile_ms=run.ms(compile_s),
-                      devices=d)
+    rec["xla"], ref = measure.time_compiled(jax, compiled, dev_args, repeat, check_only)
+    rec["xla"].update(platform="cpu", lower_ms=measure.ms(lower_s),
+                      compile_ms=measure.ms(compile_s), devices=d)
 
     x: dict = {}
     t0 = time.perf_counter()
     module = parse_module(compiled.as_text(), f"<{name}>")
-    x["parse_ms"] = run.ms(time.perf_counter() - t0)
+    x["parse_ms"] = measure.ms(time.perf_counter() - t0)
     t0 = time.perf_counter()
     compile_module(module, None, passes)
-    x["pipeline_ms"] = run.ms(time.perf_counter() - t0)
+    x["pipeline_ms"] = measure.ms(time.perf_counter() - t0)
     x["hlo_instructions"] = module.instruction_count()
     grid = DeviceGrid.of_module(module)
     if grid.count != d:
@@ -75,24 +77,24 @@ def bench_devices(run, name, w, repeat: int, device: str, passes, check_only: bo
     threads = devices_for(module, d)  # threads or fibers, as `xlaplug run` chooses; kept
     x["peak_bytes"] = (contexts[0].sequence(module.entry).total_peak_bytes()
                        + sum(a.nbytes for a in args[0]))
-    x["setup_ms"] = run.ms(time.perf_counter() - t0)
+    x["setup_ms"] = measure.ms(time.perf_counter() - t0)
     x["compile_ms"] = x["parse_ms"] + x["pipeline_ms"] + x["setup_ms"]
 
     def once():
         return run_devices(module, args, grid, lambda k: contexts[k], 60.0, threads)
     t0 = time.perf_counter()
     outs = once()
-    x["first_run_ms"] = run.ms(time.perf_counter() - t0)
+    x["first_run_ms"] = measure.ms(time.perf_counter() - t0)
     ok, err = True, 0.0  # every device's outputs checked before anything is timed
     for k, out in enumerate(outs):
-        one = run.checked(f"{name} device {k}", "xlaplug", {}, out, ref, w.dtype)
+        one = measure.checked(f"{name} device {k}", "xlaplug", {}, out, ref, w.dtype)
         ok, err = ok and one["matches_xla"], max(err, one["max_abs_err"])
     x.update(matches_xla=ok, max_abs_err=err, devices=d)
     if ok and not check_only:
-        times, _ = run.time_calls(once, repeat, 0)
-        x["run_ms"] = run.ms(statistics.median(times))
+        times, _ = measure.time_calls(once, repeat, 0)
+        x["run_ms"] = measure.ms(statistics.median(times))
         x["first_run_overhead_ms"] = max(x["first_run_ms"] - x["run_ms"], 0.0)
-        x["run_times_ms"] = [run.ms(t) for t in times]
+        x["run_times_ms"] = [measure.ms(t) for t in times]
     rec["xlaplug"] = x
-    rec["numpy"] = run.run_numpy(name, w, ref, repeat, check_only)
-    return run.with_ratios(rec)
+    rec["numpy"] = measure.run_numpy(name, w, ref, repeat, check_only)
+    return measure.with_ratios(rec)

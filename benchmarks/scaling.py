@@ -36,7 +36,7 @@ if "cuda" not in sys.argv[1:] and "--device=cuda" not in sys.argv[1:]:
 
 import numpy as np  # noqa: E402
 
-import run  # noqa: E402  (benchmarks/run.py: its checks, environment and CUDA test)
+from measure import close_enough, cuda_missing, jax_gpu, warn  # noqa: E402  (run.py's checks)
 
 ELEMENTWISE = [2 ** 10, 2 ** 14, 2 ** 17, 2 ** 20, 2 ** 24]
 MATMUL = [64, 256, 512, 1024, 2048]
@@ -89,14 +89,14 @@ def measure(kind: str, size: int, device: str, quick: bool, gpu, check_only=Fals
     module = parse_module(lowered.as_text(dialect="hlo"), f"<{kind} {size}>")
     compile_module(module, None, None)
     first = execute(module, args, device=device, repeat=1)  # numba compiles, caches load
-    ok, err = run.close_enough(first.outputs[0], ref)
+    ok, err = close_enough(first.outputs[0], ref)
     rec = {"kind": kind, "size": size, "matches_xla": ok, "max_abs_err": err}
     if not ok:
-        run.warn(f"{kind} {size}: xlaplug output does not match XLA:CPU (max abs err {err:.3g})")
+        warn(f"{kind} {size}: xlaplug output does not match XLA:CPU (max abs err {err:.3g})")
         return rec
-    np_ok, np_err = run.close_enough(nf(*args), ref)
+    np_ok, np_err = close_enough(nf(*args), ref)
     if not np_ok:
-        run.warn(f"{kind} {size}: numpy does not match XLA:CPU (max abs err {np_err:.3g})")
+        warn(f"{kind} {size}: numpy does not match XLA:CPU (max abs err {np_err:.3g})")
     if check_only:
         return rec
     xla_call = lambda: compiled(*dev_args).block_until_ready()  # noqa: E731
@@ -175,11 +175,11 @@ def main(argv=None) -> int:
     ap.add_argument("--check-only", action="store_true", help="check xlaplug's outputs against "
                     "XLA's at each size; time nothing (exit 1 on a mismatch)")
     opts = ap.parse_args(argv)
-    if opts.device == "cuda" and (why := run.cuda_missing()):
+    if opts.device == "cuda" and (why := cuda_missing()):
         print(f"error: --device cuda: {why}", file=sys.stderr)
         return 2
     import jax
-    gpu = run.jax_gpu(jax) if opts.device == "cuda" else "not asked (--device cuda)"
+    gpu = jax_gpu(jax) if opts.device == "cuda" else "not asked (--device cuda)"
     report = {"load_start": os.getloadavg()[0], "copy_bandwidth_GBps": copy_bandwidth() / 1e9,
               "xla_gpu": gpu if isinstance(gpu, str) else "measured"}
     gpu = None if isinstance(gpu, str) else gpu

@@ -968,12 +968,12 @@ def test_ptx_compiles():
 
 @on_each_device
 def test_f32_log_and_log1p_are_xlas_own_bit_for_bit(device):
-    """XLA:CPU's f32 log is Cephes' logf with fused multiply-adds (common.scalar_float.
-    _xlog32), and log1p's Cephes polynomial fuses its Horner steps; libm's correctly rounded
-    log differed from XLA in 1 of 9 f32 results, log1p in 1 of 60.  Bit for bit against
-    XLA over the whole range (tiny to huge, around 1, zeros, inf, NaN, negative,
-    subnormals flushed): unfused and in XLA's own fusions (compiled loops) on the cpu, and
-    on cuda."""
+    """XLA:CPU's f32 log is Cephes' logf with fused multiply-adds
+    (common.scalar_float_approx32._xlog32), and log1p's Cephes polynomial fuses its Horner
+    steps; libm's correctly rounded log differed from XLA in 1 of 9 f32 results, log1p in 1
+    of 60.  Bit for bit against XLA over the whole range (tiny to huge, around 1, zeros,
+    inf, NaN, negative, subnormals flushed): unfused and in XLA's own fusions (compiled
+    loops) on the cpu, and on cuda."""
     from oracle import strip_stack_tables
     g = np.random.default_rng(32)
     n = 600 if device == "cpu" else 100
@@ -1044,7 +1044,7 @@ def test_f64_transcendentals_have_libms_bits_on_every_cpu(op):
     module calls the same functions); cbrt is the scalar table's pow plus a Newton step."""
     import math
 
-    from xlaplug.backends.common.scalar_float import _xcbrt
+    from xlaplug.backends.common.scalar_float_math import _xcbrt
     fn = getattr(math, LIBM_F64[op]) if LIBM_F64[op] else _xcbrt
     g = rng("libm", op)
     x = np.concatenate([g.uniform(-3.0, 3.0, 400), g.uniform(-700.0, 700.0, 100)])

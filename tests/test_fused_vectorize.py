@@ -65,7 +65,7 @@ def test_multiply_add_chain_is_packed_fma(monkeypatch):
 
 
 def test_exp_tanh_max_chain_is_packed(monkeypatch):
-    """exp and tanh are XLA's polynomial approximations (scalar_float.py): written as
+    """exp and tanh are XLA's polynomial approximations (scalar_float_approx32.py): written as
     selects and inlined into the loop, they vectorize with the rest of the chain."""
     asm, ir = _fused_code("  e = f32[4096] exponential(p0)\n  t = f32[4096] tanh(p1)\n"
                      "  x = f32[4096] maximum(p2, e)\n  m = f32[4096] multiply(t, x)\n"

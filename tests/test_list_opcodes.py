@@ -59,7 +59,7 @@ def test_json_lists_every_opcode_with_its_homes():
         "shape_rule": "hlo/shape_rules/elementwise.py:_unary",
         "kernels": {"cpu": "backends/cpu/elementwise_math.py:_float_unary",
                     "cuda": "backends/cuda/elementwise.py:_elementwise"},
-        "scalar": "backends/common/scalar_ops.py:_unary_float",
+        "scalar": "backends/common/scalar_ops_unary.py:_unary_float",
         "scalar_cuda": None,
         "loop_fusion": "yes",
         "overridden_by": [],

@@ -13,7 +13,8 @@ import pytest
 
 from xlaplug.hlo import HloSyntaxError
 from xlaplug.hlo.errors import HloError
-from xlaplug.hlo.text.parser import _describe, _lark, parse_file, parse_module
+from xlaplug.hlo.text.parser import _lark, parse_file, parse_module
+from xlaplug.hlo.text.parser_diagnostics import _describe
 
 FILE = "bad.hlo"
 

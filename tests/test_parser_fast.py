@@ -15,7 +15,7 @@ import pytest
 import xlaplug.hlo.text.parser as P
 from suite_location import find_conformance_dir
 from xlaplug.hlo.errors import HloError
-from xlaplug.hlo.text.parser_diagnostics import parse_state
+from xlaplug.hlo.text.parser_state import parse_state
 from xlaplug.hlo.text.printer import module_to_text
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -82,7 +82,8 @@ def opcodes_json(registry=None) -> dict:
 
 # File names abbreviated so that the table fits 80 columns (the legend is its caption).
 _ABBREV = {"elementwise_convert": "ew_conv", "elementwise_logic": "ew_logic",
-           "elementwise_math": "ew_math", "elementwise": "ew", "data_movement": "data_mv",
+           "elementwise_math": "ew_math", "elementwise_arith": "ew_arith", "elementwise": "ew",
+           "data_movement": "data_mv",
            "gather_scatter": "gath_sc", "control_flow": "ctrl_flow",
            "linalg_fft_rng": "lin_f_rng", "compiled_while": "while_jit",
            "reduce_window": "red_win", "collectives": "collect", "structural": "struct",

@@ -154,7 +154,7 @@ def _fres(t: str, x: str) -> str:
         return f"_xftz64(np.float64({x}))"
     if t == "f32":
         return f"_xftz32(np.float32({x}))"
-    if t == "bf16":  # (inline: scalar_float._xrbf16)
+    if t == "bf16":  # (inline: scalar_float_round._xrbf16)
         return f"_xrbf16(_xftz32(np.float32({x})))"
     if t in NARROW_FORMATS:
         m, e, mx, k = NARROW_FORMATS[t]

@@ -24,7 +24,8 @@ import math
 import numpy as np
 from numba.extending import register_jitable
 
-from .scalar_float import _xfma32, _xfma64, _xfmax, _xfmin, _xftz32
+from .scalar_float_math import _xfmax, _xfmin
+from .scalar_float_round import _xfma32, _xfma64, _xftz32
 
 _Y_TINY32 = 1.1754943508222875e-38
 _Y_TINY64 = 2.2250738585072014e-308

@@ -10,7 +10,9 @@ from numba.extending import register_jitable
 
 from .scalar_complex import (_yabs_parts, _yatan2, _ycabs, _ycos, _yexp, _yexpm1, _yfl,
                              _yfma, _ylog, _ylog1p, _ypow, _yq, _ysin)
-from .scalar_float import _xexpm1_32, _xfmax, _xfmin, _xftz32, _xlog1p32, _xlog32
+from .scalar_float_approx32 import _xexpm1_32, _xlog1p32, _xlog32
+from .scalar_float_math import _xfmax, _xfmin
+from .scalar_float_round import _xftz32
 
 # cos(x) - 1 for |x|^2 <= 0.61685 (Cephes), as XLA evaluates it
 _Y_C0 = 4.7377507964246204691685E-14

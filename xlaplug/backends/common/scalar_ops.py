@@ -18,11 +18,12 @@ a placeholder may occur several times.
   subnormal f32/f64/bf16 operands and results, rounding back to the narrow type after each
   op.  Transcendentals agree with the array kernels to ~1 ULP, not always bit for bit.
 * Names the expression uses live in ``SCALAR_NAMESPACE`` (``np``, ``math`` and the ``_x...``
-  / ``_y...`` helpers of scalar_{int,float,complex,complex_fn}.py).  The helpers are numba
-  ``register_jitable`` functions: the same generated source compiles under
-  ``@njit(error_model="numpy")`` and also runs as plain Python on numpy scalars (integer
-  wrap-around then raises numpy RuntimeWarnings -- run it under ``np.errstate(all="ignore")``;
-  numpy's transcendentals may differ from numba's in the last place).
+  / ``_y...`` helpers of ``SCALAR_HELPER_MODULES``: scalar_int.py, scalar_float_*.py,
+  scalar_complex*.py, scalar_libm.py).  The helpers are numba ``register_jitable``
+  functions: the same generated source compiles under ``@njit(error_model="numpy")`` and
+  also runs as plain Python on numpy scalars (integer wrap-around then raises numpy
+  RuntimeWarnings -- run it under ``np.errstate(all="ignore")``; numpy's transcendentals may
+  differ from numba's in the last place).
 * ``emit`` raises :class:`ScalarOpError` (a ValueError naming the op and types) for any
   op/type combination it does not implement (e.g. f8e8m0fnu, size-changing bitcasts,
   complex min/max), so callers can fall back to the interpreter.
@@ -43,17 +44,15 @@ from typing import Any, Callable
 import numpy as np
 
 from ...hlo import dtypes as D
-from . import scalar_complex as _SC
-from . import scalar_complex_fn as _SCF
+from . import scalar_complex, scalar_complex_fn, scalar_float_approx32, scalar_float_bits
+from . import scalar_float_math, scalar_float_round, scalar_int, scalar_libm
 from . import scalar_ops_complex as C
-from . import scalar_float as _SF
-from . import scalar_int as _SI
-from . import scalar_libm as _SL
-from .scalar_base import (SCALAR_COMPUTE_DTYPES, ScalarOpError,
-                                      ScalarSig, _ct, _daz, _fkind, _fres, _fres_norflush,
-                                      _from_pat, _from_wide, _mask, _pat, _w, _wide)
-from .scalar_convert import (_bitcast, _complex, _convert, _imag, _real,
-                                         _reduce_precision)
+from .scalar_base import (SCALAR_COMPUTE_DTYPES, ScalarOpError, ScalarSig, _daz, _fkind,
+                          _fres, _fres_norflush, _from_pat, _from_wide, _mask, _pat, _w,
+                          _wide)
+from .scalar_convert import _bitcast, _complex, _convert, _imag, _real, _reduce_precision
+from .scalar_ops_logic import _bitwise, _clz, _compare, _not, _popcnt, _select, _shift
+from .scalar_ops_unary import _UNARY_F, _abs, _is_finite, _negate, _sign, _unary_float
 
 
 _BIN_PY = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/"}
@@ -127,93 +126,6 @@ def _minmax(op: str):
         return _fres(t, f"{f}({_daz(t, '{0}')}, {_daz(t, '{1}')})")
     return emit
 
-_CMP_PY = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
-
-
-def _compare(sig: ScalarSig) -> str:
-    t = sig.operands[0]
-    d = str(sig.attrs.get("direction", ""))
-    if d not in _CMP_PY:
-        raise ScalarOpError(f"compare direction {d!r}")
-    c = _CMP_PY[d]
-    ctype = str(sig.attrs.get("type", "") or "")
-    k = _fkind(t)
-    if k in ("f32", "f64", "narrow") and ctype == "TOTALORDER":
-        key = "_xkey64" if t == "f64" else "_xkey32"
-        return f"({key}({{0}}) {c} {key}({{1}}))"
-    if k in ("f32", "f64", "narrow"):
-        return f"({_daz(t, '{0}')} {c} {_daz(t, '{1}')})"
-    if k == "complex":
-        if d not in ("EQ", "NE"):
-            raise ScalarOpError(f"complex compare {d}")
-        fl = "_xcflush64" if t == "c64" else ""
-        return f"({fl}({{0}}) {c} {fl}({{1}}))"
-    if k == "pred":
-        return f"({{0}} {c} {{1}})"
-    if ctype == "UNSIGNED" or (not ctype and not D.is_signed(t)):
-        return f"({_pat(t, '{0}')} {c} {_pat(t, '{1}')})"
-    return f"(np.int64({{0}}) {c} np.int64({{1}}))"
-
-
-def _bitwise(op: str):
-    sym = {"and": "&", "or": "|", "xor": "^"}[op]
-
-    def emit(sig: ScalarSig) -> str:
-        t = sig.result
-        k = _fkind(t)
-        if k == "pred":
-            return f"({{0}} {sym} {{1}})"
-        if k != "int":
-            raise ScalarOpError(f"{op} is not defined on {t}")
-        return _from_wide(t, f"({_wide(t, '{0}')} {sym} {_wide(t, '{1}')})")
-    return emit
-
-
-def _not(sig: ScalarSig) -> str:
-    t = sig.result
-    k = _fkind(t)
-    if k == "pred":
-        return "(not {0})"
-    if k != "int":
-        raise ScalarOpError(f"not is not defined on {t}")
-    return _from_wide(t, f"(~{_wide(t, '{0}')})")
-
-
-def _shift(op: str):
-    def emit(sig: ScalarSig) -> str:
-        t = sig.result
-        if _fkind(t) != "int":
-            raise ScalarOpError(f"{op} is not defined on {t}")
-        p, c, w, m = _pat(t, "{0}"), _pat(t, "{1}"), _w(t), _mask(t)
-        if op == "shift-left":
-            r = f"_xshl({p}, {c}, {w}, {m})"
-        elif op == "shift-right-logical":
-            r = f"_xsrl({p}, {c}, {w})"
-        else:
-            r = f"_xsra({p}, {c}, {w}, {m})"
-        return _from_pat(t, r)
-    return emit
-
-
-def _popcnt(sig: ScalarSig) -> str:
-    t = sig.result
-    if _fkind(t) != "int":
-        raise ScalarOpError(f"popcnt is not defined on {t}")
-    p = "(np.uint64(np.int64({0})) & np.uint64(255))" if D.is_signed(t) and _w(t) < 8 \
-        else _pat(t, "{0}")
-    return _from_wide(t, f"_xpopcnt({p})")
-
-
-def _clz(sig: ScalarSig) -> str:
-    t = sig.result
-    if _fkind(t) != "int":
-        raise ScalarOpError(f"count-leading-zeros is not defined on {t}")
-    return _from_wide(t, f"_xclz({_pat(t, '{0}')}, {_w(t)})")
-
-
-def _select(sig: ScalarSig) -> str:
-    return "({1} if {0} else {2})"
-
 
 def _clamp(sig: ScalarSig) -> str:
     t = sig.result
@@ -223,95 +135,7 @@ def _clamp(sig: ScalarSig) -> str:
     return mn.format("{2}", "(" + inner + ")")
 
 
-def _negate(sig: ScalarSig) -> str:
-    t = sig.result
-    k = _fkind(t)
-    if k == "int":
-        return _from_wide(t, f"(-{_wide(t, '{0}')})") if not (D.is_signed(t) and _w(t) == 64) \
-            else "np.int64(-np.int64({0}))"
-    if k in ("f32", "f64", "narrow", "complex"):
-        return "(-{0})"
-    raise ScalarOpError(f"negate is not defined on {t}")
-
-
-def _abs(sig: ScalarSig) -> str:
-    t = sig.operands[0]
-    k = _fkind(t)
-    if k == "int":
-        return _from_wide(t, f"abs({_wide(t, '{0}')})") if D.is_signed(t) else "{0}"
-    if k in ("f32", "f64", "narrow"):
-        return f"{_ct(t)}(abs({{0}}))"
-    if k == "complex":
-        return C.absolute(t)
-    raise ScalarOpError(f"abs is not defined on {t}")
-
-
-def _sign(sig: ScalarSig) -> str:
-    t = sig.result
-    k = _fkind(t)
-    if k == "int":
-        if D.is_signed(t):
-            return f"{_ct(t)}((1 if {{0}} > 0 else 0) - (1 if {{0}} < 0 else 0))"
-        return f"{_ct(t)}(1 if {{0}} != 0 else 0)"
-    if k == "f64":
-        return "_xsign64(_xftz64({0}))"
-    if k in ("f32", "narrow"):
-        return f"np.float32(_xsign({_daz(t, 'np.float32({0})')}))"
-    if k == "complex":
-        return C.unary("sign", t)
-    raise ScalarOpError(f"sign on {t} is not supported in compiled scalar code")
-
-# (np.* rather than math.*: numpy returns NaN where math raises in plain Python.)
-_UNARY_F = {
-    "exponential": "np.exp({x})", "log": "np.log({x})", "sqrt": "np.sqrt({x})",
-    "rsqrt": "(1.0 / np.sqrt({x}))", "cbrt": "_xcbrt({x})", "sine": "np.sin({x})",
-    "cosine": "np.cos({x})", "tan": "np.tan({x})", "tanh": "np.tanh({x})",
-    "erf": "math.erf({x})", "floor": "np.floor({x})", "ceil": "np.ceil({x})",
-    "round-nearest-even": "np.rint({x})", "round-nearest-afz": "_xround_afz({x})",
-    "exponential-minus-one": "_xexpm1({x})", "log-plus-one": "_xlog1p({x})",
-    "logistic": "(1.0 / (1.0 + np.exp(-{x})))",
-}
-
-_UNARY_F32 = {"exponential-minus-one": "_xexpm1_32({x})", "log-plus-one": "_xlog1p32({x})",
-              "tanh": "_xtanh32({x})", "exponential": "_xexp32({x})", "log": "_xlog32({x})",
-              "logistic": "_xlogistic32({x})", "sine": "_xsin32({x})",
-              "cosine": "_xcos32({x})"}
-# XLA passes subnormal inputs of these straight through (no flushing); f64 tanh flushes.
-# (cosine: the cosine of a subnormal is 1, as of 0, and no cosine is subnormal -- flushing
-# changes nothing, and left out, a sine and a cosine of one value share one sincosf call.)
-
-_UNARY_NO_FLUSH = {"sine", "cosine", "tan", "tanh", "exponential-minus-one"}
-
-
-def _unary_float(op: str):
-    def emit(sig: ScalarSig) -> str:
-        t = sig.result
-        k = _fkind(t)
-        if k == "complex":
-            return C.unary(op, t)
-        if k not in ("f32", "f64", "narrow"):
-            raise ScalarOpError(f"{op} on {t} is not supported in compiled scalar code")
-        flush = op not in _UNARY_NO_FLUSH or (op == "tanh" and t == "f64")
-        x = _daz(t, "{0}") if flush else "{0}"
-        if t != "f64" and op in _UNARY_F32:  # XLA evaluates these formulas in f32
-            e = _UNARY_F32[op].format(x=f"np.float32({x})")
-        else:
-            e = _UNARY_F[op].format(x=f"np.float64({x})")
-        if not flush:
-            if t == "f64":
-                return f"np.float64({e})"
-            if t == "f32":
-                return f"np.float32({e})"
-            return _fres(t, e).replace("_xftz32(np.float32(", "(np.float32(", 1)
-        return _fres(t, e)
-    return emit
-
-
-def _is_finite(sig: ScalarSig) -> str:
-    return "(abs(np.float64({0})) < np.inf)"
-
-
-# -- convert ---------------------------------------------------------------------------------
+# -- the table ------------------------------------------------------------------------------
 
 SCALAR_OPS: dict[str, Callable[[ScalarSig], str]] = {
     **{op: _arith(op) for op in ("add", "subtract", "multiply", "divide", "remainder", "power",
@@ -328,10 +152,15 @@ SCALAR_OPS: dict[str, Callable[[ScalarSig], str]] = {
     "real": _real, "imag": _imag, "complex": _complex,
 }
 
+# The modules whose `_x` / `_y` helpers generated code calls (scalar_cuda.py compiles the same
+# set for the GPU): one list, so a helper module added is seen by both backends.
+SCALAR_HELPER_MODULES = (scalar_int, scalar_float_bits, scalar_float_round, scalar_float_math,
+                         scalar_float_approx32, scalar_complex, scalar_complex_fn, scalar_libm)
+
 SCALAR_NAMESPACE: dict[str, Any] = {"np": np, "math": math}
-for _m in (_SI, _SF, _SC, _SCF, _SL):
+for _m in SCALAR_HELPER_MODULES:
     SCALAR_NAMESPACE.update({k: v for k, v in vars(_m).items()
                              if k.startswith(("_x", "_y")) and callable(v)})
 
-__all__ = ["SCALAR_OPS", "SCALAR_NAMESPACE", "SCALAR_COMPUTE_DTYPES", "ScalarOpError",
-           "ScalarSig"]
+__all__ = ["SCALAR_OPS", "SCALAR_NAMESPACE", "SCALAR_HELPER_MODULES", "SCALAR_COMPUTE_DTYPES",
+           "ScalarOpError", "ScalarSig"]

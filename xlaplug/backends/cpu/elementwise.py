@@ -1,9 +1,10 @@
 """Elementwise CPU kernels with XLA:CPU's semantics -- shared machinery and the scalar table.
 
-The kernels live in elementwise_math.py (arithmetic, transcendental; complex ops in
-elementwise_complex.py, from the scalar table's one formula each), elementwise_logic.py
-(compare, select, clamp, min/max, bit ops, shifts, popcnt, clz) and elementwise_convert.py
-(convert, bitcast-convert, reduce-precision, stochastic-convert, real/imag/complex).  `copy` is data_movement.py's.
+The kernels live in elementwise_arith.py (binary arithmetic), elementwise_math.py (unary:
+transcendental, rounding, sign, abs, negate; complex ops of both in elementwise_complex.py,
+from the scalar table's one formula each), elementwise_logic.py (compare, select, clamp,
+min/max, bit ops, shifts, popcnt, clz) and elementwise_convert.py (convert, bitcast-convert,
+reduce-precision, stochastic-convert, real/imag/complex).  `copy` is data_movement.py's.
 
 SCALAR_OPS (re-exported here, defined in common/scalar_ops.py, whose docstring is the full
 contract) maps an opcode to `emit(ScalarSig(result, operands, attrs)) -> str`: a Python

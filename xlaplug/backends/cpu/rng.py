@@ -230,7 +230,7 @@ def round_narrow(x: np.ndarray, t: str) -> np.ndarray:
     if _ROUND_LOOP is None:
         import numba
 
-        from ..common.scalar_float import _xround
+        from ..common.scalar_float_round import _xround
 
         @numba.njit(cache=False)
         def loop(x, out, mbits, emin, maxv, kind):

@@ -43,11 +43,7 @@ import numpy as np
 
 from ...hlo.ir import Computation
 from ..common import scalar_complex as _SC
-from ..common import scalar_complex_fn as _SCF
-from ..common import scalar_float as _SF
-from ..common import scalar_int as _SI
-from ..common import scalar_libm as _SL
-from ..common.scalar_ops import SCALAR_OPS, ScalarSig
+from ..common.scalar_ops import SCALAR_HELPER_MODULES, SCALAR_OPS, ScalarSig
 from ..common import scalar_codegen
 from ..common.scalar_codegen import ScalarCompileError, result_types
 from .device_helpers import BIT_HELPERS as _BIT_HELPERS
@@ -115,7 +111,6 @@ def _stand_in_modules(sim: bool, cuda) -> tuple[types.ModuleType, types.ModuleTy
     return fnp, fmath
 
 
-_HELPER_MODULES = (_SI, _SF, _SC, _SCF, _SL)
 # Helpers with their own device versions (device_helpers.py): bit views, libm primitives,
 # and f32 atan2 (libm's atan2f on the CPU: libdevice's on a GPU, libm's through ctypes under
 # the simulator, where Python's math has only the f64 atan2).
@@ -135,7 +130,7 @@ def _helper_sources() -> list[tuple[str, str]]:
     """(name, source) of every `_x` / `_y` helper of the common scalar modules, decorators
     removed (the bit views and libm primitives excepted: they get device versions)."""
     out = []
-    for mod in _HELPER_MODULES:
+    for mod in SCALAR_HELPER_MODULES:
         for name, fn in vars(mod).items():
             if not (name.startswith(("_x", "_y")) and inspect.isfunction(fn)):
                 continue
@@ -150,7 +145,7 @@ def _helper_sources() -> list[tuple[str, str]]:
 def _helper_constants() -> dict:
     """Module-level numbers (and tuples of them) the helpers read (_TINY32, ...)."""
     consts = {}
-    for mod in _HELPER_MODULES:
+    for mod in SCALAR_HELPER_MODULES:
         for name, v in vars(mod).items():
             number = isinstance(v, (int, float, np.generic)) and not isinstance(v, bool)
             coeffs = isinstance(v, tuple) and v and all(isinstance(e, float) for e in v)

@@ -5,8 +5,9 @@ parse tree is ever built: each rule callback builds IR directly.  Names (operand
 computations, control predecessors) are resolved once a computation, then the module, is
 complete, so forward references work as they do in XLA's parser.
 
-Name resolution lives in parser_resolve, syntax-error diagnosis in parser_diagnostics, and
-the grammar text with its regular expressions in parser_grammar.
+Name resolution lives in parser_resolve, syntax-error diagnosis in parser_diagnostics, the
+state of a parse in parser_state, and the grammar text with its regular expressions in
+parser_grammar.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from .attr_config import RESULT_ACCURACY_OPS
 from .attr_placement import misplaced_attribute
 from ..errors import HloSyntaxError, position_of
 from ..ir import Computation, Module, Shape
-from .parser_diagnostics import _Ctx, _describe, _err, _syntax_error, at_offset, parse_state  # noqa: F401
+from .parser_diagnostics import _syntax_error
 from .parser_grammar import (_ATTR, _NAME_RX, BRACE_DEPTH, grammar_text,  # noqa: F401
                              head_pattern, line_pattern)
 from .parser_attrs import _attr_tokens, _attrs, _attrs_of, _opt_attrs
@@ -28,6 +29,7 @@ from .parser_fast import fast_items
 from .parser_inline import INLINE
 from .parser_instr import _make_instruction, _shape_at, _shape_of, _with_nested  # noqa: F401
 from .parser_resolve import DONE, _resolve_computation, _resolve_module
+from .parser_state import _err, at_offset, parse_state
 
 
 @lru_cache(maxsize=None)

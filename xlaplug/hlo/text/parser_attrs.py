@@ -5,7 +5,7 @@ parser_deep."""
 from __future__ import annotations
 
 from . import attributes as A
-from .parser_diagnostics import _err, current_parse
+from .parser_state import _err, current_parse
 from .parser_grammar import _ATTR
 from .parser_inline import inline_value, is_inline
 from .shape_parser import ShapeError

@@ -17,7 +17,7 @@ import re
 from lark import Token
 
 from ..errors import HloSyntaxError, position_of
-from .parser_diagnostics import StateView
+from .parser_state import StateView
 
 MAX_DEPTH = 8192
 _STR = re.compile(r'"(?:[^"\\\n]|\\.)*"')
@@ -111,7 +111,7 @@ def _value_end(text: str, i: int) -> int:
 
 # The lexer state of the parse under way (the callbacks below extend tokens through it); an
 # inline computation's nested parse saves and restores it (parser_inline).
-CURRENT = StateView("deep")  # the current parse's (parser_diagnostics.ParseState)
+CURRENT = StateView("deep")  # the current parse's (parser_state.ParseState)
 
 
 def install(lark_parser) -> None:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from .attr_values import CompRef
 from ..ir import Computation
-from .parser_diagnostics import StateView, _Ctx, _err
+from .parser_state import StateView, _Ctx, _err
 from .parser_operands import split_top_level
 
 # Inline computations read in this parse, in the order they were read (cleared per parse).
-INLINE = StateView("inline")  # the current parse's (parser_diagnostics.ParseState)
+INLINE = StateView("inline")  # the current parse's (parser_state.ParseState)
 
 
 def is_inline(value: str) -> bool:

@@ -15,7 +15,7 @@ from .attr_config import RESULT_ACCURACY_OPS
 from .attr_placement import misplaced_attribute
 from .literals import LiteralError, parse_literal
 from .parser_attrs import typed_attrs
-from .parser_diagnostics import _Ctx, _err, current_parse
+from .parser_state import _Ctx, _err, current_parse
 from .parser_operands import Nested, scan_operands, split_top_level
 from .parser_resolve import unique_name
 from .shape_parser import ShapeError, parse_array_shape, parse_shape

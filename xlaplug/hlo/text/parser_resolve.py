@@ -6,13 +6,13 @@ from __future__ import annotations
 from . import attributes as A
 from ..errors import HloSyntaxError
 from ..ir import Computation, Instruction, Module
-from .parser_diagnostics import StateView, _err
+from .parser_state import StateView, _err
 
 
 # The computations read so far in this parse, by name: a called computation's signature is
 # what infers the shape of a `call`, `while`, `reduce`... written without one.  XLA's parser
 # needs a computation defined before the instruction whose shape depends on it, as here.
-DONE = StateView("done")  # the current parse's (parser_diagnostics.ParseState)
+DONE = StateView("done")  # the current parse's (parser_state.ParseState)
 
 
 def unique_name(base: str, used: set[str], counters: dict | None = None) -> str:

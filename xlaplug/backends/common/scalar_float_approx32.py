@@ -1,0 +1,197 @@
+"""XLA:CPU's own f32 approximations of transcendentals for the scalar op table (numba
+register_jitable: callable from @njit code and from plain Python), bit for bit: exp, log,
+tanh and logistic (Eigen's / LLVM's polynomials, multiply-adds fused), and log1p/expm1
+evaluated in f32 arithmetic.  numpy's and libm's f32 results differ from XLA's in the last
+place, which these reproduce; f64 goes to libm (scalar_float_math.py for log1p/expm1)."""
+from __future__ import annotations
+
+import numpy as np
+from numba.extending import register_jitable
+
+from .scalar_float_bits import _xbits32, _xfrom_bits32, _xfrom_bits64
+from .scalar_float_round import _TINY32, _xfma32, _xftz32
+
+
+@register_jitable
+def _xpoly32(x, c0, c1, c2, c3, c4, c5, c6):
+    # as _xpoly, in f32 (the FMAs matter: 63 of 4,000 log1p results differed without them)
+    acc = np.float32(0.0)
+    acc = _xftz32(_xfma32(acc, x, np.float32(c0)))
+    acc = _xftz32(_xfma32(acc, x, np.float32(c1)))
+    acc = _xftz32(_xfma32(acc, x, np.float32(c2)))
+    acc = _xftz32(_xfma32(acc, x, np.float32(c3)))
+    acc = _xftz32(_xfma32(acc, x, np.float32(c4)))
+    acc = _xftz32(_xfma32(acc, x, np.float32(c5)))
+    return _xftz32(_xfma32(acc, x, np.float32(c6)))
+
+
+@register_jitable
+def _xlog1p32(x):
+    """_xlog1p evaluated in f32 arithmetic, as XLA does for f32."""
+    x = np.float32(x)
+    if not abs(x) < np.float32(0.41421356237309504880):
+        return _xlog32(_xftz32(x + np.float32(1.0)))
+    xx = _xftz32(x * x)
+    p = _xpoly32(x, 4.5270000862445199635215E-5, 4.9854102823193375972212E-1,
+                 6.5787325942061044846969E0, 2.9911919328553073277375E1,
+                 6.0949667980987787057556E1, 5.7112963590585538103336E1,
+                 2.0039553499201281259648E1)
+    q = _xpoly32(x, 1., 1.5062909083469192043167E1, 8.3047565967967209469434E1,
+                 2.2176239823732856465394E2, 3.0909872225312059774938E2,
+                 2.1642788614495947685003E2, 6.0118660497603843919306E1)
+    small = _xftz32(_xftz32(x * xx) * _xftz32(p / q))
+    small = _xftz32(np.float32(-0.5) * xx + small)
+    return x + small
+
+
+# XLA:CPU's f32 tanh (llvm_ir::EmitFastTanh): x itself below 4e-4 in magnitude, else a
+# [13/6] odd rational approximation of the input clamped to +-7.99881172..., its Horner
+# steps contracted into FMAs (the clamp at which the approximation is exactly +-1 with FMA).
+# Bit for bit XLA's on f32 (tests/test_elementwise.py), f16 and bf16 too (upcast).
+_TANH_CLAMP32 = np.float32(7.99881172180175781)
+_TANH_P32 = (-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11,
+             5.12229709037114e-08, 1.48572235717979e-05, 6.37261928875436e-04,
+             4.89352455891786e-03)
+_TANH_Q32 = (1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03,
+             4.89352518554385e-03)
+
+
+@register_jitable(inline="always")
+def _xtanh32(x):
+    x = np.float32(x)
+    if x != x or abs(x) < np.float32(0.0004):
+        return x
+    c = _TANH_CLAMP32
+    xc = c if x > c else (-c if x < -c else x)
+    x2 = np.float32(xc * xc)
+    p = np.float32(_TANH_P32[0])
+    for k in range(1, 7):
+        p = _xfma32(x2, p, np.float32(_TANH_P32[k]))
+    q = np.float32(_TANH_Q32[0])
+    for k in range(1, 4):
+        q = _xfma32(x2, q, np.float32(_TANH_Q32[k]))
+    return np.float32(np.float32(xc * p) / q)
+
+
+# XLA:CPU's f32 exp (Eigen's pexp_float, its multiply-adds as FMAs): m = floor(x log2(e) +
+# 1/2), r = x - m ln2 in two steps (Cephes' split of ln2), a degree-7 polynomial in r, times
+# 2^m; subnormal results flush to zero.  Bit for bit XLA's below x = 88.3763 (0 mismatches
+# in 400k inputs over [-120, 88.37]); in the last 0.35 before overflow XLA rounds
+# differently (1 ULP) and the correctly rounded value is used there (_xexp32_edge).
+# Written without branches or calls (selects, 2^m built from its bits) so that a loop
+# calling it vectorizes: every lane computes every case and picks its own.
+_EXP_P32 = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
+            1.6666665459e-1, 5.0000001201e-1)
+_EXP885 = np.float64(np.exp(np.float64(88.5)))
+_EXP_LO32 = np.float32(-104.0)
+_EXP_HI32 = np.float32(88.3762626647950)
+_EXP_INF32 = np.float32(88.72283935546875)
+
+
+@register_jitable
+def _xexp32_edge(x):
+    """exp(x) in f64 for f32 x in [88.37, 88.73]: e^88.5 times a degree-12 Taylor
+    polynomial of x - 88.5 (relative error ~3e-16; rounded to f32 it equals the correctly
+    rounded exp on every f32 input of [88, 89], checked exhaustively)."""
+    t = np.float64(x) - 88.5
+    p = 1.0 / 479001600.0
+    p = p * t + 1.0 / 39916800.0
+    p = p * t + 1.0 / 3628800.0
+    p = p * t + 1.0 / 362880.0
+    p = p * t + 1.0 / 40320.0
+    p = p * t + 1.0 / 5040.0
+    p = p * t + 1.0 / 720.0
+    p = p * t + 1.0 / 120.0
+    p = p * t + 1.0 / 24.0
+    p = p * t + 1.0 / 6.0
+    p = p * t + 0.5
+    p = p * t + 1.0
+    p = p * t + 1.0
+    return p * _EXP885
+
+
+@register_jitable(inline="always")
+def _xexp32(x):
+    x = np.float32(x)
+    xc = x if x > _EXP_LO32 else _EXP_LO32  # (NaN takes the low clamp; picked out below)
+    xc = xc if xc < _EXP_HI32 else _EXP_HI32
+    m = np.float32(np.floor(_xfma32(xc, np.float32(1.44269504088896341), np.float32(0.5))))
+    r = _xfma32(m, np.float32(-0.693359375), xc)
+    r = _xfma32(m, np.float32(2.12194440e-4), r)
+    r2 = np.float32(r * r)
+    y = np.float32(_EXP_P32[0])
+    for k in range(1, 6):
+        y = _xfma32(y, r, np.float32(_EXP_P32[k]))
+    y = np.float32(_xfma32(y, r2, r) + np.float32(1.0))
+    # y * 2^m in f64 (exact; m in [-150, 128]), rounded once to f32
+    res = np.float32(np.float64(y) * _xfrom_bits64((np.int64(m) + np.int64(1023)) << np.int64(52)))
+    res = res if res >= _TINY32 else np.float32(0.0)
+    res = np.float32(_xexp32_edge(x)) if x > _EXP_HI32 else res
+    res = np.float32(np.inf) if x > _EXP_INF32 else res
+    return x if x != x else res
+
+
+# XLA:CPU's f32 log is Cephes' logf as Eigen evaluates it: log(m) for the mantissa
+# m - 1 in [sqrt(1/2) - 1, sqrt(2) - 1) by a degree-8 polynomial split in three parts (for
+# instruction-level parallelism), multiply-adds fused; log(2) enters in two parts.
+_LOG_P32 = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1,
+            1.4249322787e-1, -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1,
+            3.3333331174e-1)
+
+
+@register_jitable
+def _xlog32(x):
+    """XLA:CPU's f32 log, bit for bit (checked against XLA through jax on 5,000 inputs
+    over the whole range).  Subnormal inputs arrive flushed (the caller's DAZ)."""
+    x = np.float32(x)
+    if x != x or x < 0:
+        return np.float32(np.nan)
+    if x == 0:
+        return np.float32(-np.inf)
+    if x == np.float32(np.inf):
+        return x
+    one = np.float32(1.0)
+    bits = _xbits32(x)
+    e = np.float32((bits >> 23) - 126)  # x = m 2^e, m in [0.5, 1)
+    m = _xfrom_bits32((bits & 0x007FFFFF) | 0x3F000000)
+    if m < np.float32(0.707106781186547524):  # to [sqrt(1/2), sqrt(2)): m += m, e -= 1
+        e = e - one
+        r = np.float32(np.float32(m - one) + m)
+    else:
+        r = np.float32(m - one)
+    r2 = np.float32(r * r)
+    r3 = np.float32(r2 * r)
+    p = _LOG_P32
+    y0 = _xfma32(np.float32(p[0]), r, np.float32(p[1]))
+    y1 = _xfma32(np.float32(p[3]), r, np.float32(p[4]))
+    y2 = _xfma32(np.float32(p[6]), r, np.float32(p[7]))
+    y0 = _xfma32(y0, r, np.float32(p[2]))
+    y1 = _xfma32(y1, r, np.float32(p[5]))
+    y2 = _xfma32(y2, r, np.float32(p[8]))
+    y = _xfma32(y0, r3, y1)
+    y = _xfma32(y, r3, y2)
+    y = _xfma32(y, r3, np.float32(np.float32(-2.12194440e-4) * e))
+    r = _xfma32(np.float32(-0.5), r2, r)
+    r = np.float32(r + y)
+    return _xfma32(np.float32(0.693359375), e, r)
+
+
+@register_jitable(inline="always")
+def _xlogistic32(x):
+    """XLA's logistic in f32 steps: 1 / (1 + exp(-x)), each step flushed."""
+    one = np.float32(1.0)
+    return one / _xftz32(one + _xftz32(_xexp32(-np.float32(x))))
+
+
+@register_jitable
+def _xexpm1_32(x):
+    """_xexpm1 evaluated in f32 arithmetic, as XLA does for f32."""
+    x = np.float32(x)
+    half = np.float32(0.5)
+    if _xftz32(x * half) == 0:
+        return x
+    e = _xftz32(_xexp32(x))
+    if abs(x) > half:
+        return e - np.float32(1.0)
+    t = _xftz32(_xtanh32(_xftz32(x * half)))
+    return _xftz32(t * _xftz32(e + np.float32(1.0)))
