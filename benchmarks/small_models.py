@@ -51,7 +51,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from api_call import uptime  # noqa: E402
-from run import close_enough, leaves  # noqa: E402
+from measure import close_enough, leaves  # noqa: E402
 from small_programs import PROGRAMS  # noqa: E402
 
 
