@@ -73,3 +73,12 @@ def test_exp_tanh_max_chain_is_packed(monkeypatch):
     assert _PACKED_FMA.search(asm), "no packed FMA: the exp/tanh polynomials ran scalar"
     assert re.search(r"@llvm\.fma\.v(8|16)f32", ir), "no 8- or 16-lane FMA in the IR"
     assert not _scalar_residue(ir), "lanes computed one at a time"
+
+
+@pytest.mark.parametrize("op", ["log", "logistic", "log-plus-one", "exponential-minus-one"])
+def test_f32_transcendental_is_packed(op, monkeypatch):
+    """XLA's f32 log, logistic, log1p and expm1 (scalar_float_approx32.py) are selects, not
+    early returns, and inlined: each alone in a loop runs in 8/16 lanes."""
+    asm, ir = _fused_code(f"  ROOT r = f32[4096] {op}(p0)\n", monkeypatch)
+    assert re.search(r"@llvm\.fma\.v(8|16)f32", ir), f"no 8- or 16-lane FMA: {op} ran scalar"
+    assert not _scalar_residue(ir), "lanes computed one at a time"

@@ -25,12 +25,13 @@ def _xpoly32(x, c0, c1, c2, c3, c4, c5, c6):
     return _xftz32(_xfma32(acc, x, np.float32(c6)))
 
 
-@register_jitable
+@register_jitable(inline="always")
 def _xlog1p32(x):
-    """_xlog1p evaluated in f32 arithmetic, as XLA does for f32."""
+    """_xlog1p evaluated in f32 arithmetic, as XLA does for f32.  Both forms are computed and
+    one is selected (no early return), and the function is inlined into its loop: a branch or
+    a call left in the loop keeps it scalar (tests/test_fused_vectorize.py)."""
     x = np.float32(x)
-    if not abs(x) < np.float32(0.41421356237309504880):
-        return _xlog32(_xftz32(x + np.float32(1.0)))
+    large = _xlog32(_xftz32(x + np.float32(1.0)))
     xx = _xftz32(x * x)
     p = _xpoly32(x, 4.5270000862445199635215E-5, 4.9854102823193375972212E-1,
                  6.5787325942061044846969E0, 2.9911919328553073277375E1,
@@ -41,7 +42,7 @@ def _xlog1p32(x):
                  2.1642788614495947685003E2, 6.0118660497603843919306E1)
     small = _xftz32(_xftz32(x * xx) * _xftz32(p / q))
     small = _xftz32(np.float32(-0.5) * xx + small)
-    return x + small
+    return x + small if abs(x) < np.float32(0.41421356237309504880) else large
 
 
 # XLA:CPU's f32 tanh (llvm_ir::EmitFastTanh): x itself below 4e-4 in magnitude, else a
