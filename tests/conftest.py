@@ -62,7 +62,10 @@ SLOW = {
         "test_dump_dir_creates_its_own_folder_but_not_the_ones_above"},
     "test_input_checks": {"test_a_dtype_that_differs_is_an_error_and_cast_converts_it",
         "test_a_missing_parameter_is_drawn_only_with_an_explicit_seed",
-        "test_bf16_stored_by_npz_as_raw_bytes_is_read_as_bf16"},
+        "test_bf16_stored_by_npz_as_raw_bytes_is_read_as_bf16",
+        "test_a_misnamed_key_is_an_error_listing_the_expected_ones",
+        "test_a_shape_that_differs_is_an_error_naming_both",
+        "test_one_file_holds_the_inputs_and_the_expected_outputs"},
     "test_api": {"test_errors_are_the_clis_messages", "test_many_devices_stacked_like_the_cli"},
     "test_benchmarks": {"test_cuda_without_gpu_is_one_line_exit_2",
         "test_model_workloads_run_and_match_xla", "test_scaling_sizes_match_xla"},
@@ -89,7 +92,8 @@ SLOW = {
         "test_transpose_then_reshape_bitcasts"},
     "test_denormals": {"test_kernels_flush_as_xla_does"},
     "test_docs_plugins": {"test_ring_allreduce_section", "test_tutorial_end_to_end",
-        "test_xla_section"},
+        "test_xla_section",
+        "test_check_plugins_engine_xla_in_section_6", "test_serving_inside_xla_section"},
     "test_elementwise": {"test_atan2_is_libms_atan2f_and_atan2", "test_compare_totalorder",
         "test_complex", "test_convert", "test_f32_log_and_log1p_are_xlas_own_bit_for_bit",
         "test_integer_ops", "test_ptx_compiles", "test_unary_float", "test_unary_narrow_float"},
@@ -113,7 +117,8 @@ SLOW = {
     "test_jax_lapack": {"test_failures_give_xla_nans_and_info",
         "test_kernels_compile_for_a_real_gpu", "test_linalg_function_matches_xla",
         "test_lu_rectangular_and_eigh_upper", "test_qr_family_other_targets",
-        "test_svd_values_only_both_declared_shapes", "test_triangular_solve_every_flag"},
+        "test_svd_values_only_both_declared_shapes", "test_triangular_solve_every_flag",
+        "test_check_plugins_runs_every_example"},
     "test_jit_cache": {"test_cache_off_or_unwritable_compiles_in_memory",
         "test_second_process_loads_compiled_code"},
     "test_linalg": {"test_conv_1d_3d_and_no_spatial", "test_conv_batch_groups",
@@ -142,7 +147,8 @@ SLOW = {
     "test_passes": {"test_default_pipeline_on_jax_corpus"},
     "test_plugins": {"test_check_plugins_cuda_under_simulator",
         "test_check_plugins_on_a_test_plugin", "test_kernel_that_raises_falls_back_unless_strict",
-        "test_plugin_path_environment_variable"},
+        "test_plugin_path_environment_variable",
+        "test_check_plugins_passes_on_bundled_plugins"},
     "test_profile": {"test_profile_on_cuda_adds_up"},
     "test_reduce": {"test_lax_sort_multiple_operands", "test_max_and_avg_pool", "test_maxpool_grad",
         "test_minpool_grad_overlapping", "test_reduce_complex", "test_reduce_general_reducer",
@@ -177,6 +183,61 @@ SLOW = {
     "test_xla_bridge": {"test_reference_on_four_devices",
         "test_reference_table_and_json_on_a_plugin_op",
         "test_without_jax_each_bridge_verb_is_one_line_naming_the_extra"},
+    "test_check_plugins_xla": {
+        "test_a_wrong_kernel_is_a_mismatch_and_a_raising_one_names_plugin_and_op",
+        "test_kernels_in_xla_match_and_what_cannot_be_checked_is_said"},
+    "test_cli_messages": {
+        "test_check_plugins_prints_a_row_per_op_and_a_summary",
+        "test_tables_fold_to_the_width_instead_of_cutting"},
+    "test_compile_scaling": {
+        "test_default_pipeline_work_is_linear",
+        "test_giant_fusion_is_cut_into_pieces_with_the_unsplit_bits",
+        "test_long_chain_of_small_adds_compiles_and_runs_as_a_short_one"},
+    "test_docs_api": {
+        "test_every_block_runs_and_prints_what_it_says"},
+    "test_expect_keys": {
+        "test_cli_subprocess_exit_code_and_message"},
+    "test_ffi_register": {
+        "test_overhead_benchmark_runs_every_way_and_agrees_with_jnp"},
+    "test_jax_builder": {
+        "test_grad_through_built_reduce_dot_and_slices"},
+    "test_jax_op": {
+        "test_kernel_path_is_an_ffi_call_served_by_the_kernel_its_gradient_the_decompositions"},
+    "test_lapack_decomposition_edges": {
+        "test_check_plugins_jax_lapack_compares_every_kernel_with_its_decomposition",
+        "test_failed_factorizations_give_lapacks_info_and_the_kernels_outputs",
+        "test_geqp3_fixed_columns_as_lapack_exchanges_them"},
+    "test_lapack_decompositions": {
+        "test_eig_decomposes_with_left_and_right_vectors",
+        "test_eigh_decomposes_up_to_eigenvector_signs",
+        "test_hessenberg_and_tridiagonal_reductions_match_lapacks_representation",
+        "test_singular_values_only_and_pinv", "test_svd_decomposes_up_to_singular_vector_phases",
+        "test_unique_results_match_jax_in_xlaplug_and_on_xla_cpu"},
+    "test_layering": {
+        "test_imports_run_one_way", "test_no_import_cycles_between_packages",
+        "test_nothing_below_the_cli_prints_or_exits"},
+    "test_libm32": {
+        "test_compiled_loop_gives_xlas_bits", "test_narrow_floats_every_value",
+        "test_sine_and_cosine_of_one_value_share_a_sincosf_call"},
+    "test_mpi_agreement": {
+        "test_a_rank_that_fails_before_the_run_is_heard_at_once",
+        "test_different_modules_or_options_are_named",
+        "test_ranks_that_part_at_a_collective_name_both_sides",
+        "test_replicas_that_differ_stop_before_the_communicators_are_split"},
+    "test_parser_faults": {
+        "test_nested_instructions_at_xlas_limit_run",
+        "test_tuple_at_xlas_limit_compiles_and_runs"},
+    "test_portable": {
+        "test_portable_benchmark_refuses_an_absent_platform"},
+    "test_rng_state": {
+        "test_devices_in_one_process_keep_their_state_across_calls"},
+    "test_startup_imports": {
+        "test_cached_code_of_every_runtime_kind_links_without_the_registries",
+        "test_lark_reads_only_text_off_the_common_path",
+        "test_warm_run_loads_cached_kernels_without_numbas_registries"},
+    "test_suite_location": {
+        "test_a_clone_without_the_suite_skips_its_tests_naming_the_variable",
+        "test_ci_fails_when_the_suite_is_absent"},
 }
 
 

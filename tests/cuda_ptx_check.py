@@ -42,7 +42,7 @@ def _jobs(groups):
                            ("cast", np.float32, np.float64)]:
             jobs.append((L._permute_kernel(mode, o, i), (arr(o), arr(i), tup(3), tup(3), i64)))
         for dt in (np.float32, np.float64, np.complex64, np.complex128, np.int64):
-            jobs.append((L._matmul_kernel(dt), (arr(dt, 3),) * 3))
+            jobs.append((L._matmul_kernel(dt, L.TILE), (arr(dt, 3),) * 3))
         for o, i in [(np.float32, np.float32), (np.int64, np.int8),
                      (np.complex128, np.complex128), (np.float32, np.float16)]:
             jobs.append((L._im2col_kernel(o, i), (arr(o), arr(i)) + (i64,) * 9 + (tup(2),) * 8))

@@ -12,6 +12,7 @@ jax is a test-only dependency: only modules under tests/ import this file.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import inspect
 import json
@@ -959,20 +960,77 @@ def _read(name: str, fingerprint: str, d: Path) -> Entry | None:
     return Entry(name, lowered, compiled, ins, outs, meta["x64"])
 
 
+def _lock_path(name: str) -> Path:
+    return CACHE_ROOT / jax.__version__ / f".{name}.lock"
+
+
+def _lock(name: str, wait: bool):
+    """An open lock file held exclusively, or None when another process holds it (wait=False).
+    xdist's workers share the cache: the lock keeps two of them from generating one entry."""
+    path = _lock_path(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    f = open(path, "a")  # noqa: SIM115 - closed by _unlock
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+        f.close()
+        return None
+    return f
+
+
+def _unlock(f) -> None:
+    fcntl.flock(f, fcntl.LOCK_UN)
+    f.close()
+
+
+def _cached(name: str) -> Entry | None:
+    return _read(name, _fingerprint(PROGRAMS[name]), _cache_dir(name))
+
+
+def _generate_locked(name: str, lock) -> Entry:
+    """Generate and store one entry while holding its lock (re-read first: another process
+    may have written it while this one waited)."""
+    try:
+        entry = _cached(name)
+        if entry is None:
+            p = PROGRAMS[name]
+            entry = generate(p)
+            _write(entry, _fingerprint(p), _cache_dir(name))
+        return entry
+    finally:
+        _unlock(lock)
+
+
 def load_entry(name: str) -> Entry:
-    p = PROGRAMS[name]
-    fp = _fingerprint(p)
-    d = _cache_dir(name)
-    entry = _read(name, fp, d)
-    if entry is None:
-        entry = generate(p)
-        _write(entry, fp, d)
-    return entry
+    entry = _cached(name)
+    return entry if entry is not None else _generate_locked(name, _lock(name, wait=True))
 
 
 def load_corpus() -> list[Entry]:
-    """Every program's entry, generating (and caching) the ones not cached yet."""
-    return [load_entry(n) for n in PROGRAMS]
+    """Every program's entry, generating (and caching) the ones not cached yet.  Processes
+    that load the corpus at once (xdist workers on a fresh checkout) share the work: each
+    generates the entries no other process is generating, then reads the others' entries."""
+    entries, busy = {}, []
+    for name in PROGRAMS:
+        entry = _cached(name)
+        if entry is None:
+            lock = _lock(name, wait=False)
+            if lock is None:  # another process is generating it: read it at the end
+                busy.append(name)
+                continue
+            entry = _generate_locked(name, lock)
+        entries[name] = entry
+    for name in busy:
+        entries[name] = load_entry(name)
+    return [entries[n] for n in PROGRAMS]
+
+
+def input_elements(name: str) -> int:
+    """How many elements the program's inputs hold, without generating its entry (no jax):
+    what test collection may ask of every program."""
+    p = PROGRAMS[name]
+    inputs = p.make_inputs(np.random.default_rng(_seed(p.name)))
+    return sum(np.asarray(a).size for a in jax.tree_util.tree_leaves(inputs))
 
 
 if __name__ == "__main__":

@@ -85,8 +85,16 @@ def _x64(dtype) -> bool:
     return np.dtype(dtype) in (np.dtype(F64), np.dtype(C128))
 
 
-def _xla(f, args, dtype):
-    """XLA's outputs, and the lowered and compiled HLO texts of f on args."""
+_XLA_RUNS: dict = {}
+
+
+def _xla(f, args, dtype, key=None):
+    """XLA's outputs, and the lowered and compiled HLO texts of f on args; with a key, once
+    per key in this process (a test's cpu and cuda cases lower the same function)."""
+    if key is not None:
+        if key not in _XLA_RUNS:
+            _XLA_RUNS[key] = _xla(f, args, dtype)
+        return _XLA_RUNS[key]
     args = [np.asarray(a) for a in args]
     with jax.enable_x64(_x64(dtype)):
         lowered = jax.jit(f).lower(*args)
@@ -107,9 +115,9 @@ def _run(registry, text: str, args, device: str = "cpu"):
                                            session).outputs]
 
 
-def _run_both(registry, f, args, dtype, device="cpu"):
+def _run_both(registry, f, args, dtype, device="cpu", key=None):
     """XLA's outputs, and ours on `device` for the lowered and the compiled HLO text."""
-    want, texts = _xla(f, args, dtype)
+    want, texts = _xla(f, args, dtype, key)
     got = {}
     for variant, text in texts.items():
         got[variant] = _run(registry, text, args, device)
@@ -137,12 +145,12 @@ def _close(got, want, what: str, device="cpu"):
                                err_msg=what)
 
 
-def check(registry, f, args, dtype, device="cpu", eig_leaves=(), phase_leaves=()):
+def check(registry, f, args, dtype, device="cpu", eig_leaves=(), phase_leaves=(), key=None):
     """Every output leaf close to XLA's.  `eig_leaves`: (values, vectors or None) index
     pairs of c64 geev results, compared up to eigenvalue order (see _match_eig);
     `phase_leaves`: eigenvector leaves of syevd/heevd, on cuda compared up to a phase per
-    column (see _match_phase)."""
-    want, got = _run_both(registry, f, args, dtype, device)
+    column (see _match_phase); `key`: see _xla."""
+    want, got = _run_both(registry, f, args, dtype, device, key)
     for variant in VARIANTS:
         outs = list(got[variant])
         if np.dtype(dtype) == np.dtype(C64):
@@ -261,13 +269,14 @@ def test_linalg_function_matches_xla(lapack, device, name, dtype, batch):
     f, inputs, vmap = FUNCTIONS[name]
     g = Inputs(dtype, batch, seed=len(name))
     f, args = (_maybe_vmap(f, batch) if vmap else f), inputs(g)
+    key = ("linalg_function", name, np.dtype(dtype).str, batch)
     if device == "cuda" and name in NO_CUDA_KERNEL:
         routine = NO_CUDA_KERNEL[name]
         assert not ROUTINES[routine][1]
         # No CUDA kernel: the routine's decomposition (core HLO) takes its place (issue 26;
         # its values are tests/test_lapack_decompositions.py's, on the CPU: the CUDA
         # simulator runs those loops' every step as a launch, minutes per program).
-        _, texts = _xla(f, args, dtype)
+        _, texts = _xla(f, args, dtype, key)
         for text in texts.values():
             module = parse_module(text)
             compile_module(module, Session(lapack, device=device))
@@ -276,7 +285,7 @@ def test_linalg_function_matches_xla(lapack, device, name, dtype, batch):
             assert not any(routine in str(t) for t in left), left
         return
     check(lapack, f, args, dtype, device, eig_leaves=[(0, 1)] if name == "eig" else (),
-          phase_leaves=[1] if name == "eigh" else ())
+          phase_leaves=[1] if name == "eigh" else (), key=key)
 
 
 # ---- the other targets and the attributes' corners ---------------------------------------
@@ -294,7 +303,8 @@ def test_triangular_solve_every_flag(lapack, device, dtype):
             a, b if s else jnp.swapaxes(b, -1, -2), left_side=s, lower=lo, transpose_a=t,
             conjugate_a=c, unit_diagonal=u) for s, lo, t, c, u in flags)
     g = Inputs(dtype, (2,), seed=1)
-    check(lapack, f, (g.general(4), g.rand(4, 3)), dtype, device)
+    check(lapack, f, (g.general(4), g.rand(4, 3)), dtype, device,
+          key=("triangular_solve_every_flag", np.dtype(dtype).str))
 
 
 @pytest.mark.parametrize("dtype", [F64, C64], ids=["f64", "c64"])
@@ -305,7 +315,8 @@ def test_lu_rectangular_and_eigh_upper(lapack, device, dtype):
         return (*lax.linalg.lu(w), *lax.linalg.lu(t),
                 *jnp.linalg.eigh(a, UPLO="U", symmetrize_input=False))
     g = Inputs(dtype, (2,), seed=5)
-    check(lapack, f, (g.rand(3, 5), g.rand(5, 3), g.rand(4, 4)), dtype, device, phase_leaves=[7])
+    check(lapack, f, (g.rand(3, 5), g.rand(5, 3), g.rand(4, 4)), dtype, device, phase_leaves=[7],
+          key=("lu_rectangular_and_eigh_upper", np.dtype(dtype).str))
 
 
 # The routines below have no CUDA kernel (ROUTINES): these run on cpu only.
