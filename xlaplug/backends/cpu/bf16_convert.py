@@ -28,8 +28,13 @@ from .jit_store import cached_njit
 # microseconds, a 256K-element conversion about 25.
 PARALLEL_FROM = 1 << 18
 
-BF16 = np.dtype(D.to_dtype("bf16"))
 _F32 = np.dtype(np.float32)
+
+
+def is_bf16(dt) -> bool:
+    """Whether `dt` is ml_dtypes' bfloat16, told by name: a process that runs no bf16
+    does not import ml_dtypes (tests/test_startup.py)."""
+    return np.dtype(dt).name == "bfloat16"
 
 
 @cached_njit(nogil=True)
@@ -71,20 +76,21 @@ def to_bf16(x, parallel: bool = True) -> np.ndarray:
     kept; any other array -> `astype(bfloat16)`.  `parallel=False`: on the calling thread
     only (a device that runs beside others)."""
     x = np.asarray(x)
+    bf16 = D.to_dtype("bf16")
     if x.dtype != _F32 or x.size < 64:
         with np.errstate(invalid="ignore", over="ignore"):
-            return x.astype(BF16)
+            return x.astype(bf16)
     flat = np.ascontiguousarray(x).reshape(-1).view(np.uint32)
     out = np.empty(flat.shape[0], np.uint16)
     (_round_parallel if parallel and flat.shape[0] >= PARALLEL_FROM else _round_serial)(
         flat, out)
-    return out.view(BF16).reshape(x.shape)
+    return out.view(bf16).reshape(x.shape)
 
 
 def to_f32(x, parallel: bool = True) -> np.ndarray:
     """A bf16 array -> float32 (exact), its shape kept; any other array -> astype."""
     x = np.asarray(x)
-    if x.dtype != BF16 or x.size < 64:
+    if not is_bf16(x.dtype) or x.size < 64:
         return x.astype(_F32)
     flat = np.ascontiguousarray(x).reshape(-1).view(np.uint16)
     out = np.empty(flat.shape[0], np.uint32)

@@ -17,7 +17,7 @@ from numba import njit
 from numba.core.errors import TypingError
 
 from ..common.scalar_base import numba_dtype  # noqa: F401 - the CPU modules' import point
-from .bf16_convert import BF16, to_bf16, to_f32
+from .bf16_convert import is_bf16, to_bf16, to_f32
 
 
 def numba_array(a, parallel: bool = False) -> np.ndarray:
@@ -27,7 +27,7 @@ def numba_array(a, parallel: bool = False) -> np.ndarray:
     nt = numba_dtype(a.dtype)
     if a.dtype == nt:
         return a
-    return to_f32(a, parallel) if a.dtype == BF16 else a.astype(nt)
+    return to_f32(a, parallel) if is_bf16(a.dtype) else a.astype(nt)
 
 
 def numba_scalar(a):
@@ -41,7 +41,7 @@ def from_numba(a, dt, parallel: bool = False) -> np.ndarray:
     dt = np.dtype(dt)
     if a.dtype == dt:
         return a
-    return to_bf16(a, parallel) if dt == BF16 else a.astype(dt)
+    return to_bf16(a, parallel) if is_bf16(dt) else a.astype(dt)
 
 
 def scalar_callable(ctx, comp):

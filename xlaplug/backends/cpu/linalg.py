@@ -26,7 +26,7 @@ import numpy as np
 from ..registry import kernel
 from ..common.errors import ExecutionError
 from ..common.plans import dot_plan
-from .bf16_convert import BF16, to_bf16, to_f32
+from .bf16_convert import is_bf16, to_bf16, to_f32
 from .blas_threads import devices_at_once
 from .dot_complex import complex_matmul
 
@@ -37,7 +37,7 @@ def _to_compute(x: np.ndarray, cdt: np.dtype, parallel: bool = False) -> np.ndar
         return x
     if cdt.kind == "i" and x.dtype.kind not in "iub":
         return x.astype(np.int64)
-    if x.dtype == BF16 and cdt == np.float32:
+    if is_bf16(x.dtype) and cdt == np.float32:
         return to_f32(x, parallel)  # exact, as astype, without ml_dtypes' per-element call
     return x.astype(cdt)
 
@@ -55,7 +55,7 @@ def _finish(y: np.ndarray, kind: str, out_dt: np.dtype, parallel: bool = False) 
         return y.astype(out_dt, copy=False)
     if out_dt.kind != "c" and y.dtype.kind == "c":
         y = y.real
-    if out_dt == BF16:
+    if is_bf16(out_dt):
         return to_bf16(y, parallel)  # ml_dtypes' bits (bf16_convert.py), 9x faster
     return y.astype(out_dt, copy=False)
 
