@@ -144,6 +144,27 @@ def test_result_of_another_type_gets_its_own_buffer():
     _same_bits_close(fused, unfused, f, args, 1e-2)
 
 
+@pytest.mark.parametrize("f", [
+    lambda x, w, b: jax.nn.gelu(x @ w + b),
+    lambda x, w, b: (x @ w).astype(jnp.float32) + b.astype(jnp.float32)],
+    ids=["bf16-gelu", "f32-result"])
+def test_bf16_product_gives_xla_bits(f):
+    """A bf16 product and its epilogue (the product widened once, the loop in place on it):
+    XLA's bits, compiled and with the epilogue interpreted on the product as its kernel
+    gave it."""
+    import ml_dtypes
+    bf = ml_dtypes.bfloat16
+    args = [_n(128, 256).astype(bf), _n(256, 512, scale=0.06).astype(bf), _n(512).astype(bf)]
+    fused, unfused = _fused(f, args)
+    assert _kinds(fused) == ["fusion:kOutput"]
+    want = _outputs(f, args)[0]
+    got = fused.run(*args).outputs[0]
+    assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+    assert unfused.run(*args).outputs[0].tobytes() == want.tobytes()
+    assert fused.run(*args, interpret=True).outputs[0].tobytes() \
+        == want.tobytes()
+
+
 def test_what_stays_apart():
     """A product read by anything else, or one the loop reads through a broadcast, keeps
     its own thunk; so does one inside a while body (compiled whole: compiled_while.py)."""

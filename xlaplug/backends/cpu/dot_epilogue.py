@@ -32,7 +32,8 @@ import numpy as np
 from ..common.fusion_contents import DEFAULT_MIN_ELEMENTS, loop_shape
 from ...hlo.ir import Computation, Instruction
 from ...hlo.rewrite import clone_instruction
-from .jit_drivers import numba_dtype
+from .blas_threads import devices_at_once
+from .jit_drivers import numba_array, numba_dtype
 
 _PRODUCTS = frozenset({"dot", "convolution"})
 
@@ -91,12 +92,19 @@ def run_output_fusion(ins, args, ctx, run_loop):
     if plan is None or plan[0] is None:
         return ctx.run(comp, args)
     product_kernel, d, d_args, epilogue, e_args = plan
-    y = product_kernel(d, [args[k] for k in d_args], ctx)
+    y = product = product_kernel(d, [args[k] for k in d_args], ctx)
+    want = numba_dtype(ins.shape.dtype)
+    if isinstance(y, np.ndarray) and y.dtype != want and numba_dtype(y.dtype) == want:
+        # A bf16 product of a bf16 epilogue: widened once, here, into a new f32 array the
+        # loop then writes in place, instead of the loop widening it and writing another.
+        y = numba_array(y, not devices_at_once(ctx))
     e_vals = [y if k < 0 else args[k] for k in e_args]
     into = None
-    if isinstance(y, np.ndarray) and y.dtype == numba_dtype(ins.shape.dtype) and \
+    if isinstance(y, np.ndarray) and y.dtype == want and \
             y.flags.c_contiguous and y.flags.writeable and \
             not any(isinstance(a, np.ndarray) and np.may_share_memory(y, a) for a in args):
         into = y.reshape(-1)
     out = run_loop(epilogue, ins.shape, e_vals, ctx, into=into)
-    return ctx.run(epilogue, e_vals) if out is None else out
+    if out is None:  # interpreted: on the product as its kernel gave it
+        return ctx.run(epilogue, [product if k < 0 else args[k] for k in e_args])
+    return out

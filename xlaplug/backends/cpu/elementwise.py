@@ -35,6 +35,7 @@ import numpy as np
 
 from ...hlo import dtypes as D
 from ...hlo.dtypes import is_signed  # noqa: F401 - the kernels' import point
+from .bf16_convert import to_bf16, to_f32
 
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
@@ -140,7 +141,7 @@ def fin(x, t: str, daz: bool = True):
     if t in ("f32", "f64", "c64", "c128"):
         return flush(x) if daz else x
     if t == "bf16":
-        x = x.astype(F32)
+        x = to_f32(x)
         return flush(x) if daz else x
     return x.astype(F32)
 
@@ -153,7 +154,7 @@ def fout(r, t: str, ftz: bool = True) -> np.ndarray:
         return flush(r) if ftz else r
     if t == "bf16":
         r = r.astype(F32, copy=False)
-        return (flush(r) if ftz else r).astype(D.to_dtype("bf16"))
+        return to_bf16(flush(r) if ftz else r)
     return to_narrow_float(r, t)
 
 

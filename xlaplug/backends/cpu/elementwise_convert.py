@@ -7,6 +7,7 @@ import numpy as np
 
 from ...hlo import dtypes as D
 from ..registry import kernel
+from .bf16_convert import to_bf16, to_f32
 from .elementwise import (F32, F64, NARROW_FLOATS, bits, et, fin, flush, fout, iin, iout,
                           is_complex, is_float, is_int, is_signed, result, to_narrow_float)
 from .elementwise_logic import _pattern
@@ -51,13 +52,13 @@ def _float_to_float(x: np.ndarray, f: str, t: str) -> np.ndarray:
     if t == "f64":  # f32 (and bf16, via f32) -> f64 reads subnormals as zero
         return (flush(x.astype(F32)) if f in ("f32", "bf16") else x).astype(F64)
     if t == "f32":  # f64 -> f32 flushes subnormal results
-        return flush(x.astype(F32)) if f == "f64" else x.astype(F32)
+        return flush(x.astype(F32)) if f == "f64" else to_f32(x)
     if f in NARROW_FLOATS:
-        x = x.astype(F32)  # exact
+        x = to_f32(x)  # exact
     if t == "bf16":
         if f == "f64":  # XLA emits fptrunc f64 -> f32 (flushing), then its f32 -> bf16 rounding
             x = flush(x.astype(F32))
-        return x.astype(D.to_dtype("bf16"))
+        return to_bf16(x)  # f32: ml_dtypes' bits, without its per-element call
     if t == "f8e8m0fnu" and f == "f64":  # below 2^-127 there is no e8m0 value: NaN
         x = np.where((x > 0) & (x < 2.0 ** -127), np.nan, x)
     return to_narrow_float(x, t)

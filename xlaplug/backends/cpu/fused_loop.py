@@ -187,6 +187,7 @@ def run_loop(comp, shape, args, ctx, into=None):
     (it may be one of `args` read at the loop index: each element is read before it is
     written, by the same iteration); else a new one."""
     n = shape.num_elements() if shape.is_array else 0
+    threads = False  # the loop on numba's threads: its bf16 conversions too
     if n < ctx.options.get("fusion_min_elements", DEFAULT_MIN_ELEMENTS):
         plan = _small_plan(ctx, comp, n) if n > 0 else None
     elif devices_at_once(ctx) or n < DEFAULT_MIN_ELEMENTS:
@@ -197,12 +198,13 @@ def run_loop(comp, shape, args, ctx, into=None):
         # about twice as long to compile a parallel loop.
         plan = loop_plan(ctx, comp, _serial_loop_fn, "_fused_serial_plans")
     else:
-        plan = loop_plan(ctx, comp, compiled_loop_fn)
+        plan, threads = loop_plan(ctx, comp, compiled_loop_fn), True
     if plan is None:
         return None
     fn, roles = plan
     vals = [numba_scalar(a) if r == "scalar" else
-            np.ascontiguousarray(numba_array(a)).reshape(-1) for a, r in zip(args, roles)]
+            np.ascontiguousarray(numba_array(a, threads)).reshape(-1)
+            for a, r in zip(args, roles)]
     out = np.empty(n, numba_dtype(shape.dtype)) if into is None else into
     try:
         fn(out, *vals)
@@ -211,7 +213,7 @@ def run_loop(comp, shape, args, ctx, into=None):
                       "_fused_serial_plans"):
             ctx.kernel_cache.table(table)[id(comp)] = None
         return ctx.run(comp, args)
-    return from_numba(out, shape.dtype).reshape(shape.dims)
+    return from_numba(out, shape.dtype, threads).reshape(shape.dims)
 
 
 _fusion.compiled_loop = _compiled_loop

@@ -26,20 +26,26 @@ import numpy as np
 from ..registry import kernel
 from ..common.errors import ExecutionError
 from ..common.plans import dot_plan
+from .bf16_convert import is_bf16, to_bf16, to_f32
+from .blas_threads import devices_at_once
 from .dot_complex import complex_matmul
 from .gang_gemm import ganged_product
 
-def _to_compute(x: np.ndarray, cdt: np.dtype) -> np.ndarray:
+def _to_compute(x: np.ndarray, cdt: np.dtype, parallel: bool = False) -> np.ndarray:
+    """An operand in the compute type (bf16 widened over numba's threads when `parallel`)."""
     x = np.asarray(x)
     if x.dtype == cdt:
         return x
     if cdt.kind == "i" and x.dtype.kind not in "iub":
         return x.astype(np.int64)
+    if is_bf16(x.dtype) and cdt == np.float32:
+        return to_f32(x, parallel)  # exact, as astype, without ml_dtypes' per-element call
     return x.astype(cdt)
 
 
-def _finish(y: np.ndarray, kind: str, out_dt: np.dtype) -> np.ndarray:
-    """Compute-type result -> result dtype (integers wrap; pred is `!= 0`)."""
+def _finish(y: np.ndarray, kind: str, out_dt: np.dtype, parallel: bool = False) -> np.ndarray:
+    """Compute-type result -> result dtype (integers wrap; pred is `!= 0`; bf16 rounded
+    over numba's threads when `parallel`)."""
     if kind == "int":
         if y.dtype != np.int64:
             y = y.astype(np.int64)  # exact: |y| < 2^53
@@ -50,6 +56,8 @@ def _finish(y: np.ndarray, kind: str, out_dt: np.dtype) -> np.ndarray:
         return y.astype(out_dt, copy=False)
     if out_dt.kind != "c" and y.dtype.kind == "c":
         y = y.real
+    if is_bf16(out_dt):
+        return to_bf16(y, parallel)  # ml_dtypes' bits (bf16_convert.py), 9x faster
     return y.astype(out_dt, copy=False)
 
 
@@ -67,8 +75,10 @@ def _dot(ins, args, ctx):
     if p is None:
         p = plans[key] = dot_plan(ins, lhs.shape, rhs.shape, lhs.dtype, rhs.dtype, out_dt)
     B, M, K, N, cdt, kind = p.batch, p.m, p.k, p.n, p.compute_dtype, p.kind
-    L = _to_compute(lhs.transpose(p.lhs_perm), cdt).reshape(B, M, K)
-    R = _to_compute(rhs.transpose(p.rhs_perm), cdt).reshape(B, K, N)
+    # bf16 operands and results convert on numba's threads, unless devices share the cores.
+    par = not devices_at_once(ctx)
+    L = _to_compute(lhs.transpose(p.lhs_perm), cdt, par).reshape(B, M, K)
+    R = _to_compute(rhs.transpose(p.rhs_perm), cdt, par).reshape(B, K, N)
     if K == 0:
         y = np.zeros((B, M, N), cdt)
     elif cdt.kind == "c":
@@ -78,7 +88,7 @@ def _dot(ins, args, ctx):
         y = ganged_product(ins, L[0], R[0], ctx)[None]
     else:
         y = (L[0] @ R[0])[None] if B == 1 else np.matmul(L, R)
-    y = _finish(y, kind, out_dt)
+    y = _finish(y, kind, out_dt, par)
     return np.asarray(y.reshape(ins.shape.dims), order="C")
 
 

@@ -102,14 +102,14 @@ def run_row_fusion(ins, args, ctx):
     if fn is None:
         return None
     outs_shapes = ins.shape.tuple_shapes if ins.shape.is_tuple else (ins.shape,)
-    vals = [np.ascontiguousarray(numba_array(a)).reshape(-1) for a in args]
+    vals = [np.ascontiguousarray(numba_array(a, parallel)).reshape(-1) for a in args]
     outs = [np.empty(s.num_elements(), numba_dtype(s.dtype)) for s in outs_shapes]
     try:
         fn(*outs, *vals)
     except TypingError:  # numba cannot type it after all: interpret, and remember
         ctx.kernel_cache.table("_row_loop_plans")[key] = None
         return None
-    res = [from_numba(o, s.dtype).reshape(s.dims) for o, s in zip(outs, outs_shapes)]
+    res = [from_numba(o, s.dtype, parallel).reshape(s.dims) for o, s in zip(outs, outs_shapes)]
     return tuple(res) if ins.shape.is_tuple else res[0]
 
 
