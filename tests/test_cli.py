@@ -87,7 +87,7 @@ def test_compile_json(simple):
         "passes": [{"name": n, "changed": False} for n in
                    ["sdy-shard-map", "custom-call-lowering", "inline-calls", "tuple-simplify",
                     "dce", "excess-precision", "reduce-fusion", "loop-fusion",
-                    "dot-epilogue"]],
+                    "dot-epilogue", "small-regions"]],
         "thunks": {"computation": "e", "buffers": 1, "buffer_bytes": [12], "peak_bytes": 12,
                    "total_peak_bytes": 12, "thunks": [
                        {"index": 0, **param, "instruction": "p0"},

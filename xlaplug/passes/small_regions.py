@@ -15,9 +15,8 @@ An instruction is a member when it is not a parameter, a constant (constants are
 the region's parameters: the code does not depend on their values), a get-tuple-element
 or side-effecting, has no control edges, its result and every operand are arrays of at
 most `max_elements` elements, no loaded plugin overrides its opcode, and ArrayCodegen can
-emit it (region_code.expressible), and -- unless `sums` -- neither it nor a computation it
-calls is a reduce or a dot: the region's elementwise and data-movement code gives the
-interpreter's bits, its sums would not (see the option).  Regions grow in the computation's order: a member
+emit it (region_code.expressible) with the interpreter's bits: no dot, unless `sums`, and
+reduces folded as the unfused kernel folds them (cpu/region_sums.py).  Regions grow in the computation's order: a member
 joins the open region unless it reads (through non-members) a value the region computed --
 then the region could not be one call -- or the region holds `max_instructions` already
 (numba's compile time grows with the function); a side-effecting instruction closes it.
@@ -34,10 +33,8 @@ from typing import ClassVar
 
 from ..hlo.attr_types import Word
 from ..hlo.ir import Computation, Instruction, Module, Shape
-from ..hlo.rewrite import NameUniquer
+from ..hlo.rewrite import NameUniquer, clone_instruction
 from .context import PassContext
-
-_SUMS = frozenset({"reduce", "dot"})
 
 
 @dataclass
@@ -49,9 +46,9 @@ class SmallRegions:
     max_instructions: int = 200
     # Fewer members than this: left interpreted.
     min_instructions: int = 3
-    # Reduces and dots join too (loop_sums.py: a reduce folded in row order, a dot in vector
-    # lanes or by numba's BLAS), faster but not the interpreter's bits (numpy's pairwise
-    # sums, numpy's BLAS under FTZ): off by default.
+    # Dots join too, and every reduce is folded in row order (loop_sums.py: a dot in vector
+    # lanes or by numba's BLAS): faster, but not the interpreter's bits (numpy's BLAS under
+    # FTZ, numpy's pairwise sums): off by default.
     sums: bool = False
     enabled: bool = True
 
@@ -70,24 +67,16 @@ class SmallRegions:
             return (ins.opcode not in ("parameter", "constant", "get-tuple-element", "tuple")
                     and ins.opcode not in skip and id(ins) not in controlled
                     and not ins.has_side_effect and ins.shape.is_array
-                    and _small(ins, self.max_elements) and expressible(ins)
-                    and (self.sums or not _sums(ins)))
+                    and _small(ins, self.max_elements) and expressible(ins, self.sums))
 
         regions = _regions(comp, member, self.max_instructions, self.min_instructions)
         if not regions:
             return False
         uniq, names = NameUniquer(module), NameUniquer.of_computations(module)
-        bodies = _outline(comp, regions, uniq, names, region_config())
+        bodies = _outline(comp, regions, uniq, names, region_config(self.sums))
         at = module.computations.index(comp)
         module.computations[at:at] = bodies
         return True
-
-
-def _sums(ins: Instruction) -> bool:
-    """Whether `ins`, or a computation it calls, holds a reduce or a dot."""
-    if ins.opcode in _SUMS:
-        return True
-    return any(_sums(i) for c in ins.called_computations() for i in c.instructions)
 
 
 def _small(ins: Instruction, limit: int) -> bool:
@@ -135,9 +124,14 @@ def _outline(comp: Computation, regions, uniq: NameUniquer, names: NameUniquer,
         inside = {id(m) for m in members}
         outside: list[Instruction] = []
         params: dict[int, Instruction] = {}
+        copies: list[Instruction] = []
         for m in members:
             for o in m.operands:
-                if id(o) not in inside and id(o) not in params:
+                if o.opcode == "constant" and o.shape.rank == 0 and id(o) not in params:
+                    # A scalar constant (a reduce's init): copied in, its value in the code.
+                    params[id(o)] = clone_instruction(o, [], uniq(o.name))
+                    copies.append(params[id(o)])
+                elif id(o) not in inside and id(o) not in params:
                     params[id(o)] = Instruction(uniq(f"param_{len(outside)}"), "parameter",
                                                 o.shape, parameter_number=len(outside))
                     outside.append(o)
@@ -145,7 +139,7 @@ def _outline(comp: Computation, regions, uniq: NameUniquer, names: NameUniquer,
                 or any(id(u) not in inside for u in users[m])]
         for m in members:
             m.operands = [params.get(id(o), o) for o in m.operands]
-        body = list(params.values()) + members
+        body = [p for p in params.values() if p.opcode == "parameter"] + copies + members
         if len(outs) == 1:
             root, shape = outs[0], outs[0].shape
         else:

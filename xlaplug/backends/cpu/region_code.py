@@ -31,10 +31,11 @@ from . import loop_emitters
 from .compiled_while import _flat_arg
 from .jit_cache import cached_function, is_cached
 from .jit_drivers import from_numba, numba_dtype
-from .loop_codegen import ArrayCodegen, Unsupported
+from .loop_codegen import Unsupported
+from .region_sums import RegionCodegen
 
 REGION_KIND = "__xlaplug_small_region"
-REGION_CONFIG = '{"fusion_config":{"kind":"%s"}}' % REGION_KIND
+SUMS_KIND = REGION_KIND + "_sums"   # the pass's `sums`: loop_sums' reduces and dots
 HOT_CALLS = 8          # as fused_loop.HOT_CALLS: a module run once compiles nothing
 _TABLE = "_small_regions"
 _CALLS = "_small_region_calls"
@@ -46,15 +47,19 @@ def is_region(ins: Instruction) -> bool:
         and REGION_KIND in str(ins.attrs.get("backend_config", ""))
 
 
-def region_config() -> Raw:
-    return Raw(REGION_CONFIG)
+def region_config(sums: bool = False) -> Raw:
+    return Raw('{"fusion_config":{"kind":"%s"}}' % (SUMS_KIND if sums else REGION_KIND))
 
 
-def expressible(ins: Instruction) -> bool:
-    """Whether ArrayCodegen can emit `ins` (its operands given as flat arrays)."""
+def _sums(ins: Instruction) -> bool:
+    return SUMS_KIND in str(ins.attrs.get("backend_config", ""))
+
+
+def expressible(ins: Instruction, sums: bool = False) -> bool:
+    """Whether the region code can emit `ins` (its operands given as flat arrays)."""
     if not ins.shape.is_array or any(not o.shape.is_array for o in ins.operands):
         return False
-    cg = ArrayCodegen({}, "x")
+    cg = RegionCodegen({}, "x", sums)
     for k, o in enumerate(ins.operands):
         cg.names[id(o)] = f"a{k}"
     try:
@@ -84,15 +89,15 @@ class RegionCode:
         return self.fn
 
 
-def generate(comp: Computation) -> RegionCode | None:
-    """The region's module (module docstring), or None when ArrayCodegen cannot say it."""
+def generate(comp: Computation, sums: bool = False) -> RegionCode | None:
+    """The region's module (module docstring), or None when it cannot be said."""
     params = comp.parameters
     root = comp.root
     outs = list(root.operands) if root.opcode == "tuple" else [root]
     if any(not p.shape.is_array for p in params) or any(not o.shape.is_array for o in outs):
         return None
     consts: dict = {}
-    cg = ArrayCodegen(consts, "r")
+    cg = RegionCodegen(consts, "r", sums)
     for p in params:
         cg.names[id(p)] = f"p{p.parameter_number}"
     try:
@@ -125,12 +130,14 @@ def generate(comp: Computation) -> RegionCode | None:
                       [cg.buffers[b] for b in scratch])
 
 
-def region_code(ctx, comp: Computation) -> RegionCode | None:
-    """generate(comp), once per run context (its kernel cache)."""
+def region_code(ctx, ins: Instruction):
+    """(computation, generate(it), its scratch buffers), once per run context (its kernel
+    cache)."""
+    comp = ins.attrs["calls"][0]
     table = ctx.kernel_cache.table(_TABLE)
     hit = table.get(id(comp))
     if hit is None or hit[0] is not comp:
-        hit = table[id(comp)] = (comp, generate(comp), [])
+        hit = table[id(comp)] = (comp, generate(comp, _sums(ins)), [])
     return hit
 
 
@@ -147,7 +154,7 @@ def run_region(ins: Instruction, args, ctx):
     comp = ins.attrs["calls"][0]
     if ctx.options.get("interpret_loops"):
         return ctx.run(comp, args)
-    _, code, scratch = region_code(ctx, comp)
+    _, code, scratch = region_code(ctx, ins)
     if code is None or code.failed or not _compiled_now(ctx, comp, code):
         return ctx.run(comp, args)
     if not scratch:
