@@ -87,7 +87,7 @@ def test_compile_json(simple):
         "passes": [{"name": n, "changed": False} for n in
                    ["sdy-shard-map", "custom-call-lowering", "inline-calls", "tuple-simplify",
                     "dce", "excess-precision", "reduce-fusion", "loop-fusion",
-                    "dot-epilogue"]],
+                    "dot-epilogue", "small-regions"]],
         "thunks": {"computation": "e", "buffers": 1, "buffer_bytes": [12], "peak_bytes": 12,
                    "total_peak_bytes": 12, "thunks": [
                        {"index": 0, **param, "instruction": "p0"},
@@ -117,11 +117,12 @@ def test_compile_thunks_of_the_example_name_every_instruction(tmp_path):
     lines = out.read_text().splitlines()
     assert lines[0].split() == ["#", "thunk", "opcodes", "buffers", "shapes", "bytes"]
     # (the GELU's multiply-adds are fused, as XLA contracts them into FMAs at any size, and
-    # the first product with them: dot-epilogue)
-    assert lines[-1] == "27 thunks in main.3; 4 buffers, peak 640 B (with nested sequences " \
+    # the first product with them: dot-epilogue; then the runs of small-array instructions
+    # between the products are small regions, one thunk each)
+    assert lines[-1] == "11 thunks in main.3; 2 buffers, peak 640 B (with nested sequences " \
         "2.6 KiB)"
     firsts = [ln.split()[0] for ln in lines[1:-1]]
-    assert [f for f in firsts if "." not in f] == [str(i) for i in range(27)]
+    assert [f for f in firsts if "." not in f] == [str(i) for i in range(11)]
     assert all(f.split(".")[0] in firsts for f in firsts)  # a fusion's body under its row
 
 
@@ -135,7 +136,7 @@ def test_compile_output_file_and_dump_dir(tmp_path, simple):
         "00-input.hlo", "01-sdy-shard-map.hlo", "02-custom-call-lowering.hlo",
         "03-inline-calls.hlo", "04-tuple-simplify.hlo", "05-dce.hlo",
         "06-excess-precision.hlo", "07-reduce-fusion.hlo", "08-loop-fusion.hlo",
-        "09-dot-epilogue.hlo"]
+        "09-dot-epilogue.hlo", "10-small-regions.hlo"]
 
 
 @pytest.mark.parametrize("text,message", [
@@ -178,7 +179,8 @@ def test_unknown_pass_is_exit_2(simple):
     assert r.returncode == 2
     assert r.stderr == ("error: unknown pass 'bogus' (known passes: "
                         "custom-call-lowering, dce, dot-epilogue, excess-precision, inline-calls, "
-                        "loop-fusion, reduce-fusion, sdy-shard-map, tuple-simplify)\n")
+                        "loop-fusion, reduce-fusion, sdy-shard-map, small-regions, "
+                        "tuple-simplify)\n")
 
 
 def test_pass_options(simple):

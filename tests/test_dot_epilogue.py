@@ -23,6 +23,9 @@ pytestmark = pytest.mark.jax
 R = np.random.default_rng(23)
 WITHOUT = ("sdy-shard-map,custom-call-lowering,inline-calls,tuple-simplify,dce,"
            "excess-precision,reduce-fusion,loop-fusion")
+# The default pipeline up to dot-epilogue: small-regions (after it) would take these small
+# products' epilogues into regions of its own (tests/test_small_regions.py).
+WITH = WITHOUT + ",dot-epilogue"
 
 
 def _n(*shape, scale=1.0):
@@ -52,7 +55,7 @@ def _block(x, wq, wk, wv, wo, w1, b1, w2, b2):
 def _fused(f, args, **compile_opts):
     """(fused executable, unfused executable) of f's lowered HLO."""
     text = jax.jit(f).lower(*args).as_text(dialect="hlo")
-    return (xlaplug.compile(text, **compile_opts),
+    return (xlaplug.compile(text, passes=WITH, **compile_opts),
             xlaplug.compile(text, passes=WITHOUT, **compile_opts))
 
 
@@ -106,7 +109,7 @@ def test_small_layer_below_the_loop_threshold():
     _same_bits_close(fused, unfused, f, args, 1e-5)
     # Interpreted: the product's kernel, then the epilogue instruction by instruction.
     m = parse_module(jax.jit(f).lower(*args).as_text(dialect="hlo"))
-    compile_module(m)
+    compile_module(m, options={"small-regions": {"enabled": False}})
     assert [i.opcode for i in m.entry.instructions].count("dot") == 0
     got = execute(m, args, interpret=True).outputs[0]
     np.testing.assert_allclose(got, _outputs(f, args)[0], rtol=1e-5, atol=1e-5)

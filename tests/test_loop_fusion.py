@@ -23,7 +23,8 @@ FUSE = {"loop-fusion": {"min_elements": 1}}
 
 def _fused(text: str, session=None, **pass_opts):
     m = parse_module(text)
-    compile_module(m, session, options={"loop-fusion": {"min_elements": 1, **pass_opts}})
+    compile_module(m, session, options={"loop-fusion": {"min_elements": 1, **pass_opts},
+                                        "small-regions": {"enabled": False}})
     return m
 
 

@@ -35,6 +35,8 @@ class Backend(Protocol):
     on_host: bool
     # Runs a product and its elementwise epilogue as one kOutput fusion (passes/dot_epilogue).
     output_fusions: bool
+    # Runs runs of small-array instructions as one compiled function (passes/small_regions).
+    small_regions: bool
 
     def status(self) -> tuple[bool, str]: ...
     def require(self) -> None: ...
@@ -51,6 +53,7 @@ class CpuBackend:
     kernel_package = "xlaplug.backends.cpu"
     on_host = HostMemory.on_host
     output_fusions = True  # cpu/dot_epilogue.py
+    small_regions = True  # cpu/region_code.py
 
     def status(self) -> tuple[bool, str]:
         return True, "the host CPU"
@@ -99,6 +102,7 @@ class CudaBackend:
     kernel_package = "xlaplug.backends.cuda"
     on_host = CudaMemory.on_host
     output_fusions = False  # no kOutput fusion kernel yet
+    small_regions = False  # no region kernel
 
     def status(self) -> tuple[bool, str]:
         from .cuda_support import cuda_status

@@ -33,11 +33,12 @@ from .inline_calls import CallInlining
 from .loop_fusion import LoopFusion
 from .reduce_fusion import ReduceFusion
 from .sdy_shard_map import SdyShardMap
+from .small_regions import SmallRegions
 from .tuple_simplify import TupleSimplification
 
 BUILTIN_PASSES = MappingProxyType({p.name: p for p in (
     SdyShardMap, CustomCallLowering, CallInlining, TupleSimplification, DeadCodeElimination,
-    ExcessPrecision, ReduceFusion, LoopFusion, DotEpilogue)})
+    ExcessPrecision, ReduceFusion, LoopFusion, DotEpilogue, SmallRegions)})
 # Gather jax's shard_map regions into one instruction each (their bodies run per device);
 # lower plugin ops (their decompositions are core HLO the rest can clean up); inline
 # calls so the tuple plumbing becomes visible, fold it, sweep; keep in f32 the bf16 results
@@ -45,10 +46,11 @@ BUILTIN_PASSES = MappingProxyType({p.name: p for p in (
 # fuse row reductions with their producers and consumers, and elementwise chains on large
 # arrays into loops (after excess-precision, so an f32 multiply-add it exposes contracts
 # into an FMA as in XLA's fusions); then give a product the loop fusion that is its only
-# reader (its bias and activation: one buffer and one thunk fewer).
+# reader (its bias and activation: one buffer and one thunk fewer); last, runs of the
+# entry's instructions on small arrays become one compiled function each.
 DEFAULT_PIPELINE = ("sdy-shard-map", "custom-call-lowering", "inline-calls",
                     "tuple-simplify", "dce", "excess-precision", "reduce-fusion",
-                    "loop-fusion", "dot-epilogue")
+                    "loop-fusion", "dot-epilogue", "small-regions")
 # The portable artifact (`compile --decompose-all`, `--passes portable`): HLO as XLA takes
 # it before its own passes.  Every plugin op is replaced by its decomposition, a
 # composite's call by its body (inlined, as XLA's own call inliner would), and what that

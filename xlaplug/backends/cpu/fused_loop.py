@@ -35,6 +35,7 @@ from .blas_threads import devices_at_once
 from .dot_epilogue import output_compiled, run_output_fusion
 from .jit_cache import cached_function, scalar_piece
 from .jit_drivers import from_numba, numba_array, numba_dtype, numba_scalar
+from .region_code import is_region, run_region
 from .row_fusion import compiled_rows, run_row_fusion
 
 # Below this many elements a small fusion's serial loop calls its body's functions instead of
@@ -171,6 +172,8 @@ def _compiled_loop(ins) -> bool:
 @kernel("fusion")
 def _fusion(ins, args, ctx):
     comp = ins.attrs["calls"][0]
+    if is_region(ins):
+        return run_region(ins, args, ctx)  # passes/small_regions.py: region_code.py
     if str(ins.attrs.get("kind", "")) == "kOutput":
         return run_output_fusion(ins, args, ctx, run_loop)  # a product and its epilogue
     y = run_loop(comp, ins.shape, args, ctx)

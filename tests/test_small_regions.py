@@ -1,0 +1,148 @@
+"""Small regions (passes/small_regions.py, backends/cpu/region_code.py).
+
+Runs of the entry's small-array instructions become one fusion each, compiled into one numba
+function.  jax gives the expected values; a region run compiled must give the bits the
+interpreter gives with the pass off (elementwise ops by the same SCALAR_OPS templates;
+reduces and dots stay outside unless `sums`).
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from xlaplug.backends.cpu import region_code as RC
+from xlaplug.hlo import parse_module
+from xlaplug.hlo.text.printer import module_to_text
+from xlaplug.runtime.driver import compile_module
+from xlaplug.runtime.runner import execute
+
+R = np.random.default_rng(0)
+X = R.standard_normal((8, 16)).astype(np.float32)
+W = R.standard_normal((16, 4)).astype(np.float32)
+
+
+def chain(x, w):  # elementwise, broadcasts, transposes, slices, a concatenate, a dot, sums
+    y = jnp.tanh(x * 0.5 + 1.0) - jnp.exp(-x)
+    z = jnp.concatenate([y[:, :8].T, jnp.maximum(y[:, 8:], 0.0).T], axis=0)
+    h = y @ w
+    s = jnp.sum(h * h, axis=1)                      # rows: numpy's pairwise order
+    t = jnp.max(jnp.abs(z), axis=1) + jnp.sum(z * z)  # rows, and everything
+    c = jnp.sum(jnp.cos(y), axis=0)                 # columns: numpy's iterator order
+    return z.T * 2.0 + x, jnp.where(s > 1.0, s, -s), h + 1.0, t, c
+
+
+def mixed(x):  # a sort reads a region's value; later small ops do not read the sort
+    a = jnp.exp(jnp.sin(x) + 1.0)
+    b = jnp.sort(a, axis=1)
+    c = jnp.maximum(jnp.cos(x) - jnp.tanh(a), 0.5)
+    return jnp.abs(b - 1.0) + 2.0, jnp.sqrt(c) / a
+
+
+def _module(f, *args, **opts):
+    text = jax.jit(f).lower(*args).as_text(dialect="hlo")
+    m = parse_module(text)
+    compile_module(m, None, options={"small-regions": opts} if opts else None)
+    return m
+
+
+def _regions(m):
+    return [i for i in m.entry.instructions if RC.is_region(i)]
+
+
+def _members(region):
+    return [i.opcode for i in region.attrs["calls"][0].instructions
+            if i.opcode not in ("parameter", "tuple", "constant")]
+
+
+def _opcodes(comp):  # with those of the fusions it calls
+    return {op for i in comp.instructions
+            for op in (i.opcode, *(o for c in i.called_computations() for o in _opcodes(c)))}
+
+
+@pytest.fixture
+def hot(monkeypatch):
+    """Regions compile on their first call."""
+    monkeypatch.setattr(RC, "HOT_CALLS", 0)
+    compiled = []
+    real = RC.RegionCode.function
+
+    def function(self):
+        compiled.append(self)
+        return real(self)
+    monkeypatch.setattr(RC.RegionCode, "function", function)
+    return compiled
+
+
+@pytest.mark.parametrize("f,args,sums", [(chain, (X, W), False), (chain, (X, W), True),
+                                         (mixed, (X,), False)])
+def test_regions_match_jax_and_the_interpreter_bit_for_bit(f, args, sums, hot):
+    m = _module(f, *args, sums=sums)
+    assert _regions(m)
+    got = execute(m, list(args)).outputs
+    assert hot, "no region ran compiled"
+    want = jax.tree.leaves(jax.jit(f)(*args))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, np.asarray(w), rtol=2e-6, atol=2e-6)
+    off = execute(_module(f, *args, enabled=False), list(args)).outputs
+    for g, o in zip(got, off):
+        if sums:  # a dot or a sum in another order: close, not the same bits
+            np.testing.assert_allclose(g, o, rtol=1e-5, atol=1e-6)
+        else:
+            np.testing.assert_array_equal(g.view(np.uint32), o.view(np.uint32))
+
+
+def test_dots_column_sums_and_unsupported_ops_stay_outside():
+    m = _module(chain, X, W)
+    inside = [op for r in _regions(m) for op in _members(r)]
+    outside = [i for i in m.entry.instructions]
+    assert "dot" in [i.opcode for i in outside] and "dot" not in inside
+    assert [tuple(i.attrs["dimensions"]) for i in outside if i.opcode == "reduce"] == [(0,)]
+    assert inside.count("reduce") == 3
+    assert {"concatenate", "transpose"} <= set(inside)
+    assert {"tanh", "exponential"} <= set().union(
+        *(_opcodes(r.attrs["calls"][0]) for r in _regions(m)))
+    m = _module(chain, X, W, sums=True)
+    assert {"dot", "reduce"} <= {op for r in _regions(m) for op in _members(r)}
+    m = _module(mixed, X)
+    assert "sort" in [i.opcode for i in m.entry.instructions]
+    assert all("sort" not in _members(r) for r in _regions(m))
+
+
+def test_the_element_threshold_and_the_instruction_cap():
+    big = R.standard_normal((64, 64)).astype(np.float32)
+    assert not _regions(_module(mixed, big, max_elements=64 * 64 - 1))
+    assert _regions(_module(mixed, big, max_elements=64 * 64))
+    whole = _module(chain, X, W, sums=True)
+    capped = _module(chain, X, W, sums=True, max_instructions=4)
+    assert len(_regions(capped)) > len(_regions(whole))
+    assert all(len(_members(r)) <= 4 for r in _regions(capped))
+    few = _module(chain, X, W, min_instructions=100)
+    assert not _regions(few)
+
+
+def test_a_region_compiles_only_once_hot_and_interprets_before(monkeypatch):
+    monkeypatch.setattr(RC, "is_cached", lambda *a, **k: False)
+    calls = []
+    monkeypatch.setattr(RC.RegionCode, "function", lambda self: calls.append(1) or (
+        lambda *a: (_ for _ in ()).throw(AssertionError("compiled"))))
+    m = _module(mixed, X)
+    want = execute(_module(mixed, X, enabled=False), [X]).outputs
+    got = execute(m, [X]).outputs  # a module run once: every region interpreted
+    assert not calls
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_printed_module_parses_back_and_decompose_all_has_no_region():
+    m = _module(chain, X, W)
+    text = module_to_text(m)
+    assert RC.REGION_KIND in text and "kCustom" in text
+    again = parse_module(text)
+    assert len(_regions(again)) == len(_regions(m))
+    np.testing.assert_array_equal(execute(again, [X, W]).outputs[0],
+                                  execute(m, [X, W]).outputs[0])
+    p = parse_module(jax.jit(chain).lower(X, W).as_text(dialect="hlo"))
+    compile_module(p, None, decompose_all=True)
+    assert not any(i.opcode == "fusion" for c in p.computations for i in c.instructions)
