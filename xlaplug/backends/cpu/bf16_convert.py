@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import prange
+from numba.extending import register_jitable
 
 from ...hlo import dtypes as D
 from .jit_store import cached_njit
@@ -40,38 +41,42 @@ def is_bf16(dt) -> bool:
     return np.dtype(dt).name == "bfloat16"
 
 
+@register_jitable(inline="always")
+def _rounded(u):
+    """The bf16 bits of the f32 bits `u` (the module docstring's two cases)."""
+    if u & np.uint32(0x7FFFFFFF) > np.uint32(0x7F800000):
+        return np.uint16(((u >> np.uint32(16)) & np.uint32(0x8000)) | np.uint32(0x7FC0))
+    return np.uint16((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))
+                     >> np.uint32(16))
+
+
+@register_jitable(inline="always")
+def _widened(h):
+    return np.uint32(h) << np.uint32(16)
+
+
 @cached_njit(nogil=True)
 def _round_serial(bits, out):
     for i in range(bits.shape[0]):
-        u = bits[i]
-        if u & np.uint32(0x7FFFFFFF) > np.uint32(0x7F800000):
-            out[i] = np.uint16(((u >> np.uint32(16)) & np.uint32(0x8000)) | np.uint32(0x7FC0))
-        else:
-            out[i] = np.uint16((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))
-                               >> np.uint32(16))
+        out[i] = _rounded(bits[i])
 
 
 @cached_njit(nogil=True, parallel=True)
 def _round_parallel(bits, out):
     for i in prange(bits.shape[0]):
-        u = bits[i]
-        if u & np.uint32(0x7FFFFFFF) > np.uint32(0x7F800000):
-            out[i] = np.uint16(((u >> np.uint32(16)) & np.uint32(0x8000)) | np.uint32(0x7FC0))
-        else:
-            out[i] = np.uint16((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))
-                               >> np.uint32(16))
+        out[i] = _rounded(bits[i])
 
 
 @cached_njit(nogil=True)
 def _widen_serial(bits, out):
     for i in range(bits.shape[0]):
-        out[i] = np.uint32(bits[i]) << np.uint32(16)
+        out[i] = _widened(bits[i])
 
 
 @cached_njit(nogil=True, parallel=True)
 def _widen_parallel(bits, out):
     for i in prange(bits.shape[0]):
-        out[i] = np.uint32(bits[i]) << np.uint32(16)
+        out[i] = _widened(bits[i])
 
 
 def to_bf16(x, parallel: bool = True) -> np.ndarray:

@@ -53,7 +53,7 @@ from numba.core.errors import NumbaError
 from ...hlo.ir import Instruction
 from ..device import flatten
 from ..registry import kernel
-from .jit_cache import cached_function, is_cached
+from .jit_cache import GeneratedRun
 from .jit_drivers import from_numba, numba_array, numba_dtype
 from .loop_codegen import ArrayCodegen, Unsupported
 from .loop_trip_count import trip_count
@@ -64,29 +64,11 @@ _TABLE = "compiled_while"
 _SEEN = "compiled_while_interpreted"   # id(loop) -> (loop, iterations run interpreted)
 
 
-_NJIT = dict(nogil=True, error_model="numpy")
-
-
 @dataclass(eq=False)
-class LoopCode:
-    """A loop's generated module; `fn` once compiled (or loaded) in this process.  `leaves`:
-    each state leaf's (dtype, the dtype numba gets it in, dims)."""
-    src: str
-    consts: dict
+class LoopCode(GeneratedRun):
+    """A loop's generated module (jit_cache.GeneratedRun: `failed` keeps the loop
+    interpreted).  `leaves`: each state leaf's (dtype, the dtype numba gets it in, dims)."""
     leaves: list = None
-    fn: object = None
-    failed: bool = False           # numba could not type it: the loop stays interpreted
-
-    def ready(self) -> bool:
-        """Whether the first call costs a load rather than a compile."""
-        return self.fn is not None or is_cached(self.src, self.consts, "run", **_NJIT)
-
-    def function(self):
-        if self.fn is None:
-            # Compiled once per loop text (constants included), on its first call; the
-            # module is cached on disk, so later processes load the machine code.
-            self.fn = cached_function(self.src, self.consts, "run", **_NJIT)
-        return self.fn
 
 
 def _state_leaves(shape) -> list | None:

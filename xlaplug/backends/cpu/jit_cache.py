@@ -22,6 +22,8 @@ pieces share a module).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import hashlib
 import importlib.util
 import os
@@ -154,6 +156,31 @@ def is_cached(src: str, consts: dict, entry: str, **njit_options) -> bool:
         return (d / "__pycache__" / index).is_file()
     except OSError:
         return False
+
+
+@dataclass(eq=False)
+class GeneratedRun:
+    """A generated module whose entry is `run` (a compiled while loop, a small region):
+    `fn` once compiled or loaded in this process; `failed` once numba could not type it
+    (the caller then interprets).  Subclasses add what their caller needs to call `run`."""
+    src: str
+    consts: dict
+    fn: object = field(default=None, kw_only=True)
+    failed: bool = field(default=False, kw_only=True)
+
+    def ready(self) -> bool:
+        """Whether the first call costs a load rather than a compile."""
+        return self.fn is not None or is_cached(self.src, self.consts, "run", **RUN_NJIT)
+
+    def function(self):
+        if self.fn is None:
+            # Compiled once per text (constants included), on its first call; the module is
+            # cached on disk, so later processes load the machine code.
+            self.fn = cached_function(self.src, self.consts, "run", **RUN_NJIT)
+        return self.fn
+
+
+RUN_NJIT = dict(nogil=True, error_model="numpy")
 
 
 def _key(text: str) -> str:

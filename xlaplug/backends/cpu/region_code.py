@@ -29,7 +29,7 @@ from ...hlo.attr_types import Raw
 from ...hlo.ir import Computation, Instruction
 from . import loop_emitters
 from .compiled_while import _flat_arg
-from .jit_cache import cached_function, is_cached
+from .jit_cache import GeneratedRun
 from .jit_drivers import from_numba, numba_dtype
 from .loop_codegen import Unsupported
 from .region_sums import RegionCodegen
@@ -39,7 +39,6 @@ SUMS_KIND = REGION_KIND + "_sums"   # the pass's `sums`: loop_sums' reduces and 
 HOT_CALLS = 8          # as fused_loop.HOT_CALLS: a module run once compiles nothing
 _TABLE = "_small_regions"
 _CALLS = "_small_region_calls"
-_NJIT = dict(nogil=True, error_model="numpy")
 
 
 def is_region(ins: Instruction) -> bool:
@@ -70,23 +69,11 @@ def expressible(ins: Instruction, sums: bool = False) -> bool:
 
 
 @dataclass(eq=False)
-class RegionCode:
-    """A region's module; `fn` once compiled (or loaded); `scratch`: its reused buffers."""
-    src: str
-    consts: dict
+class RegionCode(GeneratedRun):
+    """A region's module (jit_cache.GeneratedRun) and what calling it needs."""
     params: list        # each parameter's (dtype, numba dtype)
     outs: list          # each result's (dtype, dims)
     scratch_spec: list  # each scratch buffer's (size, numba dtype name)
-    fn: object = None
-    failed: bool = False
-
-    def ready(self) -> bool:
-        return self.fn is not None or is_cached(self.src, self.consts, "run", **_NJIT)
-
-    def function(self):
-        if self.fn is None:
-            self.fn = cached_function(self.src, self.consts, "run", **_NJIT)
-        return self.fn
 
 
 def generate(comp: Computation, sums: bool = False) -> RegionCode | None:
