@@ -18,7 +18,7 @@ from jax import lax
 
 from oracle import as_list, assert_same, rng
 from xlaplug.backends.cpu import compiled_while as CW
-from xlaplug.backends.cpu.jit_cache import module_text
+from xlaplug.backends.cpu.jit_cache import RUN_NJIT, module_text
 from xlaplug.hlo.text.parser import parse_module
 from xlaplug.runtime.driver import compile_module
 from xlaplug.runtime.executor import run_module
@@ -125,8 +125,8 @@ def test_sine_and_cosine_of_one_value_share_a_sincosf_call():
     _, code, loop = _loop_code()
     # Compiled here, in memory: numba does not disassemble code it loaded from its cache.
     ns: dict = {}
-    exec(compile(module_text(code.src, code.consts, CW._NJIT), "<loop>", "exec"), ns)
-    fn = numba.njit(**CW._NJIT)(ns["run"])
+    exec(compile(module_text(code.src, code.consts, RUN_NJIT), "<loop>", "exec"), ns)
+    fn = numba.njit(**RUN_NJIT)(ns["run"])
     fn(-1, *[np.zeros(1, s.dtype) for s in loop.shape.tuple_shapes[:-1]], X.copy())
     asm = fn.inspect_asm(fn.signatures[0])
     assert "sincosf" in asm and "sinf" not in asm and asm.count("cosf") == asm.count("sincosf")
