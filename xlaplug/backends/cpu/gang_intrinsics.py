@@ -8,21 +8,14 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
-FTZ_DAZ = 0x8040
+from .denormals import DAZ, FTZ
+
+_I32 = ir.IntType(32)
 
 
 def _mxcsr_fn(builder, name: str):
     fnty = ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer()])
     return builder.module.declare_intrinsic(f"llvm.x86.sse.{name}", fnty=fnty)
-
-
-@intrinsic
-def mxcsr_get(typingctx):
-    def codegen(context, builder, sig, args):
-        slot = builder.alloca(ir.IntType(32))
-        builder.call(_mxcsr_fn(builder, "stmxcsr"), [builder.bitcast(slot, ir.IntType(8).as_pointer())])
-        return builder.load(slot)
-    return types.uint32(), codegen
 
 
 @intrinsic
@@ -40,17 +33,22 @@ def mxcsr_set(typingctx, value):
     return types.void(value), codegen
 
 
+def _swap_mxcsr(builder, new_bits):
+    """Loads new_bits(builder, old) into this thread's MXCSR; returns the old value."""
+    i8p = ir.IntType(8).as_pointer()
+    slot = builder.alloca(_I32)
+    builder.call(_mxcsr_fn(builder, "stmxcsr"), [builder.bitcast(slot, i8p)])
+    old = builder.load(slot)
+    builder.store(new_bits(builder, old), slot)
+    builder.call(_mxcsr_fn(builder, "ldmxcsr"), [builder.bitcast(slot, i8p)])
+    return old
+
+
 @intrinsic
 def flush_on(typingctx):
     """Sets FTZ and DAZ on this thread; returns the MXCSR as it was (for mxcsr_set)."""
     def codegen(context, builder, sig, args):
-        i8p = ir.IntType(8).as_pointer()
-        slot = builder.alloca(ir.IntType(32))
-        builder.call(_mxcsr_fn(builder, "stmxcsr"), [builder.bitcast(slot, i8p)])
-        old = builder.load(slot)
-        builder.store(builder.or_(old, ir.Constant(ir.IntType(32), FTZ_DAZ)), slot)
-        builder.call(_mxcsr_fn(builder, "ldmxcsr"), [builder.bitcast(slot, i8p)])
-        return old
+        return _swap_mxcsr(builder, lambda b, old: b.or_(old, ir.Constant(_I32, FTZ | DAZ)))
     return types.uint32(), codegen
 
 
@@ -58,14 +56,8 @@ def flush_on(typingctx):
 def ieee(typingctx):
     """Clears FTZ and DAZ on this thread; returns the MXCSR as it was (for mxcsr_set)."""
     def codegen(context, builder, sig, args):
-        i8p = ir.IntType(8).as_pointer()
-        slot = builder.alloca(ir.IntType(32))
-        builder.call(_mxcsr_fn(builder, "stmxcsr"), [builder.bitcast(slot, i8p)])
-        old = builder.load(slot)
-        builder.store(builder.and_(old, ir.Constant(ir.IntType(32), ~FTZ_DAZ & 0xFFFFFFFF)),
-                      slot)
-        builder.call(_mxcsr_fn(builder, "ldmxcsr"), [builder.bitcast(slot, i8p)])
-        return old
+        return _swap_mxcsr(builder, lambda b, old: b.and_(
+            old, ir.Constant(_I32, ~(FTZ | DAZ) & 0xFFFFFFFF)))
     return types.uint32(), codegen
 
 
