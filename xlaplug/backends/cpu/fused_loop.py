@@ -33,7 +33,7 @@ from ..common.fusion_contents import (DEFAULT_MIN_ELEMENTS, computation_contract
 from ..registry import kernel
 from .blas_threads import devices_at_once
 from .dot_epilogue import output_compiled, run_output_fusion
-from .jit_cache import cached_function, scalar_piece
+from .jit_cache import HOT_CALLS, cached_function, hot_call, scalar_piece
 from .jit_drivers import from_numba, numba_array, numba_dtype, numba_scalar
 from .region_code import is_region, run_region
 from .row_fusion import compiled_rows, run_row_fusion
@@ -130,17 +130,6 @@ def _tiny_loop_fn(comp, roles: tuple[str, ...]):
     return compiled_loop_fn(comp, roles, parallel=False, inline=False)
 
 
-# A loop fusion below the size threshold that a run context has called this many times is
-# hot (a module run again and again: `run --repeat`, a training loop, the benchmarks): from
-# then on it runs as the serial compiled loop, as a while loop compiles after
-# compiled_while.INTERPRETED_ITERATIONS.  Its first calls cost no compile, so a module run
-# once (most tests) never compiles it; a hot one compiles once per machine (numba, ~0.1-0.5
-# s), then loads from the disk cache.  Measured (the data-parallel MLP step's fusions, one
-# device, one core): f32[64,64] (a - b) * c interpreted 0.13 ms -> compiled 0.01 ms,
-# f32[64,512] tanh 0.09 -> 0.02 ms.
-HOT_CALLS = 8
-
-
 def _small_plan(ctx, comp, n: int):
     """The serial compiled loop of a fusion of n elements, below the size threshold, when
     its body holds a contracted multiply-add (see the module docstring) or it is hot
@@ -150,11 +139,8 @@ def _small_plan(ctx, comp, n: int):
     holds = ctx.kernel_cache.table("_fused_contracts")
     if id(comp) not in holds:
         holds[id(comp)] = computation_contracts(comp)
-    if not holds[id(comp)]:
-        calls = ctx.kernel_cache.table("_fused_small_calls")
-        calls[id(comp)] = k = calls.get(id(comp), 0) + 1
-        if k <= HOT_CALLS:
-            return None
+    if not holds[id(comp)] and not hot_call(ctx, "_fused_small_calls", comp, HOT_CALLS):
+        return None
     if n >= INLINE_FROM_ELEMENTS:
         return loop_plan(ctx, comp, _serial_loop_fn, "_fused_small_plans")
     return loop_plan(ctx, comp, _tiny_loop_fn, "_fused_tiny_plans")

@@ -13,7 +13,7 @@ elementwise ops by the SCALAR_OPS templates, so the per-op kernels' bits):
 
 Scratch buffers (values only the region reads) are allocated once per run context and
 reused; results are new arrays each call (the caller keeps them).  The module is cached on
-disk (jit_cache.py).  A region compiles as a small fusion does (fused_loop.HOT_CALLS): on
+disk (jit_cache.py).  A region compiles as a small fusion does (jit_cache.HOT_CALLS): on
 the call that makes it hot, or on its first call when its code is in the disk cache; before
 that, and when numba cannot type it or `interpret_loops` is set, the region's computation
 runs through the interpreter -- the same kernels, the same bits as without the pass.
@@ -29,14 +29,13 @@ from ...hlo.attr_types import Raw
 from ...hlo.ir import Computation, Instruction
 from . import loop_emitters
 from .compiled_while import _flat_arg
-from .jit_cache import GeneratedRun
+from .jit_cache import HOT_CALLS, GeneratedRun, hot_call
 from .jit_drivers import from_numba, numba_dtype
 from .loop_codegen import Unsupported
 from .region_sums import RegionCodegen
 
 REGION_KIND = "__xlaplug_small_region"
 SUMS_KIND = REGION_KIND + "_sums"   # the pass's `sums`: loop_sums' reduces and dots
-HOT_CALLS = 8          # as fused_loop.HOT_CALLS: a module run once compiles nothing
 _TABLE = "_small_regions"
 _CALLS = "_small_region_calls"
 
@@ -132,9 +131,7 @@ def _compiled_now(ctx, comp: Computation, code: RegionCode) -> bool:
     """Whether this call runs compiled (module docstring)."""
     if code.fn is not None or code.ready():
         return True
-    calls = ctx.kernel_cache.table(_CALLS)
-    calls[id(comp)] = k = calls.get(id(comp), 0) + 1
-    return k > HOT_CALLS
+    return hot_call(ctx, _CALLS, comp, HOT_CALLS)
 
 
 def run_region(ins: Instruction, args, ctx):
