@@ -23,8 +23,9 @@ def handle_errors(fn):
         import warnings
 
         from ..hlo.text.parser_limits import recursion_room
+        from .interrupt import armed
         try:
-            with warnings.catch_warnings(), recursion_room():  # room for XLA's 500 levels
+            with armed(), warnings.catch_warnings(), recursion_room():  # room for XLA's 500 levels
                 warnings.showwarning = _show_warning  # one plain line, not Python's format
                 return fn(*args, **kwargs)
         except HloError as e:
