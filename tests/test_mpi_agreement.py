@@ -25,13 +25,15 @@ signal.signal(signal.SIGINT, lambda *a: None)  # the rank below hears Ctrl-C; no
 import os
 p = subprocess.Popen(sys.argv[2:], close_fds=False)  # (the launcher's PMI socket stays open)
 open(sys.argv[1] + ".pid", "w").write(str(p.pid))
-# Opened before the wait: once the rank has ended, one write records its code -- MPICH's
-# launcher SIGKILLs this wrapper as soon as another rank ends, and a wrapper that had reaped
-# its rank but not yet written lost the code (the rank is then no orphan for the launcher).
-# (An empty file is read as no record.)
+# MPICH's launcher SIGKILLs this wrapper as soon as another rank ends.  So the wrapper waits
+# for its rank's end without reaping it (WNOWAIT), records the code, and only then reaps: killed
+# before the record, it leaves the rank unreaped -- an orphan the launcher below reaps with its
+# own status; killed after, the record is there.  (An empty file is read as no record.)
 fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT)
-rc = p.wait()
+st = os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)
+rc = st.si_status if st.si_code == os.CLD_EXITED else -st.si_status
 os.write(fd, str(rc).encode())
+p.wait()
 sys.exit(rc)
 """
 # mpiexec runs under this launcher, a child subreaper: after Ctrl-C MPICH's launcher SIGKILLs
