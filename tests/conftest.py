@@ -15,6 +15,29 @@ if _TESTS not in sys.path:  # so tests can `import jax_corpus` under any import 
     sys.path.insert(0, _TESTS)
 
 
+def _sigint_state() -> tuple:
+    """This thread's blocked and this process's ignored signals as the kernel has them (C
+    code can change either behind Python's back): what a process started now inherits."""
+    try:
+        with open("/proc/thread-self/status") as f:
+            return tuple(ln.strip() for ln in f if ln.startswith(("SigBlk", "SigIgn")))
+    except OSError:
+        return ()
+
+
+@pytest.fixture(autouse=True)
+def _signals_left_as_found():
+    """A test that leaves a signal blocked or ignored in its worker passes that on to every
+    process the worker starts after it -- the Ctrl-C tests' children then never hear SIGINT
+    (seen as a flaky 30 s hang that depended on which tests shared a worker).  So the test
+    that changed them fails, by name."""
+    before = _sigint_state()
+    yield
+    after = _sigint_state()
+    if after != before:
+        pytest.fail(f"the test left this worker's signals changed: {before} -> {after}")
+
+
 @pytest.fixture(scope="session")
 def jax_corpus():
     """Every program of tests/jax_corpus.py as an Entry (name, lowered_hlo, compiled_hlo,

@@ -66,8 +66,28 @@ def _interrupt_after(tmp_path, header: str, wait_s: float):
     assert p.poll() is None, p.communicate()
     t0 = time.perf_counter()
     p.send_signal(signal.SIGINT)
-    out, err = p.communicate(timeout=30)
+    try:
+        out, err = p.communicate(timeout=30)
+    except subprocess.TimeoutExpired:  # say what the child made of the signal, then end it
+        state = _signal_state(p.pid)
+        p.kill()
+        out, err = p.communicate()
+        pytest.fail(f"no end 30 s after SIGINT; the child's {state}; stderr: {err[-1500:]}")
     return p.returncode, time.perf_counter() - t0, err
+
+
+def _signal_state(pid: int) -> str:
+    """The process's signal masks and what each of its threads waits in, from /proc."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            masks = [ln.strip() for ln in f if ln.startswith(("SigBlk", "SigIgn", "SigCgt"))]
+        waits = []
+        for t in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{t}/wchan") as f:
+                waits.append(f.read())
+        return f"{masks}, threads waiting in {sorted(waits)}"
+    except OSError as e:
+        return f"state unreadable ({e})"
 
 
 @pytest.mark.slow
