@@ -13,9 +13,10 @@ Under mpiexec the launcher forwards the signal to every rank, and each ends the 
 Python raises the KeyboardInterrupt wherever the main thread happens to be, and a few places
 swallow it: one raised inside a `__del__` or a weakref callback is printed as "Exception
 ignored" and dropped -- and numba and llvmlite free LLVM objects in `__del__`, thousands per
-compile.  A run compiling when Ctrl-C came could then go on for good.  So the CLI's handler (`arm`) raises as Python's own does, letting
-`finally` blocks tidy up and `handle_errors` report it, and also starts a backstop that ends
-the process half a second later if nothing else has.
+compile.  A run compiling when Ctrl-C came could then go on for good.  So the CLI's handler
+(`armed`) raises as Python's own does, letting `finally` blocks tidy up and `handle_errors`
+report it, and also starts a backstop that ends the process half a second later if nothing
+else has.
 """
 from __future__ import annotations
 
