@@ -240,18 +240,28 @@ def test_rank_count_that_does_not_fit(tmp_path):
 API = """import sys
 import numpy as np
 import xlaplug
+import xlaplug.xla.jaxlib_names as names
 from mpi4py import MPI
+compiles = []  # every XLA compile of this rank (compile_on_xla_cpu and run_on_xla_cpu's)
+real = names._compile
+names._compile = lambda *a, **k: compiles.append(1) or real(*a, **k)
 exe = xlaplug.compile(open(sys.argv[1]).read(), keep_source=True)
 rank = MPI.COMM_WORLD.Get_rank()
 x = np.random.default_rng(rank).standard_normal({g}).astype(np.float32)
 ours, interpreter = exe.run(x, engine="xla"), exe.run(x)
+again = exe.run(x, engine="xla", repeat=3)
 same = all(np.array_equal(a, b) for a, b in zip(ours.outputs, interpreter.outputs))
-open(f"{{sys.argv[2]}}.{{rank}}", "w").write(f"{{rank}} {{ours.engine}} {{same}} "
-                                            f"{{int(ours.outputs[-1])}}")
+same = same and all(np.array_equal(a, b) for a, b in zip(again.outputs, ours.outputs))
+open(f"{{sys.argv[2]}}.{{rank}}", "w").write(
+    f"{{rank}} {{ours.engine}} {{same}} {{int(ours.outputs[-1])}} compiles={{len(compiles)}} "
+    f"{{ours.timings['compile_s'] > 0}} {{again.timings['compile_s']}} {{len(again.run_times)}}")
 """
 
 
 def test_python_api_under_mpiexec(tmp_path):
+    """Each rank's outputs are the interpreter's; its XLA executable is compiled by the
+    Executable's first `engine="xla"` run and run by the next (repeat=3: three timed runs,
+    no compile in them)."""
     import subprocess
     import sys
 
@@ -265,7 +275,8 @@ def test_python_api_under_mpiexec(tmp_path):
                        stdin=subprocess.DEVNULL)
     assert p.returncode == 0, (p.stdout, p.stderr)
     lines = [(tmp_path / f"said.{r}").read_text() for r in (0, 1)]
-    assert lines == ["0 xla True 0", "1 xla True 1"], (lines, p.stdout, p.stderr)
+    assert lines == [f"{r} xla True {r} compiles=1 True 0.0 3" for r in (0, 1)], \
+        (lines, p.stdout, p.stderr)
 
 
 def test_async_forms_match_the_interpreter(tmp_path):

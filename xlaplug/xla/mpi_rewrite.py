@@ -10,9 +10,9 @@ custom call that xlaplug's MPI communicator serves (xla/ffi/mpi_handler.py).
 
 Each call is `custom_call_has_side_effect=true` (XLA neither removes nor merges it) and
 carries `backend_config={run = R : i64, index = I : i64, ...}`: the handler's binding of
-this run and the original instruction it serves -- the interpreter's own kernel runs for
-that instruction, so the engine's collectives are the interpreter's: the same headers,
-timeouts, errors, reducers and rounding.
+the program (kept with its executable) and the original instruction it serves -- the
+interpreter's own kernel runs for that instruction, so the engine's collectives are the
+interpreter's: the same headers, timeouts, errors, reducers and rounding.
 
 Order.  Every rank must issue its collectives in the same order, and XLA:CPU runs
 independent thunks concurrently.  So the calls of a computation are chained: each takes,

@@ -9,10 +9,12 @@ frame read by mpi_frames.py), and the kernel's results are written into XLA's re
 buffers -- or land there: an all-reduce reduces straight into them (`ctx.destinations`).
 
 One handler object serves every run of the process (XLA's targets have no unregister): a
-run binds its context and instructions (`bind`) and its calls name it in their `run`
-attribute.  A failure in a call -- a collective timeout, ranks that disagree, a peer's
-abort -- is kept on the run's binding (the run reports that exception, not XLA's
-rewording of it) and handed to XLA as an FFI error, which ends the execution.
+compiled program binds its instructions (`bind`), its calls name the binding in their `run`
+attribute, and each run sets the binding's context and clears its failure (runtime/
+mpi_engine.MpiProgram: one binding as long as the program is kept -- its key is in the
+compiled text).  A failure in a call -- a collective timeout, ranks that disagree, a peer's
+abort -- is kept on the binding (the run reports that exception, not XLA's rewording of
+it) and handed to XLA as an FFI error, which ends the execution.
 """
 from __future__ import annotations
 
@@ -29,8 +31,9 @@ from .python_handler import answer_metadata, create_error
 
 @dataclass
 class Binding:
-    """One run's state: the interpreter context of this rank's device (its `spmd` place
-    holds the transport) and the original instructions, by the calls' `index`."""
+    """One program's state: the interpreter context of this rank's device, set by each run
+    (its `spmd` place holds the run's transport), and the original instructions, by the
+    calls' `index`."""
     ctx: object
     instructions: list
     failure: BaseException | None = None
@@ -87,7 +90,7 @@ class MpiHandler:
             binding = self.runs.get(run)
             if binding is None:
                 raise LookupError(f"run {run} is not bound (an executable called after its "
-                                  "run ended)")
+                                  "program was dropped)")
             self.run(frame_addr, binding, index)
             return None
         except BaseException as e:  # noqa: BLE001 -- nothing may escape into XLA
