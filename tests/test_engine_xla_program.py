@@ -76,6 +76,9 @@ def test_compile_with_the_xla_engine_runs_every_call_on_xla():
     with pytest.raises(xlaplug.HloError, match="error: engine: must be 'interpreter' or 'xla', "
                                                "got 'tpu'$"):
         xlaplug.compile(text, engine="tpu")
+    with pytest.raises(xlaplug.HloError, match="error: engine xla runs on cpu; device cuda "
+                                               "is not served by it$"):  # (docs/design.md#cuda)
+        xlaplug.compile(text, engine="xla", device="cuda")
 
 
 def test_xlaplug_jax_keeps_its_engine_program_per_signature():

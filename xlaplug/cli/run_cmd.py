@@ -151,8 +151,10 @@ def _prepare(file, inputs_path, seed, cast, out_path, expect_path, rtol, atol, d
         raise OptionError(f"--collective-timeout: must be a positive number of seconds, got "
                           f"{collective_timeout}")
     from ..backends.backend import backend_for
-    if engine == "xla" and (reference or profile or interpret or trace_path or
-                            not backend_for(device).on_host):
+    if engine == "xla" and not backend_for(device).on_host:  # no CUDA handlers yet
+        raise OptionError(f"--engine xla: runs on cpu; --device {device} is not served by it "
+                          "(docs/design.md#cuda)")
+    if engine == "xla" and (reference or profile or interpret or trace_path):
         raise OptionError("--engine xla: runs on cpu, without --reference, --profile, "
                           "--trace or --interpret")
     options = RunOptions(engine=engine, seed=seed, cast=cast, repeat=repeat,
