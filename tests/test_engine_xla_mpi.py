@@ -291,3 +291,28 @@ def test_async_forms_match_the_interpreter(tmp_path):
     for a, b in zip(ours, interpreter):
         assert a.shape == b.shape and np.array_equal(a, b)
     assert np.array_equal(ours[1], np.tile(x.reshape(-1), (2, 1)))  # the all-gather
+
+
+BROADCAST = """HloModule pb, num_partitions=2
+
+ENTRY e {
+  x = f32[4] parameter(0)
+  id = u32[] partition-id()
+  b = f32[4] collective-broadcast(x), channel_id=1, replica_groups={{0,1}}
+  ROOT t = (f32[4], u32[]) tuple(b, id)
+}
+"""
+
+
+def test_partition_id_and_collective_broadcast(tmp_path):
+    # (issue 22 item 3 names both; XLA:CPU has no collective-broadcast to hold them against:
+    # the interpreter and the op's meaning -- the group's first device's operand -- are)
+    hlo = tmp_path / "broadcast.hlo"
+    hlo.write_text(BROADCAST)
+    x = np.random.default_rng(3).standard_normal((2, 4)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", in0=x)
+    ours = _run(tmp_path, hlo, 2, "xla")
+    interpreter = _run(tmp_path, hlo, 2, "interpreter")
+    assert [a.tobytes() for a in ours] == [b.tobytes() for b in interpreter]
+    assert np.array_equal(ours[0], np.stack([x[0], x[0]]))
+    assert ours[1].dtype == np.uint32 and ours[1].tolist() == [0, 1]
