@@ -6,8 +6,10 @@ except that what stays a custom call is for XLA: an op with a CPU kernel stays, 
 `api_version=API_VERSION_TYPED_FFI`, its attributes in `backend_config={...}` (the MLIR
 dictionary XLA's HLO parser reads into FFI attributes, as jax prints `ffi_call`), and the
 kernel is registered as the FFI target of that name; an op with only a decomposition is
-decomposed, and so is an op whose kernel needs a communicator.  Core opcodes are XLA's
-own: a plugin's override of one is not used here.
+decomposed, and so is an op whose kernel needs a communicator.  A core opcode a plugin
+overrides becomes an `xlaplug.override` call served by the override kernel wherever XLA
+runs it as code (override_rewrite.py: not in reducers, comparators and other scalar
+computations, where neither XLA nor the interpreter uses it).
 """
 from __future__ import annotations
 
@@ -99,9 +101,23 @@ def serve_plugin_ops(module, registry) -> list:
     return served
 
 
-def engine_text(source_text: str, registry, name: str = "<xla engine>") -> tuple[str, list]:
-    """(HLO text for XLA, the FFI registrations) of a module as read."""
+def engine_program(source_text: str, registry, ctx, name: str = "<xla engine>"):
+    """(HLO text for XLA, the FFI registrations, the overrides' binding) of a module as read:
+    the binding (override_rewrite.bind_overrides: (handler, key), or None when nothing is
+    overridden) runs the override kernels in the interpreter context `ctx`, and lives as
+    long as the caller keeps the compiled text (`handler.unbind(key)` after)."""
     from ..hlo.text.printer import module_to_text
+    from .override_rewrite import bind_overrides
     module = lowered(source_text, registry, name)
     served = serve_plugin_ops(module, registry)
-    return module_to_text(module), served
+    bound = bind_overrides(module, registry, ctx)
+    return module_to_text(module), served, bound
+
+
+def engine_text(source_text: str, registry, name: str = "<xla engine>") -> tuple[str, list]:
+    """(HLO text for XLA, the FFI registrations) of a module as read, to read: its
+    overrides' calls are bound to nothing (EngineProgram binds its own)."""
+    text, served, bound = engine_program(source_text, registry, None, name)
+    if bound is not None:
+        bound[0].unbind(bound[1])
+    return text, served

@@ -37,6 +37,9 @@ class Binding:
     ctx: object
     instructions: list
     failure: BaseException | None = None
+    # held while a kernel runs (ffi/override_handler.py: XLA may call independent
+    # instructions from several threads; the interpreter runs one device's one at a time)
+    lock: threading.Lock = field(default_factory=threading.Lock)
     # index -> (instruction, its kernel, its mpi_frames.Site, whether it may land in
     # XLA's result buffers), made on its first call
     sites: dict = field(default_factory=dict)
@@ -60,6 +63,7 @@ _LANDS = frozenset({"all-reduce", "all-reduce-start"})
 
 class MpiHandler:
     """`address` is the XLA_FFI_Handler registered for every `xlaplug.mpi.*` target."""
+    prefix = "xlaplug.mpi"  # of the FFI errors it hands XLA
 
     def __init__(self):
         self.runs: dict[int, Binding] = {}
@@ -98,7 +102,7 @@ class MpiHandler:
                 binding.failure = e
             text = getattr(e, "message", None) or str(e) or type(e).__name__
             return create_error(abi.CallFrame.from_address(frame_addr).api,
-                                f"xlaplug.mpi: {text}")
+                                f"{self.prefix}: {text}")
 
     @staticmethod
     def run(frame: int, binding: Binding, index: int) -> None:
