@@ -18,6 +18,7 @@ from ..backends.device import flatten
 from ..hlo.builder import Builder
 from ..hlo.errors import HloError
 from ..hlo.ir import Computation, Shape
+from ..hlo.opcodes import ALL_OPCODES
 from ..hlo.text.shape_parser import parse_shape
 from ..plugin.api import OpEntry, bind_call
 from ..plugin.rules import shape_rule_kwargs
@@ -116,6 +117,10 @@ def check_plugins(session, ops=(), trials: int = 3, seed: int = 0,
         dentry, sentry = reg.decompositions.get(op), reg.shapes.get(op)
         examples = kentry.examples or (dentry.examples if dentry else []) or \
             (sentry.examples if sentry else [])
+        if kernel is not None and op in ALL_OPCODES:  # an override: against XLA's own op
+            from .check_overrides import check_override_in_xla
+            results += check_override_in_xla(session, op, kentry, trials, seed)
+            continue
         why = check_engine.why_not_checkable(op, kentry, dentry) if kernel else None
         if why or not examples:
             results.append(CheckResult(op, kentry.plugin.name, "-", 0, None if kernel else True,

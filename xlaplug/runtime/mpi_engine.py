@@ -6,7 +6,10 @@ whose kernels take a communicator kept (`engine.lowered(communicators=True)`); a
 is rewritten for XLA (mpi_rewrite.py: collectives and communicator kernels become
 `xlaplug.mpi.*` typed-FFI calls, replica-id and partition-id constants) and the handler
 (ffi/mpi_handler.py) runs the interpreter's kernel of each original instruction, in a
-context whose place holds this rank's MpiTransport.  The rewritten module is compiled by
+context whose place holds this rank's MpiTransport: a plugin's override of a collective
+(or of any opcode, with a kernel that takes a communicator) is that kernel, in the ranks'
+one order.  The other overridden instructions are `xlaplug.override` calls
+(override_rewrite.py), their kernels run in the same context.  The rewritten module is compiled by
 XLA:CPU once per Executable (MpiProgram, kept by DeviceContexts.mpi_engine_program): every
 later run, and every one of `--repeat N`, runs that executable, its arguments placed before
 the clock.
@@ -95,14 +98,14 @@ class MpiProgram:
         from ..xla.jaxlib_names import compile_on_xla_cpu
         t0 = time.perf_counter()
         self.session = exe.session
-        self.text, self.module, self.handler, self.key = _rank_program(exe, grid, rank)
+        self.text, self.module, self.handler, self.key, self.overrides = \
+            _rank_program(exe, grid, rank)
         self.binding = self.handler.runs[self.key]
-        try:
-            self.compiled = compile_on_xla_cpu(self.text, what="--engine xla")
-        except BaseException:
-            self.handler.unbind(self.key)
-            raise
-        weakref.finalize(self, self.handler.unbind, self.key)  # (the binding goes with it)
+        # the override kernels' binding (override_rewrite.py), or None
+        self.overridden = self.overrides[0].runs[self.overrides[1]] if self.overrides else None
+        for h, k in [(self.handler, self.key), *([self.overrides] if self.overrides else [])]:
+            weakref.finalize(self, h.unbind, k)  # (the bindings go with it)
+        self.compiled = compile_on_xla_cpu(self.text, what="--engine xla")
         self.made_s = time.perf_counter() - t0
         self.runs = 0
         self._contexts: dict[tuple, object] = {}
@@ -116,9 +119,12 @@ class MpiProgram:
         if ctx is None:
             ctx = self._contexts[key] = ExecContext("cpu", options.executor_options(),
                                                     overrides=self.session.resolve)
-        if self.binding.ctx is not ctx:  # (the kernels each call resolved are the context's)
-            self.binding.ctx, self.binding.sites = ctx, {}
-        self.binding.failure = None
+        for binding in (self.binding, self.overridden):
+            if binding is None:
+                continue
+            if binding.ctx is not ctx:  # (the kernels each call resolved are the context's)
+                binding.ctx, binding.sites = ctx, {}
+            binding.failure = None
         return ctx
 
     def execute(self, repeat: int):
@@ -132,9 +138,9 @@ class MpiProgram:
             try:
                 (outs,) = run_compiled(self.compiled, [list(args)], repeat=repeat, times=times)
             except Exception as e:
-                failure = self.binding.failure
-                if failure is not None:
-                    raise failure from None
+                for binding in (self.binding, self.overridden):
+                    if binding is not None and binding.failure is not None:
+                        raise binding.failure from None
                 raise e
             return tuple(outs), times
         return execute
@@ -147,6 +153,7 @@ def _rank_program(exe, grid, rank):
     from ..hlo.text.printer import module_to_text
     from ..xla.jaxlib_names import require_jax
     from ..xla.mpi_rewrite import mpi_handler, rewrite_for_mpi, twins
+    from ..xla.override_rewrite import bind_overrides
     require_jax("--engine xla")
     registry = exe.session.registry
     module = lowered(exe.source_text, registry, communicators=True)
@@ -158,11 +165,14 @@ def _rank_program(exe, grid, rank):
         served = rewrite_for_mpi(ours, Place(grid, rank), registry, key)
         binding.instructions = [twin[id(ins)] for ins in served]
         serve_plugin_ops(ours, registry)
+        # the overrides left (not collectives, no communicator): their context is set by
+        # each run (MpiProgram.context)
+        overrides = bind_overrides(ours, registry, None, lambda ins: twin.get(id(ins)))
         text = module_to_text(ours)
     except BaseException:
         handler.unbind(key)
         raise
-    return text, module, handler, key
+    return text, module, handler, key, overrides
 
 
 def spare_the_cores(ranks: int) -> None:

@@ -97,7 +97,8 @@ def _refuse(ins, entry) -> None:
     if why:
         raise EngineError(f"{ins.opcode} '{ins.name}': plugin '{entry.plugin.name}' overrides "
                           f"core opcode '{ins.opcode}', which --engine xla cannot serve as a "
-                          f"custom call: {why}", line=ins.line, column=ins.column)
+                          f"custom call: {why}")  # (no position: the engine's text is
+        # the module reprinted, runtime/executable.py's source_text, not the file's lines)
 
 
 def _row_major(shape: Shape) -> Shape:
@@ -134,8 +135,9 @@ def bind_overrides(module: Module, registry, ctx, original=lambda ins: ins):
     """The module's overridden instructions made `xlaplug.override` calls, bound to the
     override handler with the interpreter context `ctx` their kernels run in: (handler,
     binding key), or None when nothing is overridden.  `original`: the instruction the
-    kernel runs for, given the one replaced (the MPI engine rewrites a copy)."""
-    found = overridden(module, registry)
+    kernel runs for, given the one replaced (the MPI engine rewrites a copy), or None for
+    an instruction the interpreter does not run (one that copy's rewrite made)."""
+    found = [f for f in overridden(module, registry) if original(f[1]) is not None]
     if not found:
         return None
     for _comp, ins, entry in found:  # (refused before anything is registered)
