@@ -316,3 +316,94 @@ def test_partition_id_and_collective_broadcast(tmp_path):
     assert [a.tobytes() for a in ours] == [b.tobytes() for b in interpreter]
     assert np.array_equal(ours[0], np.stack([x[0], x[0]]))
     assert ours[1].dtype == np.uint32 and ours[1].tolist() == [0, 1]
+
+
+# A plugin's override of a core collective and of a plain opcode (issue 22 item 3): the
+# collective's kernel is served in the ranks' one order (xlaplug.mpi.kernel), the negate's
+# as an xlaplug.override call; each says on stderr that it ran.
+OVERRIDES = '''
+import sys
+import numpy as np
+from xlaplug.plugin import Plugin
+plugin = Plugin("ovr_mpi", version="1")
+
+@plugin.kernel("all-reduce", device="cpu", communicator=True)
+def allreduce(x, out, *, comm, to_apply, **attrs):
+    print(f"override all-reduce on device {comm.device}", file=sys.stderr, flush=True)
+    out[...] = comm.allreduce(x, "sum")
+
+@plugin.kernel("negate", device="cpu")
+def negate(x, out, **attrs):
+    print("override negate", file=sys.stderr, flush=True)
+    np.subtract(x.dtype.type(0), x, out=out)
+'''
+OVERRIDDEN = """HloModule overridden, replica_count=2
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+cond {
+  c = (s32[], f32[8]) parameter(0)
+  i = s32[] get-tuple-element(c), index=0
+  k = s32[] constant(3)
+  ROOT lt = pred[] compare(i, k), direction=LT
+}
+
+body {
+  p = (s32[], f32[8]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  v = f32[8] get-tuple-element(p), index=1
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  r = f32[8] all-reduce(v), replica_groups={}, to_apply=add
+  half = f32[] constant(0.5)
+  h = f32[8] broadcast(half), dimensions={}
+  m = f32[8] multiply(r, h)
+  ROOT t = (s32[], f32[8]) tuple(i1, m)
+}
+
+ENTRY e {
+  x = f32[8] parameter(0)
+  n = f32[8] negate(x)
+  s = f32[8] all-reduce(n), replica_groups={}, to_apply=add
+  zero = s32[] constant(0)
+  init = (s32[], f32[8]) tuple(zero, s)
+  w = (s32[], f32[8]) while(init), condition=cond, body=body
+  v = f32[8] get-tuple-element(w), index=1
+  ROOT t = (f32[8], f32[8]) tuple(s, v)
+}
+"""
+
+
+def test_overrides_of_a_collective_and_of_negate_under_mpi(tmp_path):
+    d = tmp_path / "plugins"
+    d.mkdir()
+    (d / "ovr_mpi.py").write_text(OVERRIDES)
+    hlo = tmp_path / "overridden.hlo"
+    hlo.write_text(OVERRIDDEN)
+    x = np.random.default_rng(7).standard_normal((2, 8)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", in0=x)
+    said, outs = {}, {}
+    for engine in ("xla", "interpreter"):
+        out = tmp_path / f"{engine}.npz"
+        p = xlaplug("run", hlo, "--inputs", tmp_path / "in.npz", "--out", out, "--engine",
+                    engine, "--plugins-dir", d, mpi=2, timeout=180)
+        assert p.returncode == 0, p.stderr
+        # (the ranks' lines may interleave on the launcher's stderr)
+        said[engine] = sorted(re.findall(r"override (?:all-reduce on device \d|negate)",
+                                         p.stderr))
+        got = np.load(out)
+        outs[engine] = [got["out0"], got["out1"]]
+    # the kernels ran as often on the engine as in the interpreter: 4 all-reduces and one
+    # negate per rank
+    assert said["xla"] == said["interpreter"] == sorted(
+        [f"override all-reduce on device {r}" for r in (0, 1) for _ in range(4)] +
+        ["override negate"] * 2)
+    xla = _xla(OVERRIDDEN, x, 2)  # XLA's own all-reduce and negate
+    for a, b, c in zip(outs["xla"], outs["interpreter"], xla):
+        assert np.array_equal(a, b)
+        assert np.allclose(a, c, rtol=1e-6, atol=1e-6)
+    assert np.allclose(outs["xla"][0], -x.sum(0), rtol=1e-6)
