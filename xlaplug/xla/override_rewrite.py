@@ -30,7 +30,6 @@ from dataclasses import replace
 
 from ..hlo.ir import Instruction, Module, Shape
 from ..hlo.opcodes import ALL_OPCODES
-from ..hlo.rewrite import replace_all_uses
 from .engine import TYPED_FFI, EngineError
 
 TARGET = "xlaplug.override"
@@ -113,21 +112,30 @@ def rewrite_overrides(module: Module, registry, run: int, found=None) -> list[In
     """Rewrite `module` in place: each overridden instruction XLA runs as code (`found`:
     overridden()'s list, else worked out) becomes an `xlaplug.override` call bound to handler
     run `run`; returns the replaced instructions, in index order (intact: their operands
-    and attributes as read, for the kernel)."""
+    and attributes as read, for the kernel).  One pass over each computation touched."""
     served: list[Instruction] = []
+    calls: dict[int, dict[int, Instruction]] = {}  # id(comp) -> id(replaced) -> its call
+    comps = {}
     for comp, ins, entry in overridden(module, registry) if found is None else found:
         _refuse(ins, entry)
+        cfg = f'{{run = {run} : i64, index = {len(served)} : i64, op = "{ins.opcode}"}}'
         attrs = {"custom_call_target": TARGET, "api_version": Word(TYPED_FFI),
-                 "backend_config": Raw(f'{{run = {run} : i64, index = {len(served)} : i64, '
-                                       f'op = "{ins.opcode}"}}')}
+                 "backend_config": Raw(cfg)}
         if ins.has_side_effect:  # (rng: XLA may neither drop nor merge it)
             attrs["custom_call_has_side_effect"] = True
-        call = Instruction(ins.name, "custom-call", _row_major(ins.shape), list(ins.operands), attrs,
-                           control_predecessors=list(ins.control_predecessors),
-                           line=ins.line, column=ins.column)
-        comp.instructions[comp.instructions.index(ins)] = call
-        replace_all_uses(comp, ins, call)
+        calls.setdefault(id(comp), {})[id(ins)] = Instruction(
+            ins.name, "custom-call", _row_major(ins.shape), list(ins.operands), attrs,
+            control_predecessors=list(ins.control_predecessors), line=ins.line,
+            column=ins.column)
+        comps[id(comp)] = comp
         served.append(ins)
+    for key, new in calls.items():
+        comp = comps[key]
+        comp.instructions = [new.get(id(i), i) for i in comp.instructions]
+        for i in comp.instructions:  # every use of a replaced instruction: its call
+            i.operands = [new.get(id(o), o) for o in i.operands]
+            i.control_predecessors = [new.get(id(p), p) for p in i.control_predecessors]
+        comp.root = new.get(id(comp.root), comp.root)
     return served
 
 
