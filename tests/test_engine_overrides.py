@@ -234,3 +234,14 @@ def test_check_plugins_engine_xla_finds_a_wrong_override(tmp_path):
     assert len(rows) == 1 and rows[0]["detail"].startswith(
         "output 0: override kernel in XLA (Python handler) vs XLA's own 'negate': "), rows
 
+
+
+def test_check_plugins_by_plugin_name_checks_its_overrides_on_either_engine(tmp_path):
+    session = load_session([plugins(tmp_path)])
+    for engine in ("interpreter", "xla"):
+        results = check_plugins(session, ["ovr"], trials=1, engine=engine)
+        assert {r.op for r in results} == {"negate", "transpose", "reduce"}, engine
+        neg = [(r.example, r.ok) for r in results if r.op == "negate"]
+        # the interpreter runs the two-device module too (against its core kernel)
+        assert neg == ([("module", True), ("module", True)] if engine == "interpreter"
+                       else [("module 0", True), ("module 1", None)]), (engine, results)

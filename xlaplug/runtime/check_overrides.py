@@ -1,5 +1,6 @@
-"""`check-plugins --engine xla` for a plugin's override of a core opcode: the override kernel
-inside XLA against XLA's own op.
+"""check-plugins for a plugin's override of a core opcode, in the HLO modules of its examples:
+on the interpreter, against xlaplug's core kernel on the module's devices (check_devices.py's
+`_override`); with `--engine xla`, the override kernel inside XLA against XLA's own op.
 
 An override's examples are HLO module texts (as `check-plugins --devices N` takes them:
 check_devices.py).  Each one-device module runs on the XLA engine with that override alone
@@ -28,6 +29,27 @@ def alone(session, op: str):
                         if k[0] not in ALL_OPCODES or k[0] == op}
     return Session(registry, session.device, session.prefer, session.strict,
                    dict(session.attr_defaults))
+
+
+def check_override(session, op: str, kentry, trials: int = 3, seed: int = 0,
+                   engine: str = "interpreter") -> list[CheckResult]:
+    if engine == "xla":
+        return check_override_in_xla(session, op, kentry, trials, seed)
+    from ..backends.spmd.groups import DeviceGrid
+    from ..hlo.text.parser import parse_module
+    from .check_devices import _guard, _override
+    name = kentry.plugin.name
+    texts = [e for e in kentry.examples if isinstance(e, str)]
+    if not texts:  # (as check-plugins says of any kernel without examples)
+        return [CheckResult(op, name, "-", 0, True, "not checked: no HLO module text in "
+                            "examples=[...] to run the override in")]
+    out: list[CheckResult] = []
+    for k, text in enumerate(texts):
+        for trial in range(trials):
+            out.append(_guard(lambda: _override(session, op, name, text, DeviceGrid.of_module(
+                parse_module(text, f"<{name} example {k}>")).count, seed, trial), op, name,
+                f"module {k}", trial))
+    return out
 
 
 def check_override_in_xla(session, op: str, kentry, trials: int = 3,
