@@ -245,3 +245,67 @@ def test_check_plugins_by_plugin_name_checks_its_overrides_on_either_engine(tmp_
         # the interpreter runs the two-device module too (against its core kernel)
         assert neg == ([("module", True), ("module", True)] if engine == "interpreter"
                        else [("module 0", True), ("module 1", None)]), (engine, results)
+
+
+SHARED = '''HloModule shared
+sub {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  nb = f32[] negate(b)
+  ROOT s = f32[] add(a, nb)
+}
+ENTRY e {
+  x = f32[4] parameter(0)
+  z = f32[] constant(0)
+  r = f32[] reduce(x, z), dimensions={0}, to_apply=sub
+  ROOT c = f32[] call(r, z), to_apply=sub
+}
+'''
+
+
+def test_an_override_in_a_computation_both_called_and_a_reducer_is_a_one_line_error(tmp_path):
+    session = load_session([plugins(tmp_path)])
+    with pytest.raises(HloError) as e:
+        EngineProgram(SHARED, session)
+    assert e.value.message == (
+        "negate 'nb': plugin 'ovr' overrides core opcode 'negate', and computation 'sub' is "
+        "both run as code and a scalar computation (a reducer, comparator or map): --engine "
+        "xla cannot serve it in one and not the other")
+
+
+CONCURRENT = '''
+import time
+import numpy as np
+from xlaplug.plugin import Plugin
+plugin = Plugin("conc", version="1")
+STATE = {"active": 0, "most": 0, "calls": 0}
+
+@plugin.kernel("negate", device="cpu")
+def negate(x, out):
+    STATE["active"] += 1
+    STATE["most"] = max(STATE["most"], STATE["active"])
+    time.sleep(0.002)  # (lets another thread in, were the calls not serialized)
+    np.negative(x, out=out)
+    STATE["calls"] += 1
+    STATE["active"] -= 1
+'''
+
+INDEPENDENT = "HloModule independent\nENTRY e {\n  x = f32[64] parameter(0)\n" + "".join(
+    f"  n{k} = f32[64] negate(x)\n  c{k} = f32[] constant({k})\n"
+    f"  b{k} = f32[64] broadcast(c{k}), dimensions={{}}\n  a{k} = f32[64] add(n{k}, b{k})\n"
+    for k in range(6)) + "  ROOT t = (" + ", ".join(["f32[64]"] * 6) + ") tuple(" + \
+    ", ".join(f"a{k}" for k in range(6)) + ")\n}\n"
+
+
+def test_one_program_from_several_threads_calls_the_kernel_one_at_a_time(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+    session = load_session([plugins(tmp_path, CONCURRENT, "conc")])
+    state = session.registry.kernel_for("negate", "cpu").fn.__globals__["STATE"]
+    prog = EngineProgram(INDEPENDENT, session)
+    xs = [np.full(64, k, np.float32) for k in range(4)]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda x: prog.run([x]).outputs, xs))
+    for x, outs in zip(xs, got):
+        for k, o in enumerate(outs):
+            np.testing.assert_array_equal(o, k - x)
+    assert state["calls"] == 24 and state["most"] == 1

@@ -76,9 +76,22 @@ def override_of(ins, registry):
 
 def overridden(module: Module, registry) -> list[tuple]:
     """(computation, instruction, override OpEntry) of each overridden instruction XLA runs
-    as code, in the module's order."""
-    return [(comp, ins, entry) for comp in code_computations(module)
-            for ins in comp.instructions if (entry := override_of(ins, registry)) is not None]
+    as code, in the module's order.  One in a computation that is also a scalar computation
+    (a call's and a reducer's at once) is a one-line error: XLA cannot have a custom call
+    there, and the interpreter would run the override in one place and not the other."""
+    found = [(comp, ins, entry) for comp in code_computations(module)
+             for ins in comp.instructions if (entry := override_of(ins, registry)) is not None]
+    if found:
+        scalar = {id(c) for comp in module.computations for ins in comp.instructions
+                  if ins.opcode not in _NESTED for c in ins.called_computations()}
+        for comp, ins, entry in found:
+            if id(comp) in scalar:
+                raise EngineError(f"{ins.opcode} '{ins.name}': plugin '{entry.plugin.name}' "
+                                  f"overrides core opcode '{ins.opcode}', and computation "
+                                  f"'{comp.name}' is both run as code and a scalar "
+                                  "computation (a reducer, comparator or map): --engine xla "
+                                  "cannot serve it in one and not the other")
+    return found
 
 
 def _refuse(ins, entry) -> None:
