@@ -318,9 +318,9 @@ def test_partition_id_and_collective_broadcast(tmp_path):
     assert ours[1].dtype == np.uint32 and ours[1].tolist() == [0, 1]
 
 
-# A plugin's override of a core collective and of a plain opcode (issue 22 item 3): the
-# collective's kernel is served in the ranks' one order (xlaplug.mpi.kernel), the negate's
-# as an xlaplug.override call; each says on stderr that it ran.
+# A plugin's overrides (issue 22 item 3) of a core collective, and of negate with a kernel
+# that takes a communicator: served in the ranks' one order (xlaplug.mpi.*); of abs: an
+# xlaplug.override call; each says on stderr that it ran.
 OVERRIDES = '''
 import sys
 import numpy as np
@@ -332,10 +332,15 @@ def allreduce(x, out, *, comm, to_apply, **attrs):
     print(f"override all-reduce on device {comm.device}", file=sys.stderr, flush=True)
     out[...] = comm.allreduce(x, "sum")
 
-@plugin.kernel("negate", device="cpu")
-def negate(x, out, **attrs):
-    print("override negate", file=sys.stderr, flush=True)
+@plugin.kernel("negate", device="cpu", communicator=True)
+def negate(x, out, *, comm, **attrs):
+    print(f"override negate on device {comm.device}", file=sys.stderr, flush=True)
     np.subtract(x.dtype.type(0), x, out=out)
+
+@plugin.kernel("abs", device="cpu")
+def absolute(x, out, **attrs):
+    print("override abs", file=sys.stderr, flush=True)
+    np.copyto(out, np.where(x < 0, -x, x))
 '''
 OVERRIDDEN = """HloModule overridden, replica_count=2
 
@@ -373,7 +378,8 @@ ENTRY e {
   init = (s32[], f32[8]) tuple(zero, s)
   w = (s32[], f32[8]) while(init), condition=cond, body=body
   v = f32[8] get-tuple-element(w), index=1
-  ROOT t = (f32[8], f32[8]) tuple(s, v)
+  ab = f32[8] abs(x)
+  ROOT t = (f32[8], f32[8], f32[8]) tuple(s, v, ab)
 }
 """
 
@@ -393,15 +399,14 @@ def test_overrides_of_a_collective_and_of_negate_under_mpi(tmp_path):
                     engine, "--plugins-dir", d, mpi=2, timeout=180)
         assert p.returncode == 0, p.stderr
         # (the ranks' lines may interleave on the launcher's stderr)
-        said[engine] = sorted(re.findall(r"override (?:all-reduce on device \d|negate)",
-                                         p.stderr))
+        said[engine] = sorted(re.findall(r"override (?:\S+ on device \d|abs)", p.stderr))
         got = np.load(out)
-        outs[engine] = [got["out0"], got["out1"]]
-    # the kernels ran as often on the engine as in the interpreter: 4 all-reduces and one
-    # negate per rank
+        outs[engine] = [got[f"out{k}"] for k in range(3)]
+    # the kernels ran as often on the engine as in the interpreter: 4 all-reduces, one
+    # negate and one abs per rank
     assert said["xla"] == said["interpreter"] == sorted(
         [f"override all-reduce on device {r}" for r in (0, 1) for _ in range(4)] +
-        ["override negate"] * 2)
+        [f"override negate on device {r}" for r in (0, 1)] + ["override abs"] * 2)
     xla = _xla(OVERRIDDEN, x, 2)  # XLA's own all-reduce and negate
     for a, b, c in zip(outs["xla"], outs["interpreter"], xla):
         assert np.array_equal(a, b)
