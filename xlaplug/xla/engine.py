@@ -49,11 +49,13 @@ def _typed_ffi(ins) -> None:
 
 
 def lowered(source_text: str, registry, name: str = "<xla engine>",
-            communicators: bool = False):
+            communicators: bool = False, keep_sharding: bool = False):
     """The module as read, its plugin ops lowered as the interpreter lowers them with
     `--prefer kernel`.  A kernel that needs a communicator (the Horovod ops) has no
     devices to meet inside XLA on one device: its op is decomposed, as if it had no kernel
-    -- unless `communicators` (under mpiexec, runtime/mpi_engine.py serves them)."""
+    -- unless `communicators` (under mpiexec, runtime/mpi_engine.py serves them).
+    `keep_sharding`: XLA's partitioner calls (a global program's shard_map regions) stay,
+    for XLA's SPMD partitioner (runtime/engine_devices.py)."""
     from ..passes.pipeline import compile_module
     from ..hlo.text.parser import parse_module
     from ..plugin.session import Session
@@ -63,7 +65,9 @@ def lowered(source_text: str, registry, name: str = "<xla engine>",
     lowering = copy.copy(registry)
     if not communicators:
         lowering.kernels = {k: e for k, e in registry.kernels.items() if not e.communicator}
-    compile_module(module, Session(lowering, prefer="kernel"), "custom-call-lowering")
+    compile_module(module, Session(lowering, prefer="kernel"),
+                   "custom-call-lowering{keep_sharding=true}" if keep_sharding
+                   else "custom-call-lowering")
     return module
 
 
@@ -99,9 +103,10 @@ def serve_plugin_ops(module, registry) -> list:
     return served
 
 
-def engine_text(source_text: str, registry, name: str = "<xla engine>") -> tuple[str, list]:
+def engine_text(source_text: str, registry, name: str = "<xla engine>",
+                keep_sharding: bool = False) -> tuple[str, list]:
     """(HLO text for XLA, the FFI registrations) of a module as read."""
     from ..hlo.text.printer import module_to_text
-    module = lowered(source_text, registry, name)
+    module = lowered(source_text, registry, name, keep_sharding=keep_sharding)
     served = serve_plugin_ops(module, registry)
     return module_to_text(module), served

@@ -1,0 +1,153 @@
+"""`--engine xla` on many devices in one process: XLA runs the module's devices itself, on
+XLA:CPU host devices (issue 22 item 3).
+
+Two kinds of module run this way:
+  - a per-device program for D = replicas x partitions devices (`replica_count=4`,
+    `--replicas/--partitions`, or a module as XLA prints it after SPMD partitioning,
+    `num_partitions=4`): XLA compiles it for D devices and runs every device's arguments,
+    the outputs per device as the interpreter's many-device run gives them;
+  - a global program as jax prints it before partitioning (shard_map regions, sharding
+    annotations; global_shards.py): XLA's SPMD partitioner cuts it for its mesh's device
+    count, and the outputs are the global values, as the interpreter (which runs it on one
+    device) gives them.
+
+The module is lowered as on one device (xla/engine.py): plugin ops with a CPU kernel become
+typed-FFI calls served by their kernels, and ops whose kernels need a communicator (the
+Horovod ops) are decomposed: XLA's devices run on its own threads, where xlaplug's
+communicator has no devices to meet.  Core collectives are XLA's own.
+
+jax fixes its host device count when its CPU backend starts.  Where this process's jax has
+as many host devices as the run needs (XLA_FLAGS=--xla_force_host_platform_device_count=D
+set before jax started), XLA runs the devices here, compiled once per Executable and grid
+(DevicesProgram, kept by DeviceContexts.devices_engine_program).  Else each run goes to a
+fresh subprocess (xla/engine_worker.py) that loads the plugins serving the module's FFI
+calls from their files (a plugin made in Python cannot be sent: a one-line error), and
+compiles the module again: a run there costs the process's start, jax's import, the
+plugins' loading and XLA's compile (about 1.5-3 s), counted in its compile_s, never in its
+run times.
+"""
+from __future__ import annotations
+
+import time
+
+from ..hlo.errors import plural
+from .options import RunError, RunResult
+
+
+def run_devices_on_xla(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:
+    """A RunResult of the module's devices run by XLA:CPU: stacked per-device outputs, or
+    a global program's global outputs (one device, as the interpreter gives them)."""
+    from .inputs import build_inputs, device_inputs
+    from .outputs import compare, compare_devices, stacked
+    from .run_paths import _timings
+    program = exe.contexts.devices_engine_program(exe.source_text, grid)
+    if program.global_devices:  # one set of global arguments, the global outputs
+        args = [build_inputs(exe.module, inputs, options)]
+    else:
+        args = device_inputs(exe.module, inputs, options, grid.count)
+    per_device, times, made_s = program.run(args, options.repeat)
+    timings = _timings(made_s, times)
+    if program.global_devices:
+        outs = per_device[0]
+        mismatches = compare(outs, expected, rtol, atol) if expected is not None else None
+        return RunResult(outs, per_device, timings, times, grid=grid, engine="xla",
+                         mismatches=mismatches, all_ok=not mismatches)
+    mismatches = (compare_devices(per_device, expected, rtol, atol)
+                  if expected is not None else None)
+    return RunResult(stacked(per_device), per_device, timings, times, grid=grid,
+                     engine="xla", transport="xla", devices=tuple(range(grid.count)),
+                     mismatches=mismatches, all_ok=not mismatches)
+
+
+def global_program_devices(source_text: str) -> tuple[int, bool]:
+    """(devices, Shardy?) of a global program as read; (1, False) for any other module."""
+    from ..hlo.text.parser import parse_module
+    from ..xla.global_shards import global_devices
+    return global_devices(parse_module(source_text, "<xla engine>"))
+
+
+def host_devices() -> int:
+    """XLA:CPU's host devices in this process (starting jax's CPU backend if it has not)."""
+    import jax
+    return len(jax.local_devices(backend="cpu"))
+
+
+class DevicesProgram:
+    """The module lowered for XLA on `grid`'s devices (or a global program's mesh), made
+    once per Executable and grid: compiled here when this process's jax has the devices,
+    else run by a subprocess per run.  `made_s`: lowering and (here) XLA's compile."""
+
+    def __init__(self, source_text: str, session, grid, global_devices: tuple[int, bool]):
+        from ..backends.backend import backend_for
+        from ..xla.engine import EngineError, engine_text
+        from ..xla.jaxlib_names import compile_global_on_xla, compile_on_xla_cpu, require_jax
+        require_jax("--engine xla")
+        if not backend_for(session.device).on_host:  # XLA:CPU's FFI hands kernels host buffers
+            raise EngineError(f"--engine xla runs on cpu; --device {session.device} is not "
+                              "served by it")
+        t0 = time.perf_counter()
+        n, shardy = global_devices if grid.count == 1 else (grid.count, False)
+        self.grid, self.devices = grid, n
+        self.global_devices = global_devices if grid.count == 1 else None
+        self.text, served = engine_text(source_text, session.registry,
+                                        keep_sharding=self.global_devices is not None)
+        self.ops = [s.op for s in served]
+        self.compiled = None
+        if host_devices() >= n:
+            if self.global_devices:
+                self.compiled = compile_global_on_xla(self.text, n, shardy, what="--engine xla")
+            else:
+                self.compiled = compile_on_xla_cpu(self.text, grid.replicas, grid.partitions,
+                                                   what="--engine xla")
+            self.sources = []
+        else:
+            self.sources = _sources(session.registry, self.ops, n)
+        self.made_s = time.perf_counter() - t0
+        self.runs = 0
+        if self.global_devices:
+            from ..hlo.text.parser import parse_module
+            root = parse_module(self.text, "<xla engine>").entry.root.shape
+            self.shapes = [tuple(s.dims) for s in (root.tuple_shapes if root.is_tuple
+                                                   else (root,))]
+
+    @property
+    def here(self) -> bool:
+        """Whether XLA runs the devices in this process (else in a subprocess per run)."""
+        return self.compiled is not None
+
+    def run(self, per_device: list[list], repeat: int = 1):
+        """([device][leaf] outputs of the last of `repeat` runs, each run's seconds, the
+        seconds spent outside the runs: the program's making on its first run here (0
+        after), or a subprocess's whole cost but its runs)."""
+        from ..xla.jaxlib_names import run_compiled, run_global_compiled
+        times: list[float] = []
+        if not self.here:
+            from ..xla.engine_worker import run_in_subprocess
+            per, times, outside = run_in_subprocess(
+                self.text, self.grid.replicas, self.grid.partitions, per_device, self.ops,
+                self.sources, repeat, global_program=self.global_devices)
+            return per, times, self.made_s + outside
+        if self.global_devices:
+            per = [run_global_compiled(self.compiled, per_device[0], self.shapes,
+                                       what="--engine xla", repeat=repeat, times=times)]
+        else:
+            per = run_compiled(self.compiled, per_device, repeat=repeat, times=times)
+        made_s, self.runs = (self.made_s if not self.runs else 0.0), self.runs + 1
+        return per, times, made_s
+
+
+def _sources(registry, ops: list[str], n: int) -> list[str]:
+    """The plugin sources a subprocess loads to serve `ops`; a plugin it cannot load by
+    name (made in Python) is a one-line error saying how to run it here instead."""
+    sources = []
+    for op in ops:
+        plugin = registry.kernel_for(op, "cpu").plugin
+        if not plugin.source:
+            raise RunError(
+                f"--engine xla: {plural(n, 'device')} run in a subprocess (jax here has "
+                f"{plural(host_devices(), 'host device')}), which loads plugins from their "
+                f"files: plugin '{plugin.name}' (op '{op}') was made in Python; load it "
+                f"from a file (--plugins-dir), or start jax with "
+                f"XLA_FLAGS=--xla_force_host_platform_device_count={n}")
+        sources.append(plugin.source)
+    return sources
