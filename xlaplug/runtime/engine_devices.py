@@ -18,13 +18,14 @@ communicator has no devices to meet.  Core collectives are XLA's own.
 
 jax fixes its host device count when its CPU backend starts.  Where this process's jax has
 as many host devices as the run needs (XLA_FLAGS=--xla_force_host_platform_device_count=D
-set before jax started), XLA runs the devices here, compiled once per Executable and grid
-(DevicesProgram, kept by DeviceContexts.devices_engine_program).  Else each run goes to a
-fresh subprocess (xla/engine_worker.py) that loads the plugins serving the module's FFI
-calls from their files (a plugin made in Python cannot be sent: a one-line error), and
-compiles the module again: a run there costs the process's start, jax's import, the
-plugins' loading and XLA's compile (about 1.5-3 s), counted in its compile_s, never in its
-run times.
+set before jax started), XLA runs the devices here.  Else a worker process started with D
+host devices runs them (xla/engine_worker.py): it loads the plugins serving the module's FFI
+calls from their files (a plugin made in Python cannot be sent: a one-line error), registers
+their kernels and compiles the module, and is kept for the later runs.  Either way the
+program is made once per Executable and grid (DevicesProgram, kept by
+DeviceContexts.devices_engine_program), its making in the first run's compile_s and in no
+run's time; the worker's start (a Python process, jax's import, the plugins) is paid once
+per Executable too, and each run then sends its arguments and outputs through a pipe.
 """
 from __future__ import annotations
 
@@ -75,7 +76,8 @@ def host_devices() -> int:
 class DevicesProgram:
     """The module lowered for XLA on `grid`'s devices (or a global program's mesh), made
     once per Executable and grid: compiled here when this process's jax has the devices,
-    else run by a subprocess per run.  `made_s`: lowering and (here) XLA's compile."""
+    else by a worker process kept for its runs.  `made_s`: lowering, and XLA's compile
+    here or the worker's start and compile."""
 
     def __init__(self, source_text: str, session, grid, global_devices: tuple[int, bool]):
         from ..backends.backend import backend_for
@@ -92,16 +94,16 @@ class DevicesProgram:
         self.text, served = engine_text(source_text, session.registry,
                                         keep_sharding=self.global_devices is not None)
         self.ops = [s.op for s in served]
-        self.compiled = None
+        self.compiled = self.worker = None
         if host_devices() >= n:
             if self.global_devices:
                 self.compiled = compile_global_on_xla(self.text, n, shardy, what="--engine xla")
             else:
                 self.compiled = compile_on_xla_cpu(self.text, grid.replicas, grid.partitions,
                                                    what="--engine xla")
-            self.sources = []
         else:
             self.sources = _sources(session.registry, self.ops, n)
+            self._start_worker()
         self.made_s = time.perf_counter() - t0
         self.runs = 0
         if self.global_devices:
@@ -110,29 +112,38 @@ class DevicesProgram:
             self.shapes = [tuple(s.dims) for s in (root.tuple_shapes if root.is_tuple
                                                    else (root,))]
 
+    def _start_worker(self) -> None:
+        import weakref
+
+        from ..xla.engine_worker import Worker
+        self.worker = Worker(self.text, self.grid.replicas, self.grid.partitions, self.ops,
+                             self.sources, global_program=self.global_devices)
+        weakref.finalize(self, self.worker.close)  # the worker ends with the executable
+
     @property
     def here(self) -> bool:
-        """Whether XLA runs the devices in this process (else in a subprocess per run)."""
+        """Whether XLA runs the devices in this process (else in the worker process)."""
         return self.compiled is not None
 
     def run(self, per_device: list[list], repeat: int = 1):
         """([device][leaf] outputs of the last of `repeat` runs, each run's seconds, the
-        seconds spent outside the runs: the program's making on its first run here (0
-        after), or a subprocess's whole cost but its runs)."""
+        program's making on its first run (0 after; a worker started again, its start))."""
         from ..xla.jaxlib_names import run_compiled, run_global_compiled
         times: list[float] = []
+        made_s = self.made_s if not self.runs else 0.0
+        self.runs += 1
         if not self.here:
-            from ..xla.engine_worker import run_in_subprocess
-            per, times, outside = run_in_subprocess(
-                self.text, self.grid.replicas, self.grid.partitions, per_device, self.ops,
-                self.sources, repeat, global_program=self.global_devices)
-            return per, times, self.made_s + outside
+            if not self.worker.alive:  # ended by a failure or a timeout: a new one
+                t0 = time.perf_counter()
+                self._start_worker()
+                made_s += time.perf_counter() - t0
+            per, times = self.worker.run(per_device, repeat)
+            return per, times, made_s
         if self.global_devices:
             per = [run_global_compiled(self.compiled, per_device[0], self.shapes,
                                        what="--engine xla", repeat=repeat, times=times)]
         else:
             per = run_compiled(self.compiled, per_device, repeat=repeat, times=times)
-        made_s, self.runs = (self.made_s if not self.runs else 0.0), self.runs + 1
         return per, times, made_s
 
 
@@ -142,9 +153,9 @@ def _sources(registry, ops: list[str], n: int) -> list[str]:
     sources = []
     for op in ops:
         plugin = registry.kernel_for(op, "cpu").plugin
-        if not plugin.source:
+        if not plugin.source or plugin.source == "<python>":  # (api.Plugin's default)
             raise RunError(
-                f"--engine xla: {plural(n, 'device')} run in a subprocess (jax here has "
+                f"--engine xla: {plural(n, 'device')} run in a worker process (jax here has "
                 f"{plural(host_devices(), 'host device')}), which loads plugins from their "
                 f"files: plugin '{plugin.name}' (op '{op}') was made in Python; load it "
                 f"from a file (--plugins-dir), or start jax with "

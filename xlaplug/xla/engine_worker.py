@@ -1,25 +1,33 @@
 """`--engine xla` on D host devices in a subprocess: jax fixes its host device count when its
 CPU backend starts, so where this process's jax has fewer devices than the module runs on,
-a fresh process with `--xla_force_host_platform_device_count=D` runs it
-(runtime/engine_devices.py decides; devices.py is `--reference xla`'s counterpart).
+a worker process started with `--xla_force_host_platform_device_count=D` runs it
+(runtime/engine_devices.py decides; devices.py is `--reference xla`'s counterpart).  The
+worker is kept: it loads the plugins, registers their kernels and compiles the module once,
+then runs it as often as asked, as an executable kept in this process would.
 
-    python -m xlaplug.xla.engine_worker CASE.npz OUT.npz
+    python -m xlaplug.xla.engine_worker    (requests on stdin, replies on stdout)
 
-CASE.npz: `text` (the module lowered for the engine: HLO text whose plugin ops are typed-FFI
-calls), `grid` ([R, P]), `global` ([devices, shardy], a global program; absent for a
-per-device one), `ops` and `sources` (JSON: the ops to serve, and the plugin sources --
-files, package directories, `entry point NAME` -- that define their kernels), `repeat`,
-`nargs`, `arg_k_d` and `dtype_k` (argument k of device d; one device, d = 0, for a global
-program).  OUT.npz: `out_j_d` and `dtype_j`, `times` (each run's seconds), `made_s`
-(plugins loaded, kernels registered, XLA's compile), or `error` (one line).
+Every message is an npz archive, prefixed by its length (8 bytes, little-endian).  The
+first request sets the program up: `text` (the module lowered for the engine: HLO text whose
+plugin ops are typed-FFI calls), `grid` ([R, P]), `global` ([devices, shardy], a global
+program; absent for a per-device one), `ops` and `sources` (JSON: the ops to serve, and the
+plugin sources -- files, package directories, `entry point NAME` -- defining their kernels);
+its reply holds `made_s` (plugins loaded, kernels registered, XLA's compile).  Each later
+request is a run: `repeat`, `nargs`, `arg_k_d` and `dtype_k` (argument k of device d; one
+device, d = 0, for a global program); its reply `out_j_d` and `dtype_j` (the last run's
+outputs) and `times` (each run's seconds).  Any reply may be `error` (one line) instead;
+the worker goes on after a failed run.  It ends when its stdin closes.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
+import select
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -43,91 +51,194 @@ def serve(ops: list[str], sources: list[str]) -> None:
             raise EngineError(f"'{op}' cannot be served inside XLA: {s.reason}")
 
 
-def run_case(case) -> dict:
-    """OUT.npz's entries for one case (module docstring)."""
-    from ..hlo.text.parser import parse_module
-    from .jaxlib_names import (compile_global_on_xla, compile_on_xla_cpu, run_compiled,
-                               run_global_compiled)
-    t0 = time.perf_counter()
-    text = str(case["text"])
-    serve(json.loads(str(case["ops"])), json.loads(str(case["sources"])))
-    r, p = (int(v) for v in case["grid"])
-    whole = "global" in case
-    nargs, repeat = int(case["nargs"]), int(case["repeat"])
-    args = [[_typed(case[f"arg_{k}_{d}"], str(case[f"dtype_{k}"])) for k in range(nargs)]
-            for d in range(1 if whole else r * p)]
-    times: list[float] = []
-    if whole:
-        n, shardy = (int(v) for v in case["global"])
-        compiled = compile_global_on_xla(text, n, bool(shardy), what="--engine xla")
-        made_s = time.perf_counter() - t0
-        root = parse_module(text, "<xla engine>").entry.root.shape
-        shapes = [tuple(s.dims) for s in (root.tuple_shapes if root.is_tuple else (root,))]
-        per = [run_global_compiled(compiled, args[0], shapes, what="--engine xla",
-                                   repeat=repeat, times=times)]
-    else:
-        compiled = compile_on_xla_cpu(text, r, p, what="--engine xla")
-        made_s = time.perf_counter() - t0
-        per = run_compiled(compiled, args, repeat=repeat, times=times)
-    out = {"times": np.array(times), "made_s": np.array(made_s)}
-    for d, leaves in enumerate(per):
-        for j, v in enumerate(leaves):
-            out[f"out_{j}_{d}"], out[f"dtype_{j}"] = _raw(v)
-    return out
+class _Program:
+    """The worker's side: the program set up by the first request, run by the others."""
+
+    def __init__(self, setup):
+        from ..hlo.text.parser import parse_module
+        from .jaxlib_names import compile_global_on_xla, compile_on_xla_cpu
+        t0 = time.perf_counter()
+        text = str(setup["text"])
+        serve(json.loads(str(setup["ops"])), json.loads(str(setup["sources"])))
+        self.replicas, self.partitions = (int(v) for v in setup["grid"])
+        self.whole = "global" in setup
+        if self.whole:
+            n, shardy = (int(v) for v in setup["global"])
+            self.compiled = compile_global_on_xla(text, n, bool(shardy), what="--engine xla")
+            root = parse_module(text, "<xla engine>").entry.root.shape
+            self.shapes = [tuple(s.dims) for s in (root.tuple_shapes if root.is_tuple
+                                                   else (root,))]
+        else:
+            self.compiled = compile_on_xla_cpu(text, self.replicas, self.partitions,
+                                               what="--engine xla")
+        self.made_s = time.perf_counter() - t0
+
+    def run(self, req) -> dict:
+        from .jaxlib_names import run_compiled, run_global_compiled
+        nargs, repeat = int(req["nargs"]), int(req["repeat"])
+        devices = 1 if self.whole else self.replicas * self.partitions
+        args = [[_typed(req[f"arg_{k}_{d}"], str(req[f"dtype_{k}"])) for k in range(nargs)]
+                for d in range(devices)]
+        times: list[float] = []
+        if self.whole:
+            per = [run_global_compiled(self.compiled, args[0], self.shapes,
+                                       what="--engine xla", repeat=repeat, times=times)]
+        else:
+            per = run_compiled(self.compiled, args, repeat=repeat, times=times)
+        out = {"times": np.array(times)}
+        for d, leaves in enumerate(per):
+            for j, v in enumerate(leaves):
+                out[f"out_{j}_{d}"], out[f"dtype_{j}"] = _raw(v)
+        return out
 
 
-def main(case_path: str, out_path: str) -> None:
+def _answer(make) -> dict:
     from ..hlo.errors import HloError, one_line
-    case = np.load(case_path, allow_pickle=False)
     try:
-        out = run_case(case)
+        return make()
     except HloError as e:
-        out = {"error": np.array(one_line(e.message))}
+        return {"error": np.array(one_line(e.message))}
     except Exception as e:  # noqa: BLE001 - reported to the parent as its one line
-        out = {"error": np.array(one_line(f"{type(e).__name__}: {e}"))}
-    np.savez(out_path, **out)
+        return {"error": np.array(one_line(f"{type(e).__name__}: {e}"))}
 
 
-def run_in_subprocess(text: str, replicas: int, partitions: int,
-                      per_device: list[list[np.ndarray]], ops: list[str], sources: list[str],
-                      repeat: int = 1, global_program: tuple[int, bool] | None = None,
-                      timeout: float = 600) -> tuple[list[list[np.ndarray]], list, float]:
-    """([device][leaf] outputs of the last run, each run's seconds, the subprocess's seconds
-    outside its runs: its start, jax's, the plugins', the registrations and XLA's compile).
-    The worker's failure is an XlaError with its line."""
-    from .jaxlib_names import XlaError
-    n = global_program[0] if global_program else replicas * partitions
-    case = {"text": np.array(text), "grid": np.array([replicas, partitions]),
-            "ops": np.array(json.dumps(ops)), "sources": np.array(json.dumps(sources)),
-            "repeat": np.array(repeat), "nargs": np.array(len(per_device[0]))}
-    if global_program:
-        case["global"] = np.array([global_program[0], int(global_program[1])])
-    for d, args in enumerate(per_device):
-        for k, a in enumerate(args):
-            case[f"arg_{k}_{d}"], case[f"dtype_{k}"] = _raw(a)
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
-                        f" --xla_force_host_platform_device_count={n}").strip()
-    env["JAX_PLATFORMS"] = "cpu"
-    t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="xlaplug-engine-") as tmp:
-        case_path, out_path = os.path.join(tmp, "case.npz"), os.path.join(tmp, "out.npz")
-        np.savez(case_path, **case)
-        proc = subprocess.run([sys.executable, "-m", "xlaplug.xla.engine_worker", case_path,
-                               out_path], env=env, capture_output=True, text=True,
-                              timeout=timeout)
-        if proc.returncode != 0 or not os.path.exists(out_path):
-            tail = [ln for ln in proc.stderr.splitlines() if ln.strip()][-1:] or ["no message"]
-            raise XlaError(f"--engine xla: XLA:CPU on {n} host devices failed: {tail[0]}")
-        res = np.load(out_path, allow_pickle=False)
-        if "error" in res:
-            raise XlaError(str(res["error"]))
+def _pack(entries: dict) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **entries)
+    data = buf.getvalue()
+    return len(data).to_bytes(8, "little") + data
+
+
+def _read(fd: int, n: int, deadline: float | None) -> bytes | None:
+    """Exactly `n` bytes from `fd` (None at its end); TimeoutError past `deadline`."""
+    chunks, got = [], 0
+    while got < n:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError
+        chunk = os.read(fd, min(n - got, 1 << 24))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _unpack(fd: int, deadline: float | None = None):
+    head = _read(fd, 8, deadline)
+    body = head and _read(fd, int.from_bytes(head, "little"), deadline)
+    return None if body is None else np.load(io.BytesIO(body), allow_pickle=False)
+
+
+def main() -> None:
+    # Replies go on a private copy of stdout: whatever a plugin or XLA prints goes to stderr.
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    setup = _unpack(0)
+    if setup is None:
+        return
+    program = None
+
+    def made():
+        nonlocal program
+        program = _Program(setup)
+        return {"made_s": np.array(program.made_s)}
+    reply = _answer(made)
+    while True:
+        replies.write(_pack(reply))
+        replies.flush()
+        if program is None:
+            return
+        req = _unpack(0)
+        if req is None:
+            return
+        reply = _answer(lambda: program.run(req))
+
+
+class Worker:
+    """The parent's side: a worker process on `n` host devices holding one program."""
+
+    def __init__(self, text: str, replicas: int, partitions: int, ops: list[str],
+                 sources: list[str], global_program: tuple[int, bool] | None = None,
+                 timeout: float = 600):
+        from .jaxlib_names import require_jax
+        require_jax("--engine xla")
+        self.n = global_program[0] if global_program else replicas * partitions
+        self.timeout, self.lock = timeout, threading.Lock()
+        env = dict(os.environ)
+        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
+                            f" --xla_force_host_platform_device_count={self.n}").strip()
+        env["JAX_PLATFORMS"] = "cpu"
+        # the worker imports this xlaplug, wherever this process found it (a checkout,
+        # not an installed copy)
+        here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
+        self.stderr = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen([sys.executable, "-m", "xlaplug.xla.engine_worker"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.stderr, env=env)
+        setup = {"text": np.array(text), "grid": np.array([replicas, partitions]),
+                 "ops": np.array(json.dumps(ops)), "sources": np.array(json.dumps(sources))}
+        if global_program:
+            setup["global"] = np.array([global_program[0], int(global_program[1])])
+        try:
+            self.made_s = float(self._ask(setup)["made_s"])
+        except BaseException:
+            self.close()
+            raise
+
+    def run(self, per_device: list[list[np.ndarray]], repeat: int = 1
+            ) -> tuple[list[list[np.ndarray]], list[float]]:
+        """([device][leaf] outputs of the last of `repeat` runs, each run's seconds)."""
+        req = {"repeat": np.array(repeat), "nargs": np.array(len(per_device[0]))}
+        for d, args in enumerate(per_device):
+            for k, a in enumerate(args):
+                req[f"arg_{k}_{d}"], req[f"dtype_{k}"] = _raw(a)
+        res = self._ask(req)
         leaves = sorted({int(k.split("_")[1]) for k in res.files if k.startswith("out_")})
         per = [[_typed(res[f"out_{j}_{d}"], str(res[f"dtype_{j}"])) for j in leaves]
-               for d in range(1 if global_program else n)]
-        times = [float(t) for t in res["times"]]
-    return per, times, time.perf_counter() - t0 - sum(times)
+               for d in range(len(per_device))]
+        return per, [float(t) for t in res["times"]]
+
+    def _ask(self, request: dict):
+        from .jaxlib_names import XlaError
+        with self.lock:  # one request at a time: replies come back in order
+            try:
+                self.proc.stdin.write(_pack(request))
+                self.proc.stdin.flush()
+                res = _unpack(self.proc.stdout.fileno(), time.monotonic() + self.timeout)
+            except TimeoutError:
+                self.close()
+                raise XlaError(f"--engine xla: XLA:CPU on {self.n} host devices gave no "
+                               f"answer in {self.timeout:g} s; its process was stopped") from None
+            except (BrokenPipeError, OSError):
+                res = None
+            if res is None:  # the worker died: its last line says why
+                self.close()
+                self.stderr.seek(0)
+                lines = [ln for ln in self.stderr.read().decode(errors="replace").splitlines()
+                         if ln.strip()]
+                raise XlaError(f"--engine xla: XLA:CPU on {self.n} host devices failed: "
+                               f"{(lines or ['its process ended'])[-1]}")
+        if "error" in res:
+            raise XlaError(str(res["error"]))
+        return res
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        """End the worker (its stdin closed; killed if it does not go)."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    main()
