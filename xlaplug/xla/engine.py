@@ -1,5 +1,6 @@
-"""`--engine xla` on one device: the module runs on XLA:CPU through jaxlib, and its plugin
-ops are typed-FFI custom calls that XLA itself hands to the plugin kernels (xla/ffi).
+"""`--engine xla`: the module runs on XLA:CPU through jaxlib, and its plugin ops are
+typed-FFI custom calls that XLA itself hands to the plugin kernels (xla/ffi); on one device
+here, on many through runtime/engine_devices.py.
 
 The module as read is lowered the way the interpreter lowers it with `--prefer kernel`,
 except that what stays a custom call is for XLA: an op with a CPU kernel stays, marked
