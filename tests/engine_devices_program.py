@@ -7,7 +7,8 @@ Run in a subprocess by tests/test_engine_devices.py: the host device count is fi
 jax starts.  OUT.npz gets, per case, `got_<case>_<j>` (the engine's output j), `want_<case>_<j>`
 (jax's) and `interp_<case>_<j>` (the interpreter's), and `here_<case>` / `second_compile_s`
 (whether XLA ran the devices in this process; the compile seconds of an executable's second
-run), `served_<case>` (the plugin ops served by their kernels, comma-separated).
+run), `served_<case>` and `comms_<case>` (the plugin ops served by their kernels as FFI
+targets, and those whose communicator kernels met across the devices, comma-separated).
 """
 from __future__ import annotations
 
@@ -46,6 +47,7 @@ def main(out_path: str) -> None:
         program = next(iter(exe.contexts._devices_engine.values()))
         out[f"here_{case}"] = np.array(program.here)
         out[f"served_{case}"] = np.array(",".join(program.ops))  # ops whose kernels XLA called
+        out[f"comms_{case}"] = np.array(",".join(program.communicators))  # across the devices
         for j, g in enumerate(res.outputs):
             out[f"got_{case}_{j}"] = g
             out[f"want_{case}_{j}"] = want[j]
@@ -92,6 +94,25 @@ def main(out_path: str) -> None:
     exe = xlaplug.compile(gh.lower(v, scale).as_text(dialect="hlo"), engine="xla")
     keep("shard_map_plugin", exe, exe.run(inputs={"in0": v, "in1": scale}),
          [rms.reshape(4, 2, 16).sum(0)], {"in0": v, "in1": scale})
+
+    # A Horovod op in a per-device program: its kernel, on each of XLA's device threads.
+    hvd = os.path.join(os.path.dirname(__file__), "..", "examples", "horovod_allreduce4.hlo")
+    w, grad = np.ones((4, 1024), np.float32), np.random.default_rng(1).standard_normal(
+        (4, 1024)).astype(np.float32)
+    exe = xlaplug.compile(open(hvd).read(), engine="xla")
+    keep("horovod_kernel", exe, exe.run(w, grad), [w - np.float32(0.1) * grad.mean(0)],
+         {"in0": w, "in1": grad})
+
+    # The same op in a shard_map region (a global program): decomposed, for XLA's
+    # partitioner; jax's psum the oracle.
+    def k(v):
+        return jax.ffi.ffi_call("HorovodAllreduce", jax.ShapeDtypeStruct(v.shape, v.dtype))(
+            v, reduce_op="sum")
+    gk = jax.jit(jax.shard_map(k, mesh=mesh, in_specs=P("x"), out_specs=P("x")))
+    want_k = jax.jit(jax.shard_map(lambda v: jax.lax.psum(v, "x"), mesh=mesh,
+                                   in_specs=P("x"), out_specs=P("x")))(v)
+    exe = xlaplug.compile(gk.lower(v).as_text(dialect="hlo"), engine="xla")
+    keep("horovod_global", exe, exe.run(inputs={"in0": v}), [np.asarray(want_k)], {"in0": v})
     np.savez(out_path, **out)
 
 

@@ -1,6 +1,6 @@
 """`xlaplug run --engine xla` on many devices in one process: XLA:CPU's host devices run a
 module's replicas and partitions (or a global program's mesh), with plugin kernels as FFI
-handlers and communicator ops decomposed.  Held against the interpreter's many-device run
+handlers, communicator kernels (the Horovod ops) meeting across XLA's device threads.  Held against the interpreter's many-device run
 and against jax.  Where this process's jax has too few host devices, a worker process kept
 by the executable runs them (the cases here); with enough (tests/engine_devices_program.py,
 started with 4), XLA runs them in the process.  Either way the module is compiled once."""
@@ -87,15 +87,88 @@ def test_the_worker_is_kept_by_the_executable():
     assert proc.wait(timeout=10) == 0
 
 
-def test_horovod_ops_are_decomposed_on_xlas_host_devices(tmp_path):
-    """examples/horovod_allreduce4.hlo: the Horovod kernel needs xlaplug's communicator,
-    which XLA's device threads do not share; its decomposition (a core all-reduce) runs."""
-    hlo = str(ROOT / "examples" / "horovod_allreduce4.hlo")
-    code, out = run("run", hlo, "--out", "@h.npz", tmp=tmp_path)
-    assert code == 0, out
-    code, out = run("run", hlo, "--engine", "xla", "--expect", "@h.npz", "--repeat", "2",
-                    tmp=tmp_path)
-    assert code == 0 and "the output of 4 devices matches" in out, out
+HOROVOD = """HloModule hvd, replica_count=4
+cond {
+  s = (s32[], f32[8,3]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(3)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], f32[8,3]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  v = f32[8,3] get-tuple-element(s), index=1
+  m = f32[8,3] custom-call(v), custom_call_target="HorovodAllreduce", backend_config={reduce_op = "average"}
+  h = f32[8,3] tanh(m)
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  ROOT t = (s32[], f32[8,3]) tuple(j, h)
+}
+ENTRY e {
+  x = f32[8,3] parameter(0)
+  a = f32[8,3] custom-call(x), custom_call_target="HorovodAllreduce", backend_config={reduce_op = "sum"}
+  g = f32[32,3] custom-call(x), custom_call_target="HorovodAllgather"
+  b = f32[8,3] custom-call(x), custom_call_target="HorovodBroadcast", backend_config={root_rank = 2 : i64}
+  t = f32[8,3] custom-call(x), custom_call_target="HorovodAlltoall"
+  r = f32[2,3] custom-call(x), custom_call_target="HorovodReducescatter", backend_config={reduce_op = "max"}
+  zero = s32[] constant(0)
+  init = (s32[], f32[8,3]) tuple(zero, x)
+  w = (s32[], f32[8,3]) while(init), condition=cond, body=body
+  l = f32[8,3] get-tuple-element(w), index=1
+  ROOT out = (f32[8,3], f32[32,3], f32[8,3], f32[8,3], f32[2,3], f32[8,3]) tuple(a, g, b, t, r, l)
+}
+"""
+
+
+def test_horovod_kernels_meet_across_xlas_device_threads():
+    """The five Horovod ops, independent of each other, and an all-reduce in a while loop:
+    their communicator kernels run inside XLA on each host device and meet there, in the
+    same order on every device (the order token), to the interpreter's bits."""
+    import xlaplug
+    exe = xlaplug.compile(HOROVOD, engine="xla")
+    got = exe.run(seed=4, repeat=2)
+    program = exe.contexts.devices_engine_program(exe.source_text, got.grid)
+    assert program.communicators == ["HorovodAllgather", "HorovodAllreduce",
+                                     "HorovodAlltoall", "HorovodBroadcast",
+                                     "HorovodReducescatter"]
+    want = xlaplug.compile(HOROVOD).run(seed=4)
+    for g, w in zip(got.outputs, want.outputs):
+        assert g.shape == w.shape
+        np.testing.assert_array_equal(g, w)
+
+
+def test_a_communicator_kernel_failing_on_one_device_is_one_line(tmp_path):
+    """Device 1's kernel raises: the others stop waiting for it (not at the timeout), the
+    error names the device as the interpreter's does, and the next run works."""
+    import time
+
+    import xlaplug
+    from xlaplug.hlo.errors import HloError
+    plugins = tmp_path / "plugins"
+    plugins.mkdir(mode=0o755)
+    (plugins / "flaky.py").write_text(
+        "from xlaplug.plugin import Plugin\n"
+        "plugin = Plugin('flaky')\n"
+        "@plugin.shape('flaky.sum')\n"
+        "def shape(x):\n"
+        "    return x\n"
+        "@plugin.kernel('flaky.sum', device='cpu', communicator=True)\n"
+        "def kernel(x, out, *, comm):\n"
+        "    if comm.device == 1 and x.sum() > 1e6:\n"
+        "        raise ValueError('too big on device 1')\n"
+        "    out[...] = comm.allreduce(x)\n")
+    exe = xlaplug.compile('HloModule m, replica_count=4\nENTRY e {\n  x = f32[4] parameter(0)'
+                          '\n  ROOT y = f32[4] custom-call(x), custom_call_target="flaky.sum"'
+                          '\n}\n', plugins=[str(plugins)], engine="xla")
+    exe.run(np.ones((4, 4), np.float32))  # (the worker's start, outside the clock below)
+    t0 = time.perf_counter()
+    with pytest.raises(HloError) as e:
+        exe.run(np.full((4, 4), 1e7, np.float32), collective_timeout=60)
+    assert time.perf_counter() - t0 < 30
+    assert "device 1: plugin 'flaky' kernel for 'flaky.sum' raised ValueError: too big on " \
+        "device 1" in str(e.value) and "\n" not in str(e.value), str(e.value)
+    np.testing.assert_array_equal(exe.run(np.ones((4, 4), np.float32)).outputs[0],
+                                  np.full((4, 4), 4, np.float32))
 
 
 def test_a_plugin_made_in_python_cannot_go_to_the_worker():
@@ -131,12 +204,13 @@ def in_process(tmp_path_factory):
 
 @pytest.mark.slow  # a subprocess starting jax on 4 host devices
 @pytest.mark.parametrize("case", ["allreduce4", "shard_map_global", "shard_map_partitioned",
-                                  "shard_map_plugin"])
+                                  "shard_map_plugin", "horovod_kernel", "horovod_global"])
 def test_in_process_against_jax_and_the_interpreter(in_process, case):
     """With jax on 4 host devices XLA runs them here: a 4-replica all-reduce (and
     replica-id) compiled once, a shard_map program as jax prints it (its global outputs)
-    and as XLA prints it after partitioning (each device's), and a plugin kernel (the
-    bundled rms_norm, an FFI call) inside a shard_map region."""
+    and as XLA prints it after partitioning (each device's), a plugin kernel (the bundled
+    rms_norm, an FFI call) inside a shard_map region, the Horovod all-reduce's kernel on
+    XLA's device threads, and the same op in a shard_map region, decomposed."""
     z = in_process
     assert z[f"here_{case}"]
     j = 0
@@ -146,6 +220,8 @@ def test_in_process_against_jax_and_the_interpreter(in_process, case):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"{case} {j}")
         np.testing.assert_allclose(got, interp, rtol=1e-6, atol=1e-6, err_msg=f"{case} {j}")
         j += 1
-    assert j == (1 if case == "shard_map_plugin" else 2)
+    assert j == (2 if case in ("allreduce4", "shard_map_global", "shard_map_partitioned")
+                 else 1)
     assert str(z[f"served_{case}"]) == ("example.rms_norm" if case == "shard_map_plugin" else "")
+    assert str(z[f"comms_{case}"]) == ("HorovodAllreduce" if case == "horovod_kernel" else "")
     assert z["second_compile_s"] == 0.0  # the second run of an executable compiles nothing

@@ -5,17 +5,19 @@ a worker process started with `--xla_force_host_platform_device_count=D` runs it
 worker is kept: it loads the plugins, registers their kernels and compiles the module once,
 then runs it as often as asked, as an executable kept in this process would.
 
-    python -m xlaplug.xla.engine_worker    (requests on stdin, replies on stdout)
+    python -m xlaplug.runtime.engine_worker    (requests on stdin, replies on stdout)
 
 Every message is an npz archive, prefixed by its length (8 bytes, little-endian).  The
-first request sets the program up: `text` (the module lowered for the engine: HLO text whose
-plugin ops are typed-FFI calls), `grid` ([R, P]), `global` ([devices, shardy], a global
-program; absent for a per-device one), `ops` and `sources` (JSON: the ops to serve, and the
-plugin sources -- files, package directories, `entry point NAME` -- defining their kernels);
-its reply holds `made_s` (plugins loaded, kernels registered, XLA's compile).  Each later
-request is a run: `repeat`, `nargs`, `arg_k_d` and `dtype_k` (argument k of device d; one
-device, d = 0, for a global program); its reply `out_j_d` and `dtype_j` (the last run's
-outputs) and `times` (each run's seconds).  Any reply may be `error` (one line) instead;
+first request sets the program up: `text` (the module lowered for the engine, its plugin
+ops still custom calls), `grid` ([R, P]), `global` ([devices, shardy], a global program;
+absent for a per-device one), `sources` (JSON: the plugin sources -- files, package
+directories, `entry point NAME` -- whose kernels the module calls); the worker makes XLA's
+program of it as the parent would (engine_comms.xla_program) and replies `made_s` (plugins
+loaded, kernels registered, XLA's compile), `ops` and `communicators` (JSON: the ops served
+as FFI targets, and those served across the devices).  Each later request is a run:
+`repeat`, `timeout` (a communicator call's wait for the other devices), `nargs`, `arg_k_d`
+and `dtype_k` (argument k of device d; one device, d = 0, for a global program); its reply
+`out_j_d` and `dtype_j` (the last run's outputs) and `times` (each run's seconds).  Any reply may be `error` (one line) instead;
 the worker goes on after a failed run.  It ends when its stdin closes.
 """
 from __future__ import annotations
@@ -32,51 +34,43 @@ import time
 
 import numpy as np
 
-from .devices import _raw, _typed
-
-
-def serve(ops: list[str], sources: list[str]) -> None:
-    """Register the kernels of `ops` (from the plugins of `sources`) as FFI targets here."""
-    from ..plugin.loader import load_sources
-    from .engine import EngineError
-    from .ffi import NOT_SERVED, register_op
-    registry = load_sources(sources)
-    for op in ops:
-        entry = registry.kernel_for(op, "cpu")
-        if entry is None:
-            raise EngineError(f"'{op}': no kernel for cpu in the plugins loaded from "
-                              f"{', '.join(sources)}")
-        s = register_op(op, entry, shape_rule=registry.shapes.get(op))
-        if s.how == NOT_SERVED:
-            raise EngineError(f"'{op}' cannot be served inside XLA: {s.reason}")
+from ..xla.devices import _raw, _typed
 
 
 class _Program:
     """The worker's side: the program set up by the first request, run by the others."""
 
     def __init__(self, setup):
+        from ..backends.spmd.groups import DeviceGrid
         from ..hlo.text.parser import parse_module
-        from .jaxlib_names import compile_global_on_xla, compile_on_xla_cpu
+        from ..plugin.loader import load_sources
+        from ..plugin.session import Session
+        from ..xla.jaxlib_names import compile_global_on_xla, compile_on_xla_cpu
+        from .engine_comms import communicator_ops, xla_program
         t0 = time.perf_counter()
-        text = str(setup["text"])
-        serve(json.loads(str(setup["ops"])), json.loads(str(setup["sources"])))
-        self.replicas, self.partitions = (int(v) for v in setup["grid"])
+        session = Session(load_sources(json.loads(str(setup["sources"]))))
+        module = parse_module(str(setup["text"]), "<xla engine>")
+        self.grid = DeviceGrid(*(int(v) for v in setup["grid"]))
         self.whole = "global" in setup
+        text, served, self.comms = xla_program(module, session, self.grid, self.whole)
+        self.ops = [s.op for s in served]
+        self.communicators = communicator_ops(self.comms)
         if self.whole:
             n, shardy = (int(v) for v in setup["global"])
             self.compiled = compile_global_on_xla(text, n, bool(shardy), what="--engine xla")
-            root = parse_module(text, "<xla engine>").entry.root.shape
+            root = module.entry.root.shape
             self.shapes = [tuple(s.dims) for s in (root.tuple_shapes if root.is_tuple
                                                    else (root,))]
         else:
-            self.compiled = compile_on_xla_cpu(text, self.replicas, self.partitions,
+            self.compiled = compile_on_xla_cpu(text, self.grid.replicas, self.grid.partitions,
                                                what="--engine xla")
         self.made_s = time.perf_counter() - t0
 
     def run(self, req) -> dict:
-        from .jaxlib_names import run_compiled, run_global_compiled
+        from ..xla.jaxlib_names import run_compiled, run_global_compiled
+        from .engine_comms import run_with
         nargs, repeat = int(req["nargs"]), int(req["repeat"])
-        devices = 1 if self.whole else self.replicas * self.partitions
+        devices = 1 if self.whole else self.grid.count
         args = [[_typed(req[f"arg_{k}_{d}"], str(req[f"dtype_{k}"])) for k in range(nargs)]
                 for d in range(devices)]
         times: list[float] = []
@@ -84,7 +78,8 @@ class _Program:
             per = [run_global_compiled(self.compiled, args[0], self.shapes,
                                        what="--engine xla", repeat=repeat, times=times)]
         else:
-            per = run_compiled(self.compiled, args, repeat=repeat, times=times)
+            per = run_with(self.comms, float(req["timeout"]), lambda: run_compiled(
+                self.compiled, args, repeat=repeat, times=times))
         out = {"times": np.array(times)}
         for d, leaves in enumerate(per):
             for j, v in enumerate(leaves):
@@ -99,7 +94,8 @@ def _answer(make) -> dict:
     except HloError as e:
         return {"error": np.array(one_line(e.message))}
     except Exception as e:  # noqa: BLE001 - reported to the parent as its one line
-        return {"error": np.array(one_line(f"{type(e).__name__}: {e}"))}
+        said = getattr(e, "message", None)  # (a DeviceError: "device D: ...")
+        return {"error": np.array(one_line(said or f"{type(e).__name__}: {e}"))}
 
 
 def _pack(entries: dict) -> bytes:
@@ -143,7 +139,8 @@ def main() -> None:
     def made():
         nonlocal program
         program = _Program(setup)
-        return {"made_s": np.array(program.made_s)}
+        return {"made_s": np.array(program.made_s), "ops": np.array(json.dumps(program.ops)),
+                "communicators": np.array(json.dumps(program.communicators))}
     reply = _answer(made)
     while True:
         replies.write(_pack(reply))
@@ -159,10 +156,9 @@ def main() -> None:
 class Worker:
     """The parent's side: a worker process on `n` host devices holding one program."""
 
-    def __init__(self, text: str, replicas: int, partitions: int, ops: list[str],
-                 sources: list[str], global_program: tuple[int, bool] | None = None,
-                 timeout: float = 600):
-        from .jaxlib_names import require_jax
+    def __init__(self, text: str, replicas: int, partitions: int, sources: list[str],
+                 global_program: tuple[int, bool] | None = None, timeout: float = 600):
+        from ..xla.jaxlib_names import require_jax
         require_jax("--engine xla")
         self.n = global_program[0] if global_program else replicas * partitions
         self.timeout, self.lock = timeout, threading.Lock()
@@ -175,23 +171,28 @@ class Worker:
         here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
         self.stderr = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen([sys.executable, "-m", "xlaplug.xla.engine_worker"],
+        self.proc = subprocess.Popen([sys.executable, "-m", "xlaplug.runtime.engine_worker"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.stderr, env=env)
         setup = {"text": np.array(text), "grid": np.array([replicas, partitions]),
-                 "ops": np.array(json.dumps(ops)), "sources": np.array(json.dumps(sources))}
+                 "sources": np.array(json.dumps(sources))}
         if global_program:
             setup["global"] = np.array([global_program[0], int(global_program[1])])
         try:
-            self.made_s = float(self._ask(setup)["made_s"])
+            made = self._ask(setup)
+            self.made_s = float(made["made_s"])
+            self.ops = json.loads(str(made["ops"]))
+            self.communicators = json.loads(str(made["communicators"]))
         except BaseException:
             self.close()
             raise
 
-    def run(self, per_device: list[list[np.ndarray]], repeat: int = 1
+    def run(self, per_device: list[list[np.ndarray]], repeat: int = 1, timeout: float = 60.0
             ) -> tuple[list[list[np.ndarray]], list[float]]:
-        """([device][leaf] outputs of the last of `repeat` runs, each run's seconds)."""
-        req = {"repeat": np.array(repeat), "nargs": np.array(len(per_device[0]))}
+        """([device][leaf] outputs of the last of `repeat` runs, each run's seconds);
+        `timeout`: a communicator call's wait for the other devices."""
+        req = {"repeat": np.array(repeat), "nargs": np.array(len(per_device[0])),
+               "timeout": np.array(float(timeout))}
         for d, args in enumerate(per_device):
             for k, a in enumerate(args):
                 req[f"arg_{k}_{d}"], req[f"dtype_{k}"] = _raw(a)
@@ -202,7 +203,7 @@ class Worker:
         return per, [float(t) for t in res["times"]]
 
     def _ask(self, request: dict):
-        from .jaxlib_names import XlaError
+        from ..xla.jaxlib_names import XlaError
         with self.lock:  # one request at a time: replies come back in order
             try:
                 self.proc.stdin.write(_pack(request))
