@@ -196,23 +196,26 @@ class Worker:
         for d, args in enumerate(per_device):
             for k, a in enumerate(args):
                 req[f"arg_{k}_{d}"], req[f"dtype_{k}"] = _raw(a)
-        res = self._ask(req)
+        res = self._ask(req, self.timeout + timeout)  # (a run may wait at a call that long)
         leaves = sorted({int(k.split("_")[1]) for k in res.files if k.startswith("out_")})
         per = [[_typed(res[f"out_{j}_{d}"], str(res[f"dtype_{j}"])) for j in leaves]
                for d in range(len(per_device))]
         return per, [float(t) for t in res["times"]]
 
-    def _ask(self, request: dict):
+    def _ask(self, request: dict, wait: float | None = None):
+        """The worker's reply to `request`, waited for `wait` seconds at most (the
+        worker's `timeout` unless given)."""
         from ..xla.jaxlib_names import XlaError
+        wait = self.timeout if wait is None else wait
         with self.lock:  # one request at a time: replies come back in order
             try:
                 self.proc.stdin.write(_pack(request))
                 self.proc.stdin.flush()
-                res = _unpack(self.proc.stdout.fileno(), time.monotonic() + self.timeout)
+                res = _unpack(self.proc.stdout.fileno(), time.monotonic() + wait)
             except TimeoutError:
                 self.close()
                 raise XlaError(f"--engine xla: XLA:CPU on {self.n} host devices gave no "
-                               f"answer in {self.timeout:g} s; its process was stopped") from None
+                               f"answer in {wait:g} s; its process was stopped") from None
             except (BrokenPipeError, OSError):
                 res = None
             if res is None:  # the worker died: its last line says why
