@@ -50,6 +50,8 @@ class DeviceContexts:
         self._largest = None  # the module's largest product (blas_threads.largest_product)
         self._engine = None  # `--engine xla`'s on_xla.EngineProgram
         self._mpi_engine: dict[tuple, object] = {}  # under mpiexec: mpi_engine.MpiProgram
+        self._devices_engine: dict[tuple, object] = {}  # engine_devices.DevicesProgram
+        self._global_devices = None  # (devices, shardy) of the module as read
         # The launcher's environment is the process's: read once.
         self.under_mpi = launched_by_mpi()
 
@@ -101,6 +103,27 @@ class DeviceContexts:
                 from .on_xla import EngineProgram
                 self._engine = EngineProgram(source_text, self.session)
             return self._engine
+
+    def global_devices(self, source_text: str) -> tuple[int, bool]:
+        """(devices, Shardy?) of the module as read when it is a global program (jax's,
+        before partitioning), else (1, False): found once."""
+        if self._global_devices is None:
+            from .engine_devices import global_program_devices
+            self._global_devices = global_program_devices(source_text)
+        return self._global_devices
+
+    def devices_engine_program(self, source_text: str, grid):
+        """The module made into XLA:CPU's program on `grid`'s devices, or a global
+        program's mesh (engine_devices.DevicesProgram), by the first such `--engine xla`
+        run, and run by every later one."""
+        with self.lock:
+            key = (grid.replicas, grid.partitions)
+            program = self._devices_engine.get(key)
+            if program is None:
+                from .engine_devices import DevicesProgram
+                program = self._devices_engine[key] = DevicesProgram(
+                    source_text, self.session, grid, self.global_devices(source_text))
+            return program
 
     def mpi_engine_program(self, exe, grid, rank: int):
         """This rank's program for `grid` (mpi_engine.MpiProgram: rewritten for MPI and

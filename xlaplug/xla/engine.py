@@ -1,5 +1,6 @@
-"""`--engine xla` on one device: the module runs on XLA:CPU through jaxlib, and its plugin
-ops are typed-FFI custom calls that XLA itself hands to the plugin kernels (xla/ffi).
+"""`--engine xla`: the module runs on XLA:CPU through jaxlib, and its plugin ops are
+typed-FFI custom calls that XLA itself hands to the plugin kernels (xla/ffi); on one device
+here, on many through runtime/engine_devices.py.
 
 The module as read is lowered the way the interpreter lowers it with `--prefer kernel`,
 except that what stays a custom call is for XLA: an op with a CPU kernel stays, marked
@@ -51,11 +52,13 @@ def _typed_ffi(ins) -> None:
 
 
 def lowered(source_text: str, registry, name: str = "<xla engine>",
-            communicators: bool = False):
+            communicators: bool = False, keep_sharding: bool = False):
     """The module as read, its plugin ops lowered as the interpreter lowers them with
     `--prefer kernel`.  A kernel that needs a communicator (the Horovod ops) has no
     devices to meet inside XLA on one device: its op is decomposed, as if it had no kernel
-    -- unless `communicators` (under mpiexec, runtime/mpi_engine.py serves them)."""
+    -- unless `communicators` (under mpiexec, runtime/mpi_engine.py serves them).
+    `keep_sharding`: XLA's partitioner calls (a global program's shard_map regions) stay,
+    for XLA's SPMD partitioner (runtime/engine_devices.py)."""
     from ..passes.pipeline import compile_module
     from ..hlo.text.parser import parse_module
     from ..plugin.session import Session
@@ -65,7 +68,9 @@ def lowered(source_text: str, registry, name: str = "<xla engine>",
     lowering = copy.copy(registry)
     if not communicators:
         lowering.kernels = {k: e for k, e in registry.kernels.items() if not e.communicator}
-    compile_module(module, Session(lowering, prefer="kernel"), "custom-call-lowering")
+    compile_module(module, Session(lowering, prefer="kernel"),
+                   "custom-call-lowering{keep_sharding=true}" if keep_sharding
+                   else "custom-call-lowering")
     return module
 
 
@@ -101,23 +106,25 @@ def serve_plugin_ops(module, registry) -> list:
     return served
 
 
-def engine_program(source_text: str, registry, ctx, name: str = "<xla engine>"):
+def engine_program(source_text: str, registry, ctx, name: str = "<xla engine>",
+                   keep_sharding: bool = False):
     """(HLO text for XLA, the FFI registrations, the overrides' binding) of a module as read:
     the binding (override_rewrite.bind_overrides: (handler, key), or None when nothing is
     overridden) runs the override kernels in the interpreter context `ctx`, and lives as
     long as the caller keeps the compiled text (`handler.unbind(key)` after)."""
     from ..hlo.text.printer import module_to_text
     from .override_rewrite import bind_overrides
-    module = lowered(source_text, registry, name)
+    module = lowered(source_text, registry, name, keep_sharding=keep_sharding)
     served = serve_plugin_ops(module, registry)
     bound = bind_overrides(module, registry, ctx)
     return module_to_text(module), served, bound
 
 
-def engine_text(source_text: str, registry, name: str = "<xla engine>") -> tuple[str, list]:
+def engine_text(source_text: str, registry, name: str = "<xla engine>",
+                keep_sharding: bool = False) -> tuple[str, list]:
     """(HLO text for XLA, the FFI registrations) of a module as read, to read: its
     overrides' calls are bound to nothing (EngineProgram binds its own)."""
-    text, served, bound = engine_program(source_text, registry, None, name)
+    text, served, bound = engine_program(source_text, registry, None, name, keep_sharding)
     if bound is not None:
         bound[0].unbind(bound[1])
     return text, served
