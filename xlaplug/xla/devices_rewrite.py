@@ -73,7 +73,7 @@ def rewrite_for_devices(module: Module, registry, run: int) -> list[Instruction]
     served: list[Instruction] = []
     uniq = NameUniquer(module)
     comps = list(module.computations)
-    orders, _ = _order(comps, registry)
+    orders, _ = _order(comps, registry, frozenset())
     holds = _holds(comps, registry)
     role_of = roles(module, holds)
     for comp, order in zip(comps, orders):
