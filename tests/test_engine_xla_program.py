@@ -61,6 +61,26 @@ def test_an_executable_compiles_its_engine_program_once():
     assert [a.tobytes() for a in again.outputs] == [a.tobytes() for a in first.outputs]
 
 
+def test_compile_with_the_xla_engine_runs_every_call_on_xla():
+    args = args_of(mlp)
+    text = jax.jit(mlp).lower(*args).as_text(dialect="hlo")
+    exe = xlaplug.compile(text, engine="xla")  # (the module as read kept for XLA)
+    (y,) = exe(*args)
+    res = exe.run(*args, repeat=2)
+    program = exe.contexts.engine_program(exe.source_text)
+    assert res.engine == "xla" and program.runs == 2  # the call and the run: one program
+    np.testing.assert_array_equal(y, np.asarray(jax.jit(mlp)(*args)))
+    assert [a.tobytes() for a in res.outputs] == [y.tobytes()]
+    ours = exe.run(*args, engine="interpreter")  # a run's own engine= wins
+    assert ours.engine == "interpreter" and program.runs == 2
+    with pytest.raises(xlaplug.HloError, match="error: engine: must be 'interpreter' or 'xla', "
+                                               "got 'tpu'$"):
+        xlaplug.compile(text, engine="tpu")
+    with pytest.raises(xlaplug.HloError, match="error: engine xla runs on cpu; device cuda "
+                                               "is not served by it$"):  # (docs/design.md#cuda)
+        xlaplug.compile(text, engine="xla", device="cuda")
+
+
 def test_xlaplug_jax_keeps_its_engine_program_per_signature():
     f = xj.jit(mlp, engine="xla")
     args = args_of(mlp)

@@ -46,10 +46,13 @@ def test_cli_engine_xla_matches_the_interpreter(tmp_path):
 
 
 def test_engine_options_it_does_not_take_are_one_line_errors(tmp_path):
-    for extra in (["--reference", "xla"], ["--interpret"], ["--replicas", "2"]):
+    # (--replicas 2 runs on XLA's host devices: tests/test_engine_devices.py)
+    for extra in (["--reference", "xla"], ["--interpret"],
+                  ["--device", "cuda"]):  # (issue 22: no CUDA handler until a GPU tests one)
         r = cli("run", "@rms.hlo", "--engine", "xla", *extra, cwd=tmp_path)
         assert r.exit_code == 2, (extra, r.output)
         assert r.output.startswith("error: --engine xla") and r.output.count("\n") == 1
+        assert "cuda" not in extra or "--device cuda is not served" in r.output, r.output
 
 
 def test_plugin_op_stays_a_typed_ffi_call_and_a_decomposition_only_op_is_decomposed():

@@ -83,3 +83,53 @@ def test_a_collective_in_a_map_is_a_one_line_error():
         _rewritten(IN_A_MAP)
     assert "map 'm' calls 'reduced', which holds collectives" in e.value.message
     assert "\n" not in e.value.message
+
+
+def test_overrides_taking_a_communicator_are_ordered_calls_the_others_override_calls():
+    """A core opcode whose override takes a communicator joins the chain of ordered calls
+    (xlaplug.mpi.kernel); one whose override does not is left to override_rewrite.py
+    (an xlaplug.override call, no token); a reducer's keeps XLA's op."""
+    import copy
+    pytest.importorskip("jax")  # (bind_overrides registers the override target with jax)
+
+    from xlaplug.plugin import Plugin
+    from xlaplug.xla.mpi_rewrite import twins
+    from xlaplug.xla.override_rewrite import bind_overrides
+    p = Plugin("ovr_order")
+
+    @p.kernel("negate", communicator=True)
+    def negate(x, out, *, comm):
+        out[...] = -x
+
+    @p.kernel("abs")
+    def absolute(x, out):
+        out[...] = abs(x)
+    registry = setup_plugins((p,), False, False, "cpu", "kernel").registry
+    text = "HloModule o, replica_count=2\n" + ADD.replace("ROOT s = f32[] add(a, b)", (
+        "nb = f32[] negate(b)\n  ROOT s = f32[] add(a, nb)")) + """
+ENTRY e {
+  x = f32[4] parameter(0)
+  n = f32[4] negate(x)
+  ab = f32[4] abs(n)
+  r = f32[4] all-reduce(ab), replica_groups={}, to_apply=add
+  ROOT m = f32[4] abs(r)
+}
+"""
+    module = lowered(text, registry, communicators=True)
+    ours = copy.deepcopy(module)
+    twin = twins(ours, module)
+    served = rewrite_for_mpi(ours, Place(DeviceGrid(2, 1), 0), registry, 3)
+    assert [s.opcode for s in served] == ["negate", "all-reduce"]
+    handler, key = bind_overrides(ours, registry, None, lambda i: twin.get(id(i)))
+    try:
+        binding = handler.runs[key]
+        assert [(i.name, i.opcode) for i in binding.instructions] == [("ab", "abs"),
+                                                                       ("m", "abs")]
+        assert binding.instructions[0] is module.entry.instructions[2]  # the original
+    finally:
+        handler.unbind(key)
+    targets = [i.attrs["custom_call_target"] for i in ours.entry.instructions
+               if i.opcode == "custom-call"]
+    assert targets == ["xlaplug.mpi.kernel", "xlaplug.override", "xlaplug.mpi.all_reduce",
+                       "xlaplug.override"]
+    assert "negate" in [i.opcode for i in ours.computation("add").instructions]

@@ -151,8 +151,10 @@ def _prepare(file, inputs_path, seed, cast, out_path, expect_path, rtol, atol, d
         raise OptionError(f"--collective-timeout: must be a positive number of seconds, got "
                           f"{collective_timeout}")
     from ..backends.backend import backend_for
-    if engine == "xla" and (reference or profile or interpret or trace_path or
-                            not backend_for(device).on_host):
+    if engine == "xla" and not backend_for(device).on_host:  # no CUDA handlers yet
+        raise OptionError(f"--engine xla: runs on cpu; --device {device} is not served by it "
+                          "(docs/design.md#cuda)")
+    if engine == "xla" and (reference or profile or interpret or trace_path):
         raise OptionError("--engine xla: runs on cpu, without --reference, --profile, "
                           "--trace or --interpret")
     options = RunOptions(engine=engine, seed=seed, cast=cast, repeat=repeat,
@@ -180,9 +182,6 @@ def _prepare(file, inputs_path, seed, cast, out_path, expect_path, rtol, atol, d
                                  or npz is not None and _same_file(inputs_path, expect_path)):
         # one npz may hold both the inK and the outK keys: its other keys are the inputs
         npz = {k: v for k, v in expected.items() if not k.startswith("out")}
-    if engine == "xla" and exe.num_devices > 1 and not under_mpi():
-        raise OptionError(f"--engine xla: runs one device in one process (under mpiexec, "
-                          f"one per process); this run has {exe.num_devices}")
     if profile and exe.num_devices > 1:
         raise OptionError(f"--profile: profiles a run on one device; this one runs on "
                           f"{exe.num_devices} devices")

@@ -121,6 +121,26 @@ def load_plugins(extra_dirs=(), *, no_plugins: bool = False, strict: bool = Fals
     return reg
 
 
+def load_sources(sources) -> Registry:
+    """A Registry of the plugins loaded from `sources` -- each a Plugin.source as the loader
+    set it: a plugin file or package directory, or `entry point NAME` -- strictly (a
+    failure is a PluginError): how another process gets the plugins of this one's session
+    by name (runtime/engine_devices.py's subprocess)."""
+    from importlib.metadata import entry_points as eps
+    reg = Registry()
+    for source in dict.fromkeys(sources):
+        if source.startswith("entry point "):
+            name = source[len("entry point "):]
+            found = [ep for ep in eps(group=ENTRY_POINT_GROUP) if ep.name == name]
+            if not found:
+                raise PluginError(f"no entry point '{name}' in group {ENTRY_POINT_GROUP}")
+            _load_one(reg, Path(found[0].value), lambda ep=found[0]: _entry_point_plugins(ep),
+                      True, label=source)
+        else:
+            _load_one(reg, Path(source), lambda p=Path(source): _import_path(p), True)
+    return reg
+
+
 def _entry_point_plugins(ep) -> list[Plugin]:
     with _IMPORT_LOCK, collecting() as found:
         obj = ep.load()

@@ -18,6 +18,7 @@ from ..backends.device import flatten
 from ..hlo.builder import Builder
 from ..hlo.errors import HloError
 from ..hlo.ir import Computation, Shape
+from ..hlo.opcodes import ALL_OPCODES
 from ..hlo.text.shape_parser import parse_shape
 from ..plugin.api import OpEntry, bind_call
 from ..plugin.rules import shape_rule_kwargs
@@ -116,6 +117,10 @@ def check_plugins(session, ops=(), trials: int = 3, seed: int = 0,
         dentry, sentry = reg.decompositions.get(op), reg.shapes.get(op)
         examples = kentry.examples or (dentry.examples if dentry else []) or \
             (sentry.examples if sentry else [])
+        if op in ALL_OPCODES:  # an override: in its example modules, against the core op
+            from .check_overrides import check_override
+            results += check_override(session, op, kentry, trials, seed, engine)
+            continue
         why = check_engine.why_not_checkable(op, kentry, dentry) if kernel else None
         if why or not examples:
             results.append(CheckResult(op, kentry.plugin.name, "-", 0, None if kernel else True,
@@ -165,12 +170,15 @@ def reported(items: list, progress=None):
 def plugin_ops(reg, names, decomposed: bool = False) -> set[str]:
     """`names` with each that names a loaded plugin (and no op) replaced by its ops:
     `check-plugins jax_lapack` checks every op of jax_lapack (with a kernel; `decomposed`:
-    or a decomposition)."""
+    or a decomposition) and every core opcode it overrides."""
     known = {op for op, _ in reg.kernels} | (set(reg.decompositions) if decomposed else set())
     plugins = {p.name: p for p in reg.plugins}
     out: set[str] = set()
     for n in names:
-        out |= set(plugins[n].ops) & known if n in plugins and n not in known else {n}
+        if n in plugins and n not in known:  # (its ops, and the core opcodes it overrides)
+            out |= (set(plugins[n].ops) & known) | {op for op, _ in plugins[n].overrides}
+        else:
+            out.add(n)
     return out
 
 

@@ -5,7 +5,8 @@ XLA keeps one executable and runs it many times; so does xlaplug.  A context is 
 first use for each (executor settings, device) -- RunOptions that change how kernels run
 (interpret, max_while_iterations, seed) get their own -- and serves every
 later call, so `exe(*arrays)` pays for preparing the module once, not per call; and
-`--engine xla`'s executable (on_xla.EngineProgram) is XLA's, compiled by the first such run.
+`--engine xla`'s executable (on_xla.EngineProgram; under mpiexec, mpi_engine.MpiProgram) is
+XLA's, compiled by the first such run.
 
 The rng state is the executable's, per device and seed (rng_streams.RngState): XLA's
 rng-get-and-update-state state lives in the executable and advances on every execution,
@@ -48,6 +49,9 @@ class DeviceContexts:
         self._call_plan = None  # call()'s: (Prepared, [(dims, dtype)], bytes), or False
         self._largest = None  # the module's largest product (blas_threads.largest_product)
         self._engine = None  # `--engine xla`'s on_xla.EngineProgram
+        self._mpi_engine: dict[tuple, object] = {}  # under mpiexec: mpi_engine.MpiProgram
+        self._devices_engine: dict[tuple, object] = {}  # engine_devices.DevicesProgram
+        self._global_devices = None  # (devices, shardy) of the module as read
         # The launcher's environment is the process's: read once.
         self.under_mpi = launched_by_mpi()
 
@@ -99,6 +103,39 @@ class DeviceContexts:
                 from .on_xla import EngineProgram
                 self._engine = EngineProgram(source_text, self.session)
             return self._engine
+
+    def global_devices(self, source_text: str) -> tuple[int, bool]:
+        """(devices, Shardy?) of the module as read when it is a global program (jax's,
+        before partitioning), else (1, False): found once."""
+        if self._global_devices is None:
+            from .engine_devices import global_program_devices
+            self._global_devices = global_program_devices(source_text)
+        return self._global_devices
+
+    def devices_engine_program(self, source_text: str, grid):
+        """The module made into XLA:CPU's program on `grid`'s devices, or a global
+        program's mesh (engine_devices.DevicesProgram), by the first such `--engine xla`
+        run, and run by every later one."""
+        with self.lock:
+            key = (grid.replicas, grid.partitions)
+            program = self._devices_engine.get(key)
+            if program is None:
+                from .engine_devices import DevicesProgram
+                program = self._devices_engine[key] = DevicesProgram(
+                    source_text, self.session, grid, self.global_devices(source_text))
+            return program
+
+    def mpi_engine_program(self, exe, grid, rank: int):
+        """This rank's program for `grid` (mpi_engine.MpiProgram: rewritten for MPI and
+        compiled by XLA:CPU) made by the first `--engine xla` run under mpiexec, and run by
+        every later one."""
+        with self.lock:
+            key = (grid.replicas, grid.partitions, rank)
+            program = self._mpi_engine.get(key)
+            if program is None:
+                from .mpi_engine import MpiProgram
+                program = self._mpi_engine[key] = MpiProgram(exe, grid, rank)
+            return program
 
     def discard_devices(self, n: int, threads: int | None = None) -> None:
         """Close the kept threads of `n` devices (after a failed run: the next makes new)."""

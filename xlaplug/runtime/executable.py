@@ -80,6 +80,9 @@ class Executable:
     # (name, start, end) perf_counter readings of parsing and the pass pipeline: the host's
     # slices in a run's trace (RunOptions.trace).
     phases: list = field(default_factory=list)
+    # The options of a call, and of a run given no `options=` (its keywords change them):
+    # compile(..., engine="xla") makes XLA run every such call.
+    run_options: RunOptions = DEFAULT_OPTIONS
     _thunks: Any = None
     _contexts: Any = field(default=None, repr=False)
 
@@ -123,7 +126,7 @@ class Executable:
         tuples.  On D > 1 devices each argument is the parameter's own shape (every device
         gets it) or stacked on a new leading axis of length D, and so are the outputs.
         Under mpiexec, the arguments and outputs are this rank's devices'."""
-        got = self.contexts.call(args, DEFAULT_OPTIONS)  # numpy arrays as the module takes
+        got = self.contexts.call(args, self.run_options)  # numpy arrays as the module takes
         return got if got is not None else tuple(self.run(*args).outputs)
 
     def run(self, *args, inputs: dict | None = None, options: RunOptions | None = None,
@@ -131,15 +134,17 @@ class Executable:
             progress=None, **changes) -> RunResult:
         """Run with positional `args`, or `inputs` as `{"in0": ..., ...}` with the missing
         parameters drawn at random from the seed (what `xlaplug run --inputs` does), as
-        `options` (a RunOptions; or its fields as keywords) say: on one device, the module's
+        `options` (a RunOptions; or its fields as keywords, changing the executable's
+        `run_options`) say: on one device, the module's
         devices in this process, or -- under mpiexec -- this rank's devices, meeting the
         other ranks at every collective.  `expected`: `{"out0": ...}` to compare with
         (`rtol`/`atol`: None, the dtype's default); RunResult.mismatches lists what differs.
         `progress`: called with (runs done, runs) after each of `options.repeat` runs."""
         if options is None and not changes:
-            options = DEFAULT_OPTIONS  # one object: what a call keeps is found by identity
+            options = self.run_options  # one object: what a call keeps is found by identity
         else:
-            options = RunOptions.of(options, **changes)
+            options = RunOptions.of(self.run_options if options is None else options,
+                                    **changes)
         if rtol is not None or atol is not None:
             rtol, atol = tolerance("rtol", rtol), tolerance("atol", atol)
         params = self.module.entry.parameters
@@ -175,7 +180,8 @@ def compile(source, *, plugins: Iterable = (), device: str = "cpu", passes: str 
             bundled_plugins: bool = True, session=None, dump_dir: str | None = None,
             verify_each: bool = False, keep_source: bool = False,
             name: str = "<string>", replicas: int | None = None,
-            partitions: int | None = None, excess_precision: bool = True) -> Executable:
+            partitions: int | None = None, excess_precision: bool = True,
+            engine: str = "interpreter") -> Executable:
     """Parse, verify and compile `source` (a path, `-` for standard input, or HLO text)
     with the plugins in `plugins` (directories or `Plugin` objects, beside the bundled
     ones), for `device`.  `passes`: a pipeline spec as `--passes` takes it (None: the
@@ -186,12 +192,23 @@ def compile(source, *, plugins: Iterable = (), device: str = "cpu", passes: str 
     `replicas` / `partitions`: the devices the module runs on, when not its header's: set
     before any rewrite, so decompositions (`b.num_devices`) and runs see them.
     `excess_precision`: bf16 results kept in f32 where XLA:CPU keeps them by default (the
-    excess-precision pass); False: every bf16 result rounded as the HLO states."""
+    excess-precision pass); False: every bf16 result rounded as the HLO states.
+    `engine`: who runs the executable's calls and runs ("xla": XLA:CPU, its plugin kernels
+    as FFI handlers, as `run --engine xla`; the module as read is kept for it) -- a run
+    given `engine=` or `options=` runs as they say."""
     from .driver import compile_module, load_module, load_text
+    if engine not in ("interpreter", "xla"):
+        raise HloError(f"engine: must be 'interpreter' or 'xla', got {engine!r}")
+    keep_source = keep_source or engine == "xla"
     if session is None:
         session = load_session(plugins, device=device,
                                prefer="decomposition" if decompose_all else prefer,
                                strict=strict, bundled=bundled_plugins)
+    if engine == "xla":
+        from ..backends.backend import backend_for
+        if not backend_for(session.device).on_host:  # XLA:CPU hands kernels host buffers
+            raise HloError(f"engine xla runs on cpu; device {session.device} is not served "
+                           "by it")
     t0 = time.perf_counter()
     module = load_module(str(source)) if _is_path(source) else load_text(source, name)
     _set_devices(module, replicas, partitions)
@@ -212,7 +229,9 @@ def compile(source, *, plugins: Iterable = (), device: str = "cpu", passes: str 
                    for via, k in (("kernel", kept), ("decomposition", n - kept)) if k]
     t2 = time.perf_counter()
     return Executable(module, session, pm, served, {"parse_s": t1 - t0, "pipeline_s": t2 - t1},
-                      source_text, phases=[("parse", t0, t1), ("passes", t1, t2)])
+                      source_text, phases=[("parse", t0, t1), ("passes", t1, t2)],
+                      run_options=DEFAULT_OPTIONS if engine == "interpreter" else
+                      RunOptions(engine=engine))
 
 
 def _set_devices(module: Module, replicas: int | None, partitions: int | None) -> None:

@@ -6,7 +6,13 @@ whose kernels take a communicator kept (`engine.lowered(communicators=True)`); a
 is rewritten for XLA (mpi_rewrite.py: collectives and communicator kernels become
 `xlaplug.mpi.*` typed-FFI calls, replica-id and partition-id constants) and the handler
 (ffi/mpi_handler.py) runs the interpreter's kernel of each original instruction, in a
-context whose place holds this rank's MpiTransport.
+context whose place holds this rank's MpiTransport: a plugin's override of a collective
+(or of any opcode, with a kernel that takes a communicator) is that kernel, in the ranks'
+one order.  The other overridden instructions are `xlaplug.override` calls
+(override_rewrite.py), their kernels run in the same context.  The rewritten module is compiled by
+XLA:CPU once per Executable (MpiProgram, kept by DeviceContexts.mpi_engine_program): every
+later run, and every one of `--repeat N`, runs that executable, its arguments placed before
+the clock.
 
 Everything around the run is the interpreter's over MPI (runtime/multi_run.run_over_mpi):
 the ranks agree on the module, grid and options before the first collective; a rank that
@@ -26,44 +32,41 @@ from ..xla.engine import EngineError, lowered, serve_plugin_ops
 
 def run_on_xla_over_mpi(exe, grid, inputs, options, expected, rtol, atol):
     """This rank's device run by XLA:CPU, its collectives over MPI: a RunResult as
-    run_paths._over_mpi makes one (rank 0's holds every device with `options.gather`)."""
+    run_paths._over_mpi makes one (rank 0's holds every device with `options.gather`).
+    The rank's XLA executable is the Executable's (MpiProgram), made by its first such run."""
     from ..backends.backend import backend_for
     from ..backends.spmd.mpi import mpi_module
-    from .executor import ExecContext
     from .multi_run import run_over_mpi, stop_before_run
     from .options import RunResult
     from .outputs import stacked
     from .run_paths import _timings
     world = mpi_module().COMM_WORLD
     rank, ranks = world.Get_rank(), world.Get_size()
-    try:  # (a failure here: the other ranks hear it before their first collective)
-        if not backend_for(exe.session.device).on_host:  # XLA:CPU hands kernels host buffers
-            raise EngineError(f"--engine xla runs on cpu; --device {exe.session.device} is "
-                              "not served by it")
-        if exe.source_text is None:
-            raise EngineError("engine xla runs the module as read: compile it with "
-                              "keep_source=True")
-        if grid.count != ranks:
-            raise EngineError(
-                f"--engine xla over MPI runs one device per process: the module runs on "
-                f"{plural(grid.count, 'device')} ({plural(grid.replicas, 'replica')} x "
-                f"{plural(grid.partitions, 'partition')}) but mpiexec started "
-                f"{plural(ranks, 'process', 'processes')}: use mpiexec -n {grid.count}")
-        args = _inputs(exe, inputs, options, grid, rank)
-        ctx = ExecContext("cpu", options.executor_options(), overrides=exe.session.resolve)
-        t0 = time.perf_counter()
-        spare_the_cores(ranks)
-        keep_freed_buffers()
-        text, module, handler, key = _rank_program(exe, grid, rank, ctx)
-        made_s = time.perf_counter() - t0  # (XLA's compile is in no run's time either)
-    except HloError as e:
-        stop_before_run(e, options.collective_timeout)
-    try:
-        r = run_over_mpi(module, grid, lambda d: args, options=options,
+    with exe.contexts.lock:  # a kept program serves one run at a time (its binding)
+        try:  # (a failure here: the other ranks hear it before their first collective)
+            if not backend_for(exe.session.device).on_host:  # XLA:CPU hands kernels host buffers
+                raise EngineError(f"--engine xla runs on cpu; --device {exe.session.device} "
+                                  "is not served by it")
+            if exe.source_text is None:
+                raise EngineError("engine xla runs the module as read: compile it with "
+                                  "keep_source=True")
+            if grid.count != ranks:
+                raise EngineError(
+                    f"--engine xla over MPI runs one device per process: the module runs on "
+                    f"{plural(grid.count, 'device')} ({plural(grid.replicas, 'replica')} x "
+                    f"{plural(grid.partitions, 'partition')}) but mpiexec started "
+                    f"{plural(ranks, 'process', 'processes')}: use mpiexec -n {grid.count}")
+            args = _inputs(exe, inputs, options, grid, rank)
+            spare_the_cores(ranks)
+            keep_freed_buffers()
+            program = exe.contexts.mpi_engine_program(exe, grid, rank)
+            ctx = program.context(options)
+        except HloError as e:
+            stop_before_run(e, options.collective_timeout)
+        made_s, program.runs = (program.made_s if not program.runs else 0.0), program.runs + 1
+        r = run_over_mpi(program.module, grid, lambda d: args, options=options,
                          contexts=lambda d: ctx, expected=expected, rtol=rtol, atol=atol,
-                         execute=_executor(text, handler, key, options.repeat))
-    finally:
-        handler.unbind(key)
+                         execute=program.execute(options.repeat))
     per_device = r["per_device"]
     outputs = per_device[0] if len(per_device) == 1 and not options.gather else \
         stacked(per_device)
@@ -80,30 +83,96 @@ def _inputs(exe, inputs, options, grid, rank) -> list:
     return _own_inputs(exe.module, inputs, options, rank)
 
 
-def _rank_program(exe, grid, rank, ctx):
-    """(HLO text of this rank's program, the lowered module it was made from -- what the
-    ranks agree on, whose groups the transport splits communicators for --, the MPI
-    handler, the run's key in it)."""
+class MpiProgram:
+    """This rank's program, made once per Executable and grid (DeviceContexts.
+    mpi_engine_program) -- lowered, rewritten for MPI, compiled by XLA:CPU -- and run by
+    every `--engine xla` run under mpiexec, as XLA keeps one executable: `module`, the
+    lowered module the ranks agree on (whose groups the transport splits communicators
+    for); `text`, the rewritten HLO, its calls bound to the MPI handler's binding `key`
+    (held as long as the program: the key is in the compiled text); `made_s`, lowering and
+    XLA's compile, in no run's time."""
+
+    def __init__(self, exe, grid, rank):
+        import weakref
+
+        from ..xla.jaxlib_names import compile_on_xla_cpu
+        t0 = time.perf_counter()
+        self.session = exe.session
+        self.text, self.module, self.handler, self.key, self.overrides = \
+            _rank_program(exe, grid, rank)
+        self.binding = self.handler.runs[self.key]
+        # the override kernels' binding (override_rewrite.py), or None
+        self.overridden = self.overrides[0].runs[self.overrides[1]] if self.overrides else None
+        for h, k in [(self.handler, self.key), *([self.overrides] if self.overrides else [])]:
+            weakref.finalize(self, h.unbind, k)  # (the bindings go with it)
+        self.compiled = compile_on_xla_cpu(self.text, what="--engine xla")
+        self.made_s = time.perf_counter() - t0
+        self.runs = 0
+        self._contexts: dict[tuple, object] = {}
+
+    def context(self, options):
+        """The interpreter context the handler runs the collectives' kernels in, for runs
+        as `options` say (made once per executor settings): the binding's from now on."""
+        from .executor import ExecContext
+        key = tuple(sorted(options.executor_options().items()))
+        ctx = self._contexts.get(key)
+        if ctx is None:
+            ctx = self._contexts[key] = ExecContext("cpu", options.executor_options(),
+                                                    overrides=self.session.resolve)
+        for binding in (self.binding, self.overridden):
+            if binding is None:
+                continue
+            if binding.ctx is not ctx:  # (the kernels each call resolved are the context's)
+                binding.ctx, binding.sites = ctx, {}
+            binding.failure = None
+        return ctx
+
+    def execute(self, repeat: int):
+        """execute(ctx, args) for run_over_mpi: `repeat` runs of the compiled program, the
+        arguments placed before the first run's clock (jaxlib_names.run_compiled); a failure
+        in a collective is raised as the handler kept it."""
+        from ..xla.jaxlib_names import run_compiled
+
+        def execute(ctx, args):
+            times: list[float] = []
+            try:
+                (outs,) = run_compiled(self.compiled, [list(args)], repeat=repeat, times=times)
+            except Exception as e:
+                for binding in (self.binding, self.overridden):
+                    if binding is not None and binding.failure is not None:
+                        raise binding.failure from None
+                raise e
+            return tuple(outs), times
+        return execute
+
+
+def _rank_program(exe, grid, rank):
+    """(HLO text of this rank's program, the lowered module it was made from, the MPI
+    handler, the key of the program's binding in it: its context set by each run)."""
     from ..backends.spmd.kernels import Place
     from ..hlo.text.printer import module_to_text
     from ..xla.jaxlib_names import require_jax
     from ..xla.mpi_rewrite import mpi_handler, rewrite_for_mpi, twins
+    from ..xla.override_rewrite import bind_overrides
     require_jax("--engine xla")
     registry = exe.session.registry
     module = lowered(exe.source_text, registry, communicators=True)
     ours = copy.deepcopy(module)
     twin = twins(ours, module)
     handler = mpi_handler()
-    key, binding = handler.bind(ctx, [])
+    key, binding = handler.bind(None, [])
     try:
         served = rewrite_for_mpi(ours, Place(grid, rank), registry, key)
         binding.instructions = [twin[id(ins)] for ins in served]
         serve_plugin_ops(ours, registry)
+        # the overrides left (not collectives, no communicator): their context is set by
+        # each run (MpiProgram.context)
+        overrides = bind_overrides(ours, registry, None, lambda ins: twin.get(id(ins)))
         text = module_to_text(ours)
     except BaseException:
         handler.unbind(key)
         raise
-    return text, module, handler, key
+    return text, module, handler, key, overrides
 
 
 def spare_the_cores(ranks: int) -> None:
@@ -151,22 +220,3 @@ def keep_freed_buffers() -> None:
     m_trim_threshold, m_mmap_threshold = -1, -3  # malloc.h
     mallopt(m_mmap_threshold, 32 << 20)  # (glibc's largest)
     mallopt(m_trim_threshold, 256 << 20)
-
-
-def _executor(text: str, handler, key: int, repeat: int):
-    """execute(ctx, args) for run_over_mpi: the rank's program compiled by XLA:CPU and run
-    `repeat` times; a failure in a collective is raised as the handler kept it."""
-    from ..xla.jaxlib_names import run_on_xla_cpu
-
-    def execute(ctx, args):
-        times: list[float] = []
-        try:
-            (outs,) = run_on_xla_cpu(text, [list(args)], 1, 1, what="--engine xla",
-                                     repeat=repeat, times=times)
-        except Exception as e:
-            failure = handler.runs[key].failure
-            if failure is not None:
-                raise failure from None
-            raise e
-        return tuple(outs), times
-    return execute

@@ -183,21 +183,31 @@ def run_against_xla(exe, npz: dict | None, options, rtol=None, atol=None,
 
 class EngineProgram:
     """A module as read, made into XLA:CPU's executable once -- lowered (xla/engine.py),
-    its plugin kernels registered as FFI handlers, compiled -- and run as often as asked, as
+    its plugin kernels registered as FFI handlers, the instructions of core opcodes a
+    plugin overrides bound to their kernels (`overrides`: xla/override_rewrite.py; they run
+    in `ctx`, an interpreter context of one device), compiled -- and run as often as asked, as
     jax.jit keeps its executable: an Executable keeps one (DeviceContexts.engine_program),
     and so does each of xlaplug.jax's compiled entries.  `made_s`: lowering and XLA's
     compile, in no run's time."""
 
     def __init__(self, source_text: str, session):
         from ..backends.backend import backend_for
-        from ..xla.engine import EngineError, engine_text
+        import weakref
+
+        from ..xla.engine import EngineError, engine_program
         from ..xla.jaxlib_names import compile_on_xla_cpu, require_jax
         require_jax("--engine xla")
         if not backend_for(session.device).on_host:  # XLA:CPU's FFI hands kernels host buffers
             raise EngineError(f"--engine xla runs on cpu; --device {session.device} is not "
                               "served by it")
+        from .executor import ExecContext
         t0 = time.perf_counter()
-        self.text, self.served = engine_text(source_text, session.registry)
+        # the context the override kernels run in, as the interpreter's (one device)
+        self.ctx = ExecContext("cpu", overrides=session.resolve)
+        self.text, self.served, self.overrides = engine_program(source_text,
+                                                                session.registry, self.ctx)
+        if self.overrides is not None:  # (the binding goes with the program)
+            weakref.finalize(self, self.overrides[0].unbind, self.overrides[1])
         self.compiled = compile_on_xla_cpu(self.text, what="--engine xla")
         self.made_s = time.perf_counter() - t0
         self.runs = 0
@@ -209,7 +219,15 @@ class EngineProgram:
         from ..xla.jaxlib_names import run_compiled
         from .options import RunResult
         times: list[float] = []
-        (outs,) = run_compiled(self.compiled, [list(args)], repeat=repeat, times=times)
+        binding = self.overrides[0].runs[self.overrides[1]] if self.overrides else None
+        if binding is not None:
+            binding.failure = None
+        try:
+            (outs,) = run_compiled(self.compiled, [list(args)], repeat=repeat, times=times)
+        except Exception:
+            if binding is not None and binding.failure is not None:
+                raise binding.failure from None  # the kernel's own error, not XLA's wording
+            raise
         made_s, self.runs = (self.made_s if not self.runs else 0.0), self.runs + 1
         # the interpreter's figure: the median of the runs (XLA's compile is in none of them)
         return RunResult(outs, [outs], {"compile_s": made_s,

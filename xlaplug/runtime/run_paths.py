@@ -52,16 +52,17 @@ def _one_device(exe, grid, inputs, options, expected, rtol, atol, progress) -> R
 
 
 def _on_xla(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:
-    """XLA:CPU runs the module as read, plugin kernels served as FFI handlers."""
+    """XLA:CPU runs the module as read, plugin kernels served as FFI handlers: one device
+    here, many on XLA's host devices (engine_devices.py), or this rank's under mpiexec."""
     from .inputs import build_inputs
     if exe.contexts.under_mpi:  # this rank's device; its collectives over MPI
         from .mpi_engine import run_on_xla_over_mpi
         return run_on_xla_over_mpi(exe, grid, inputs, options, expected, rtol, atol)
-    if grid.count > 1:
-        raise RunError(f"--engine xla: runs one device in one process (under mpiexec, one "
-                       f"per process); this run has {grid.count}")
     if exe.source_text is None:
         raise RunError("engine xla runs the module as read: compile it with keep_source=True")
+    if grid.count > 1 or exe.contexts.global_devices(exe.source_text)[0] > 1:
+        from .engine_devices import run_devices_on_xla  # XLA's host devices run them all
+        return run_devices_on_xla(exe, grid, inputs, options, expected, rtol, atol)
     program = exe.contexts.engine_program(exe.source_text)  # compiled by the first run, kept
     res = program.run(build_inputs(exe.module, inputs, options), options.repeat)
     res.grid = grid

@@ -14,6 +14,9 @@
 * `check_engine`: `check-plugins --engine xla`: each kernel inside XLA against its
   decomposition run by XLA (runtime/check.py and runtime/on_xla.py drive the checks).
 * `engine`: `run --engine xla` on one device, plugin kernels as typed-FFI handlers (`ffi/`).
+  Many devices run on XLA's host devices (runtime/engine_devices.py), in this process or in
+  a kept worker process (runtime/engine_worker.py); their communicator kernels are rewritten
+  into calls that meet across XLA's device threads (`devices_rewrite`, ffi/devices_handler.py).
   Under mpiexec, runtime/mpi_engine.py: each rank's device on XLA, its collectives rewritten
   (`mpi_rewrite`, ordered by a token threaded through control flow: `mpi_order`) into calls
   that `ffi/mpi_handler.py` serves with the interpreter's kernels over MPI.

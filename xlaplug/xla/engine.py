@@ -1,13 +1,16 @@
-"""`--engine xla` on one device: the module runs on XLA:CPU through jaxlib, and its plugin
-ops are typed-FFI custom calls that XLA itself hands to the plugin kernels (xla/ffi).
+"""`--engine xla`: the module runs on XLA:CPU through jaxlib, and its plugin ops are
+typed-FFI custom calls that XLA itself hands to the plugin kernels (xla/ffi); on one device
+here, on many through runtime/engine_devices.py.
 
 The module as read is lowered the way the interpreter lowers it with `--prefer kernel`,
 except that what stays a custom call is for XLA: an op with a CPU kernel stays, marked
 `api_version=API_VERSION_TYPED_FFI`, its attributes in `backend_config={...}` (the MLIR
 dictionary XLA's HLO parser reads into FFI attributes, as jax prints `ffi_call`), and the
 kernel is registered as the FFI target of that name; an op with only a decomposition is
-decomposed, and so is an op whose kernel needs a communicator.  Core opcodes are XLA's
-own: a plugin's override of one is not used here.
+decomposed, and so is an op whose kernel needs a communicator.  A core opcode a plugin
+overrides becomes an `xlaplug.override` call served by the override kernel wherever XLA
+runs it as code (override_rewrite.py: not in reducers, comparators and other scalar
+computations, where neither XLA nor the interpreter uses it).
 """
 from __future__ import annotations
 
@@ -49,11 +52,13 @@ def _typed_ffi(ins) -> None:
 
 
 def lowered(source_text: str, registry, name: str = "<xla engine>",
-            communicators: bool = False):
+            communicators: bool = False, keep_sharding: bool = False):
     """The module as read, its plugin ops lowered as the interpreter lowers them with
     `--prefer kernel`.  A kernel that needs a communicator (the Horovod ops) has no
     devices to meet inside XLA on one device: its op is decomposed, as if it had no kernel
-    -- unless `communicators` (under mpiexec, runtime/mpi_engine.py serves them)."""
+    -- unless `communicators` (under mpiexec, runtime/mpi_engine.py serves them).
+    `keep_sharding`: XLA's partitioner calls (a global program's shard_map regions) stay,
+    for XLA's SPMD partitioner (runtime/engine_devices.py)."""
     from ..passes.pipeline import compile_module
     from ..hlo.text.parser import parse_module
     from ..plugin.session import Session
@@ -63,7 +68,9 @@ def lowered(source_text: str, registry, name: str = "<xla engine>",
     lowering = copy.copy(registry)
     if not communicators:
         lowering.kernels = {k: e for k, e in registry.kernels.items() if not e.communicator}
-    compile_module(module, Session(lowering, prefer="kernel"), "custom-call-lowering")
+    compile_module(module, Session(lowering, prefer="kernel"),
+                   "custom-call-lowering{keep_sharding=true}" if keep_sharding
+                   else "custom-call-lowering")
     return module
 
 
@@ -99,9 +106,25 @@ def serve_plugin_ops(module, registry) -> list:
     return served
 
 
-def engine_text(source_text: str, registry, name: str = "<xla engine>") -> tuple[str, list]:
-    """(HLO text for XLA, the FFI registrations) of a module as read."""
+def engine_program(source_text: str, registry, ctx, name: str = "<xla engine>",
+                   keep_sharding: bool = False):
+    """(HLO text for XLA, the FFI registrations, the overrides' binding) of a module as read:
+    the binding (override_rewrite.bind_overrides: (handler, key), or None when nothing is
+    overridden) runs the override kernels in the interpreter context `ctx`, and lives as
+    long as the caller keeps the compiled text (`handler.unbind(key)` after)."""
     from ..hlo.text.printer import module_to_text
-    module = lowered(source_text, registry, name)
+    from .override_rewrite import bind_overrides
+    module = lowered(source_text, registry, name, keep_sharding=keep_sharding)
     served = serve_plugin_ops(module, registry)
-    return module_to_text(module), served
+    bound = bind_overrides(module, registry, ctx)
+    return module_to_text(module), served, bound
+
+
+def engine_text(source_text: str, registry, name: str = "<xla engine>",
+                keep_sharding: bool = False) -> tuple[str, list]:
+    """(HLO text for XLA, the FFI registrations) of a module as read, to read: its
+    overrides' calls are bound to nothing (EngineProgram binds its own)."""
+    text, served, bound = engine_program(source_text, registry, None, name, keep_sharding)
+    if bound is not None:
+        bound[0].unbind(bound[1])
+    return text, served

@@ -301,13 +301,31 @@ def run_global_on_xla(text: str, args: list[np.ndarray], shapes: list[tuple[int,
     `devices` partitions and run on the global `args`: each argument cut into the shards the
     executable's parameter shardings give each device, and each output (of global shape
     `shapes[j]`) put back together from its shards.  The global outputs, one per leaf."""
+    compiled = compile_global_on_xla(text, devices, shardy, platform, what, xla_options)
+    return run_global_compiled(compiled, args, shapes, platform, what)
+
+
+def compile_global_on_xla(text: str, devices: int, shardy: bool, platform: str = "cpu",
+                          what: str = "--reference xla", xla_options: dict | None = None):
+    """(XLA's loaded executable, its devices) of a global program, for run_global_compiled
+    to run as often as asked."""
+    return _compile(hlo_to_stablehlo_bytecode(text, what), 1, devices, what, platform,
+                    shardy, xla_options)
+
+
+def run_global_compiled(compiled, args: list[np.ndarray], shapes: list[tuple[int, ...]],
+                        platform: str = "cpu", what: str = "--reference xla", *,
+                        repeat: int = 1, times: list | None = None) -> list[np.ndarray]:
+    """`repeat` runs of a compiled global program on the global `args` (cut and placed
+    once, before the clock; a run is the execution and its shards as numpy arrays, its
+    seconds to `times`); the last run's global outputs, put back together."""
     import jax
     from .global_shards import assemble, cut
     xc = _name("jax._src.lib", "xla_client", what)
     indices = _name("jax._src.op_shardings", "op_sharding_to_numpy_indices", what)
     gspmd = _name("jax._src.sharding_impls", "GSPMDSharding", what)
-    exe, devs = _compile(hlo_to_stablehlo_bytecode(text, what), 1, devices, what, platform,
-                         shardy, xla_options)
+    exe, devs = compiled
+    devices = len(devs)
     label = f"XLA:{platform.upper()}"
     try:
         with jax.enable_x64(True):
@@ -318,8 +336,13 @@ def run_global_on_xla(text: str, args: list[np.ndarray], shapes: list[tuple[int,
                 bufs = [jax.device_put(s, dv) for s, dv in zip(shards, devs)]
                 arrays.append(jax.make_array_from_single_device_arrays(
                     padded, gspmd(tuple(devs), hs), bufs))
-            res = exe.execute_sharded(arrays).disassemble_into_single_device_arrays()
-            shards = [[np.asarray(s) for s in leaf] for leaf in res]
+            arrays = jax.block_until_ready(arrays)
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                res = exe.execute_sharded(arrays).disassemble_into_single_device_arrays()
+                shards = [[np.asarray(s) for s in leaf] for leaf in res]
+                if times is not None:
+                    times.append(time.perf_counter() - t0)
             outs = exe.get_output_shardings()
     except HloError:
         raise  # what the reference cannot cut (global_shards), in its own words

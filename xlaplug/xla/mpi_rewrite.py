@@ -4,15 +4,16 @@ custom call that xlaplug's MPI communicator serves (xla/ffi/mpi_handler.py).
     all-reduce, all-gather, reduce-scatter, all-to-all, collective-permute,
     collective-broadcast (and the -start forms; -done becomes the start's value)
         -> custom-call "xlaplug.mpi.<kind>"
-    a plugin custom call whose kernel takes a communicator (the Horovod ops)
+    a plugin custom call whose kernel takes a communicator (the Horovod ops), and an
+    instruction of a core opcode whose plugin override takes one
         -> custom-call "xlaplug.mpi.kernel"
     replica-id, partition-id -> constants of this rank's device
 
 Each call is `custom_call_has_side_effect=true` (XLA neither removes nor merges it) and
 carries `backend_config={run = R : i64, index = I : i64, ...}`: the handler's binding of
-this run and the original instruction it serves -- the interpreter's own kernel runs for
-that instruction, so the engine's collectives are the interpreter's: the same headers,
-timeouts, errors, reducers and rounding.
+the program (kept with its executable) and the original instruction it serves -- the
+interpreter's own kernel runs for that instruction, so the engine's collectives are the
+interpreter's: the same headers, timeouts, errors, reducers and rounding.
 
 Order.  Every rank must issue its collectives in the same order, and XLA:CPU runs
 independent thunks concurrently.  So the calls of a computation are chained: each takes,
@@ -50,10 +51,14 @@ def mpi_handler():
     return serve_own(TARGETS, MpiHandler)
 
 
-def _kind(ins, registry) -> str | None:
-    """The target suffix of an instruction the communicator serves, else None."""
+def _kind(ins, registry, comm_overrides: frozenset = frozenset()) -> str | None:
+    """The target suffix of an instruction the communicator serves, else None
+    (`comm_overrides`: ids of the instructions whose core opcode a plugin overrides with a
+    kernel that takes a communicator, where XLA runs them as code)."""
     if ins.opcode in KINDS:
         return KINDS[ins.opcode]
+    if id(ins) in comm_overrides:
+        return "kernel"
     if ins.opcode == "custom-call":
         entry = registry.kernel_for(op_name(ins), "cpu") if op_name(ins) else None
         if entry is not None and entry.communicator:
@@ -72,7 +77,7 @@ def _leaves(ins) -> list[Shape]:
     return list(ins.shape.tuple_shapes)
 
 
-def _order(comps, registry) -> tuple[list, set]:
+def _order(comps, registry, comm) -> tuple[list, set]:
     """(each computation's instructions in a topological order stable w.r.t. the text's,
     the computations that hold communicator calls, directly or through their callees)."""
     holds: set = set()
@@ -82,7 +87,7 @@ def _order(comps, registry) -> tuple[list, set]:
         for comp in comps:
             if id(comp) in holds:
                 continue
-            if any(_kind(i, registry) or any(id(c) in holds for c in i.called_computations())
+            if any(_kind(i, registry, comm) or any(id(c) in holds for c in i.called_computations())
                    for i in comp.instructions):
                 holds.add(id(comp))
                 changed = True
@@ -122,7 +127,9 @@ def rewrite_for_mpi(module: Module, place, registry, run: int) -> list[Instructi
             if ins.opcode in ("replica-id", "partition-id"):
                 value = place.replica if ins.opcode == "replica-id" else place.partition
                 ins.opcode, ins.attrs, ins.literal = "constant", {}, np.array(value, np.uint32)
-    orders, holds = _order(comps, registry)
+    from .override_rewrite import overridden
+    comm = frozenset(id(i) for _c, i, e in overridden(module, registry) if e.communicator)
+    orders, holds = _order(comps, registry, comm)
     role_of = roles(module, holds)
     for comp, order in zip(comps, orders):
         role = role_of.get(id(comp))
@@ -133,7 +140,7 @@ def rewrite_for_mpi(module: Module, place, registry, run: int) -> list[Instructi
             if ins.opcode in DONES:  # its start was rewritten above: the start's value
                 _done(ins, comp, uniq, new)
                 continue
-            kind = _kind(ins, registry)
+            kind = _kind(ins, registry, comm)
             if kind is None:
                 if threaded(ins, holds):  # a while / conditional / call: takes the token
                     token = thread(ins, comp, token, uniq, new)

@@ -7,6 +7,8 @@
     compiled_handler.py the numba @cfunc handler of an @njit kernel: no Python, no GIL
     register.py         registration with jax's CPU backend, and its report
     mpi_handler.py      the `xlaplug.mpi.*` targets: a rank's collectives over MPI
+    override_handler.py the `xlaplug.override` target: core opcodes a plugin overrides
+    devices_handler.py  `xlaplug.devices.kernel`: communicator kernels across XLA's host devices
 
 `xlaplug.jax.register(plugins)` is the public entry point.
 """

@@ -9,10 +9,12 @@ frame read by mpi_frames.py), and the kernel's results are written into XLA's re
 buffers -- or land there: an all-reduce reduces straight into them (`ctx.destinations`).
 
 One handler object serves every run of the process (XLA's targets have no unregister): a
-run binds its context and instructions (`bind`) and its calls name it in their `run`
-attribute.  A failure in a call -- a collective timeout, ranks that disagree, a peer's
-abort -- is kept on the run's binding (the run reports that exception, not XLA's
-rewording of it) and handed to XLA as an FFI error, which ends the execution.
+compiled program binds its instructions (`bind`), its calls name the binding in their `run`
+attribute, and each run sets the binding's context and clears its failure (runtime/
+mpi_engine.MpiProgram: one binding as long as the program is kept -- its key is in the
+compiled text).  A failure in a call -- a collective timeout, ranks that disagree, a peer's
+abort -- is kept on the binding (the run reports that exception, not XLA's rewording of
+it) and handed to XLA as an FFI error, which ends the execution.
 """
 from __future__ import annotations
 
@@ -29,11 +31,15 @@ from .python_handler import answer_metadata, create_error
 
 @dataclass
 class Binding:
-    """One run's state: the interpreter context of this rank's device (its `spmd` place
-    holds the transport) and the original instructions, by the calls' `index`."""
+    """One program's state: the interpreter context of this rank's device, set by each run
+    (its `spmd` place holds the run's transport), and the original instructions, by the
+    calls' `index`."""
     ctx: object
     instructions: list
     failure: BaseException | None = None
+    # held while a kernel runs (ffi/override_handler.py: XLA may call independent
+    # instructions from several threads; the interpreter runs one device's one at a time)
+    lock: threading.Lock = field(default_factory=threading.Lock)
     # index -> (instruction, its kernel, its mpi_frames.Site, whether it may land in
     # XLA's result buffers), made on its first call
     sites: dict = field(default_factory=dict)
@@ -57,6 +63,7 @@ _LANDS = frozenset({"all-reduce", "all-reduce-start"})
 
 class MpiHandler:
     """`address` is the XLA_FFI_Handler registered for every `xlaplug.mpi.*` target."""
+    prefix = "xlaplug.mpi"  # of the FFI errors it hands XLA
 
     def __init__(self):
         self.runs: dict[int, Binding] = {}
@@ -87,7 +94,7 @@ class MpiHandler:
             binding = self.runs.get(run)
             if binding is None:
                 raise LookupError(f"run {run} is not bound (an executable called after its "
-                                  "run ended)")
+                                  "program was dropped)")
             self.run(frame_addr, binding, index)
             return None
         except BaseException as e:  # noqa: BLE001 -- nothing may escape into XLA
@@ -95,7 +102,7 @@ class MpiHandler:
                 binding.failure = e
             text = getattr(e, "message", None) or str(e) or type(e).__name__
             return create_error(abi.CallFrame.from_address(frame_addr).api,
-                                f"xlaplug.mpi: {text}")
+                                f"{self.prefix}: {text}")
 
     @staticmethod
     def run(frame: int, binding: Binding, index: int) -> None:

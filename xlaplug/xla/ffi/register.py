@@ -155,7 +155,8 @@ def register_registry(registry) -> Report:
     for (op, device), entry in sorted(registry.kernels.items(), key=lambda kv: kv[0]):
         if not (is_backend(device) and backend_for(device).on_host) or op in ALL_OPCODES:
             continue  # XLA:CPU hands FFI handlers host buffers; core-opcode overrides are
-            # no FFI targets (issue 22 item 3)
+            # no FFI targets of their own (--engine xla serves them per instruction:
+            # xla/override_rewrite.py)
         if entry.communicator:
             report.ops.append(Served(op, entry.plugin.name, NOT_SERVED,
                                      "its kernel needs a communicator (devices of one run)"))

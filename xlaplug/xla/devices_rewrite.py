@@ -1,0 +1,113 @@
+"""The module XLA runs on its host devices (runtime/engine_devices.py) with its communicator
+kernels -- the plugin ops whose kernels take a `comm`, the Horovod ops -- served by
+xlaplug's in-process communicator from inside XLA (ffi/devices_handler.py).
+
+XLA:CPU runs each device of an execution on its own thread, at once (measured: four
+devices each in a 0.5 s kernel, 0.50 s a run), so the handlers of one call on every device
+can meet, as the interpreter's device threads do.  Each communicator call becomes
+
+    custom-call "xlaplug.devices.kernel"(operands..., replica-id, partition-id, token)
+        -> (results..., token)
+
+with `backend_config={run = R : i64, index = I : i64, op = "..."}` (the handler's binding
+of the program and the original instruction, whose interpreter kernel runs): the device's
+ids are operands, read at run time, since XLA compiles one program for every device.
+Core collectives stay XLA's own.  A device's calls are chained by the order token that
+mpi_rewrite.py threads under mpiexec (mpi_order.py): XLA:CPU runs independent thunks
+concurrently, and every device must reach its communicator calls in the same order.
+"""
+from __future__ import annotations
+
+from ..hlo.attr_types import Raw, Word
+from ..hlo.ir import Instruction, Module, Shape
+from ..hlo.rewrite import NameUniquer, replace_all_uses
+from ..plugin.attrs import op_name
+from .engine import TYPED_FFI
+from .mpi_order import ORDER, enter, leave, roles, thread, threaded
+from .mpi_rewrite import _leaves, _order
+
+TARGET = "xlaplug.devices.kernel"
+ID = Shape.array("u32", ())
+
+
+def communicates(ins, registry) -> bool:
+    """A plugin custom call whose CPU kernel takes a communicator."""
+    if ins.opcode != "custom-call" or not op_name(ins):
+        return False
+    entry = registry.kernel_for(op_name(ins), "cpu")
+    return entry is not None and entry.communicator
+
+
+def has_communicator_calls(module: Module, registry) -> bool:
+    return any(communicates(i, registry) for c in module.computations for i in c.instructions)
+
+
+def devices_handler():
+    """This process's handler of TARGET (ffi/devices_handler.py): made and registered with
+    jax the first time, the same object after."""
+    from .ffi.devices_handler import DevicesHandler
+    from .ffi.register import serve_own
+    return serve_own([TARGET], DevicesHandler)
+
+
+def _holds(comps, registry) -> set:
+    """The computations holding communicator calls, directly or through their callees."""
+    holds: set = set()
+    changed = True
+    while changed:
+        changed = False
+        for comp in comps:
+            if id(comp) not in holds and any(
+                    communicates(i, registry) or any(id(c) in holds
+                                                     for c in i.called_computations())
+                    for i in comp.instructions):
+                holds.add(id(comp))
+                changed = True
+    return holds
+
+
+def rewrite_for_devices(module: Module, registry, run: int) -> list[Instruction]:
+    """Rewrite `module` (a copy: the originals stay with the interpreter's kernels) in place,
+    its communicator calls bound to handler run `run`; returns the copy's instructions that
+    the calls' `index` attributes name, in index order (mpi_rewrite.twins maps them)."""
+    served: list[Instruction] = []
+    uniq = NameUniquer(module)
+    comps = list(module.computations)
+    orders, _ = _order(comps, registry, frozenset())
+    holds = _holds(comps, registry)
+    role_of = roles(module, holds)
+    for comp, order in zip(comps, orders):
+        role = role_of.get(id(comp))
+        if id(comp) not in holds and role is None:
+            continue
+        token, new = enter(comp, role, uniq)
+        for ins in order:
+            if not communicates(ins, registry):
+                if threaded(ins, holds):  # a while / conditional / call: takes the token
+                    token = thread(ins, comp, token, uniq, new)
+                else:
+                    new.append(ins)
+                continue
+            leaves = _leaves(ins)
+            ids = [Instruction(uniq(f"{ins.name}.{what}"), what, ID, [])
+                   for what in ("replica-id", "partition-id")]
+            cfg = f"{{run = {run} : i64, index = {len(served)} : i64, op = \"{op_name(ins)}\"}}"
+            call = Instruction(uniq(f"{ins.name}.devices"), "custom-call",
+                               Shape.tuple_of(leaves + [ORDER]),
+                               list(ins.operands) + ids + [token],
+                               {"custom_call_target": TARGET,
+                                "custom_call_has_side_effect": True,
+                                "api_version": Word(TYPED_FFI),
+                                "backend_config": Raw(cfg)},
+                               line=ins.line, column=ins.column)
+            served.append(ins)
+            gtes = [Instruction(uniq(f"{ins.name}.{k}"), "get-tuple-element", s, [call],
+                                {"index": k}) for k, s in enumerate(leaves + [ORDER])]
+            *values, token = gtes
+            value = values[0] if not ins.shape.is_tuple else \
+                Instruction(uniq(f"{ins.name}.tuple"), "tuple", ins.shape, values)
+            new += ids + [call, *gtes] + ([value] if ins.shape.is_tuple else [])
+            replace_all_uses(comp, ins, value)
+        leave(comp, role, token, uniq, new)
+        comp.instructions = new
+    return served
