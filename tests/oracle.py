@@ -115,12 +115,12 @@ def entry(*instructions: str) -> str:
     return "HloModule m\nENTRY e {\n" + "".join(f"  {i}\n" for i in body) + f"  ROOT {root}\n}}\n"
 
 
-def hlo_text(lowered, mode: str, strip_tables: bool = False) -> str:
+def hlo_text(lowered, mode: str, strip_tables: bool = False, compiled=None) -> str:
     """The lowered HLO ("lowered"), or XLA:CPU's optimized HLO, as text (`strip_tables`: without
-    the stack-frame tables)."""
+    the stack-frame tables; `compiled`: `lowered.compile()` where the caller has it)."""
     if mode == "lowered":
         return lowered.as_text(dialect="hlo")
-    text = lowered.compile().as_text()
+    text = (compiled or lowered.compile()).as_text()
     return strip_stack_tables(text) if strip_tables else text
 
 
@@ -132,11 +132,14 @@ def check_against_jax(f, args, compare, x64=False, modes=("lowered", "compiled")
     import jax
     cm = jax.enable_x64(True) if x64 else contextlib.nullcontext()
     with cm:
-        jf = jax.jit(f, keep_unused=keep_unused)
-        want = jf(*args)
-        lowered = jf.lower(*args)
+        # One XLA compile gives both the expected values and the optimized HLO: `jf(*args)`
+        # and `lower().compile()` each compile (jax keeps no executable between them), and
+        # XLA's compile is most of these tests' time.
+        lowered = jax.jit(f, keep_unused=keep_unused).lower(*args)
+        compiled = lowered.compile()
+        want = compiled(*args)
         for mode in modes:
-            text = hlo_text(lowered, mode, strip_tables)
+            text = hlo_text(lowered, mode, strip_tables, compiled)
             if expect_op is not None and mode == "lowered":
                 assert f" {expect_op}(" in text, f"no {expect_op} in the lowered HLO"
             compare(run_text(text, *args), want, mode)
