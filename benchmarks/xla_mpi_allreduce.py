@@ -46,7 +46,8 @@ def engine_call(text: str, grid, rank: int, x: np.ndarray, timeout: float = 120.
     from xlaplug.backends.spmd.mpi import MpiTransport
     from xlaplug.runtime.executor import ExecContext
     from xlaplug.runtime.spmd.runner import collective_groups
-    from xlaplug.xla.jaxlib_names import _compile, hlo_to_stablehlo_bytecode
+    from xlaplug.xla.jaxlib_names import hlo_to_stablehlo_bytecode
+    from xlaplug.xla.xla_executables import _compile
     from xlaplug.runtime.mpi_engine import _rank_program
     exe = xlaplug.compile(text, keep_source=True)
     ctx = ExecContext("cpu", {}, overrides=exe.session.resolve)

@@ -89,7 +89,8 @@ class DevicesProgram:
         from ..backends.backend import backend_for
         from ..hlo.text.printer import module_to_text
         from ..xla.engine import EngineError, lowered
-        from ..xla.jaxlib_names import compile_global_on_xla, compile_on_xla_cpu, require_jax
+        from ..xla.jaxlib_names import require_jax
+        from ..xla.xla_executables import compile_global_on_xla, compile_on_xla_cpu
         from .engine_comms import communicator_ops, override_ops, xla_program
         require_jax("--engine xla")
         if not backend_for(session.device).on_host:  # XLA:CPU's FFI hands kernels host buffers
@@ -149,7 +150,7 @@ class DevicesProgram:
         """([device][leaf] outputs of the last of `repeat` runs, each run's seconds, the
         program's making on its first run (0 after; a worker started again, its start)).
         `timeout`: how long a communicator call waits for the other devices."""
-        from ..xla.jaxlib_names import run_compiled, run_global_compiled
+        from ..xla.xla_executables import run_compiled, run_global_compiled
         from .engine_comms import run_with
         times: list[float] = []
         made_s = self.made_s if not self.runs else 0.0

@@ -46,7 +46,7 @@ class _Program:
         from ..hlo.text.parser import parse_module
         from ..plugin.loader import load_sources
         from ..plugin.session import Session
-        from ..xla.jaxlib_names import compile_global_on_xla, compile_on_xla_cpu
+        from ..xla.xla_executables import compile_global_on_xla, compile_on_xla_cpu
         from .engine_comms import communicator_ops, override_ops, xla_program
         t0 = time.perf_counter()
         session = Session(load_sources(json.loads(str(setup["sources"]))))
@@ -69,7 +69,7 @@ class _Program:
         self.made_s = time.perf_counter() - t0
 
     def run(self, req) -> dict:
-        from ..xla.jaxlib_names import run_compiled, run_global_compiled
+        from ..xla.xla_executables import run_compiled, run_global_compiled
         from .engine_comms import run_with
         nargs, repeat = int(req["nargs"]), int(req["repeat"])
         devices = 1 if self.whole else self.grid.count
