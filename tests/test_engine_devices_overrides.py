@@ -209,3 +209,26 @@ def test_a_communicator_call_in_a_reducer_says_many_devices_not_mpi(tmp_path):
         "overridden instructions: --engine xla on many devices serves them in the entry, "
         "while loops, conditionals and calls only"), out
     assert "MPI" not in out
+
+
+GLOBAL = """HloModule g
+
+ENTRY e {
+  x = f32[4,6] parameter(0), sharding={devices=[2,1]0,1}
+
+  ROOT n = f32[4,6] negate(x), sharding={devices=[2,1]0,1}
+}
+"""
+
+
+def test_an_override_in_a_global_program_is_a_one_line_error(tmp_path):
+    """XLA's partitioner cuts a global program and knows nothing of xlaplug's calls: the
+    override is refused at its line, not replaced by XLA's own negate."""
+    d = setup(tmp_path, GLOBAL)
+    m = tmp_path / "m.hlo"
+    code, out = cli("run", m, "--plugins-dir", d, "--engine", "xla")
+    assert code == 2, out
+    assert out.splitlines()[0] == (
+        f"{m}:6:8: error: negate 'n': plugin 'dovr' overrides core opcode 'negate', which "
+        "--engine xla does not serve in a global program XLA partitions (shard_map as jax "
+        "prints it); the interpreter engine runs the override"), out

@@ -67,6 +67,10 @@ def plan(module: Module, registry) -> tuple[frozenset, set, dict]:
     can raise, raised here -- before a worker process gets the module (its positions are
     the file's only here)."""
     over = frozenset(overrides_served(module, registry))
+    for comp in module.computations:
+        for ins in comp.instructions:
+            if communicates(ins, registry):
+                _leaves(ins, WHERE)  # (array or flat-tuple results)
     holds = _holds(list(module.computations), registry, over)
     return over, holds, roles(module, holds, WHERE)
 
@@ -88,8 +92,8 @@ def _holds(comps, registry, over: frozenset) -> set:
         changed = False
         for comp in comps:
             if id(comp) not in holds and any(
-                    communicates(i, registry) or id(i) in over or any(id(c) in holds
-                                                     for c in i.called_computations())
+                    communicates(i, registry) or id(i) in over
+                    or any(id(c) in holds for c in i.called_computations())
                     for i in comp.instructions):
                 holds.add(id(comp))
                 changed = True
