@@ -16,14 +16,17 @@ typed-FFI calls served by their kernels.  Core collectives are XLA's own.  An op
 kernel needs a communicator (the Horovod ops) is served by that kernel too: XLA runs its
 devices at once, each on its own thread, and the kernel's calls on every device meet at
 xlaplug's in-process rendezvous, as on the interpreter's device threads (engine_comms.py);
-in a global program, which XLA's partitioner cuts, such an op is decomposed.
+in a global program, which XLA's partitioner cuts, such an op is decomposed.  A core
+opcode a plugin overrides runs the override kernel on each device, in that device's
+interpreter context (xla/devices_rewrite.py); in a global program it is a one-line error.
 
 jax fixes its host device count when its CPU backend starts.  Where this process's jax has
 as many host devices as the run needs (XLA_FLAGS=--xla_force_host_platform_device_count=D
 set before jax started), XLA runs the devices here.  Else a worker process started with D
 host devices runs them (engine_worker.py): it loads the plugins whose kernels the module
-calls from their files (a plugin made in Python cannot be sent: a one-line error), registers
-the kernels and compiles the module, and is kept for the later runs.  Either way the
+calls, or that override its core opcodes, from their files (a plugin made in Python cannot
+be sent: a one-line error), registers the kernels and compiles the module, and is kept for
+the later runs.  What the worker would refuse is refused here first, at the file's lines.  Either way the
 program is made once per Executable and grid (DevicesProgram, kept by
 DeviceContexts.devices_engine_program), its making in the first run's compile_s and in no
 run's time; the worker's start (a Python process, jax's import, the plugins) is paid once
