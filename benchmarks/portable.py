@@ -160,7 +160,8 @@ def compare(ours, theirs, tol):
 
 def run_one(name, text, args, plugins, platforms, out_dir):
     import xlaplug
-    from xlaplug.xla.jaxlib_names import XlaError, run_on_xla
+    from xlaplug.xla.jaxlib_names import XlaError
+    from xlaplug.xla.xla_executables import run_on_xla
     rows = []
     exe = xlaplug.compile(text, plugins=plugins)
     args = random_args(exe) if args is None else args

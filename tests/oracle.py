@@ -157,7 +157,7 @@ def both(f, *args):
 
 def xla_cpu_run(mlir_text, *args):
     """Compile a StableHLO module with XLA:CPU (through the bridge, xlaplug/xla) and run it."""
-    from xlaplug.xla.jaxlib_names import run_stablehlo_on_xla_cpu
+    from xlaplug.xla.xla_executables import run_stablehlo_on_xla_cpu
     return run_stablehlo_on_xla_cpu(mlir_text, list(args))
 
 

@@ -1,6 +1,7 @@
 """The benchmarks' workloads run on xlaplug and agree with XLA, at tiny sizes: each script's
 --check-only mode runs every implementation once and checks its outputs against XLA:CPU's,
 timing nothing (their speed is the scripts' to measure, never a test's)."""
+import json
 import os
 import subprocess
 import sys
@@ -68,3 +69,17 @@ def test_small_models_match_xla():
                        "sort_topk", "gather_scatter"], r.stdout
     bad = _script("small_models.py", "--only", "nope")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "unknown program" in bad.stderr
+
+
+@pytest.mark.slow  # two MPI ranks, ~4 s
+def test_xla_mpi_allreduce_builds_the_engines_rank_program():
+    """The all-reduce benchmark runs the rank program the engine makes and keeps
+    (runtime/mpi_engine.MpiProgram), and its sum agrees with mpi4py's: a tiny size, once
+    (the figures are the script's, never a test's)."""
+    pytest.importorskip("mpi4py")
+    from test_multi_device_cli import _mpiexec
+    _mpiexec()  # (skips where there is no mpiexec)
+    r = _script("xla_mpi_allreduce.py", "--devices", "2", "--sizes", "4096", "--json")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    (row,) = json.loads(r.stdout)["runs"]["2"]
+    assert row["bytes"] == 4096 and row["agree"] is True and row["engine_s"] > 0, row

@@ -203,9 +203,11 @@ def test_an_override_the_engine_cannot_serve_is_a_one_line_error(tmp_path):
     d = plugins(tmp_path, WHILE_OVERRIDE, "ovw")
     r = CliRunner().invoke(main, ["run", str(hlo), "--plugins-dir", str(d), "--engine", "xla"])
     assert r.exit_code == 2, r.output
-    assert r.output == (
-        "error: while 'w': plugin 'ovw' overrides core opcode 'while', which --engine xla "
-        "cannot serve as a custom call: it is control flow or structure XLA must run itself\n")
+    line = LOOP.splitlines().index("  ROOT w = s32[] while(x), condition=cond, body=body") + 1
+    assert r.output.splitlines()[0] == (  # (at its line in the file, the line and caret after)
+        f"{hlo}:{line}:8: error: while 'w': plugin 'ovw' overrides core opcode 'while', which "
+        "--engine xla cannot serve as a custom call: it is control flow or structure XLA must "
+        "run itself"), r.output
 
 
 def test_check_plugins_engine_xla_checks_an_override_against_xlas_own_op(tmp_path):

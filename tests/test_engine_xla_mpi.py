@@ -240,7 +240,7 @@ def test_rank_count_that_does_not_fit(tmp_path):
 API = """import sys
 import numpy as np
 import xlaplug
-import xlaplug.xla.jaxlib_names as names
+import xlaplug.xla.xla_executables as names
 from mpi4py import MPI
 compiles = []  # every XLA compile of this rank (compile_on_xla_cpu and run_on_xla_cpu's)
 real = names._compile

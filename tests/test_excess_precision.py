@@ -19,7 +19,7 @@ from xlaplug.cli.main import main  # noqa: E402
 from xlaplug.hlo.text.parser import parse_module  # noqa: E402
 from xlaplug.passes import PassContext  # noqa: E402
 from xlaplug.passes.excess_precision import ExcessPrecision  # noqa: E402
-from xlaplug.xla.jaxlib_names import run_on_xla_cpu  # noqa: E402
+from xlaplug.xla.xla_executables import run_on_xla_cpu  # noqa: E402
 
 from blas_order import blas_adds_in_sequence, sequential_matmul  # noqa: E402
 

@@ -85,10 +85,10 @@ def _maximal(xc):
 
 
 def test_a_per_device_program_made_manual_keeps_one_sharding_per_instruction():
-    """jaxlib_names._manual marks every instruction `sharding={manual}`; one that had a
+    """xla_executables._manual marks every instruction `sharding={manual}`; one that had a
     sharding (a partitioned module's parameters) has it replaced, nested braces and all --
     XLA's parser refuses an attribute given twice."""
-    from xlaplug.xla.jaxlib_names import _manual
+    from xlaplug.xla.xla_executables import _manual
     text = ('  p = f32[2,3]{1,0} parameter(0), sharding={devices=[4,1]<=[4]}, '
             'metadata={op_name="a"}\n'
             '  ROOT t = (f32[2,3], f32[2,3]) tuple(p, p), sharding={{replicated}, '

@@ -113,7 +113,7 @@ def xla_run(build, *args):
     """The same build with the HLO Builder, as a module run by XLA:CPU: its one output."""
     from xlaplug.hlo.ir import Module
     from xlaplug.hlo.text.printer import module_to_text
-    from xlaplug.xla.jaxlib_names import run_on_xla_cpu
+    from xlaplug.xla.xla_executables import run_on_xla_cpu
     from xlaplug.xla.jax_builder import shape_of
     b = Builder("e")
     params = [b.parameter(k, shape_of(np.asarray(a))) for k, a in enumerate(args)]
@@ -320,7 +320,7 @@ def test_indexed_conditional_out_of_range_as_xla_runs_it(index):
     for the same HLO."""
     from xlaplug.hlo.ir import Module
     from xlaplug.hlo.text.printer import module_to_text
-    from xlaplug.xla.jaxlib_names import run_on_xla_cpu
+    from xlaplug.xla.xla_executables import run_on_xla_cpu
     hb = Builder("e")
     i = hb.parameter(0, Shape.array("s32", ()))
     x = hb.parameter(1, Shape.array("f32", ()))

@@ -11,7 +11,7 @@ import jax.numpy as jnp  # noqa: E402
 
 import xlaplug  # noqa: E402
 from test_lapack_decompositions import close, general  # noqa: E402
-from xlaplug.xla.jaxlib_names import run_on_xla_cpu  # noqa: E402
+from xlaplug.xla.xla_executables import run_on_xla_cpu  # noqa: E402
 
 pytestmark = pytest.mark.jax
 

@@ -17,7 +17,7 @@ import jax.numpy as jnp  # noqa: E402
 import jax.scipy.linalg as jsl  # noqa: E402
 
 import xlaplug  # noqa: E402
-from xlaplug.xla.jaxlib_names import run_on_xla_cpu  # noqa: E402
+from xlaplug.xla.xla_executables import run_on_xla_cpu  # noqa: E402
 
 pytestmark = pytest.mark.jax
 TOL = {np.float32: 1e-4, np.float64: 1e-10, np.complex64: 1e-4, np.complex128: 1e-10}

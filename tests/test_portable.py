@@ -39,7 +39,7 @@ def test_portable_is_a_named_pipeline_without_optimizations():
 @pytest.mark.jax
 def test_decompose_all_artifact_has_no_fusion_and_xla_cpu_runs_it_to_the_kernels_outputs():
     jax = pytest.importorskip("jax")
-    from xlaplug.xla.jaxlib_names import run_on_xla_cpu
+    from xlaplug.xla.xla_executables import run_on_xla_cpu
 
     def f(x, w):  # the dot's result is 65536 elements: the default pipeline fuses the swish
         y = x @ w

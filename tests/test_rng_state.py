@@ -43,7 +43,7 @@ RUNS = 3
 
 def _xla_runs(text: str, per_device: list[list[np.ndarray]], replicas: int = 1) -> list:
     """[run][device][leaf]: XLA:CPU running one compiled executable RUNS times."""
-    from xlaplug.xla.jaxlib_names import run_on_xla_cpu
+    from xlaplug.xla.xla_executables import run_on_xla_cpu
     runs: list = []
     run_on_xla_cpu(text, per_device, replicas, repeat=RUNS, what="test", runs=runs)
     return runs
@@ -118,7 +118,7 @@ _TWO_DEVICES = """
 import json, os, sys
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
 import numpy as np
-from xlaplug.xla.jaxlib_names import run_on_xla_cpu
+from xlaplug.xla.xla_executables import run_on_xla_cpu
 runs = []
 key = np.array([1, 2], np.uint64)
 run_on_xla_cpu(sys.argv[1], [[key], [key]], 2, repeat=int(sys.argv[2]), what="test", runs=runs)

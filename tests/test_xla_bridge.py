@@ -13,7 +13,7 @@ import pytest
 jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 
-from xlaplug.xla import jaxlib_names  # noqa: E402
+from xlaplug.xla import jaxlib_names, xla_executables  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -327,7 +327,7 @@ def test_emit_stablehlo_decomposes_plugin_ops_and_round_trips(tmp_path):
     r = xlaplug("run", "s.mlir", "--no-plugins", "--inputs", "in.npz", "--expect", "kernel.npz",
                 cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    (xla,) = jaxlib_names.run_stablehlo_on_xla_cpu(text, [x])
+    (xla,) = xla_executables.run_stablehlo_on_xla_cpu(text, [x])
     np.testing.assert_allclose(xla, np.load(tmp_path / "kernel.npz")["out0"], rtol=1e-6,
                                atol=1e-6)
 

@@ -260,9 +260,11 @@ def print_run(exe, res, timings: dict, expect_path: str | None) -> None:
     grid = res.grid
     n = len(res.outputs)
     if grid.count > 1:
-        where = "processes (MPI)" if res.transport == "mpi" else "one process"
+        where = {"mpi": "in processes (MPI)", "xla": "run by XLA:CPU in this process",
+                 "xla-worker": "run by XLA:CPU in a worker process"
+                 }.get(res.transport, "in one process")
         click.echo(f"{plural(grid.count, 'device')} ({plural(grid.replicas, 'replica')} x "
-                   f"{plural(grid.partitions, 'partition')}) in {where}; outputs stacked by "
+                   f"{plural(grid.partitions, 'partition')}) {where}; outputs stacked by "
                    f"device")
     print_outputs(res.outputs, timings)
     if res.profile is not None:

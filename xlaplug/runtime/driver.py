@@ -24,17 +24,25 @@ def read_text(path: str) -> tuple[str, str]:
 def load_module(path: str) -> Module:
     """Read, parse and verify FILE (`-`: standard input): HLO text, or MLIR (StableHLO /
     MHLO, text or bytecode) converted to HLO through jaxlib (xla/source.py)."""
-    from ..xla.source import read_module_text
-    return _parse_and_verify(*read_module_text(path))  # MLIR already converted there
+    return load_source(path)[0]
 
 
 def load_text(text: str, name: str = "<string>") -> Module:
     """Parse and verify HLO text (MLIR text is converted first); errors carry `name` and the
     offending source line."""
-    from ..xla.source import is_mlir, mlir_as_hlo_text
-    if is_mlir(text[:4096].encode(), name):
+    return load_source(None, text, name)[0]
+
+
+def load_source(path: str | None, text: str | None = None, name: str = "<string>"
+                ) -> tuple[Module, str]:
+    """(the module, its HLO text as read) of FILE `path`, or of `text` named `name`: the
+    text is the file's, so positions in it are the file's (MLIR: the HLO it converts to)."""
+    from ..xla.source import is_mlir, mlir_as_hlo_text, read_module_text
+    if path is not None:
+        text, name = read_module_text(path)  # MLIR already converted there
+    elif is_mlir(text[:4096].encode(), name):
         text, name = mlir_as_hlo_text(text.encode(), name), f"{name} (as HLO)"
-    return _parse_and_verify(text, name)
+    return _parse_and_verify(text, name), text
 
 
 def _parse_and_verify(text: str, name: str) -> Module:

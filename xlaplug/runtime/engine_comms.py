@@ -1,7 +1,8 @@
 """The program XLA runs on its host devices for `--engine xla` (engine_devices.py, in this
 process or in the worker process, engine_worker.py): the lowered module made into XLA's
 text, its plugin kernels registered as FFI targets, and its communicator kernels (the
-Horovod ops) served across XLA's device threads by xlaplug's in-process communicator
+Horovod ops) and core-opcode overrides served on each of XLA's device threads, in that
+device's interpreter context, by xlaplug's in-process communicator
 (xla/devices_rewrite.py, xla/ffi/devices_handler.py).
 
 A global program (shard_map as jax prints it) is cut by XLA's partitioner, which knows
@@ -16,7 +17,7 @@ from ..hlo.errors import HloError
 
 
 class Communicators:
-    """A program's communicator calls and what serves them: the copy of the lowered module
+    """A program's communicator calls (and overridden instructions) and what serves them: the copy of the lowered module
     rewritten for XLA (`module`), the handler's binding of its calls, and each device's
     interpreter context (made once, kept with the program)."""
 
@@ -63,10 +64,10 @@ def xla_program(module, session, grid, whole: bool):
     """(HLO text for XLA, the FFI registrations, the Communicators or None) of a lowered
     module (engine.lowered: communicator kernels kept unless `whole`, a global program)."""
     from ..hlo.text.printer import module_to_text
-    from ..xla.devices_rewrite import has_communicator_calls
+    from ..xla.devices_rewrite import needs_handler
     from ..xla.engine import serve_plugin_ops
     comms = None
-    if not whole and has_communicator_calls(module, session.registry):
+    if not whole and needs_handler(module, session.registry):
         comms = Communicators(module, session, grid)
     ours = comms.module if comms is not None else copy.deepcopy(module)
     served = serve_plugin_ops(ours, session.registry)
@@ -76,7 +77,15 @@ def xla_program(module, session, grid, whole: bool):
 def communicator_ops(comms) -> list[str]:
     """The ops whose communicator kernels XLA's devices call (sorted, once each)."""
     from ..plugin.attrs import op_name
-    return sorted({op_name(i) for i in comms.binding.instructions}) if comms else []
+    return sorted({op_name(i) for i in comms.binding.instructions if op_name(i)}) \
+        if comms else []
+
+
+def override_ops(comms) -> list[str]:
+    """The core opcodes whose plugin overrides XLA's devices call (sorted, once each)."""
+    from ..plugin.attrs import op_name
+    return sorted({i.opcode for i in comms.binding.instructions if not op_name(i)}) \
+        if comms else []
 
 
 def run_with(comms, timeout: float, run):

@@ -16,14 +16,17 @@ typed-FFI calls served by their kernels.  Core collectives are XLA's own.  An op
 kernel needs a communicator (the Horovod ops) is served by that kernel too: XLA runs its
 devices at once, each on its own thread, and the kernel's calls on every device meet at
 xlaplug's in-process rendezvous, as on the interpreter's device threads (engine_comms.py);
-in a global program, which XLA's partitioner cuts, such an op is decomposed.
+in a global program, which XLA's partitioner cuts, such an op is decomposed.  A core
+opcode a plugin overrides runs the override kernel on each device, in that device's
+interpreter context (xla/devices_rewrite.py); in a global program it is a one-line error.
 
 jax fixes its host device count when its CPU backend starts.  Where this process's jax has
 as many host devices as the run needs (XLA_FLAGS=--xla_force_host_platform_device_count=D
 set before jax started), XLA runs the devices here.  Else a worker process started with D
 host devices runs them (engine_worker.py): it loads the plugins whose kernels the module
-calls from their files (a plugin made in Python cannot be sent: a one-line error), registers
-the kernels and compiles the module, and is kept for the later runs.  Either way the
+calls, or that override its core opcodes, from their files (a plugin made in Python cannot
+be sent: a one-line error), registers the kernels and compiles the module, and is kept for
+the later runs.  What the worker would refuse is refused here first, at the file's lines.  Either way the
 program is made once per Executable and grid (DevicesProgram, kept by
 DeviceContexts.devices_engine_program), its making in the first run's compile_s and in no
 run's time; the worker's start (a Python process, jax's import, the plugins) is paid once
@@ -59,7 +62,8 @@ def run_devices_on_xla(exe, grid, inputs, options, expected, rtol, atol) -> RunR
     mismatches = (compare_devices(per_device, expected, rtol, atol)
                   if expected is not None else None)
     return RunResult(stacked(per_device), per_device, timings, times, grid=grid,
-                     engine="xla", transport="xla", devices=tuple(range(grid.count)),
+                     engine="xla", transport="xla" if program.here else "xla-worker",
+                     devices=tuple(range(grid.count)),
                      mismatches=mismatches, all_ok=not mismatches)
 
 
@@ -81,14 +85,16 @@ class DevicesProgram:
     once per Executable and grid: compiled here when this process's jax has the devices,
     else by a worker process kept for its runs.  `made_s`: lowering, and XLA's compile
     here or the worker's start and compile; `ops`: the plugin ops served by their kernels
-    as FFI targets; `communicators`: those served across the devices."""
+    as FFI targets; `communicators`: those served across the devices; `overrides`: the
+    core opcodes whose plugin overrides each device runs."""
 
     def __init__(self, source_text: str, session, grid, global_devices: tuple[int, bool]):
         from ..backends.backend import backend_for
         from ..hlo.text.printer import module_to_text
         from ..xla.engine import EngineError, lowered
-        from ..xla.jaxlib_names import compile_global_on_xla, compile_on_xla_cpu, require_jax
-        from .engine_comms import communicator_ops, xla_program
+        from ..xla.jaxlib_names import require_jax
+        from ..xla.xla_executables import compile_global_on_xla, compile_on_xla_cpu
+        from .engine_comms import communicator_ops, override_ops, xla_program
         require_jax("--engine xla")
         if not backend_for(session.device).on_host:  # XLA:CPU's FFI hands kernels host buffers
             raise EngineError(f"--engine xla runs on cpu; --device {session.device} is not "
@@ -101,6 +107,7 @@ class DevicesProgram:
         module = lowered(source_text, session.registry, keep_sharding=whole,
                          communicators=not whole)
         if whole:
+            _no_overrides(module, session.registry)
             root = module.entry.root.shape
             self.shapes = [tuple(s.dims) for s in (root.tuple_shapes if root.is_tuple
                                                    else (root,))]
@@ -114,7 +121,13 @@ class DevicesProgram:
                 self.compiled = compile_on_xla_cpu(self.text, grid.replicas, grid.partitions,
                                                    what="--engine xla")
             self.communicators = communicator_ops(self.comms)
+            self.overrides = override_ops(self.comms)
         else:
+            if not whole:  # the worker's errors would point at the reprinted lines
+                from ..xla.devices_rewrite import plan
+                from ..xla.engine import check_plugin_calls
+                plan(module, session.registry)
+                check_plugin_calls(module, session.registry)
             self.text = module_to_text(module)  # lowered: the worker makes XLA's text
             self.sources = _sources(session.registry, module, n)
             self._start_worker()
@@ -128,6 +141,7 @@ class DevicesProgram:
         self.worker = Worker(self.text, self.grid.replicas, self.grid.partitions,
                              self.sources, global_program=self.global_devices)
         self.ops, self.communicators = self.worker.ops, self.worker.communicators
+        self.overrides = self.worker.overrides
         weakref.finalize(self, self.worker.close)  # the worker ends with the executable
 
     @property
@@ -139,7 +153,7 @@ class DevicesProgram:
         """([device][leaf] outputs of the last of `repeat` runs, each run's seconds, the
         program's making on its first run (0 after; a worker started again, its start)).
         `timeout`: how long a communicator call waits for the other devices."""
-        from ..xla.jaxlib_names import run_compiled, run_global_compiled
+        from ..xla.xla_executables import run_compiled, run_global_compiled
         from .engine_comms import run_with
         times: list[float] = []
         made_s = self.made_s if not self.runs else 0.0
@@ -160,25 +174,42 @@ class DevicesProgram:
         return per, times, made_s
 
 
+def _no_overrides(module, registry) -> None:
+    """A global program is cut by XLA's SPMD partitioner, which knows nothing of xlaplug's
+    calls: a core opcode a plugin overrides there is a one-line error, never XLA's own op
+    in the override's place."""
+    from ..xla.engine import EngineError
+    from ..xla.override_rewrite import overridden
+    for _comp, ins, entry in overridden(module, registry):
+        raise EngineError(f"{ins.opcode} '{ins.name}': plugin '{entry.plugin.name}' overrides "
+                          f"core opcode '{ins.opcode}', which --engine xla does not serve in "
+                          "a global program XLA partitions (shard_map as jax prints it); the "
+                          "interpreter engine runs the override", line=ins.line,
+                          column=ins.column)
+
+
 def _sources(registry, module, n: int) -> list[str]:
     """The plugin sources a worker loads for the kernels the lowered `module` calls; a
     plugin it cannot load by name (made in Python) is a one-line error saying how to run
     the devices here instead."""
     from ..plugin.attrs import op_name
+    from ..xla.override_rewrite import overridden
     sources = []
-    for comp in module.computations:
-        for ins in comp.instructions:
-            op = op_name(ins) if ins.opcode == "custom-call" else None
-            entry = registry.kernel_for(op, "cpu") if op else None
-            if entry is None:
-                continue
-            plugin = entry.plugin
-            if not plugin.source or plugin.source == "<python>":  # (api.Plugin's default)
-                raise RunError(
-                    f"--engine xla: {plural(n, 'device')} run in a worker process (jax here "
-                    f"has {plural(host_devices(), 'host device')}), which loads plugins from "
-                    f"their files: plugin '{plugin.name}' (op '{op}') was made in Python; "
-                    f"load it from a file (--plugins-dir), or start jax with "
-                    f"XLA_FLAGS=--xla_force_host_platform_device_count={n}")
-            sources.append(plugin.source)
+    calls = [(f"op '{op_name(ins)}'", registry.kernel_for(op_name(ins), "cpu"))
+             for comp in module.computations for ins in comp.instructions
+             if ins.opcode == "custom-call" and op_name(ins)]
+    calls += [(f"its override of '{ins.opcode}'", entry)  # (core opcodes it overrides)
+              for _comp, ins, entry in overridden(module, registry)]
+    for what, entry in calls:
+        if entry is None:
+            continue
+        plugin = entry.plugin
+        if not plugin.source or plugin.source == "<python>":  # (api.Plugin's default)
+            raise RunError(
+                f"--engine xla: {plural(n, 'device')} run in a worker process (jax here "
+                f"has {plural(host_devices(), 'host device')}), which loads plugins from "
+                f"their files: plugin '{plugin.name}' ({what}) was made in Python; "
+                f"load it from a file (--plugins-dir), or start jax with "
+                f"XLA_FLAGS=--xla_force_host_platform_device_count={n}")
+        sources.append(plugin.source)
     return list(dict.fromkeys(sources))

@@ -13,8 +13,9 @@ ops still custom calls), `grid` ([R, P]), `global` ([devices, shardy], a global 
 absent for a per-device one), `sources` (JSON: the plugin sources -- files, package
 directories, `entry point NAME` -- whose kernels the module calls); the worker makes XLA's
 program of it as the parent would (engine_comms.xla_program) and replies `made_s` (plugins
-loaded, kernels registered, XLA's compile), `ops` and `communicators` (JSON: the ops served
-as FFI targets, and those served across the devices).  Each later request is a run:
+loaded, kernels registered, XLA's compile), `ops`, `communicators` and `overrides` (JSON: the
+ops served as FFI targets, those served across the devices, and the core opcodes whose
+overrides each device runs).  Each later request is a run:
 `repeat`, `timeout` (a communicator call's wait for the other devices), `nargs`, `arg_k_d`
 and `dtype_k` (argument k of device d; one device, d = 0, for a global program); its reply
 `out_j_d` and `dtype_j` (the last run's outputs) and `times` (each run's seconds).  Any reply may be `error` (one line) instead;
@@ -45,8 +46,8 @@ class _Program:
         from ..hlo.text.parser import parse_module
         from ..plugin.loader import load_sources
         from ..plugin.session import Session
-        from ..xla.jaxlib_names import compile_global_on_xla, compile_on_xla_cpu
-        from .engine_comms import communicator_ops, xla_program
+        from ..xla.xla_executables import compile_global_on_xla, compile_on_xla_cpu
+        from .engine_comms import communicator_ops, override_ops, xla_program
         t0 = time.perf_counter()
         session = Session(load_sources(json.loads(str(setup["sources"]))))
         module = parse_module(str(setup["text"]), "<xla engine>")
@@ -55,6 +56,7 @@ class _Program:
         text, served, self.comms = xla_program(module, session, self.grid, self.whole)
         self.ops = [s.op for s in served]
         self.communicators = communicator_ops(self.comms)
+        self.overrides = override_ops(self.comms)
         if self.whole:
             n, shardy = (int(v) for v in setup["global"])
             self.compiled = compile_global_on_xla(text, n, bool(shardy), what="--engine xla")
@@ -67,7 +69,7 @@ class _Program:
         self.made_s = time.perf_counter() - t0
 
     def run(self, req) -> dict:
-        from ..xla.jaxlib_names import run_compiled, run_global_compiled
+        from ..xla.xla_executables import run_compiled, run_global_compiled
         from .engine_comms import run_with
         nargs, repeat = int(req["nargs"]), int(req["repeat"])
         devices = 1 if self.whole else self.grid.count
@@ -140,7 +142,8 @@ def main() -> None:
         nonlocal program
         program = _Program(setup)
         return {"made_s": np.array(program.made_s), "ops": np.array(json.dumps(program.ops)),
-                "communicators": np.array(json.dumps(program.communicators))}
+                "communicators": np.array(json.dumps(program.communicators)),
+                "overrides": np.array(json.dumps(program.overrides))}
     reply = _answer(made)
     while True:
         replies.write(_pack(reply))
@@ -183,6 +186,7 @@ class Worker:
             self.made_s = float(made["made_s"])
             self.ops = json.loads(str(made["ops"]))
             self.communicators = json.loads(str(made["communicators"]))
+            self.overrides = json.loads(str(made["overrides"]))
         except BaseException:
             self.close()
             raise

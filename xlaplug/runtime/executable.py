@@ -74,8 +74,9 @@ class Executable:
     pass_manager: Any
     served: list[ServedOp] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
-    # The module as read, printed before the passes (compile(..., keep_source=True)): what
-    # `--reference xla` hands to XLA.
+    # The module's text as read, before the passes (compile(..., keep_source=True); its
+    # header as --replicas/--partitions set it): what `--reference xla` and `--engine xla`
+    # read, so their errors' positions are the file's.
     source_text: str | None = None
     # (name, start, end) perf_counter readings of parsing and the pass pipeline: the host's
     # slices in a run's trace (RunOptions.trace).
@@ -187,7 +188,7 @@ def compile(source, *, plugins: Iterable = (), device: str = "cpu", passes: str 
     ones), for `device`.  `passes`: a pipeline spec as `--passes` takes it (None: the
     default pipeline; "none": no passes).  `decompose_all`: every plugin op lowered to core
     HLO (the portable artifact).  `session`: a ready plugin.Session instead of `plugins`,
-    `device`, `prefer` and `strict`.  `keep_source`: keep the module as read, printed, in
+    `device`, `prefer` and `strict`.  `keep_source`: keep the module's text as read in
     `source_text`.  `name`: how errors in HLO text given as a string name it.
     `replicas` / `partitions`: the devices the module runs on, when not its header's: set
     before any rewrite, so decompositions (`b.num_devices`) and runs see them.
@@ -196,7 +197,7 @@ def compile(source, *, plugins: Iterable = (), device: str = "cpu", passes: str 
     `engine`: who runs the executable's calls and runs ("xla": XLA:CPU, its plugin kernels
     as FFI handlers, as `run --engine xla`; the module as read is kept for it) -- a run
     given `engine=` or `options=` runs as they say."""
-    from .driver import compile_module, load_module, load_text
+    from .driver import compile_module, load_source
     if engine not in ("interpreter", "xla"):
         raise HloError(f"engine: must be 'interpreter' or 'xla', got {engine!r}")
     keep_source = keep_source or engine == "xla"
@@ -210,12 +211,10 @@ def compile(source, *, plugins: Iterable = (), device: str = "cpu", passes: str 
             raise HloError(f"engine xla runs on cpu; device {session.device} is not served "
                            "by it")
     t0 = time.perf_counter()
-    module = load_module(str(source)) if _is_path(source) else load_text(source, name)
+    module, text = load_source(str(source)) if _is_path(source) else \
+        load_source(None, source, name)
     _set_devices(module, replicas, partitions)
-    source_text = None
-    if keep_source:
-        from ..hlo.text.printer import module_to_text
-        source_text = module_to_text(module)
+    source_text = _as_read(text, module, replicas, partitions) if keep_source else None
     t1 = time.perf_counter()
     before = _plugin_ops(module, session)
     pm = compile_module(module, session, passes, dump_dir=dump_dir, verify_each=verify_each,
@@ -244,6 +243,20 @@ def _set_devices(module: Module, replicas: int | None, partitions: int | None) -
             raise HloError(f"{key.replace('_count', 's').replace('num_', '')}: must be at "
                            f"least 1, got {value}")
         module.attrs[key] = value
+
+
+def _as_read(text: str, module: Module, replicas, partitions) -> str:
+    """The module's text as read -- so the engine's errors point at the user's lines --
+    its header line made the module's where `replicas` / `partitions` changed it (the
+    other lines as they are); the module reprinted where no header line is found."""
+    import re
+    if replicas is None and partitions is None:
+        return text
+    from ..hlo.text.printer import module_header, module_to_text
+    m = re.search(r"^[ \t]*HloModule\b[^\n]*", text, re.M)
+    if m is None:
+        return module_to_text(module)
+    return text[:m.start()] + module_header(module) + text[m.end():]
 
 
 def _is_path(source) -> bool:

@@ -95,7 +95,7 @@ class MpiProgram:
     def __init__(self, exe, grid, rank):
         import weakref
 
-        from ..xla.jaxlib_names import compile_on_xla_cpu
+        from ..xla.xla_executables import compile_on_xla_cpu
         t0 = time.perf_counter()
         self.session = exe.session
         self.text, self.module, self.handler, self.key, self.overrides = \
@@ -129,9 +129,9 @@ class MpiProgram:
 
     def execute(self, repeat: int):
         """execute(ctx, args) for run_over_mpi: `repeat` runs of the compiled program, the
-        arguments placed before the first run's clock (jaxlib_names.run_compiled); a failure
+        arguments placed before the first run's clock (xla_executables.run_compiled); a failure
         in a collective is raised as the handler kept it."""
-        from ..xla.jaxlib_names import run_compiled
+        from ..xla.xla_executables import run_compiled
 
         def execute(ctx, args):
             times: list[float] = []

@@ -138,7 +138,7 @@ def run_decomposition_on_xla(entry, op: str, shapes, arrays, attrs, ctx=None):
     """XLA:CPU's result of the decomposition on `arrays`: one array, or a tuple of them
     (as the decomposition returns)."""
     from ..hlo.text.printer import module_to_text
-    from ..xla.jaxlib_names import run_on_xla_cpu
+    from ..xla.xla_executables import run_on_xla_cpu
     module = decomposition_module(entry, op, shapes, attrs)
     (outs,) = run_on_xla_cpu(module_to_text(module), [list(arrays)],
                              what="check-plugins --reference xla")
@@ -195,7 +195,8 @@ class EngineProgram:
         import weakref
 
         from ..xla.engine import EngineError, engine_program
-        from ..xla.jaxlib_names import compile_on_xla_cpu, require_jax
+        from ..xla.jaxlib_names import require_jax
+        from ..xla.xla_executables import compile_on_xla_cpu
         require_jax("--engine xla")
         if not backend_for(session.device).on_host:  # XLA:CPU's FFI hands kernels host buffers
             raise EngineError(f"--engine xla runs on cpu; --device {session.device} is not "
@@ -216,7 +217,7 @@ class EngineProgram:
         """A runner.RunResult of `repeat` runs on one device's `args`: its times are the
         runs' (execution and outputs as numpy views), its compile_s the making of the
         program when this is its first run (0 after)."""
-        from ..xla.jaxlib_names import run_compiled
+        from ..xla.xla_executables import run_compiled
         from .options import RunResult
         times: list[float] = []
         binding = self.overrides[0].runs[self.overrides[1]] if self.overrides else None

@@ -124,7 +124,9 @@ class RunResult:
     peak_bytes: int = 0
     grid: Any = None
     engine: str = "interpreter"
-    transport: str = "local"          # local (one device), threads, mpi
+    # local (one device), threads, mpi; xla / xla-worker: XLA's host devices in this
+    # process / in the engine's worker process (engine_devices.py)
+    transport: str = "local"
     rank: int = 0
     devices: tuple[int, ...] = (0,)   # the device ids this process ran
     profile: Any = None               # a runtime.profiler.Profiler when asked for

@@ -7,6 +7,7 @@ from __future__ import annotations
 import statistics
 import time
 
+from ..hlo.errors import HloError
 from .inputs import build_inputs, device_inputs
 from .multi_run import preflight, run_in_process
 from .options import RunError, RunOptions, RunResult
@@ -53,7 +54,15 @@ def _one_device(exe, grid, inputs, options, expected, rtol, atol, progress) -> R
 
 def _on_xla(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:
     """XLA:CPU runs the module as read, plugin kernels served as FFI handlers: one device
-    here, many on XLA's host devices (engine_devices.py), or this rank's under mpiexec."""
+    here, many on XLA's host devices (engine_devices.py), or this rank's under mpiexec.
+    An error at a place in the module shows that line of the text as read (the file's)."""
+    try:
+        return _engine_run(exe, grid, inputs, options, expected, rtol, atol)
+    except HloError as e:
+        raise e.located(None, exe.source_text) from None
+
+
+def _engine_run(exe, grid, inputs, options, expected, rtol, atol) -> RunResult:
     from .inputs import build_inputs
     if exe.contexts.under_mpi:  # this rank's device; its collectives over MPI
         from .mpi_engine import run_on_xla_over_mpi

@@ -3,6 +3,8 @@
 * `jaxlib_names`: the one module that touches jaxlib's private names (XLA's HLO text parser,
   the HLO <-> StableHLO converters, the XLA:CPU client); a jaxlib upgrade that moves one
   breaks that file, and `tests/test_xla_bridge.py` names what moved.
+* `xla_executables`: XLA compiling HLO text (a per-device program, or a global program its
+  partitioner cuts) and running the executables, with the client names jaxlib_names gives.
 * `source`: reading `.mlir` / `.mlirbc` (StableHLO or MHLO) as HLO text, and writing a
   module as StableHLO text (`compile --emit stablehlo`).
 * `reference`: `run --reference xla`: the module with plugin ops decomposed, run on XLA:CPU

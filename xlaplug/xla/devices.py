@@ -37,7 +37,7 @@ def _typed(bits: np.ndarray, name: str) -> np.ndarray:
 
 def run_case(text: str, replicas: int, partitions: int, args: list[list[np.ndarray]]):
     """[leaf][device] outputs of one case (the layout the tests read)."""
-    from .jaxlib_names import run_on_xla_cpu
+    from .xla_executables import run_on_xla_cpu
     per = run_on_xla_cpu(text, args, replicas, partitions)
     return [[per[d][j] for d in range(len(per))] for j in range(len(per[0]) if per else 0)]
 
@@ -45,7 +45,7 @@ def run_case(text: str, replicas: int, partitions: int, args: list[list[np.ndarr
 def run_global_case(text: str, devices: int, shardy: bool, args: list[np.ndarray]):
     """[leaf][0]: the global outputs of a global program on `devices` partitions."""
     from ..hlo.text.parser import parse_module
-    from .jaxlib_names import run_global_on_xla
+    from .xla_executables import run_global_on_xla
     root = parse_module(text, "<reference>").entry.root.shape
     shapes = [tuple(s.dims) for s in (root.tuple_shapes if root.is_tuple else (root,))]
     return [[v] for v in run_global_on_xla(text, args, shapes, devices, shardy)]

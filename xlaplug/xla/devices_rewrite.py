@@ -15,6 +15,12 @@ ids are operands, read at run time, since XLA compiles one program for every dev
 Core collectives stay XLA's own.  A device's calls are chained by the order token that
 mpi_rewrite.py threads under mpiexec (mpi_order.py): XLA:CPU runs independent thunks
 concurrently, and every device must reach its communicator calls in the same order.
+
+A core opcode a plugin overrides (override_rewrite.py) is served the same way, where XLA
+runs it as code: each device's call runs the override kernel in that device's interpreter
+context -- as the interpreter's device threads do -- so an override that takes a
+communicator (a ring all-reduce replacing `all-reduce`) meets the other devices too.  Its
+result buffers are row-major, as the override handler's.
 """
 from __future__ import annotations
 
@@ -25,8 +31,10 @@ from ..plugin.attrs import op_name
 from .engine import TYPED_FFI
 from .mpi_order import ORDER, enter, leave, roles, thread, threaded
 from .mpi_rewrite import _leaves, _order
+from .override_rewrite import _refuse, _row_major, overridden
 
 TARGET = "xlaplug.devices.kernel"
+WHERE = "on many devices"  # (what the errors of the order token's threading say)
 ID = Shape.array("u32", ())
 
 
@@ -38,8 +46,33 @@ def communicates(ins, registry) -> bool:
     return entry is not None and entry.communicator
 
 
-def has_communicator_calls(module: Module, registry) -> bool:
-    return any(communicates(i, registry) for c in module.computations for i in c.instructions)
+def overrides_served(module: Module, registry) -> dict:
+    """{id(instruction): its override OpEntry} of the overridden core instructions XLA runs
+    as code, each checked servable as a custom call (override_rewrite: one-line errors)."""
+    found = overridden(module, registry)
+    for _comp, ins, entry in found:
+        _refuse(ins, entry)
+    return {id(ins): entry for _comp, ins, entry in found}
+
+
+def needs_handler(module: Module, registry) -> bool:
+    """Whether the module has calls this handler serves: communicator calls or overrides."""
+    return any(communicates(i, registry) for c in module.computations
+               for i in c.instructions) or bool(overridden(module, registry))
+
+
+def plan(module: Module, registry) -> tuple[frozenset, set, dict]:
+    """(ids of the overridden instructions served, the computations holding served calls,
+    the role of each computation the order token goes through); every error the rewrite
+    can raise, raised here -- before a worker process gets the module (its positions are
+    the file's only here)."""
+    over = frozenset(overrides_served(module, registry))
+    for comp in module.computations:
+        for ins in comp.instructions:
+            if communicates(ins, registry):
+                _leaves(ins, WHERE)  # (array or flat-tuple results)
+    holds = _holds(list(module.computations), registry, over)
+    return over, holds, roles(module, holds, WHERE)
 
 
 def devices_handler():
@@ -50,16 +83,17 @@ def devices_handler():
     return serve_own([TARGET], DevicesHandler)
 
 
-def _holds(comps, registry) -> set:
-    """The computations holding communicator calls, directly or through their callees."""
+def _holds(comps, registry, over: frozenset) -> set:
+    """The computations holding communicator calls or overrides served (`over`), directly
+    or through their callees."""
     holds: set = set()
     changed = True
     while changed:
         changed = False
         for comp in comps:
             if id(comp) not in holds and any(
-                    communicates(i, registry) or any(id(c) in holds
-                                                     for c in i.called_computations())
+                    communicates(i, registry) or id(i) in over
+                    or any(id(c) in holds for c in i.called_computations())
                     for i in comp.instructions):
                 holds.add(id(comp))
                 changed = True
@@ -73,25 +107,27 @@ def rewrite_for_devices(module: Module, registry, run: int) -> list[Instruction]
     served: list[Instruction] = []
     uniq = NameUniquer(module)
     comps = list(module.computations)
-    orders, _ = _order(comps, registry, frozenset())
-    holds = _holds(comps, registry)
-    role_of = roles(module, holds)
+    over, holds, role_of = plan(module, registry)
+    orders, _ = _order(comps, registry, over)
     for comp, order in zip(comps, orders):
         role = role_of.get(id(comp))
         if id(comp) not in holds and role is None:
             continue
         token, new = enter(comp, role, uniq)
         for ins in order:
-            if not communicates(ins, registry):
+            if not communicates(ins, registry) and id(ins) not in over:
                 if threaded(ins, holds):  # a while / conditional / call: takes the token
                     token = thread(ins, comp, token, uniq, new)
                 else:
                     new.append(ins)
                 continue
-            leaves = _leaves(ins)
+            leaves = _leaves(ins, WHERE)
+            if id(ins) in over:  # (the override handler's views: row-major buffers)
+                leaves = [_row_major(s) for s in leaves]
             ids = [Instruction(uniq(f"{ins.name}.{what}"), what, ID, [])
                    for what in ("replica-id", "partition-id")]
-            cfg = f"{{run = {run} : i64, index = {len(served)} : i64, op = \"{op_name(ins)}\"}}"
+            cfg = (f"{{run = {run} : i64, index = {len(served)} : i64, op = "
+                   f"\"{op_name(ins) or ins.opcode}\"}}")
             call = Instruction(uniq(f"{ins.name}.devices"), "custom-call",
                                Shape.tuple_of(leaves + [ORDER]),
                                list(ins.operands) + ids + [token],
@@ -105,7 +141,7 @@ def rewrite_for_devices(module: Module, registry, run: int) -> list[Instruction]
                                 {"index": k}) for k, s in enumerate(leaves + [ORDER])]
             *values, token = gtes
             value = values[0] if not ins.shape.is_tuple else \
-                Instruction(uniq(f"{ins.name}.tuple"), "tuple", ins.shape, values)
+                Instruction(uniq(f"{ins.name}.tuple"), "tuple", Shape.tuple_of(leaves), values)
             new += ids + [call, *gtes] + ([value] if ins.shape.is_tuple else [])
             replace_all_uses(comp, ins, value)
         leave(comp, role, token, uniq, new)

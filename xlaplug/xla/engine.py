@@ -106,6 +106,20 @@ def serve_plugin_ops(module, registry) -> list:
     return served
 
 
+def check_plugin_calls(module, registry) -> None:
+    """serve_plugin_ops's errors about the calls' attributes, raised without registering
+    anything (runtime/engine_devices.py: before a worker process gets the module, whose
+    positions would be the reprinted text's there)."""
+    for comp in module.computations:
+        for ins in comp.instructions:
+            op = op_name(ins) if ins.opcode == "custom-call" else None
+            entry = registry.kernel_for(op, "cpu") if op else None
+            if entry is not None and not entry.communicator:
+                probe = copy.copy(ins)
+                probe.attrs = dict(ins.attrs)
+                _typed_ffi(probe)
+
+
 def engine_program(source_text: str, registry, ctx, name: str = "<xla engine>",
                    keep_sharding: bool = False):
     """(HLO text for XLA, the FFI registrations, the overrides' binding) of a module as read:

@@ -23,6 +23,10 @@ from ..hlo.rewrite import replace_all_uses
 from .engine import EngineError
 
 ORDER = Shape.array("u32", ())
+# what the calls are, in the errors: under mpiexec every collective is one; on many devices
+# (devices_rewrite.py) XLA runs its own collectives, and the calls are the plugins'
+_WHAT = {"over MPI": "collectives",
+         "on many devices": "communicator calls or overridden instructions"}
 _BRANCHES = ("true_computation", "false_computation", "branch_computations")
 
 
@@ -46,8 +50,9 @@ def threaded(ins, holds: set) -> bool:
         any(id(c) in holds for c in ins.called_computations())
 
 
-def roles(module: Module, holds: set) -> dict[int, str]:
-    """{id(computation): its role} for every computation whose parameters and root change."""
+def roles(module: Module, holds: set, where: str = "over MPI") -> dict[int, str]:
+    """{id(computation): its role} for every computation whose parameters and root change
+    (`where`: how the errors name the run, "over MPI" or "on many devices")."""
     out: dict[int, str] = {}
     for comp in module.computations:
         for ins in comp.instructions:
@@ -57,14 +62,15 @@ def roles(module: Module, holds: set) -> dict[int, str]:
                     if id(callee) in holds or id(callee) in out:
                         raise EngineError(
                             f"{ins.opcode} '{ins.name}' calls '{callee.name}', which holds "
-                            "collectives: --engine xla over MPI serves them in the entry, "
+                            f"{_WHAT[where]}: --engine xla {where} serves them in the entry, "
                             "while loops, conditionals and calls only", line=ins.line,
                             column=ins.column)
                     continue
                 if out.setdefault(id(callee), role) != role:
                     raise EngineError(f"computation '{callee.name}' is both a {role} and a "
-                                      f"{out[id(callee)]}: --engine xla over MPI threads "
-                                      "its collectives' order through one kind of caller")
+                                      f"{out[id(callee)]}: --engine xla {where} threads "
+                                      f"the order of its {_WHAT[where]} through one kind "
+                                      "of caller")
     return out
 
 

@@ -66,13 +66,15 @@ def _kind(ins, registry, comm_overrides: frozenset = frozenset()) -> str | None:
     return None
 
 
-def _leaves(ins) -> list[Shape]:
-    """The result buffers: the array, or a flat tuple's elements."""
+def _leaves(ins, where: str = "over MPI") -> list[Shape]:
+    """The result buffers: the array, or a flat tuple's elements (`where`: how the error
+    names the run)."""
     if not ins.shape.is_tuple:
         return [ins.shape]
     if any(s.is_tuple or s.is_token for s in ins.shape.tuple_shapes):
-        raise EngineError(f"{ins.opcode} '{ins.name}': --engine xla over MPI serves "
-                          f"collectives with array or flat-tuple results, not {ins.shape}",
+        what = "collectives" if where == "over MPI" else "communicator calls"
+        raise EngineError(f"{ins.opcode} '{ins.name}': --engine xla {where} serves "
+                          f"{what} with array or flat-tuple results, not {ins.shape}",
                           line=ins.line, column=ins.column)
     return list(ins.shape.tuple_shapes)
 

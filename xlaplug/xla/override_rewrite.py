@@ -90,7 +90,8 @@ def overridden(module: Module, registry) -> list[tuple]:
                                   f"overrides core opcode '{ins.opcode}', and computation "
                                   f"'{comp.name}' is both run as code and a scalar "
                                   "computation (a reducer, comparator or map): --engine xla "
-                                  "cannot serve it in one and not the other")
+                                  "cannot serve it in one and not the other", line=ins.line,
+                                  column=ins.column)
     return found
 
 
@@ -109,8 +110,7 @@ def _refuse(ins, entry) -> None:
     if why:
         raise EngineError(f"{ins.opcode} '{ins.name}': plugin '{entry.plugin.name}' overrides "
                           f"core opcode '{ins.opcode}', which --engine xla cannot serve as a "
-                          f"custom call: {why}")  # (no position: the engine's text is
-        # the module reprinted, runtime/executable.py's source_text, not the file's lines)
+                          f"custom call: {why}", line=ins.line, column=ins.column)
 
 
 def _row_major(shape: Shape) -> Shape:

@@ -58,7 +58,8 @@ def run_reference(text: str, per_device: list[list[np.ndarray]], replicas: int =
     """[device][leaf] outputs of XLA (its `platform` backend) running HLO text on each
     device's arguments.  `excess_precision=False`: XLA:CPU compiles it with
     --xla_allow_excess_precision=false (the numerics of `run --no-excess-precision`)."""
-    from .jaxlib_names import require_jax, run_on_xla, run_on_xla_cpu
+    from .jaxlib_names import require_jax
+    from .xla_executables import run_on_xla, run_on_xla_cpu
     require_jax("--reference xla")
     if platform != "cpu":  # an accelerator's own devices, in this process
         return run_on_xla(text, per_device, platform, replicas, partitions,
@@ -82,7 +83,8 @@ def run_global_reference(text: str, args: list[np.ndarray], shapes: list[tuple[i
                          excess_precision: bool = True) -> list[np.ndarray]:
     """The global outputs of XLA running a global program on `devices` partitions: in this
     process where jax has that many devices, else on host devices in a subprocess."""
-    from .jaxlib_names import require_jax, run_global_on_xla
+    from .jaxlib_names import require_jax
+    from .xla_executables import run_global_on_xla
     require_jax("--reference xla")
     import jax
     options, flags = _xla_settings(excess_precision)

@@ -94,11 +94,16 @@ def module_to_text(module: Module) -> str:
         return _module_to_text(module)
 
 
-def _module_to_text(module: Module) -> str:
+def module_header(module: Module) -> str:
+    """The `HloModule name, attr=value, ...` line."""
     head = "HloModule " + name_ref(module.name)
     for k, v in module.attrs.items():
         head += f", {k}={format_value(k, v)}"
-    chunks = [head]
+    return head
+
+
+def _module_to_text(module: Module) -> str:
+    chunks = [module_header(module)]
     memo = _Memo()
     for table, rows in module.stack_tables.items():
         chunks.append(table + "\n" + "\n".join(f"{n} {v}" for n, v in rows))
