@@ -60,8 +60,12 @@ ENTRY e {
 def _interrupt_after(tmp_path, header: str, wait_s: float):
     path = tmp_path / "forever.hlo"
     path.write_text(FOREVER.format(header=header))
+    # SIGINT as at a terminal: a suite started in the background by a shell without job
+    # control (`pytest &`) ignores SIGINT, every child inherits that, and Python keeps an
+    # ignored SIGINT ignored (as `xlaplug run` must: that is how nohup works).
     p = subprocess.Popen([sys.executable, "-m", "xlaplug", "run", str(path)], cwd=ROOT,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(wait_s)
     assert p.poll() is None, p.communicate()
     t0 = time.perf_counter()
