@@ -50,26 +50,35 @@ WANT = ("{m}:13:10: error: custom-call 'y': api_version=API_VERSION_STATUS_RETUR
         "engine serves plugin ops as API_VERSION_TYPED_FFI calls")
 
 
-def setup(tmp_path):
-    d = tmp_path / "plugins"
-    d.mkdir()
+@pytest.fixture(scope="module")
+def plugins_dir(tmp_path_factory):
+    """One plugin file for the module: XLA keeps an FFI target for the life of the process
+    (there is no unregistering), and the same op from another file is refused by name."""
+    d = tmp_path_factory.mktemp("plugins")
     (d / "pos.py").write_text(PLUGIN)
-    m = tmp_path / "bad.hlo"
-    m.write_text(BAD)
-    return d, m
+    return d
+
+
+@pytest.fixture
+def setup(tmp_path, plugins_dir):
+    def made():
+        m = tmp_path / "bad.hlo"
+        m.write_text(BAD)
+        return plugins_dir, m
+    return made
 
 
 @pytest.mark.parametrize("devices", [[], ["--replicas", "2"]])
-def test_an_engine_error_points_at_the_files_line(tmp_path, devices):
-    d, m = setup(tmp_path)
+def test_an_engine_error_points_at_the_files_line(setup, devices):
+    d, m = setup()
     r = CliRunner().invoke(main, ["run", str(m), "--plugins-dir", str(d), "--engine", "xla",
                                   *devices])
     assert r.exit_code == 2, r.output
     assert r.output.splitlines() == [WANT.format(m=m), LINE, " " * 9 + "^"], r.output
 
 
-def test_the_kept_text_is_the_files_with_the_header_the_run_sets(tmp_path):
-    d, m = setup(tmp_path)
+def test_the_kept_text_is_the_files_with_the_header_the_run_sets(setup):
+    d, m = setup()
     good = BAD.replace(", api_version=API_VERSION_STATUS_RETURNING", "")
     m.write_text(good)
     assert xlaplug.compile(str(m), plugins=[str(d)], keep_source=True).source_text == good

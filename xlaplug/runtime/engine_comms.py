@@ -98,8 +98,10 @@ def run_with(comms, timeout: float, run):
         return run()
     except HloError:
         failure = comms.failure()
-        if failure is not None:
-            raise failure from None
+        if failure is not None:  # (a device's error as the interpreter's run raises it)
+            from .options import RunError
+            raise (failure if isinstance(failure, HloError) else RunError(str(failure))) \
+                from None
         raise
     finally:
         comms.end()
