@@ -62,7 +62,7 @@ _UNARY_F = {
 _UNARY_F32 = {"exponential-minus-one": "_xexpm1_32({x})", "log-plus-one": "_xlog1p32({x})",
               "tanh": "_xtanh32({x})", "exponential": "_xexp32({x})", "log": "_xlog32({x})",
               "logistic": "_xlogistic32({x})", "sine": "_xsin32({x})",
-              "cosine": "_xcos32({x})"}
+              "cosine": "_xcos32({x})", "erf": "_xerf32({x})"}
 # XLA passes subnormal inputs of these straight through (no flushing); f64 tanh flushes.
 # (cosine: the cosine of a subnormal is 1, as of 0, and no cosine is subnormal -- flushing
 # changes nothing, and left out, a sine and a cosine of one value share one sincosf call.)

@@ -1,10 +1,10 @@
 """Unary float kernels (XLA:CPU semantics; see elementwise.py): the transcendentals, rounding,
 sign, abs, negate and is-finite.  The binary arithmetic is elementwise_arith.py's.
 
-f32 exp, log and tanh are XLA:CPU's own approximations and f32 sin and cos libm's f32
-functions, as XLA calls them: XLA's bits.  Other transcendentals (tan, erf, cbrt ...) are
-computed here (nearly) correctly rounded -- f32 through f64 -- so they agree with XLA to a few
-ULP (tests/test_elementwise.py ULP_BOUNDS).
+f32 exp, log, tanh and erf are XLA:CPU's own approximations and f32 sin and cos libm's f32
+functions, as XLA calls them: XLA's bits (f64 erf is libm's, as XLA's).  Other
+transcendentals (tan, cbrt ...) are computed here (nearly) correctly rounded -- f32 through
+f64 -- so they agree with XLA to a few ULP (tests/test_elementwise.py ULP_BOUNDS).
 Ops XLA defines by a formula -- logistic = 1/(1+exp(-x)), expm1, log1p -- follow that formula
 step by step, flushing as XLA does; complex ops run the scalar table's formulas (written
 once, common/scalar_complex{,_fn}.py) in numba loops (elementwise_complex.py).
@@ -148,7 +148,7 @@ FLOAT_UNARY = {
     "cosine": _cos,
     "tan": _via64(_libm("math.tan")),
     "tanh": _tanh,
-    "erf": _via64(_libm("math.erf")),
+    "erf": lambda x: _by_width(x, "erf", "math.erf"),
     "floor": np.floor,
     "ceil": np.ceil,
     "round-nearest-even": np.rint,
