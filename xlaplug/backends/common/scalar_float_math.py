@@ -12,7 +12,6 @@ import math
 import numpy as np
 from numba.extending import register_jitable
 
-from .scalar_float_approx64 import _xexp64, _xtanh64
 from .scalar_float_round import _xfma64, _xftz64
 
 
@@ -140,13 +139,13 @@ def _xlog1p(x):
 @register_jitable
 def _xexpm1(x):
     """XLA's expm1: x when x/2 flushes to 0, exp(x)-1 for |x| > 0.5, else
-    tanh(x/2) * (exp(x) + 1), with XLA's own f64 exp and tanh."""
+    tanh(x/2) * (exp(x) + 1)."""
     if _xftz64(x * 0.5) == 0.0:
         return x
-    e = _xftz64(_xexp64(x))
+    e = _xftz64(np.exp(x))
     if abs(x) > 0.5:
         return e - 1.0
-    return _xftz64(_xftz64(_xtanh64(_xftz64(x * 0.5))) * _xftz64(e + 1.0))
+    return _xftz64(_xftz64(np.tanh(_xftz64(x * 0.5))) * _xftz64(e + 1.0))
 
 
 @register_jitable

@@ -44,8 +44,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ...hlo import dtypes as D
-from . import scalar_complex, scalar_complex_fn, scalar_float_approx32, scalar_float_approx64
-from . import scalar_float_bits
+from . import scalar_complex, scalar_complex_fn, scalar_float_approx32, scalar_float_bits
 from . import scalar_float_math, scalar_float_round, scalar_int, scalar_libm
 from . import scalar_ops_complex as C
 from .scalar_base import (SCALAR_COMPUTE_DTYPES, ScalarOpError, ScalarSig, _daz, _fkind,
@@ -155,8 +154,7 @@ SCALAR_OPS: dict[str, Callable[[ScalarSig], str]] = {
 # The modules whose `_x` / `_y` helpers generated code calls (scalar_cuda.py compiles the same
 # set for the GPU): one list, so a helper module added is seen by both backends.
 SCALAR_HELPER_MODULES = (scalar_int, scalar_float_bits, scalar_float_round, scalar_float_math,
-                         scalar_float_approx32, scalar_float_approx64, scalar_complex,
-                         scalar_complex_fn, scalar_libm)
+                         scalar_float_approx32, scalar_complex, scalar_complex_fn, scalar_libm)
 
 SCALAR_NAMESPACE: dict[str, Any] = {"np": np, "math": math}
 for _m in SCALAR_HELPER_MODULES:

@@ -1,8 +1,7 @@
 """The scalar op table's unary numeric ops (templates; scalar_ops.py has the contract):
 negate, abs, sign, is-finite and the float functions (exp, log, tanh, ...).  Each float
 function is routed to the formula XLA evaluates for its type -- XLA:CPU's own f32
-approximations (scalar_float_approx32.py; f64 exp and tanh: scalar_float_approx64.py) where
-it has them, else numpy/libm in f64 --
+approximations (scalar_float_approx32.py) where it has them, else numpy/libm in f64 --
 and flushes its subnormal input or not as XLA does (_UNARY_NO_FLUSH)."""
 from __future__ import annotations
 
@@ -64,8 +63,6 @@ _UNARY_F32 = {"exponential-minus-one": "_xexpm1_32({x})", "log-plus-one": "_xlog
               "tanh": "_xtanh32({x})", "exponential": "_xexp32({x})", "log": "_xlog32({x})",
               "logistic": "_xlogistic32({x})", "sine": "_xsin32({x})",
               "cosine": "_xcos32({x})", "erf": "_xerf32({x})"}
-_UNARY_F64 = {"exponential": "_xexp64({x})", "tanh": "_xtanh64({x})",  # XLA's inline forms
-              "logistic": "(1.0 / _xftz64(1.0 + _xftz64(_xexp64(-{x}))))"}
 # XLA passes subnormal inputs of these straight through (no flushing); f64 tanh flushes.
 # (cosine: the cosine of a subnormal is 1, as of 0, and no cosine is subnormal -- flushing
 # changes nothing, and left out, a sine and a cosine of one value share one sincosf call.)
@@ -85,8 +82,6 @@ def _unary_float(op: str):
         x = _daz(t, "{0}") if flush else "{0}"
         if t != "f64" and op in _UNARY_F32:  # XLA evaluates these formulas in f32
             e = _UNARY_F32[op].format(x=f"np.float32({x})")
-        elif t == "f64" and op in _UNARY_F64:
-            e = _UNARY_F64[op].format(x=f"np.float64({x})")
         else:
             e = _UNARY_F[op].format(x=f"np.float64({x})")
         if not flush:

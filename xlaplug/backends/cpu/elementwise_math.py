@@ -47,10 +47,9 @@ def _log1p(x):
 
 
 def _exp(x):
-    """f32: XLA:CPU's own exp (common.scalar_float_approx32._xexp32); f64: its f64 form
-    (scalar_float_approx64._xexp64); f16
+    """f32: XLA:CPU's own exp (common.scalar_float_approx32._xexp32); f64: libm's; f16
     (logistic and expm1 step in f16): the f32 exp, rounded."""
-    return _by_width(x, "exp", "_xexp64")
+    return _by_width(x, "exp", "math.exp")
 
 
 def _log(x):
@@ -61,9 +60,8 @@ def _log(x):
 
 def _tanh(x):
     """f32: XLA:CPU's own approximation, bit for bit (see
-    common.scalar_float_approx32._xtanh32 for the formula); f64: its f64 form
-    (scalar_float_approx64._xtanh64)."""
-    return _by_width(x, "tanh", "_xtanh64")
+    common.scalar_float_approx32._xtanh32 for the formula); f64: libm's."""
+    return _by_width(x, "tanh", "math.tanh")
 
 
 def _by_width(x, name: str, f64_fn: str):
