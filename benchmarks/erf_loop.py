@@ -12,8 +12,8 @@ One process, one f32[4M] input (normal, scale 2), alternating rounds of
 
 medians over all runs (the first of each, with its compile, left out), the load average
 before and after, and the ratios.  Outputs are checked against XLA's first: `after` and
-`xlaplug` bit for bit, `before` within 8 ULP (libm's erf is not XLA's: up to 5 apart).  The loops run over numba's threads, as the
-executable's do.
+`xlaplug` bit for bit, `before` within 8 ULP (libm's erf is not XLA's: up to 7 apart).  The
+loops run over numba's threads, as the executable's do.
 
 Run:  python benchmarks/erf_loop.py [--rounds 5] [--repeat 10] [--n 4194304]
 """

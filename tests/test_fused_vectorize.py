@@ -77,7 +77,8 @@ def test_exp_tanh_max_chain_is_packed(monkeypatch):
     assert not _scalar_residue(ir), "lanes computed one at a time"
 
 
-@pytest.mark.parametrize("op", ["log", "logistic", "log-plus-one", "exponential-minus-one", "erf"])
+@pytest.mark.parametrize("op", ["log", "logistic", "log-plus-one", "exponential-minus-one",
+                                "erf"])
 def test_f32_transcendental_is_packed(op, monkeypatch):
     """XLA's f32 log, logistic, log1p, expm1 and erf (scalar_float_approx32.py) are selects,
     not early returns, and inlined: each alone in a loop runs in 8/16 lanes."""
