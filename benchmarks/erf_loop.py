@@ -7,7 +7,7 @@ One process, one f32[4M] input (normal, scale 2), alternating rounds of
   after     the fused loop with XLA's rational interpolant in f32 (scalar_float_approx32
             ._xerf32), inlined and vectorized
   xlaplug   `xlaplug.compile` of jax's module for lax.erf, called as exe(x) (one erf
-            instruction: the unfused kernel, elementwise_math.py's loop over the same helper)
+            instruction, no fusion: elementwise_math's compiled loop of the same expression)
   XLA:CPU   jax.jit(lax.erf), block_until_ready
 
 medians over all runs (the first of each, with its compile, left out), the load average
