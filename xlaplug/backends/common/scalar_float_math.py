@@ -75,8 +75,10 @@ def _xpow32(a, b):
     from XLA's), the subnormal base read as _xpow reads it.  numba compiles np.power of two
     float32 values to llvm.pow.f32 (plain Python gets numpy's powf: within 1 ULP).  One
     libm call per element, so a loop calling it stays scalar -- as XLA's own loop does: it
-    emits llvm.pow.v8f32, which its backend splits into one powf call per lane.  glibc's
-    powf works through two lookup tables in f64; no packed form of it gives its bits."""
+    emits llvm.pow.v8f32, which its backend splits into one powf call per lane.  XLA's bits
+    are then those of the process's own powf (glibc 2.36's here, two lookup tables in f64;
+    newer glibcs may round differently): calling the same powf keeps them on any machine,
+    where a packed copy of one glibc's algorithm would not."""
     av = np.float32(a)
     bv = np.float32(b)
     if av != 0.0 and abs(av) < np.float32(1.1754943508222875e-38):
