@@ -66,10 +66,10 @@ def test_f32_erf_is_xlas_bit_for_bit():
 
 @pytest.mark.parametrize("t", ["bf16", "f16"])
 def test_narrow_erf_is_xlas_bit_for_bit(t):
-    """bf16/f16 erf: XLA's f32 approximation on the widened value, rounded back."""
+    """bf16/f16 erf: XLA's f32 approximation on the widened value, rounded back -- on every
+    bit pattern."""
     from xlaplug.hlo import dtypes as D
-    x = np.random.default_rng(5).uniform(-5, 5, 20_000).astype(D.to_dtype(t))
-    x = np.concatenate([x, float_edges(t)])
+    x = np.arange(1 << 16, dtype=np.uint16).view(D.to_dtype(t))
     text = jax.jit(lax.erf).lower(x).as_text(dialect="hlo")
     ours = as_list(run_text(text, x))[0]
     assert_same(ours, np.asarray(jax.jit(lax.erf)(x)), 0, f"erf {t}")
@@ -101,3 +101,16 @@ def test_f32_pow_is_xlas_bit_for_bit():
     assert (rounded[ok].view(np.uint32) != xla[ok].view(np.uint32)).sum() > 50  # not f64 pow
     assert_same(fused, xla, 0, "power f32, fused loop")
     assert_same(alone, xla, 0, "power f32, one instruction")
+
+
+@pytest.mark.parametrize("t", ["bf16", "f16"])
+def test_narrow_pow_is_xlas_bit_for_bit(t):
+    """bf16/f16 pow: XLA widens to f32 and calls powf; random base bit patterns and
+    exponents."""
+    from xlaplug.hlo import dtypes as D
+    g = np.random.default_rng(37)
+    a = g.integers(0, 1 << 16, 100_000, dtype=np.uint16).view(D.to_dtype(t))
+    b = (g.standard_normal(100_000) * 4).astype(D.to_dtype(t))
+    text = jax.jit(lax.pow).lower(a, b).as_text(dialect="hlo")
+    assert_same(as_list(run_text(text, a, b))[0], np.asarray(jax.jit(lax.pow)(a, b)), 0,
+                f"power {t}")
