@@ -214,7 +214,7 @@ UNARY_FLOAT = {
 # from them -- are exact (f16/bf16/f8 compute in f32); atan2, sin and cos are libm's f32
 # functions, as XLA's (tan is f64 rounded: common/scalar_libm.py says why).
 ULP_BOUNDS = {
-    "f32": {"rsqrt": 1, "cbrt": 1, "tan": 1, "erf": 4, "power": 1, "logistic": 0},
+    "f32": {"rsqrt": 1, "cbrt": 1, "tan": 1, "logistic": 0},
     "f64": {"exponential": 1, "exponential-minus-one": 4, "log": 1, "log-plus-one": 1,
             "rsqrt": 1, "cbrt": 3, "tan": 1, "tanh": 8, "power": 1, "logistic": 2},
     "f16": {"logistic": 0},
@@ -289,6 +289,28 @@ def test_shapes_blocks_and_empty(device):
         a * a, lax.sin(s), e + e, a > b, lax.select(p, a, b)))(*args)]
     for n, o, j in zip(names, ours, xla):
         assert_same(o, j, ULP_BOUNDS["f32"].get(n, 0), n)
+
+
+@pytest.mark.parametrize("t", ["f32", "f64"])
+def test_unary_float_compiled_loop_is_the_kernels(t, monkeypatch):
+    """From LOOP_FROM_ELEMENTS elements an f32/f64 float function runs as one compiled loop of
+    the scalar table's expression (elementwise_math._unary_loop): the same values as the
+    array form below it -- XLA's, within ULP_BOUNDS -- subnormals, NaN and infinities
+    included.  (Not f64 rsqrt: the table's 1/sqrt rounds twice, the array form once.)"""
+    import xlaplug.backends.cpu.elementwise_math as EM
+    names = [n for n in UNARY_FLOAT if n in EM.FLOAT_UNARY and (n, t) != ("rsqrt", "f64")]
+    x = float_inputs(t, 2000)
+    small, xla = both(lambda x: tuple(UNARY_FLOAT[n](x) for n in names), x)
+    calls, loop = [], EM._unary_loop
+    monkeypatch.setattr(EM, "LOOP_FROM_ELEMENTS", 1)
+    monkeypatch.setattr(EM, "_unary_loop", lambda *a: calls.append(a[0]) or loop(*a))
+    looped, _ = both(lambda x: tuple(UNARY_FLOAT[n](x) for n in names), x)
+    assert sorted(calls) == sorted(names)
+    ok = ~subnormal(x)
+    for n, o, s_, j in zip(names, looped, small, xla):
+        keep = ok if n == "cbrt" else slice(None)  # cbrt: XLA's result on subnormals is garbage
+        assert_same(o[keep], j[keep], ULP_BOUNDS[t].get(n, 0), f"{n} {t}, compiled loop")
+        assert_same(o, s_, 0, f"{n} {t}, compiled loop against the array form")
 
 
 @pytest.mark.parametrize("t", ["f32", "f64", "f16", "bf16"])

@@ -50,9 +50,11 @@ def _fused_code(body: str, monkeypatch) -> tuple[str, str]:
 
 def _scalar_residue(ir: str) -> list[str]:
     """What in the IR keeps lanes apart: calls to xlaplug helpers (not inlined), vector
-    libm intrinsics (scalarized into one call per lane), gathers."""
+    libm intrinsics (scalarized into one call per lane), gathers, scalar libm calls (erf,
+    powf: one per element)."""
     return sorted(set(re.findall(r"call [^@\n]*@(_ZN\d*xlaplug\w+|llvm\.(?:exp|exp2|log|log2|pow|"
-                                 r"sin|cos|tanh)\.v\w+|llvm\.masked\.gather\.\w+)", ir)))
+                                 r"sin|cos|tanh)\.v\w+|llvm\.masked\.gather\.\w+|"
+                                 r"(?:erf|pow|exp|log|tanh|sin|cos)f?\b)", ir)))
 
 
 def test_multiply_add_chain_is_packed_fma(monkeypatch):
@@ -75,10 +77,11 @@ def test_exp_tanh_max_chain_is_packed(monkeypatch):
     assert not _scalar_residue(ir), "lanes computed one at a time"
 
 
-@pytest.mark.parametrize("op", ["log", "logistic", "log-plus-one", "exponential-minus-one"])
+@pytest.mark.parametrize("op", ["log", "logistic", "log-plus-one", "exponential-minus-one",
+                                "erf"])
 def test_f32_transcendental_is_packed(op, monkeypatch):
-    """XLA's f32 log, logistic, log1p and expm1 (scalar_float_approx32.py) are selects, not
-    early returns, and inlined: each alone in a loop runs in 8/16 lanes."""
+    """XLA's f32 log, logistic, log1p, expm1 and erf (scalar_float_approx32.py) are selects,
+    not early returns, and inlined: each alone in a loop runs in 8/16 lanes."""
     asm, ir = _fused_code(f"  ROOT r = f32[4096] {op}(p0)\n", monkeypatch)
     assert re.search(r"@llvm\.fma\.v(8|16)f32", ir), f"no 8- or 16-lane FMA: {op} ran scalar"
     assert not _scalar_residue(ir), "lanes computed one at a time"

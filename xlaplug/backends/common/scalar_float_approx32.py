@@ -196,3 +196,30 @@ def _xexpm1_32(x):
         return e - np.float32(1.0)
     t = _xftz32(_xtanh32(_xftz32(x * half)))
     return _xftz32(t * _xftz32(e + np.float32(1.0)))
+
+
+# XLA:CPU's f32 erf (xla/codegen/intrinsic/erf.cc, Eigen's rational interpolant): x P(x^2) /
+# Q(x^2), odd P of degree 9 and even Q of degree 12, Horner steps as FMAs, one f32 division;
+# +-1 (copysign) from |x| >= 3.8325069 on (so erf(3.83) is 1.0000001, as XLA gives).  Bit for
+# bit XLA's on f32 with the caller's DAZ/FTZ (every 16th f32 bit pattern, tests/test_erf_pow.py);
+# a select, not a branch, so a loop calling it vectorizes (tests/test_fused_vectorize.py).
+_ERF_P32 = (0.00022905065861350646, 0.0034082910107109506, 0.050955695062380861,
+            0.18520832239976145, 1.128379143519084)
+_ERF_Q32 = (-1.1791602954361697e-7, 0.000023547966471313185, 0.0010179625278914885,
+            0.014070470171167667, 0.11098505178285362, 0.49746925110067538, 1.0)
+_ERF_CLAMP32 = np.float32(3.832506856900711)
+
+
+@register_jitable(inline="always")
+def _xerf32(x):
+    x = np.float32(x)
+    x2 = np.float32(x * x)
+    p = np.float32(_ERF_P32[0])
+    for k in range(1, 5):
+        p = _xfma32(x2, p, np.float32(_ERF_P32[k]))
+    q = np.float32(_ERF_Q32[0])
+    for k in range(1, 7):
+        q = _xfma32(x2, q, np.float32(_ERF_Q32[k]))
+    r = np.float32(np.float32(x * p) / q)
+    one = np.float32(1.0) if x >= np.float32(0.0) else np.float32(-1.0)  # copysign (x not NaN)
+    return one if abs(x) >= _ERF_CLAMP32 else r

@@ -1,7 +1,8 @@
 """XLA's semantics of float ops for the scalar op table (numba register_jitable: callable from
 @njit code and from plain Python) where numpy's differ: sign, round-half-away-from-zero, cbrt,
-pow (C99 zeros, XLA's reading of subnormal bases), NaN-propagating min/max with -0 < +0, f32
-atan2 through libm's atan2f, and XLA's f64 log1p/expm1 formulas.  The f32 versions of the
+pow (C99 zeros, XLA's reading of subnormal bases; f32 through libm's powf, as XLA),
+NaN-propagating min/max with -0 < +0, f32 atan2 through libm's atan2f, and XLA's f64
+log1p/expm1 formulas.  The f32 versions of the
 transcendentals, which XLA:CPU computes by its own approximations, are in
 scalar_float_approx32.py."""
 from __future__ import annotations
@@ -64,6 +65,24 @@ def _xpow(a, b, tiny, log2den):
         if bv > 0.0:
             return av if odd else 0.0
         return math.copysign(np.inf, av) if odd else np.inf
+    return np.power(av, bv)
+
+
+@register_jitable
+def _xpow32(a, b):
+    """f32 pow as XLA:CPU computes it: libm's powf (llvm.pow.f32; glibc's, correctly rounded
+    in most cases but not all: 1,403 of 2M f32 results of f64 pow rounded to f32 differ
+    from XLA's), the subnormal base read as _xpow reads it.  numba compiles np.power of two
+    float32 values to llvm.pow.f32 (plain Python gets numpy's powf: within 1 ULP).  One
+    libm call per element, so a loop calling it stays scalar -- as XLA's own loop does: it
+    emits llvm.pow.v8f32, which its backend splits into one powf call per lane.  XLA's bits
+    are then those of the process's own powf (glibc 2.36's here, two lookup tables in f64;
+    newer glibcs may round differently): calling the same powf keeps them on any machine,
+    where a packed copy of one glibc's algorithm would not."""
+    av = np.float32(a)
+    bv = np.float32(b)
+    if av != 0.0 and abs(av) < np.float32(1.1754943508222875e-38):
+        return _xpow(av, bv, 1.1754943508222875e-38, -150.0)
     return np.power(av, bv)
 
 

@@ -96,9 +96,8 @@ def _arith(op: str):
             if t == "f64":
                 return _fres(t, f"_xpow({{0}}, {{1}}, {float(np.finfo(np.float64).tiny)!r}, "
                                 "-1075.0)")
-            if t in ("f32", "bf16"):
-                return _fres(t, f"_xpow({{0}}, {{1}}, {float(np.finfo(np.float32).tiny)!r}, "
-                                "-150.0)")
+            if t in ("f32", "bf16"):  # XLA: powf (bf16 widened to f32)
+                return _fres(t, "_xpow32({0}, {1})")
             return _fres(t, "_xpow({0}, {1}, 0.0, 0.0)")
         if op == "atan2":  # XLA:CPU: libm's atan2 (f64), atan2f (f32 and narrower)
             if t == "f64":

@@ -2,10 +2,10 @@
 multiply, divide, remainder, power and atan2 on every element type.  The unary float
 functions are elementwise_math.py's.
 
-pow is C's pow, with XLA's reading of subnormal bases; f32 atan2 is libm's atan2f, as XLA
-calls it.  Integer divide/remainder/power run as numba loops over the SCALAR_OPS helpers
-(elementwise_loops.py), which carry XLA's rules for zero divisors, INT_MIN / -1 and negative
-exponents.
+pow is C's pow (powf for f32 and the narrow floats widened to it), with XLA's reading of
+subnormal bases; f32 atan2 is libm's atan2f, as XLA calls it.  Integer
+divide/remainder/power run as numba loops over the SCALAR_OPS helpers (elementwise_loops.py),
+which carry XLA's rules for zero divisors, INT_MIN / -1 and negative exponents.
 """
 from __future__ import annotations
 
@@ -53,7 +53,10 @@ def _pow(a, b):
     """XLA's pow reads subnormal exponents as they are and every nonzero subnormal base as
     +-2^-150 (f32) / +-2^-1075 (f64) -- its log2 of a subnormal; the result is flushed."""
     aw, bw = a.astype(F64), b.astype(F64)
-    r = L.fpow(L.flat(aw, F64), L.flat(bw, F64)).reshape(aw.shape)
+    if a.dtype == F32:  # XLA: libm's powf (glibc's is not f64 pow rounded: 1 in 1,400 differ)
+        r = L.fpow(L.flat(a, F32), L.flat(b, F32)).reshape(a.shape).astype(F64)
+    else:
+        r = L.fpow(L.flat(aw, F64), L.flat(bw, F64)).reshape(aw.shape)
     den = (a != 0) & (flush(a) == 0)
     if den.any():
         wide = np.float64 if a.dtype == F32 else np.longdouble

@@ -1,10 +1,10 @@
 """Unary float kernels (XLA:CPU semantics; see elementwise.py): the transcendentals, rounding,
 sign, abs, negate and is-finite.  The binary arithmetic is elementwise_arith.py's.
 
-f32 exp, log and tanh are XLA:CPU's own approximations and f32 sin and cos libm's f32
-functions, as XLA calls them: XLA's bits.  Other transcendentals (tan, erf, cbrt ...) are
-computed here (nearly) correctly rounded -- f32 through f64 -- so they agree with XLA to a few
-ULP (tests/test_elementwise.py ULP_BOUNDS).
+f32 exp, log, tanh and erf are XLA:CPU's own approximations and f32 sin and cos libm's f32
+functions, as XLA calls them: XLA's bits (f64 erf is libm's, as XLA's).  Other
+transcendentals (tan, cbrt ...) are computed here (nearly) correctly rounded -- f32 through
+f64 -- so they agree with XLA to a few ULP (tests/test_elementwise.py ULP_BOUNDS).
 Ops XLA defines by a formula -- logistic = 1/(1+exp(-x)), expm1, log1p -- follow that formula
 step by step, flushing as XLA does; complex ops run the scalar table's formulas (written
 once, common/scalar_complex{,_fn}.py) in numba loops (elementwise_complex.py).
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...hlo import dtypes as D
 from ..registry import kernel
 from .elementwise import (F32, F64, et, fin, flush, fout, iin, iout, is_complex, is_float, is_int,
                           is_signed, result)
@@ -148,7 +149,7 @@ FLOAT_UNARY = {
     "cosine": _cos,
     "tan": _via64(_libm("math.tan")),
     "tanh": _tanh,
-    "erf": _via64(_libm("math.erf")),
+    "erf": lambda x: _by_width(x, "erf", "math.erf"),
     "floor": np.floor,
     "ceil": np.ceil,
     "round-nearest-even": np.rint,
@@ -164,6 +165,26 @@ NO_FLUSH = frozenset({"sine", "cosine", "tan", "tanh", "exponential-minus-one"})
 F16_FORMULAS = frozenset({"exponential-minus-one", "logistic"})
 
 
+# From this many elements an f32/f64 function runs as one compiled loop of the scalar table's
+# expression -- the fused loops' own, its flushes inline -- where the array form makes three
+# passes over memory (flush in, the function, flush out): f32 erf of 4M elements took 6.0 ms
+# that way against XLA's 1.5 (benchmarks/erf_loop.py).  Serial, as elementwise_logic's
+# max/min loop: devices running at once already fill the cores.
+LOOP_FROM_ELEMENTS = 4096
+
+
+def _unary_loop(op: str, x: np.ndarray, t: str) -> np.ndarray:
+    from ..common.scalar_ops import SCALAR_OPS, ScalarSig
+    from .jit_cache import cached_function
+    expr = SCALAR_OPS[op](ScalarSig(t, (t,))).format("x[i]")
+    loop = cached_function(f"def loop(x, out):\n    for i in range(out.shape[0]):\n"
+                           f"        out[i] = {expr}\n", {}, "loop", nogil=True,
+                           error_model="numpy")
+    out = np.empty(x.size, x.dtype)
+    loop(np.ascontiguousarray(x).reshape(-1), out)
+    return out.reshape(x.shape)
+
+
 @kernel(*FLOAT_UNARY)
 def _float_unary(ins, args, ctx):
     t = et(ins, 0)
@@ -177,6 +198,10 @@ def _float_unary(ins, args, ctx):
     if is_complex(t):
         with np.errstate(all="ignore"):
             return result(ins, C.apply(op, ins, [x]))
+    x = np.asarray(x)
+    if (t in ("f32", "f64") and x.size >= LOOP_FROM_ELEMENTS and x.dtype == D.to_dtype(t)
+            and (op, t) != ("rsqrt", "f64")):  # (the table's f64 1/sqrt rounds twice)
+        return result(ins, _unary_loop(op, x, t))
     with np.errstate(all="ignore"):
         if t == "f16" and op in F16_FORMULAS:
             return result(ins, FLOAT_UNARY[op](np.asarray(x)).astype(np.float16))
