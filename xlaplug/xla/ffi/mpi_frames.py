@@ -20,7 +20,7 @@ import ctypes
 
 import numpy as np
 
-from . import abi, decode
+from . import abi, decode, huge_pages
 
 _I64 = ctypes.c_int64.from_address
 _I32 = ctypes.c_int32.from_address
@@ -86,6 +86,7 @@ class Site:
             if len(self.views) >= _VIEWS_KEPT:
                 self.views.clear()
             v = self.views[(slot, addr)] = decode.view(addr, dtype, shape)
+            huge_pages.advise(addr, v.nbytes)  # (numpy's big arrays have them: mpi4py's)
         return v
 
     def buffers(self, frame: int) -> tuple[list, list, int, int]:
