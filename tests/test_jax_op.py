@@ -158,6 +158,13 @@ def test_kernel_path_is_an_ffi_call_served_by_the_kernel_its_gradient_the_decomp
     grad = xj.jit(jax.grad(lambda x: jnp.sum(swish(x, beta=1.5))), plugins=[plugin])(X)
     np.testing.assert_allclose(grad, jax.grad(lambda x: jnp.sum(swish_math(x, 1.5)))(X),
                                rtol=1e-5, atol=1e-5)
+    # jvp: the kernel's values, the decomposition's tangents (forward mode, as on the
+    # decomposition path)
+    y, t = xj.jit(lambda x: jax.jvp(lambda v: swish(v, beta=1.5), (x,), (x,)),
+                  plugins=[plugin])(X)
+    want_y, want_t = jax.jvp(lambda v: swish_math(v, 1.5), (X,), (X,))
+    np.testing.assert_allclose(y, want_y + 0.5, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(t, want_t, rtol=1e-5, atol=1e-5)
     # vmap: the kernel's declared vmap_method batches the FFI call itself
     xs = np.stack([X, -X])
     vhlo = jax.jit(jax.vmap(lambda x: swish(x, beta=1.5))).lower(xs).as_text(dialect="hlo")

@@ -13,9 +13,10 @@ a kernel would).  Which path computes it:
     traceable, differentiable, batchable, on any backend, exported as plain StableHLO.
     `prefer="decomposition"` forces it; `prefer="kernel"` insists on the kernel.
 
-Gradients: a plugin's `@plugin.vjp(op)` rule if it has one; else, when the kernel path may
-run, a custom_vjp whose backward is the VJP of the decomposition; on the decomposition path
-jax differentiates the lax ops themselves (forward mode too).  vmap: the decomposition's
+Gradients: a plugin's `@plugin.vjp(op)` rule if it has one (reverse mode only); else, when
+the kernel path may run, a custom_jvp whose tangents are the decomposition's (forward mode,
+and reverse mode by transposition); on the decomposition path jax differentiates the lax
+ops themselves.  vmap: the decomposition's
 batching, or the FFI call's `vmap_method` (the kernel decorator's, default "sequential").
 """
 from __future__ import annotations
@@ -226,9 +227,28 @@ class PluginOp:
         rule = self.registry.vjps.get(self.name)
         if rule is None and not kernels:
             out = decomp(*xs)  # jax differentiates and batches the lax ops themselves
+        elif rule is None and decomp is not None:
+            out = self._with_jvp(forward, decomp)(*xs)
         else:
             out = self._with_vjp(forward, decomp, rule, attrs, n)(*xs)
         return tuple(out) if isinstance(declared, list) else out
+
+    @staticmethod
+    def _with_jvp(forward, decomp):
+        """The kernel's values, the decomposition's derivative as a JVP: forward mode works
+        as on the decomposition path, and jax gets reverse mode by transposing the
+        decomposition's linear part (a custom_vjp would allow reverse mode only)."""
+        jax = _jax()
+
+        @jax.custom_jvp
+        def f(*xs):
+            return forward(*xs)
+
+        @f.defjvp
+        def f_jvp(primals, tangents):
+            return forward(*primals), jax.jvp(decomp, primals, tangents)[1]
+
+        return f
 
     def _with_vjp(self, forward, decomp, rule, attrs, n):
         jax = _jax()
