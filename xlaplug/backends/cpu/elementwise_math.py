@@ -168,18 +168,23 @@ F16_FORMULAS = frozenset({"exponential-minus-one", "logistic"})
 # From this many elements an f32/f64 function runs as one compiled loop of the scalar table's
 # expression -- the fused loops' own, its flushes inline -- where the array form makes three
 # passes over memory (flush in, the function, flush out): f32 erf of 4M elements took 6.0 ms
-# that way against XLA's 1.5 (benchmarks/erf_loop.py).  Serial, as elementwise_logic's
-# max/min loop: devices running at once already fill the cores.
+# that way against XLA's 1.5 (benchmarks/erf_loop.py).  Over numba's threads from the fused
+# loops' size on, as theirs (fused_loop.run_loop), unless devices running at once already
+# fill the cores: serial, f32[4M] erf took 2.85 ms on 13 quiet cores where the fused loop
+# took 0.64 and XLA 0.76 (2026-12-06, load 0).
 LOOP_FROM_ELEMENTS = 4096
 
 
-def _unary_loop(op: str, x: np.ndarray, t: str) -> np.ndarray:
+def _unary_loop(op: str, x: np.ndarray, t: str, ctx) -> np.ndarray:
+    from ..common.fusion_contents import DEFAULT_MIN_ELEMENTS
     from ..common.scalar_ops import SCALAR_OPS, ScalarSig
+    from .blas_threads import devices_at_once
     from .jit_cache import cached_function
+    parallel = x.size >= DEFAULT_MIN_ELEMENTS and not devices_at_once(ctx)
     expr = SCALAR_OPS[op](ScalarSig(t, (t,))).format("x[i]")
-    loop = cached_function(f"def loop(x, out):\n    for i in range(out.shape[0]):\n"
-                           f"        out[i] = {expr}\n", {}, "loop", nogil=True,
-                           error_model="numpy")
+    loop = cached_function(f"def loop(x, out):\n    for i in {'prange' if parallel else 'range'}"
+                           f"(out.shape[0]):\n        out[i] = {expr}\n", {}, "loop",
+                           nogil=True, parallel=parallel, error_model="numpy")
     out = np.empty(x.size, x.dtype)
     loop(np.ascontiguousarray(x).reshape(-1), out)
     return out.reshape(x.shape)
@@ -201,7 +206,7 @@ def _float_unary(ins, args, ctx):
     x = np.asarray(x)
     if (t in ("f32", "f64") and x.size >= LOOP_FROM_ELEMENTS and x.dtype == D.to_dtype(t)
             and (op, t) != ("rsqrt", "f64")):  # (the table's f64 1/sqrt rounds twice)
-        return result(ins, _unary_loop(op, x, t))
+        return result(ins, _unary_loop(op, x, t, ctx))
     with np.errstate(all="ignore"):
         if t == "f16" and op in F16_FORMULAS:
             return result(ins, FLOAT_UNARY[op](np.asarray(x)).astype(np.float16))
