@@ -24,12 +24,10 @@ result buffers are row-major, as the override handler's.
 """
 from __future__ import annotations
 
-from ..hlo.attr_types import Raw, Word
 from ..hlo.ir import Instruction, Module, Shape
 from ..hlo.rewrite import NameUniquer, replace_all_uses
 from ..plugin.attrs import op_name
-from .engine import TYPED_FFI
-from .mpi_order import ORDER, enter, leave, roles, thread, threaded
+from .mpi_order import enter, leave, ordered_call, roles, thread, threaded
 from .mpi_rewrite import _leaves, _order
 from .override_rewrite import _refuse, _row_major, overridden
 
@@ -126,23 +124,11 @@ def rewrite_for_devices(module: Module, registry, run: int) -> list[Instruction]
                 leaves = [_row_major(s) for s in leaves]
             ids = [Instruction(uniq(f"{ins.name}.{what}"), what, ID, [])
                    for what in ("replica-id", "partition-id")]
-            cfg = (f"{{run = {run} : i64, index = {len(served)} : i64, op = "
-                   f"\"{op_name(ins) or ins.opcode}\"}}")
-            call = Instruction(uniq(f"{ins.name}.devices"), "custom-call",
-                               Shape.tuple_of(leaves + [ORDER]),
-                               list(ins.operands) + ids + [token],
-                               {"custom_call_target": TARGET,
-                                "custom_call_has_side_effect": True,
-                                "api_version": Word(TYPED_FFI),
-                                "backend_config": Raw(cfg)},
-                               line=ins.line, column=ins.column)
+            made, value, token = ordered_call(ins, uniq, TARGET, "devices",
+                                              list(ins.operands) + ids + [token], leaves,
+                                              run, len(served))
             served.append(ins)
-            gtes = [Instruction(uniq(f"{ins.name}.{k}"), "get-tuple-element", s, [call],
-                                {"index": k}) for k, s in enumerate(leaves + [ORDER])]
-            *values, token = gtes
-            value = values[0] if not ins.shape.is_tuple else \
-                Instruction(uniq(f"{ins.name}.tuple"), "tuple", Shape.tuple_of(leaves), values)
-            new += ids + [call, *gtes] + ([value] if ins.shape.is_tuple else [])
+            new += ids + made
             replace_all_uses(comp, ins, value)
         leave(comp, role, token, uniq, new)
         comp.instructions = new

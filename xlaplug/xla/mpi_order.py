@@ -130,3 +130,28 @@ def thread(ins, comp, token, uniq, new: list) -> Instruction:
                         {"index": 1})
     new.extend([ins, value, after])
     return after
+
+
+def ordered_call(ins, uniq, target: str, suffix: str, operands: list, leaves: list,
+                 run: int, index: int) -> tuple[list, Instruction, Instruction]:
+    """`ins` as a typed-FFI call of `target` on `operands` (the order token last), its
+    results `leaves` and the next token: (the new instructions, the value that replaces
+    `ins`, the token out).  The call's attributes name its binding (`run`, `index`) and
+    its op (mpi_rewrite.py's and devices_rewrite.py's handlers read them)."""
+    from ..hlo.attr_types import Raw, Word
+    from ..plugin.attrs import op_name
+    from .engine import TYPED_FFI
+    cfg = (f"{{run = {run} : i64, index = {index} : i64, op = "
+           f"\"{op_name(ins) or ins.opcode}\"}}")
+    call = Instruction(uniq(f"{ins.name}.{suffix}"), "custom-call",
+                       Shape.tuple_of(leaves + [ORDER]), operands,
+                       {"custom_call_target": target, "custom_call_has_side_effect": True,
+                        "api_version": Word(TYPED_FFI), "backend_config": Raw(cfg)},
+                       line=ins.line, column=ins.column)
+    gtes = [Instruction(uniq(f"{ins.name}.{k}"), "get-tuple-element", s, [call], {"index": k})
+            for k, s in enumerate(leaves + [ORDER])]
+    *values, token = gtes
+    if not ins.shape.is_tuple:
+        return [call, *gtes], values[0], token
+    value = Instruction(uniq(f"{ins.name}.tuple"), "tuple", Shape.tuple_of(leaves), values)
+    return [call, *gtes, value], value, token

@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..hlo.attr_types import Raw, Word
 from ..hlo.ir import Instruction, Module, Shape
 from ..hlo.rewrite import NameUniquer, replace_all_uses
 from ..plugin.attrs import op_name
-from .engine import TYPED_FFI, EngineError
-from .mpi_order import ORDER, enter, leave, roles, threaded, thread
+from .engine import EngineError
+from .mpi_order import enter, leave, ordered_call, roles, threaded, thread
 
 TARGET = "xlaplug.mpi."
 KINDS = {"all-reduce": "all_reduce", "all-reduce-start": "all_reduce",
@@ -149,23 +148,11 @@ def rewrite_for_mpi(module: Module, place, registry, run: int) -> list[Instructi
                 else:
                     new.append(ins)
                 continue
-            leaves = _leaves(ins)
-            cfg = (f"{{run = {run} : i64, index = {len(served)} : i64, op = "
-                   f"\"{op_name(ins) or ins.opcode}\"}}")
-            call = Instruction(uniq(f"{ins.name}.mpi"), "custom-call",
-                               Shape.tuple_of(leaves + [ORDER]), list(ins.operands) + [token],
-                               {"custom_call_target": TARGET + kind,
-                                "custom_call_has_side_effect": True,
-                                "api_version": Word(TYPED_FFI),
-                                "backend_config": Raw(cfg)},
-                               line=ins.line, column=ins.column)
+            made, value, token = ordered_call(ins, uniq, TARGET + kind, "mpi",
+                                              list(ins.operands) + [token], _leaves(ins),
+                                              run, len(served))
             served.append(ins)
-            gtes = [Instruction(uniq(f"{ins.name}.{k}"), "get-tuple-element", s, [call],
-                                {"index": k}) for k, s in enumerate(leaves + [ORDER])]
-            *values, token = gtes
-            value = values[0] if not ins.shape.is_tuple else \
-                Instruction(uniq(f"{ins.name}.tuple"), "tuple", ins.shape, values)
-            new += [call, *gtes] + ([value] if ins.shape.is_tuple else [])
+            new += made
             replace_all_uses(comp, ins, value)
         leave(comp, role, token, uniq, new)
         comp.instructions = new
