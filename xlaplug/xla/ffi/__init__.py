@@ -6,6 +6,9 @@
     nopython.py         the call frame read in nopython mode (numba intrinsics and helpers)
     compiled_handler.py the numba @cfunc handler of an @njit kernel: no Python, no GIL
     register.py         registration with jax's CPU backend, and its report
+    bound_handler.py    what xlaplug's own targets' handlers share: programs bound by key
+    mpi_frames.py       their call frames read in a few ctypes steps (the hot path)
+    huge_pages.py       huge pages for XLA's big buffers a collective moves
     mpi_handler.py      the `xlaplug.mpi.*` targets: a rank's collectives over MPI
     override_handler.py the `xlaplug.override` target: core opcodes a plugin overrides
     devices_handler.py  `xlaplug.devices.kernel`: communicator kernels across XLA's host devices

@@ -15,16 +15,13 @@ execution, and the run reports the kept failure.
 """
 from __future__ import annotations
 
-import ctypes
-import itertools
 import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import abi, mpi_frames
-from .mpi_handler import _flat, _same
-from .python_handler import answer_metadata, create_error
+from . import mpi_frames
+from .bound_handler import BoundHandler, flat, same
 
 
 @dataclass
@@ -50,46 +47,16 @@ class DevicesBinding:
             self.rendezvous.abort(device, error)
 
 
-class DevicesHandler:
+class DevicesHandler(BoundHandler):
     """`address` is the XLA_FFI_Handler registered for `xlaplug.devices.kernel`."""
-
-    def __init__(self):
-        self.runs: dict[int, DevicesBinding] = {}
-        self._keys = itertools.count(1)
-        self._lock = threading.Lock()
-        self.callback = abi.HANDLER(self._call)  # kept alive as long as this object
-        self.address = ctypes.cast(self.callback, ctypes.c_void_p).value
+    prefix = "xlaplug.devices"
 
     def bind(self, instructions: list, partitions: int) -> tuple[int, DevicesBinding]:
-        with self._lock:
-            key = next(self._keys)
-            binding = self.runs[key] = DevicesBinding(instructions, partitions)
-        return key, binding
+        return self._bind(DevicesBinding(instructions, partitions))
 
-    def unbind(self, key: int) -> None:
-        with self._lock:
-            self.runs.pop(key, None)
-
-    def _call(self, frame_addr: int) -> int | None:
-        binding = None
-        try:
-            if mpi_frames.has_extension(frame_addr):
-                return answer_metadata(abi.CallFrame.from_address(frame_addr))
-            if not mpi_frames.is_execute(frame_addr):
-                return None
-            run, index = mpi_frames.keys(frame_addr)
-            binding = self.runs.get(run)
-            if binding is None:
-                raise LookupError(f"run {run} is not bound (an executable called after its "
-                                  "program was dropped)")
-            self.run(frame_addr, binding, index)
-            return None
-        except BaseException as e:  # noqa: BLE001 -- nothing may escape into XLA
-            if binding is not None:
-                binding.fail(None, e)  # (kept where no device's failure is)
-            text = getattr(e, "message", None) or str(e) or type(e).__name__
-            return create_error(abi.CallFrame.from_address(frame_addr).api,
-                                f"xlaplug.devices: {text}")
+    @staticmethod
+    def keep(binding, error: BaseException) -> None:
+        binding.fail(None, error)  # (kept where no device's failure is)
 
     @staticmethod
     def run(frame: int, binding: DevicesBinding, index: int) -> None:
@@ -112,12 +79,12 @@ class DevicesHandler:
             # reduces: the rest go on), and XLA reuses a buffer once its call returns --
             # views read that way gave wrong sums in a while loop.
             with np.errstate(all="ignore"):
-                out = _flat(kernel(ins, [a.copy() for a in args], ctx))
+                out = flat(kernel(ins, [a.copy() for a in args], ctx))
             if len(out) != len(results):
                 raise RuntimeError(f"{ins.opcode} '{ins.name}': {len(out)} results for "
                                    f"{len(results)} buffers (internal error)")
             for buf, value in zip(results, out):  # (XLA:CPU: host arrays)
-                if value is not buf and not _same(buf, value):
+                if value is not buf and not same(buf, value):
                     buf[...] = value
         except BaseException as e:
             binding.fail(device, e)  # the others stop waiting for this device

@@ -18,15 +18,13 @@ it) and handed to XLA as an FFI error, which ends the execution.
 """
 from __future__ import annotations
 
-import ctypes
-import itertools
 import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import abi, mpi_frames
-from .python_handler import answer_metadata, create_error
+from . import mpi_frames
+from .bound_handler import BoundHandler, flat, same
 
 
 @dataclass
@@ -45,64 +43,20 @@ class Binding:
     sites: dict = field(default_factory=dict)
 
 
-def _flat(value) -> list:
-    if isinstance(value, tuple):
-        return [leaf for v in value for leaf in _flat(v)]
-    return [value]
-
-
-def _same(buf: np.ndarray, value) -> bool:
-    """Whether `value` is `buf`'s memory already (a kernel that wrote into its results)."""
-    return isinstance(value, np.ndarray) and value.shape == buf.shape and \
-        value.dtype == buf.dtype and value.ctypes.data == buf.ctypes.data
-
-
 # The kernels that may write their results straight into XLA's (ctx.destinations).
 _LANDS = frozenset({"all-reduce", "all-reduce-start"})
 
 
-class MpiHandler:
+class MpiHandler(BoundHandler):
     """`address` is the XLA_FFI_Handler registered for every `xlaplug.mpi.*` target."""
     prefix = "xlaplug.mpi"  # of the FFI errors it hands XLA
 
     def __init__(self):
-        self.runs: dict[int, Binding] = {}
+        super().__init__()
         self.jax_world = None  # xlaplug.jax.op's calls under mpiexec (xla/jax_mpi.py)
-        self._keys = itertools.count(1)
-        self._lock = threading.Lock()
-        self.callback = abi.HANDLER(self._call)  # kept alive as long as this object
-        self.address = ctypes.cast(self.callback, ctypes.c_void_p).value
 
     def bind(self, ctx, instructions: list) -> tuple[int, Binding]:
-        with self._lock:
-            key = next(self._keys)
-            binding = self.runs[key] = Binding(ctx, instructions)
-        return key, binding
-
-    def unbind(self, key: int) -> None:
-        with self._lock:
-            self.runs.pop(key, None)
-
-    def _call(self, frame_addr: int) -> int | None:
-        binding = None
-        try:
-            if mpi_frames.has_extension(frame_addr):
-                return answer_metadata(abi.CallFrame.from_address(frame_addr))
-            if not mpi_frames.is_execute(frame_addr):
-                return None
-            run, index = mpi_frames.keys(frame_addr)
-            binding = self.runs.get(run)
-            if binding is None:
-                raise LookupError(f"run {run} is not bound (an executable called after its "
-                                  "program was dropped)")
-            self.run(frame_addr, binding, index)
-            return None
-        except BaseException as e:  # noqa: BLE001 -- nothing may escape into XLA
-            if binding is not None and binding.failure is None:
-                binding.failure = e
-            text = getattr(e, "message", None) or str(e) or type(e).__name__
-            return create_error(abi.CallFrame.from_address(frame_addr).api,
-                                f"{self.prefix}: {text}")
+        return self._bind(Binding(ctx, instructions))
 
     @staticmethod
     def run(frame: int, binding: Binding, index: int) -> None:
@@ -128,11 +82,11 @@ class MpiHandler:
         if len(results) == 1 and out is results[0]:
             mpi_frames.pass_order(order_in, order_out)
             return
-        out = _flat(out)
+        out = flat(out)
         if len(out) != len(results):
             raise RuntimeError(f"{ins.opcode} '{ins.name}': {len(out)} results for "
                                f"{len(results)} buffers (internal error)")
         for buf, value in zip(results, out):  # (the engine runs on the CPU: host arrays)
-            if value is not buf and not _same(buf, value):
+            if value is not buf and not same(buf, value):
                 buf[...] = value
         mpi_frames.pass_order(order_in, order_out)

@@ -24,7 +24,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import abi, decode
-from .mpi_handler import MpiHandler, _flat, _same
+from .bound_handler import flat, same
+from .mpi_handler import MpiHandler
 
 
 class OverrideHandler(MpiHandler):
@@ -44,10 +45,10 @@ class OverrideHandler(MpiHandler):
         results, _ = decode.buffers(f.rets)
         with binding.lock, np.errstate(all="ignore"):  # (as every run runs kernels)
             out = kernel(ins, args, binding.ctx)
-        out = _flat(out)
+        out = flat(out)
         if len(out) != len(results):
             raise RuntimeError(f"{ins.opcode} '{ins.name}': {len(out)} results for "
                                f"{len(results)} buffers (internal error)")
         for buf, value in zip(results, out):
-            if not _same(buf, value):
+            if not same(buf, value):
                 buf[...] = value
