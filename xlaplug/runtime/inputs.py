@@ -67,8 +67,11 @@ def fit_input(value, shape: Shape, key: str, name: str, cast: bool, devices: int
         raise RunError(f"input {key} for parameter '{name}': the parameter is {shape}: only "
                        f"array parameters are given as inputs")
     want = shape.dtype
-    if type(value) is np.ndarray and value.dtype == want and value.shape == shape.dims:
-        return value, False  # the parameter's own dtype and shape: nothing to check
+    if type(value) is np.ndarray and value.dtype == want:  # nothing to check or convert:
+        if value.shape == shape.dims:  # the parameter's own dtype and shape
+            return value, False
+        if devices > 1 and value.shape[:1] == (devices,) and value.shape[1:] == shape.dims:
+            return value, True  # every device's, stacked (each exe(*arrays) call of D > 1)
     arr = _as_array(value, want, key, name)
     if arr.dtype != want and arr.dtype.kind == "V" and arr.dtype.fields is None \
             and arr.dtype.itemsize == want.itemsize:
