@@ -48,9 +48,9 @@ class DeviceContexts:
         self._last = (None, None)  # (options, Prepared) of the last one-device call
         self._call_plan = None  # call()'s: (Prepared, [(dims, dtype)], bytes), or False
         self._largest = None  # the module's largest product (blas_threads.largest_product)
-        self._engine = None  # `--engine xla`'s on_xla.EngineProgram
-        self._mpi_engine: dict[tuple, object] = {}  # under mpiexec: mpi_engine.MpiProgram
-        self._devices_engine: dict[tuple, object] = {}  # engine_devices.DevicesProgram
+        # `--engine xla`'s programs, by kind and grid: on_xla.EngineProgram (one device),
+        # engine_devices.DevicesProgram (many), mpi_engine.MpiProgram (a rank's)
+        self._programs: dict[tuple, object] = {}
         self._global_devices = None  # (devices, shardy) of the module as read
         # The launcher's environment is the process's: read once.
         self.under_mpi = launched_by_mpi()
@@ -95,14 +95,22 @@ class DeviceContexts:
             weakref.finalize(self, got.close)
         return got
 
+    def _kept_program(self, key: tuple, make):
+        """The engine program under `key`, made by `make()` on first use and kept (its
+        module imported then: a kept program's later runs import nothing)."""
+        with self.lock:
+            program = self._programs.get(key)
+            if program is None:
+                program = self._programs[key] = make()
+            return program
+
     def engine_program(self, source_text: str):
         """The module as read made into XLA:CPU's executable (on_xla.EngineProgram) by the
         first `--engine xla` run on one device, and run by every later one."""
-        with self.lock:
-            if self._engine is None:
-                from .on_xla import EngineProgram
-                self._engine = EngineProgram(source_text, self.session)
-            return self._engine
+        def make():
+            from .on_xla import EngineProgram
+            return EngineProgram(source_text, self.session)
+        return self._kept_program(("one",), make)
 
     def global_devices(self, source_text: str) -> tuple[int, bool]:
         """(devices, Shardy?) of the module as read when it is a global program (jax's,
@@ -116,26 +124,20 @@ class DeviceContexts:
         """The module made into XLA:CPU's program on `grid`'s devices, or a global
         program's mesh (engine_devices.DevicesProgram), by the first such `--engine xla`
         run, and run by every later one."""
-        with self.lock:
-            key = (grid.replicas, grid.partitions)
-            program = self._devices_engine.get(key)
-            if program is None:
-                from .engine_devices import DevicesProgram
-                program = self._devices_engine[key] = DevicesProgram(
-                    source_text, self.session, grid, self.global_devices(source_text))
-            return program
+        def make():
+            from .engine_devices import DevicesProgram
+            return DevicesProgram(source_text, self.session, grid,
+                                  self.global_devices(source_text))
+        return self._kept_program(("devices", grid.replicas, grid.partitions), make)
 
     def mpi_engine_program(self, exe, grid, rank: int):
         """This rank's program for `grid` (mpi_engine.MpiProgram: rewritten for MPI and
         compiled by XLA:CPU) made by the first `--engine xla` run under mpiexec, and run by
         every later one."""
-        with self.lock:
-            key = (grid.replicas, grid.partitions, rank)
-            program = self._mpi_engine.get(key)
-            if program is None:
-                from .mpi_engine import MpiProgram
-                program = self._mpi_engine[key] = MpiProgram(exe, grid, rank)
-            return program
+        def make():
+            from .mpi_engine import MpiProgram
+            return MpiProgram(exe, grid, rank)
+        return self._kept_program(("mpi", grid.replicas, grid.partitions, rank), make)
 
     def discard_devices(self, n: int, threads: int | None = None) -> None:
         """Close the kept threads of `n` devices (after a failed run: the next makes new)."""
