@@ -89,16 +89,13 @@ class DevicesProgram:
     core opcodes whose plugin overrides each device runs."""
 
     def __init__(self, source_text: str, session, grid, global_devices: tuple[int, bool]):
-        from ..backends.backend import backend_for
         from ..hlo.text.printer import module_to_text
-        from ..xla.engine import EngineError, lowered
+        from ..xla.engine import EngineError, lowered, require_host_device
         from ..xla.jaxlib_names import require_jax
         from ..xla.xla_executables import compile_global_on_xla, compile_on_xla_cpu
         from .engine_comms import communicator_ops, override_ops, xla_program
         require_jax("--engine xla")
-        if not backend_for(session.device).on_host:  # XLA:CPU's FFI hands kernels host buffers
-            raise EngineError(f"--engine xla runs on cpu; --device {session.device} is not "
-                              "served by it")
+        require_host_device(session.device)
         t0 = time.perf_counter()
         n, shardy = global_devices if grid.count == 1 else (grid.count, False)
         self.grid, self.devices = grid, n

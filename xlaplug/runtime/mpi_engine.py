@@ -27,14 +27,13 @@ import copy
 import time
 
 from ..hlo.errors import HloError, plural
-from ..xla.engine import EngineError, lowered, serve_plugin_ops
+from ..xla.engine import EngineError, lowered, require_host_device, serve_plugin_ops
 
 
 def run_on_xla_over_mpi(exe, grid, inputs, options, expected, rtol, atol):
     """This rank's device run by XLA:CPU, its collectives over MPI: a RunResult as
     run_paths._over_mpi makes one (rank 0's holds every device with `options.gather`).
     The rank's XLA executable is the Executable's (MpiProgram), made by its first such run."""
-    from ..backends.backend import backend_for
     from ..backends.spmd.mpi import mpi_module
     from .multi_run import run_over_mpi, stop_before_run
     from .options import RunResult
@@ -44,9 +43,7 @@ def run_on_xla_over_mpi(exe, grid, inputs, options, expected, rtol, atol):
     rank, ranks = world.Get_rank(), world.Get_size()
     with exe.contexts.lock:  # a kept program serves one run at a time (its binding)
         try:  # (a failure here: the other ranks hear it before their first collective)
-            if not backend_for(exe.session.device).on_host:  # XLA:CPU hands kernels host buffers
-                raise EngineError(f"--engine xla runs on cpu; --device {exe.session.device} "
-                                  "is not served by it")
+            require_host_device(exe.session.device)
             if exe.source_text is None:
                 raise EngineError("engine xla runs the module as read: compile it with "
                                   "keep_source=True")

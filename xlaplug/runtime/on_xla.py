@@ -191,16 +191,13 @@ class EngineProgram:
     compile, in no run's time."""
 
     def __init__(self, source_text: str, session):
-        from ..backends.backend import backend_for
         import weakref
 
-        from ..xla.engine import EngineError, engine_program
+        from ..xla.engine import engine_program, require_host_device
         from ..xla.jaxlib_names import require_jax
         from ..xla.xla_executables import compile_on_xla_cpu
         require_jax("--engine xla")
-        if not backend_for(session.device).on_host:  # XLA:CPU's FFI hands kernels host buffers
-            raise EngineError(f"--engine xla runs on cpu; --device {session.device} is not "
-                              "served by it")
+        require_host_device(session.device)
         from .executor import ExecContext
         t0 = time.perf_counter()
         # the context the override kernels run in, as the interpreter's (one device)

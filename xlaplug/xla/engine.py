@@ -30,6 +30,14 @@ class EngineError(HloError):
         return super().headline() if self.line else f"error: {self.message}"
 
 
+def require_host_device(device: str) -> None:
+    """XLA:CPU's FFI hands kernels host buffers: a device whose memory is not the host's
+    (cuda) is refused."""
+    from ..backends.backend import backend_for
+    if not backend_for(device).on_host:
+        raise EngineError(f"--engine xla runs on cpu; --device {device} is not served by it")
+
+
 def _typed_ffi(ins) -> None:
     """Mark a plugin custom call as a typed-FFI call whose attributes XLA can read."""
     api = ins.attrs.get("api_version")
