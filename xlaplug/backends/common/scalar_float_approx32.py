@@ -58,6 +58,16 @@ _TANH_Q32 = (1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03,
 
 
 @register_jitable(inline="always")
+def _xhorner32(x, coeffs):
+    """coeffs[0] x^n + ... + coeffs[n] by Horner's rule in f32, each step one FMA (the
+    contracted form XLA's polynomials take)."""
+    y = np.float32(coeffs[0])
+    for k in range(1, len(coeffs)):
+        y = _xfma32(x, y, np.float32(coeffs[k]))
+    return y
+
+
+@register_jitable(inline="always")
 def _xtanh32(x):
     x = np.float32(x)
     if x != x or abs(x) < np.float32(0.0004):
@@ -65,12 +75,8 @@ def _xtanh32(x):
     c = _TANH_CLAMP32
     xc = c if x > c else (-c if x < -c else x)
     x2 = np.float32(xc * xc)
-    p = np.float32(_TANH_P32[0])
-    for k in range(1, 7):
-        p = _xfma32(x2, p, np.float32(_TANH_P32[k]))
-    q = np.float32(_TANH_Q32[0])
-    for k in range(1, 4):
-        q = _xfma32(x2, q, np.float32(_TANH_Q32[k]))
+    p = _xhorner32(x2, _TANH_P32)
+    q = _xhorner32(x2, _TANH_Q32)
     return np.float32(np.float32(xc * p) / q)
 
 
@@ -120,9 +126,7 @@ def _xexp32(x):
     r = _xfma32(m, np.float32(-0.693359375), xc)
     r = _xfma32(m, np.float32(2.12194440e-4), r)
     r2 = np.float32(r * r)
-    y = np.float32(_EXP_P32[0])
-    for k in range(1, 6):
-        y = _xfma32(y, r, np.float32(_EXP_P32[k]))
+    y = _xhorner32(r, _EXP_P32)
     y = np.float32(_xfma32(y, r2, r) + np.float32(1.0))
     # y * 2^m in f64 (exact; m in [-150, 128]), rounded once to f32
     res = np.float32(np.float64(y) * _xfrom_bits64((np.int64(m) + np.int64(1023)) << np.int64(52)))
@@ -214,12 +218,8 @@ _ERF_CLAMP32 = np.float32(3.832506856900711)
 def _xerf32(x):
     x = np.float32(x)
     x2 = np.float32(x * x)
-    p = np.float32(_ERF_P32[0])
-    for k in range(1, 5):
-        p = _xfma32(x2, p, np.float32(_ERF_P32[k]))
-    q = np.float32(_ERF_Q32[0])
-    for k in range(1, 7):
-        q = _xfma32(x2, q, np.float32(_ERF_Q32[k]))
+    p = _xhorner32(x2, _ERF_P32)
+    q = _xhorner32(x2, _ERF_Q32)
     r = np.float32(np.float32(x * p) / q)
     one = np.float32(1.0) if x >= np.float32(0.0) else np.float32(-1.0)  # copysign (x not NaN)
     return one if abs(x) >= _ERF_CLAMP32 else r
