@@ -21,6 +21,8 @@ def _jobs(groups):
     from numba import types as T
 
     from xlaplug.backends.cuda import fft as F
+    from xlaplug.backends.cuda import convolution as C
+    from xlaplug.backends.cuda import factorization as FA
     from xlaplug.backends.cuda import linalg as L
     from xlaplug.backends.cuda import rng as G
 
@@ -45,14 +47,14 @@ def _jobs(groups):
             jobs.append((L._matmul_kernel(dt, L.TILE), (arr(dt, 3),) * 3))
         for o, i in [(np.float32, np.float32), (np.int64, np.int8),
                      (np.complex128, np.complex128), (np.float32, np.float16)]:
-            jobs.append((L._im2col_kernel(o, i), (arr(o), arr(i)) + (i64,) * 9 + (tup(2),) * 8))
+            jobs.append((C._im2col_kernel(o, i), (arr(o), arr(i)) + (i64,) * 9 + (tup(2),) * 8))
         for w, i in [(np.float32, np.float16), (np.float64, np.float64),
                      (np.complex64, np.complex64)]:
-            jobs.append((L._cholesky_kernel(w, i), (arr(w, 3), arr(i, 3), b)))
+            jobs.append((FA._cholesky_kernel(w, i), (arr(w, 3), arr(i, 3), b)))
         for w, a, bb in [(np.float32, np.float32, np.float32),
                          (np.complex128, np.complex64, np.complex128),
                          (np.float64, np.float32, np.float64)]:
-            jobs.append((L._trsm_kernel(w, a, bb), (arr(w, 3), arr(a, 3), arr(bb, 3)) + (b,) * 5))
+            jobs.append((FA._trsm_kernel(w, a, bb), (arr(w, 3), arr(a, 3), arr(bb, 3)) + (b,) * 5))
     if "fft" in groups:
         for i in (np.float32, np.complex64, np.complex128, np.float64):
             jobs.append((F._c2c_kernel(i), (arr(np.complex128), arr(i), i64, i64, i64, i64,
