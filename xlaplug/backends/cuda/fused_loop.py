@@ -17,7 +17,7 @@ from __future__ import annotations
 from ..common.fusion_contents import DEFAULT_MIN_ELEMENTS, element_index, loop_plan
 from ..registry import kernel
 from .launch import device_empty, flat, launch_stride_loop, stride_loop
-from .reductions import _type_key, gen_kernel, load
+from .reductions import gen_kernel, load, type_key
 
 
 def _compile_body(comp, roles):
@@ -42,6 +42,6 @@ def _fusion(ins, args, ctx):
     src = "\n".join([f"def fk(N, out{''.join(', ' + x for x in names)}):",
                      "    " + stride_loop("N"),
                      f"        out[i] = fn({loads})"]) + "\n"
-    k = gen_kernel(("fusion", roles, _type_key(args)), src, "fk", {"fn": fn})
+    k = gen_kernel(("fusion", roles, type_key(args)), src, "fk", {"fn": fn})
     launch_stride_loop(k, n, n, flat(out), *[flat(a) for a in args])
     return out

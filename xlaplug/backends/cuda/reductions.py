@@ -1,4 +1,4 @@
-"""CUDA reduce, reduce-window, select-and-scatter and map.
+"""CUDA reduce and map (reduce-window and select-and-scatter: cuda/windows.py).
 
 The reducer / selector / scatter / map computation becomes a numba.cuda device function
 (scalar_cuda.compile_scalar_device_function: the CPU scalar JIT's source, so the same
@@ -15,18 +15,6 @@ reduce       one thread per output element folds the reduced elements in row-maj
              f(init, f(f(c0, c1), f(c2, c3))...).  That regrouping is exact for an
              associative reducer (XLA requires one) but float sums may round differently
              from the CPU kernel's numpy pairwise sums: they agree to a tolerance only.
-reduce-window one thread per output element walks its window (the geometry is
-             common/plans_window's plan, as on the CPU; positions are computed in the kernel,
-             not read from the CPU's reach table, which grows as outputs x window -- a
-             cumsum's reduce-window would need N^2 entries): positions on padding or in a
-             base-dilation hole are skipped, the fold runs in row-major window order from
-             the init value.
-select-and-scatter  phase 1: one thread per source element picks its window's element
-             (first in-bounds, then replaced unless select(picked, e)); phase 2: one thread
-             per operand element starts from the init value and applies
-             scatter(source, acc) for every source element whose window can reach it and
-             that picked it, in row-major source order -- deterministic, XLA's order, no
-             atomics.
 map          one thread per element.
 
 Values of f16 travel as float32 inside the kernels (the device functions' compute type);
@@ -40,10 +28,9 @@ import numpy as np
 
 from ..common.errors import ExecutionError
 from ..common.plans import row_strides
-from ..common.plans_window import window_plan
 from ..registry import kernel as _kernel
-from .data_movement import cached_kernel, fill_from_device, size_of, tup
-from .launch import (cuda_module, device_empty, flat, jit_source, launch_stride_loop, simulating,
+from .data_movement import cached_kernel, size_of, tup
+from .launch import (device_empty, flat, jit_source, launch_stride_loop, simulating,
                      stride_loop)
 
 # Tree-reduction thresholds (module globals so tests can force either path).
@@ -97,11 +84,11 @@ def gen_kernel(key, src: str, name: str, fns: dict):
     return cached_kernel(key + tuple(id(f) for f in fns.values()), make)
 
 
-def _type_key(arrays) -> tuple:
+def type_key(arrays) -> tuple:
     return tuple(np.dtype(a.dtype).str for a in arrays)
 
 
-def _shapes(ins):
+def operand_shapes(ins):
     return ins.shape.tuple_shapes if ins.shape.is_tuple else (ins.shape,)
 
 
@@ -110,7 +97,7 @@ def _lhs(names: list[str], tuple_root: bool) -> str:
     return ", ".join(names) + ("," if len(names) == 1 and tuple_root else "")
 
 
-def _fold(acc: list[str], xs: list[str], dts, tuple_root: bool) -> str:
+def fold_source(acc: list[str], xs: list[str], dts, tuple_root: bool) -> str:
     """`a0, a1 = fn(a0, a1, x0[off], x1[off])`: one fold step over the element at `off`."""
     loads = [load(x, "off", dt) for x, dt in zip(xs, dts)]
     return f"{_lhs(acc, tuple_root)} = fn({', '.join(acc + loads)})"
@@ -139,7 +126,7 @@ def _reduce_serial_src(n, dts, tuple_root):
     lines += [f"        {a} = {load(i, '0', dt)}" for a, i, dt in zip(acc, ins_, dts)]
     lines += ["        for k in range(K):"]
     lines += _unravel("k", "rdims", "rst", "off", "base", " " * 12)
-    lines += ["            " + _fold(acc, xs, dts, tuple_root)]
+    lines += ["            " + fold_source(acc, xs, dts, tuple_root)]
     lines += [f"        {o}[m] = {a}" for o, a in zip(os_, acc)]
     return "\n".join(lines) + "\n"
 
@@ -166,7 +153,7 @@ def _reduce_tree_src(n, dts, tuple_root, tpb):
               "        for k in range(lo, hi):"]
     lines += _unravel("k", "rdims", "rst", "off", "base", " " * 12)
     lines += ["            if mine:",
-              "                " + _fold(acc, xs, dts, tuple_root),
+              "                " + fold_source(acc, xs, dts, tuple_root),
               "            else:"]
     lines += [f"                {a} = {load(x, 'off', dt)}" for a, x, dt in zip(acc, xs, dts)]
     lines += ["                mine = True"]
@@ -207,7 +194,7 @@ def _reduce(ins, args, ctx):
     xs, inits = args[:n], args[n:]
     dims = tuple(sorted(int(d) for d in ins.attrs.get("dimensions", ())))
     comp = ins.attrs["to_apply"]
-    shapes = _shapes(ins)
+    shapes = operand_shapes(ins)
     outs = [device_empty(s) for s in shapes]
     xshape = tuple(xs[0].shape)
     kept = [d for d in range(len(xshape)) if d not in dims]
@@ -217,7 +204,7 @@ def _reduce(ins, args, ctx):
         return tuple(outs) if ins.shape.is_tuple else outs[0]
     fn = device_function(ins, comp)
     st = row_strides(xshape)
-    dts = _type_key(xs)
+    dts = type_key(xs)
     tuple_root = returns_tuple(comp)
     geometry = (tup([xshape[d] for d in kept], 1), tup([st[d] for d in kept], 0),
                 tup([xshape[d] for d in dims], 1), tup([st[d] for d in dims], 0))
@@ -244,181 +231,6 @@ def _reduce(ins, args, ctx):
     return tuple(outs) if ins.shape.is_tuple else outs[0]
 
 
-# ---- reduce-window ------------------------------------------------------------------------
-
-def _window_src(n, dts, tuple_root):
-    xs = [f"x{j}" for j in range(n)]
-    ins_ = [f"i{j}" for j in range(n)]
-    os_ = [f"o{j}" for j in range(n)]
-    acc = [f"a{j}" for j in range(n)]
-    lines = [f"def rw(N, NW, odims, wdims, wst, plo, ldil, rdil, xdims, xst, "
-             f"{', '.join(xs + ins_ + os_)}):",
-             "    " + stride_loop("N", "o")]
-    lines += [f"        {a} = {load(i, '0', dt)}" for a, i, dt in zip(acc, ins_, dts)]
-    lines += ["        for w in range(NW):",
-              "            ro = o",
-              "            rw_ = w",
-              "            off = 0",
-              "            ok = True",
-              "            for d in range(len(odims) - 1, -1, -1):",
-              "                oc = ro % odims[d]",
-              "                ro //= odims[d]",
-              "                wc = rw_ % wdims[d]",
-              "                rw_ //= wdims[d]",
-              "                pos = oc * wst[d] + wc * rdil[d] - plo[d]",
-              "                if pos < 0 or pos % ldil[d] != 0:",
-              "                    ok = False",
-              "                    break",
-              "                q = pos // ldil[d]",
-              "                if q >= xdims[d]:",
-              "                    ok = False",
-              "                    break",
-              "                off += q * xst[d]",
-              "            if ok:",
-              "                " + _fold(acc, xs, dts, tuple_root)]
-    lines += [f"        {o_}[o] = {a}" for o_, a in zip(os_, acc)]
-    return "\n".join(lines) + "\n"
-
-
-def window_geometry(plan):
-    """(wdims, wst, plo, ldil, rdil, xdims, xst): the window plan (common/plans_window) as a
-    window kernel's arguments."""
-    return (tup(plan.sizes, 1), tup(plan.strides, 1), tup(plan.pad_lo, 0),
-            tup(plan.lhs_dilate, 1), tup(plan.rhs_dilate, 1), tup(plan.operand_dims, 1),
-            tup(plan.operand_strides, 0))
-
-
-@kernel("reduce-window")
-def _reduce_window(ins, args, ctx):
-    n = len(args) // 2
-    xs, inits = args[:n], args[n:]
-    comp = ins.attrs["to_apply"]
-    shapes = _shapes(ins)
-    outs = [device_empty(s) for s in shapes]
-    out_dims = shapes[0].dims
-    N = size_of(out_dims)
-    plan = window_plan(ins, xs[0].shape, out_dims)
-    if N:
-        fn = device_function(ins, comp)
-        tuple_root = returns_tuple(comp)
-        src = _window_src(n, [a.dtype for a in xs], tuple_root)
-        k = gen_kernel(("reduce_window", n, _type_key(xs), tuple_root), src, "rw", {"fn": fn})
-        launch_stride_loop(k, N, N, plan.window_elements, tup(out_dims, 1), *window_geometry(plan),
-                           *[flat(a) for a in list(xs) + list(inits) + outs], threads=128)
-    return tuple(outs) if ins.shape.is_tuple else outs[0]
-
-
-# ---- select-and-scatter -------------------------------------------------------------------
-
-_SELECT_SRC = """
-def pick(S, NW, sdims, wdims, wst, plo, ldil, rdil, xdims, xst, x, sel):
-    for s in range(cuda.grid(1), S, cuda.gridsize(1)):
-        picked = -1
-        best = {load_x0}
-        for w in range(NW):
-            ro = s
-            rw_ = w
-            off = 0
-            ok = True
-            for d in range(len(sdims) - 1, -1, -1):
-                oc = ro % sdims[d]
-                ro //= sdims[d]
-                wc = rw_ % wdims[d]
-                rw_ //= wdims[d]
-                pos = oc * wst[d] + wc * rdil[d] - plo[d]
-                if pos < 0 or pos % ldil[d] != 0:
-                    ok = False
-                    break
-                q = pos // ldil[d]
-                if q >= xdims[d]:
-                    ok = False
-                    break
-                off += q * xst[d]
-            if ok:
-                v = {load_x}
-                if picked < 0:
-                    picked = off
-                    best = v
-                elif not select(best, v):
-                    picked = off
-                    best = v
-        sel[s] = picked
-"""
-
-_SCATTER_SRC = """
-def apply(N, sdims, sst, wdims, wst, plo, ldil, rdil, xdims, sel, src, init, out):
-    for p in range(cuda.grid(1), N, cuda.gridsize(1)):
-        acc = {load_init}
-        total = 1
-        rp = p
-        for d in range(len(xdims) - 1, -1, -1):
-            pd = rp % xdims[d]
-            rp //= xdims[d]
-            P = pd * ldil[d] + plo[d]
-            o_lo = -((-(P - (wdims[d] - 1) * rdil[d])) // wst[d])
-            o_hi = P // wst[d]
-            if o_lo < 0:
-                o_lo = 0
-            if o_hi > sdims[d] - 1:
-                o_hi = sdims[d] - 1
-            cnt = o_hi - o_lo + 1
-            if cnt < 0:
-                cnt = 0
-            total *= cnt
-        for t in range(total):
-            rt = t
-            rp = p
-            s = 0
-            for d in range(len(xdims) - 1, -1, -1):
-                pd = rp % xdims[d]
-                rp //= xdims[d]
-                P = pd * ldil[d] + plo[d]
-                o_lo = -((-(P - (wdims[d] - 1) * rdil[d])) // wst[d])
-                o_hi = P // wst[d]
-                if o_lo < 0:
-                    o_lo = 0
-                if o_hi > sdims[d] - 1:
-                    o_hi = sdims[d] - 1
-                cnt = o_hi - o_lo + 1
-                c = rt % cnt
-                rt //= cnt
-                s += (o_lo + c) * sst[d]
-            if sel[s] == p:
-                acc = scatter({load_src}, acc)
-        out[p] = acc
-"""
-
-
-@kernel("select-and-scatter")
-def _select_and_scatter(ins, args, ctx):
-    operand, source, init = args
-    out = device_empty(ins.shape)
-    N = size_of(operand.shape)
-    S = size_of(source.shape)
-    xshape, sshape = tuple(operand.shape), tuple(source.shape)
-    plan = window_plan(ins, xshape, sshape)
-    if N == 0:
-        return out
-    if S == 0:  # nothing scatters: every element keeps the init value
-        return fill_from_device(out, init)
-    sel_fn = device_function(ins, ins.attrs["select"])
-    sca_fn = device_function(ins, ins.attrs["scatter"])
-    geo = window_geometry(plan)  # wdims, wst, plo, ldil, rdil, xdims, xst
-    sel = cuda_module().device_array(S, np.int64)
-    xdt, sdt, idt = operand.dtype, source.dtype, init.dtype
-    src1 = _SELECT_SRC.format(load_x0=load("x", "0", xdt), load_x=load("x", "off", xdt))
-    k1 = gen_kernel(("sas_pick", np.dtype(xdt).str), src1, "pick", {"select": sel_fn})
-    launch_stride_loop(k1, S, S, plan.window_elements, tup(sshape, 1), *geo, flat(operand), sel,
-                       threads=128)
-    src2 = _SCATTER_SRC.format(load_init=load("init", "0", idt), load_src=load("src", "s", sdt))
-    k2 = gen_kernel(("sas_apply", np.dtype(sdt).str, np.dtype(idt).str), src2, "apply",
-                    {"scatter": sca_fn})
-    wdims, wst, plo, ldil, rdil, xdims, _ = geo
-    launch_stride_loop(k2, N, N, tup(sshape, 1), tup(row_strides(sshape), 0), wdims, wst, plo, ldil,
-                       rdil, xdims, sel, flat(source), flat(init), flat(out), threads=128)
-    return out
-
-
 # ---- map ----------------------------------------------------------------------------------
 
 @kernel("map")
@@ -435,6 +247,6 @@ def _map(ins, args, ctx):
     src = "\n".join([f"def mp(N, out{''.join(', ' + x for x in xs)}):",
                      "    " + stride_loop("N"),
                      f"        out[i] = fn({loads})"]) + "\n"
-    k = gen_kernel(("map", n, _type_key(args)), src, "mp", {"fn": fn})
+    k = gen_kernel(("map", n, type_key(args)), src, "mp", {"fn": fn})
     launch_stride_loop(k, N, N, flat(out), *[flat(a) for a in args])
     return out
