@@ -10,7 +10,8 @@ import pytest
 
 from xlaplug.hlo import HloSyntaxError, dtypes
 from xlaplug.hlo.ir import Shape
-from xlaplug.hlo.text.literals import LiteralError, format_literal, parse_literal
+from xlaplug.hlo.text.literal_format import format_literal
+from xlaplug.hlo.text.literals import LiteralError, parse_literal
 from xlaplug.hlo.text.parser import parse_module
 from xlaplug.hlo.text.printer import module_to_text
 from xlaplug.hlo.text.shape_parser import parse_shape

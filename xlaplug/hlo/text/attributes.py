@@ -157,7 +157,7 @@ def format_value(name: str, v: Any) -> str:
     if isinstance(v, _STR_TYPES):
         return str(v)
     if isinstance(v, LiteralValue):
-        from .literals import format_literal
+        from .literal_format import format_literal
         return f"{v.shape} {format_literal(v.value, v.shape)}"
     if isinstance(v, LiteralTuple):
         return "( " + ", ".join(format_value(name, x) for x in v.items) + " )"

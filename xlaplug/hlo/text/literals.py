@@ -1,4 +1,5 @@
-"""Constant literals: HLO text <-> numpy arrays, for every element type.
+"""Constant literals parsed from HLO text into numpy arrays, for every element type (printing:
+literal_format.py).
 
 Parsing is the hot path for large constants, so array literals are flattened with string
 operations and converted by numpy in one call; the brace structure is checked against the
@@ -267,194 +268,14 @@ def _parse_literal(text: str, shape: Shape):
         if flat.size != n:
             raise _Diagnose()
     except _Diagnose:
-        _diagnose_dense(text, shape)
+        from .literal_diagnose import diagnose_dense  # the error path only
+        diagnose_dense(text, shape)
         raise LiteralError(f"malformed literal for shape {shape}") from None
     except _BadToken as e:
-        raise LiteralError(str(e), _element_offset(text, e.index, is_complex)) from None
+        from .literal_diagnose import element_offset
+        raise LiteralError(str(e), element_offset(text, e.index, is_complex)) from None
     return flat.reshape(shape.dims)
 
 
 class _Diagnose(Exception):
     """The fast path found a problem; the slow path says exactly what and where."""
-
-
-_LIT_TOKEN = re.compile(r"\s+|\{|\}|,|\((?:[^()]|\(0x[0-9a-fA-F]*\))*\)?|[^\s{},()]+|.")
-
-
-def _element_offset(text: str, index: int, complex_: bool) -> int:
-    k = 0
-    for m in _LIT_TOKEN.finditer(text):
-        tok = m.group(0)
-        if tok.isspace() or tok in "{},":
-            continue
-        if k == index:
-            return m.start()
-        k += 1
-    return 0
-
-
-def _diagnose_dense(text: str, shape: Shape) -> None:
-    """Walk the literal as XLA's parser does and raise a LiteralError at the first problem."""
-    dims = shape.dims
-    rank = len(dims)
-    etype = shape.element_type
-    is_complex = dtypes.is_complex(etype)
-    nest = 0
-    seen = [0] * rank
-    opened: list[int] = []
-    count = 0
-    done = False
-
-    def where(level: int) -> str:
-        if not level:
-            return ""
-        return " of sub-array [" + ",".join(str(x - 1) for x in seen[:level]) + "]"
-
-    for m in _LIT_TOKEN.finditer(text):
-        tok, pos = m.group(0), m.start()
-        if tok.isspace() or tok == ",":
-            continue
-        if done:
-            raise LiteralError(f"unexpected '{tok[:20]}' after the end of the literal", pos)
-        if tok == "{":
-            if rank == 0:
-                raise LiteralError(f"a scalar {etype} literal is written without braces", pos)
-            nest += 1
-            opened.append(pos)
-            if nest > rank:
-                raise LiteralError(f"too many nested '{{': shape {shape} has rank {rank}", pos)
-            if nest > 1:
-                seen[nest - 2] += 1
-                if seen[nest - 2] > dims[nest - 2]:
-                    raise LiteralError(f"too many elements in dimension {nest - 2}"
-                                       f"{where(nest - 2)}: shape {shape} has {dims[nest - 2]}",
-                                       pos)
-            continue
-        if tok == "}":
-            if nest == 0:
-                raise LiteralError("unbalanced '}' in literal", pos)
-            nest -= 1
-            opened.pop()
-            if seen[nest] != dims[nest]:
-                raise LiteralError(f"expected {dims[nest]} elements in dimension {nest}"
-                                   f"{where(nest)}, found {seen[nest]} (shape {shape})", pos)
-            seen[nest] = 0
-            if nest == 0:
-                done = True
-            continue
-        # An element.
-        if rank > 0 and nest != rank:
-            raise LiteralError(f"element '{tok[:20]}' at nesting depth {nest}, but shape {shape} "
-                               f"needs depth {rank}" if nest else
-                               f"array literal of shape {shape} must start with '{{'", pos)
-        if is_complex:
-            if not (tok.startswith("(") and tok.endswith(")")):
-                raise LiteralError(f"complex elements are written (real, imag), found "
-                                   f"'{tok[:20]}'", pos)
-            parts = tok[1:-1].split(",")
-            if len(parts) != 2 or not all(_FLOAT_TOKEN.fullmatch(x.strip()) for x in parts):
-                raise LiteralError(f"malformed complex element '{tok[:30]}'", pos)
-        elif tok.startswith("("):
-            raise LiteralError(f"unexpected '(' in a {etype} literal (parentheses are only for "
-                               f"complex elements)", pos)
-        elif dtypes.is_float(etype):
-            if not _FLOAT_TOKEN.fullmatch(tok):
-                raise LiteralError(f"invalid floating-point literal '{tok[:30]}'", pos)
-        elif etype == "pred":
-            if tok not in ("true", "false") and not _INT_TOKEN.fullmatch(tok):
-                raise LiteralError(f"invalid pred literal '{tok[:30]}' (expected true or "
-                                   f"false)", pos)
-        elif not _INT_TOKEN.fullmatch(tok):
-            raise LiteralError(f"invalid {etype} literal '{tok[:30]}'", pos)
-        count += 1
-        if rank == 0:
-            if count > 1:
-                raise LiteralError("a scalar literal has one element", pos)
-            continue
-        seen[rank - 1] += 1
-        if seen[rank - 1] > dims[rank - 1]:
-            raise LiteralError(f"too many elements in dimension {rank - 1}"
-                               f"{where(rank - 1)}: shape {shape} has {dims[rank - 1]}", pos)
-    if opened:
-        raise LiteralError("unterminated '{' in literal", opened[0])
-    if count == 0 and rank == 0:
-        raise LiteralError(f"missing literal for shape {shape}")
-
-
-# ---- printing ----------------------------------------------------------------------------
-
-# Types with a single NaN and no sign on it: their NaN prints as plain `nan`.
-_UNSIGNED_NAN = frozenset({"f8e4m3fnuz", "f8e5m2fnuz", "f8e4m3b11fnuz", "f8e8m0fnu"})
-
-
-def _fmt_nan(v, etype: str) -> str:
-    if etype in _UNSIGNED_NAN:
-        return "nan"
-    sign = "-" if np.signbit(v) else ""
-    mant = _PAYLOAD_TYPES.get(etype)
-    if mant is not None:
-        dt = dtypes.ELEMENT_DTYPES[etype]
-        bits = int(np.asarray(v, dtype=dt).reshape(1).view(f"u{dt.itemsize}")[0])
-        payload = bits & ((1 << mant) - 1)
-        if payload != 1 << (mant - 1):  # not the plain quiet NaN: XLA prints the payload
-            return f"{sign}nan(0x{payload:x})"
-    return sign + "nan"
-
-
-def _fmt_float(v, etype: str) -> str:
-    """The shortest text that reads back to exactly `v` (a numpy scalar of etype's dtype)."""
-    f = float(v)
-    if f != f:
-        return _fmt_nan(v, etype)
-    if f in (np.inf, -np.inf):
-        return "inf" if f > 0 else "-inf"
-    if f == 0:
-        return "-0" if np.signbit(f) else "0"
-    if f.is_integer() and abs(f) < 1e6:  # small integers in full (f16's 65504, not 6.55e+04)
-        return str(int(f))
-    if etype == "f64":
-        s = repr(f)
-    elif etype == "f16":
-        s = str(np.float16(f))
-    else:  # f32 and the narrow floats: shortest float32 repr of the exact value
-        s = str(np.float32(f))
-    return s[:-2] if s.endswith(".0") else s
-
-
-def format_scalar(v, etype: str) -> str:
-    if etype == "pred":
-        return "true" if bool(v) else "false"
-    if dtypes.is_complex(etype):
-        part = "f64" if etype == "c128" else "f32"
-        return f"({_fmt_float(v.real, part)}, {_fmt_float(v.imag, part)})"
-    if dtypes.is_float(etype):
-        return _fmt_float(v, etype)
-    return str(int(v))
-
-
-def format_literal(value, shape: Shape) -> str:
-    if shape.is_tuple:
-        return "(" + ", ".join(format_literal(v, s) for v, s in zip(value, shape.tuple_shapes)) + ")"
-    etype = shape.element_type
-    arr = np.asarray(value)
-    if shape.rank == 0:
-        return format_scalar(arr.reshape(())[()], etype)
-    if etype == "pred":
-        items = np.where(arr.reshape(-1), "true", "false").tolist()
-    elif dtypes.is_integral(etype):
-        items = [str(x) for x in arr.reshape(-1).astype(object if etype == "u64" else np.int64).tolist()]
-    else:
-        items = [format_scalar(x, etype) for x in arr.reshape(-1)]
-    return _nest(items, shape.dims)
-
-
-def _nest(items: list[str], dims) -> str:
-    if len(dims) == 1:
-        return "{" + ", ".join(items) + "}"
-    if dims[0] == 0:
-        return "{}"
-    inner = 1
-    for d in dims[1:]:
-        inner *= d
-    groups = [_nest(items[i * inner:(i + 1) * inner], dims[1:]) for i in range(dims[0])]
-    return "{ " + ", ".join(groups) + " }"

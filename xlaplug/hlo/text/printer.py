@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .attributes import format_value, name_ref
 from ..ir import Computation, Instruction, Module
-from .literals import format_literal
+from .literal_format import format_literal
 from .parser_limits import recursion_room
 
 
