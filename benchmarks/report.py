@@ -83,6 +83,8 @@ def environment() -> dict:
         "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
         "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS"),
         "loadavg_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "cpu_held": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+        and usable == 1 else None,
     }
 
 
@@ -97,6 +99,9 @@ def print_header(env: dict, opts) -> None:
           f"OPENBLAS_NUM_THREADS={env['OPENBLAS_NUM_THREADS']}  jax {env['jax']} "
           f"(XLA:CPU)  numba {env['numba']} ({env['numba_threads']} threads)  "
           f"python {env['python']}")
+    if getattr(opts, "cores", "every") != "every" and opts.device == "cpu":
+        print("one-core column: a child process on one CPU (its affinity), numba, OpenBLAS, "
+              "OpenMP and MKL set to 1 thread; XLA sizes its pools from the affinity")
     load = (env["loadavg_start"] or [0])[0]
     if load > (env["cores_usable"] or 1):
         print(f"NOTE: 1-minute load average {load:.2f} exceeds the {env['cores_usable']} "
@@ -106,7 +111,8 @@ def print_header(env: dict, opts) -> None:
 
 
 COLUMNS = [("workload", 17), ("xlaplug ms", 11), ("XLA:CPU ms", 11), ("numpy ms", 10),
-           ("xlaplug/XLA", 12), ("xlaplug/np", 11), ("xlaplug compile ms", 19),
+           ("xlaplug/XLA", 12), ("load", 5), ("1 core: xlaplug/XLA", 20), ("load", 5),
+           ("xlaplug/np", 11), ("xlaplug compile ms", 19),
            ("xlaplug 1st-run +ms", 20), ("XLA compile ms", 15)]
 
 
@@ -115,6 +121,8 @@ def fmt(v, kind="ms") -> str:
         return "-"
     if kind == "ratio":
         return f"{v:.2f}x"
+    if kind == "load":
+        return f"{v:.2f}"
     return f"{v:.3f}" if v < 1 else f"{v:.1f}" if v < 1000 else f"{v:.0f}"
 
 
@@ -135,12 +143,22 @@ def print_table(results: list[dict]) -> None:
                       f"{fmt(r['ratio_xlaplug_xla_gpu'], 'ratio')}")
 
 
+def one_core_cells(one: dict | None) -> list[str]:
+    """The one-core ratio (with both held to one core) and the load when it started."""
+    if one is None:
+        return ["-", "-"]
+    if one.get("matches_xla") is False:
+        return ["MISMATCH", fmt(one.get("load"), "load")]
+    return [fmt(one.get("ratio_xlaplug_xla"), "ratio"), fmt(one.get("load"), "load")]
+
+
 def print_rows(results: list[dict]) -> None:
     for r in results:
         x = r["xlaplug"]
         cells = [r["workload"], fmt(x.get("run_ms")) if "error" not in x else "ERROR",
                  fmt(r["xla"]["run_ms"]), fmt(r["numpy"].get("run_ms")),
-                 fmt(r["ratio_xlaplug_xla"], "ratio"), fmt(r["ratio_xlaplug_numpy"], "ratio"),
+                 fmt(r["ratio_xlaplug_xla"], "ratio"), fmt(r.get("load"), "load"),
+                 *one_core_cells(r.get("one_core")), fmt(r["ratio_xlaplug_numpy"], "ratio"),
                  fmt(x.get("compile_ms")), fmt(x.get("first_run_overhead_ms")),
                  fmt(r["xla"]["compile_ms"])]
         print("  ".join(c.rjust(w) if i else c.ljust(w)

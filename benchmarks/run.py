@@ -24,6 +24,11 @@ it, runs its pass pipeline and executes it.  Every implementation is timed as th
 A multi-device workload runs in a worker process (multi_device.py) on XLA's partitioned
 module.
 
+Two ratio columns (--cores both, the default): every workload on every core, then again
+with xlaplug and XLA:CPU both held to one core (one_core.py: a child process on one CPU).
+Beside each ratio is the 1-minute load average when that workload started; a load over 0.5
+prints a warning: such figures are not to be quoted.
+
 Compile columns: "xlaplug compile" = parse + pass pipeline + execute()'s setup (building
 the thunk sequence); the extra cost of xlaplug's first run over a steady run is a separate
 column ("xlaplug 1st-run +ms").  "XLA compile" = Lowered.compile() (HLO to executable;
@@ -37,6 +42,7 @@ same way.  --check-only runs each implementation once and checks it, timing noth
 
 Run:  python benchmarks/run.py [--repeat N] [--only NAME[,NAME]] [--device cpu|cuda]
                                [--passes SPEC] [--json] [--quick] [--check-only]
+                               [--cores both|every|one]
 
 This file is the driver (options, one workload's record, the worker process); the workloads
 are workloads.py's and models.py's, the checks and timing measure.py's (shared with the other
@@ -56,6 +62,9 @@ import time
 # column then pins jax's default device to the CPU).
 if "cuda" not in sys.argv[1:] and "--device=cuda" not in sys.argv[1:]:
     os.environ["JAX_PLATFORMS"] = "cpu"
+import one_core  # noqa: E402
+
+one_core.hold()  # the one-core child: on its CPU before numpy, numba and jax start
 
 import numpy as np  # noqa: E402
 
@@ -80,7 +89,8 @@ def bench_one(name: str, quick: bool, repeat: int, device: str, passes: str | No
 
     rng = np.random.default_rng(0)
     w = make_workload(name, quick, rng)
-    rec: dict = {"workload": name, "desc": w.desc, "repeat": repeat, "dtype": w.dtype}
+    rec: dict = {"workload": name, "desc": w.desc, "repeat": repeat, "dtype": w.dtype,
+                 "load": os.getloadavg()[0]}
 
     # XLA:CPU through jax (the reference values), then XLA:GPU where asked and present.
     cpu = jax.devices("cpu")[0]
@@ -141,6 +151,7 @@ def run_xlaplug(name, hlo_text, w, ref, repeat, device, passes, check_only) -> d
 def bench_in_worker(name, quick, repeat, device, passes, check_only) -> dict:
     """A multi-device workload in a fresh process (multi_device.py), its record back as JSON."""
     import subprocess
+    load = os.getloadavg()[0]
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", name, "--repeat", str(repeat),
            "--device", device] + (["--quick"] if quick else []) + (
            ["--check-only"] if check_only else []) + (["--passes", passes] if passes else [])
@@ -149,7 +160,7 @@ def bench_in_worker(name, quick, repeat, device, passes, check_only) -> dict:
     if p.returncode != 0 or not p.stdout.strip():
         raise RuntimeError(f"{name}: worker process failed (exit {p.returncode}): "
                            f"{(p.stderr.strip().splitlines() or ['no output'])[-1]}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    return {**json.loads(p.stdout.strip().splitlines()[-1]), "load": load}
 
 
 def worker(opts) -> int:
@@ -179,6 +190,9 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
     ap.add_argument("--check-only", action="store_true", help="run each implementation once "
                     "and check its outputs against XLA's; time nothing (exit 1 on a mismatch)")
+    ap.add_argument("--cores", choices=["both", "every", "one"], default="both",
+                    help="time on every core, with both held to one core (a child process "
+                         "on one CPU), or both (default: two ratio columns)")
     ap.add_argument("--worker", metavar="NAME", choices=[n for n in WORKLOADS if n in DEVICES],
                     help=argparse.SUPPRESS)  # a multi-device workload, in its own process
     opts = ap.parse_args(argv)
@@ -197,6 +211,8 @@ def main(argv=None) -> int:
             ap.error(f"--only: unknown workload {', '.join(bad)} "
                      f"(choose from {', '.join(WORKLOADS)})")
 
+    if opts.cores == "one" and not one_core.held():
+        return show_one_core(opts)
     env = environment()
     if not opts.json:
         print_header(env, opts)
@@ -209,8 +225,16 @@ def main(argv=None) -> int:
         except DeviceError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
+    if opts.cores == "both" and opts.device == "cpu" and not opts.check_only:
+        child, why = one_core.run_child(os.path.abspath(__file__), one_core.forward_args(opts))
+        if child is None:
+            warn(f"no one-core column: {why}")
+        else:
+            one_core.merge(results, child)
     env["loadavg_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     total_s = time.perf_counter() - t_start
+    if not one_core.held() and not opts.check_only:  # figures only where something was timed
+        warn_loaded(results)
 
     failed = any("error" in r["xlaplug"] or not r["xlaplug"]["matches_xla"]
                  or r["numpy"].get("matches_xla") is False for r in results)
@@ -224,6 +248,32 @@ def main(argv=None) -> int:
         print(f"\ntotal {total_s:.1f} s; load avg at end "
               f"{', '.join(f'{v:.2f}' for v in env['loadavg_end'] or [])}")
     return 1 if failed else 0
+
+
+def show_one_core(opts) -> int:
+    """--cores one: the whole run in a child held to one core, reported as usual."""
+    child, why = one_core.run_child(os.path.abspath(__file__), one_core.forward_args(opts))
+    if child is None:
+        print(f"error: --cores one: {why}", file=sys.stderr)
+        return 2
+    if opts.json:
+        print(json.dumps(child, indent=2))
+    else:
+        print_header(child["environment"], opts)
+        print_table(child["results"])
+    return 0 if child["ok"] else 1
+
+
+def warn_loaded(results: list[dict]) -> None:
+    """Figures taken at a load over 0.5 are not to be quoted: XLA's thread pool loses cores
+    to the other work first, which flatters xlaplug."""
+    loads = [(r["workload"], r.get("load")) for r in results] + [
+        (r["workload"] + " (one core)", r["one_core"]["load"]) for r in results
+        if "one_core" in r]
+    high = [f"{n} {v:.2f}" for n, v in loads if v is not None and v > 0.5]
+    if high:
+        warn(f"load average over 0.5 when these started: {', '.join(high)}; "
+             "do not quote these figures")
 
 
 if __name__ == "__main__":

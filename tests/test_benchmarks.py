@@ -83,3 +83,19 @@ def test_xla_mpi_allreduce_builds_the_engines_rank_program():
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     (row,) = json.loads(r.stdout)["runs"]["2"]
     assert row["bytes"] == 4096 and row["agree"] is True and row["engine_s"] > 0, row
+
+
+@pytest.mark.slow
+def test_run_one_core_column_holds_both_to_one_cpu():
+    """--cores one: the run happens in a child on a single CPU with every thread count at 1,
+    and its figures still agree with XLA (the ratio column itself is measurement, not test)."""
+    r = _script("run.py", "--quick", "--only", "while_loop", "--repeat", "1", "--cores", "one",
+                "--json")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    out = json.loads(r.stdout)
+    env = out["environment"]
+    assert env["cores_usable"] == 1 and len(env["cpu_held"]) == 1, env
+    assert env["numba_threads"] == 1 and "threads=1" in env["numpy_blas"], env
+    (rec,) = out["results"]
+    assert rec["xlaplug"]["matches_xla"] and rec["xlaplug"]["run_ms"] > 0
+    assert isinstance(rec["load"], float) and rec["ratio_xlaplug_xla"] > 0
