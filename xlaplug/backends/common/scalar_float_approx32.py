@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numba.extending import register_jitable
 
-from .scalar_float_bits import _xbits32, _xfrom_bits32, _xfrom_bits64
+from .scalar_float_bits import _xbits32, _xfrom_bits32
 from .scalar_float_round import _TINY32, _xfma32, _xftz32
 
 
@@ -81,57 +81,36 @@ def _xtanh32(x):
 
 
 # XLA:CPU's f32 exp (Eigen's pexp_float, its multiply-adds as FMAs): m = floor(x log2(e) +
-# 1/2), r = x - m ln2 in two steps (Cephes' split of ln2), a degree-7 polynomial in r, times
-# 2^m; subnormal results flush to zero.  Bit for bit XLA's below x = 88.3763 (0 mismatches
-# in 400k inputs over [-120, 88.37]); in the last 0.35 before overflow XLA rounds
-# differently (1 ULP) and the correctly rounded value is used there (_xexp32_edge).
-# Written without branches or calls (selects, 2^m built from its bits) so that a loop
-# calling it vectorizes: every lane computes every case and picks its own.
+# 1/2) at most 127, r = x - m ln2 in two steps (Cephes' split of ln2), a degree-7 polynomial
+# in r, times 2^m; subnormal results flush to zero.  Above x = 88.376 m stays 127, so r
+# runs past ln2/2 and the polynomial drifts (up to 6 ULP from the correctly rounded exp at
+# the overflow): that drift is XLA's, and reproduced, bit for bit.  Written without
+# branches or calls (selects; 2^m built from its bits) so that a loop calling it vectorizes
+# in f32 lanes: every lane computes every case and picks its own.  y * 2^m is one f32
+# product: exact for a normal result (an f32 times a power of two), inf past the overflow.
 _EXP_P32 = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
             1.6666665459e-1, 5.0000001201e-1)
-_EXP885 = np.float64(np.exp(np.float64(88.5)))
 _EXP_LO32 = np.float32(-104.0)
-_EXP_HI32 = np.float32(88.3762626647950)
 _EXP_INF32 = np.float32(88.72283935546875)
-
-
-@register_jitable
-def _xexp32_edge(x):
-    """exp(x) in f64 for f32 x in [88.37, 88.73]: e^88.5 times a degree-12 Taylor
-    polynomial of x - 88.5 (relative error ~3e-16; rounded to f32 it equals the correctly
-    rounded exp on every f32 input of [88, 89], checked exhaustively)."""
-    t = np.float64(x) - 88.5
-    p = 1.0 / 479001600.0
-    p = p * t + 1.0 / 39916800.0
-    p = p * t + 1.0 / 3628800.0
-    p = p * t + 1.0 / 362880.0
-    p = p * t + 1.0 / 40320.0
-    p = p * t + 1.0 / 5040.0
-    p = p * t + 1.0 / 720.0
-    p = p * t + 1.0 / 120.0
-    p = p * t + 1.0 / 24.0
-    p = p * t + 1.0 / 6.0
-    p = p * t + 0.5
-    p = p * t + 1.0
-    p = p * t + 1.0
-    return p * _EXP885
 
 
 @register_jitable(inline="always")
 def _xexp32(x):
     x = np.float32(x)
     xc = x if x > _EXP_LO32 else _EXP_LO32  # (NaN takes the low clamp; picked out below)
-    xc = xc if xc < _EXP_HI32 else _EXP_HI32
+    xc = xc if xc < _EXP_INF32 else _EXP_INF32
     m = np.float32(np.floor(_xfma32(xc, np.float32(1.44269504088896341), np.float32(0.5))))
+    m = m if m < np.float32(127.0) else np.float32(127.0)
     r = _xfma32(m, np.float32(-0.693359375), xc)
     r = _xfma32(m, np.float32(2.12194440e-4), r)
     r2 = np.float32(r * r)
     y = _xhorner32(r, _EXP_P32)
     y = np.float32(_xfma32(y, r2, r) + np.float32(1.0))
-    # y * 2^m in f64 (exact; m in [-150, 128]), rounded once to f32
-    res = np.float32(np.float64(y) * _xfrom_bits64((np.int64(m) + np.int64(1023)) << np.int64(52)))
-    res = res if res >= _TINY32 else np.float32(0.0)
-    res = np.float32(_xexp32_edge(x)) if x > _EXP_HI32 else res
+    # m < -126: the result is below 2^-125.5, a subnormal: flushed
+    mi = np.int32(m)
+    e = mi if mi > np.int32(-126) else np.int32(-126)
+    res = np.float32(y * _xfrom_bits32((e + np.int32(127)) << np.int32(23)))
+    res = res if (res >= _TINY32 and mi >= np.int32(-126)) else np.float32(0.0)
     res = np.float32(np.inf) if x > _EXP_INF32 else res
     return x if x != x else res
 
