@@ -131,17 +131,32 @@ class ScalarGen:
         index arithmetic, so LLVM sees through them (single-user ones)."""
         out = {}
         taken: set[int] = set()
+
+        def through(m):  # the operand as LLVM sees it in a loop body, and what lies between
+            via = []
+            while elementwise and m.opcode in ("reshape", "copy") and \
+                    users.get(id(m), 0) == 1 and m is not comp.root:
+                via.append(m)
+                m = m.operands[0]
+            return m, via
+
+        def exp_product(m) -> bool:
+            # An f32 exp ends in its own product y * 2^m, which LLVM contracts into the add
+            # that uses it: first for a commutative add (InstCombine orders it first), and
+            # as a subtract's minuend -- the result is then the plain rounded sum, since
+            # y * 2^m is exact (XLA's bits: x*y + exp(-x) is not fma(x, y, exp(-x))).
+            return (m.opcode == "exponential" and m.shape.element_type == "f32" and
+                    users.get(id(m), 0) == 1 and m is not comp.root)
         for ins in order:
             if ins.opcode not in _FMA_USERS or ins.shape.element_type not in ("f32", "f64"):
                 continue
             if (ins.shape.rank != 0 and not elementwise) or len(ins.operands) != 2:
                 continue
+            seen = [through(o)[0] for o in ins.operands]
+            if exp_product(seen[0]) or (ins.opcode == "add" and exp_product(seen[1])):
+                continue
             for k, m in enumerate(ins.operands):
-                via = []
-                while elementwise and m.opcode in ("reshape", "copy") and \
-                        users.get(id(m), 0) == 1 and m is not comp.root:
-                    via.append(m)
-                    m = m.operands[0]
+                m, via = through(m)
                 if (m.opcode == "multiply" and users.get(id(m), 0) == 1 and m is not comp.root
                         and id(m) not in taken and m.shape.element_type == ins.shape.element_type
                         and ins.operands[0] is not ins.operands[1]):
