@@ -11,10 +11,13 @@ program compiled once by XLA:CPU, its all-reduce a typed-FFI call (`xlaplug.mpi.
 served by xlaplug's MPI transport (runtime/mpi_engine.py).  Timed: one execution of that
 executable, to its result ready (no copy of the output to numpy), against
 `comm.Allreduce(x, recv)` on the same buffer, and (where `import mpi4jax` works) against
-`jax.jit(mpi4jax.allreduce)` on x already on the device -- in alternating rounds between
-barriers (the slowest rank's median per call), so a shared machine's load falls on all
-alike.  Ratios are over mpi4py's time.  The load average before and after is printed: above
-0.5 the figures are noise, not measurements.
+`jax.jit(mpi4jax.allreduce)` on x already on the device, and the MPI handler alone on a
+call frame laid out as XLA's (the compiled one and the Python one: `handler_calls`) -- in
+alternating rounds between barriers (the slowest rank's median per call, wall and the
+process's CPU time), so a shared machine's load falls on all alike.  Ratios are over
+mpi4py's time.  XLAPLUG_MPI_HANDLER=python registers the Python handler with XLA (the
+engine as it was before the compiled one).  The load average before and after is printed:
+above 0.5 the figures are noise, not measurements.
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ import numpy as np
 
 # The all-reduce module, iteration counts, alternating-round timing and mpiexec of
 # collectives.py (this script's sibling: the same measurement against another engine).
-from collectives import ALLREDUCE_HLO, _mpiexec, _timed_ab, iterations
+from collectives import ALLREDUCE_HLO, _mpiexec, iterations
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = [1 << 20, 16 << 20]
@@ -140,6 +143,29 @@ def mpi4jax_call(comm, x: np.ndarray):
     return lambda: f(arg).block_until_ready()
 
 
+def timed_ab(fns: dict, iters: int, barrier, rounds: int = 7) -> dict:
+    """collectives._timed_ab's alternating rounds, with the process's CPU time per call too
+    (`<name>_cpu`): steadier than wall time on a loaded machine, where a rank waits for a
+    peer the scheduler left out."""
+    import statistics
+    import time
+    for fn in fns.values():  # warm-up
+        fn()
+        fn()
+    wall: dict = {k: [] for k in fns}
+    cpu: dict = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            barrier()
+            t0, c0 = time.perf_counter(), time.process_time()
+            for _ in range(iters):
+                fn()
+            wall[k].append((time.perf_counter() - t0) / iters)
+            cpu[k].append((time.process_time() - c0) / iters)
+    return {**{k: statistics.median(v) for k, v in wall.items()},
+            **{f"{k}_cpu": statistics.median(v) for k, v in cpu.items()}}
+
+
 def worker(sizes: list[int]) -> None:
     sys.path.insert(0, str(ROOT))
     from mpi4py import MPI
@@ -168,7 +194,7 @@ def worker(sizes: list[int]) -> None:
         if jax_call is not None:
             agree &= bool(np.allclose(np.asarray(jax_call()), recv, rtol=1e-5, atol=1e-5))
             ways["mpi4jax"] = jax_call
-        t = _timed_ab(ways, iterations(nbytes), comm.Barrier)
+        t = timed_ab(ways, iterations(nbytes), comm.Barrier)
         rows.append({"bytes": nbytes, "agree": comm.allreduce(agree, op=MPI.LAND),
                      **{f"{k}_s": comm.allreduce(v, op=MPI.MAX) for k, v in t.items()}})
     if rank == 0:
@@ -209,8 +235,9 @@ def main() -> int:
           f"{report['load_after']:.2f} after" +
           ("" if quiet else " -- above 0.5: noise, not figures to quote"))
     print("\n| D | size | engine ms | mpi4py ms | mpi4jax ms | engine/mpi4py | "
-          "mpi4jax/mpi4py | compiled handler alone | Python handler alone | agree |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |")
+          "mpi4jax/mpi4py | compiled handler alone | Python handler alone | CPU us engine / "
+          "mpi4py | agree |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |")
     bad = False
     for d, rows in report["runs"].items():
         for r in rows:
@@ -223,7 +250,8 @@ def main() -> int:
                      for k in ("compiled_handler_s", "python_handler_s")]
             print(f"| {d} | {size} | {r['engine_s'] * 1e3:.3f} | "
                   f"{raw * 1e3:.3f} | {jax_ms} | {r['engine_s'] / raw:.2f}x | {jax_ratio} | "
-                  f"{alone[0]} | {alone[1]} | {'yes' if r['agree'] else 'NO'} |")
+                  f"{alone[0]} | {alone[1]} | {r['engine_cpu_s'] * 1e6:.1f} / "
+                  f"{r['mpi4py_cpu_s'] * 1e6:.1f} | {'yes' if r['agree'] else 'NO'} |")
             bad |= not r["agree"]
     return 1 if bad else 0
 

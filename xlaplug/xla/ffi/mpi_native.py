@@ -22,7 +22,8 @@ Whatever is not the plain case goes back to Python, through `PYTHON` (the whole 
 a site not armed, a new big buffer to give huge pages, overlapping buffers) or `RESUME`
 (the call under way: mpi_sites.resume finishes it) -- a wait past the first ~20 ms of
 polling or with a control message waiting (the timeout, aborts and status queries are
-PolledWaits'), headers that differ, an MPI error.  So every error is raised by the
+PolledWaits': its timeout counts from there, as the Python path's counts from the end of its
+first polls), headers that differ, an MPI error.  So every error is raised by the
 transport's own Python and reads as it does there, one line (numba cfuncs cannot raise).
 """
 from __future__ import annotations
