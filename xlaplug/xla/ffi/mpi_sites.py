@@ -225,6 +225,8 @@ def resume(site: Armed, code: int) -> None:
         int(rec[N.R_OUT]))).view(site.dtype)
     if code == N.FAILED:
         raise MPI.Exception(int(rec[N.R_ERR]))
+    if code in (N.HEADERS, N.PAYLOAD):  # (perhaps for a control message: read it now,
+        t._poll_control()               # as PolledWaits would have while it polled)
     if code in (N.HEADERS, N.HEADERS_FAILED, N.DIFFER):
         if code == N.HEADERS_FAILED:
             t._outsized(site.boxes[site.me], site.reqs, MPI.Exception(int(rec[N.R_ERR])))
