@@ -42,7 +42,7 @@ body {{
   p = (s32[], {t}[{k}]) parameter(0)
   i = s32[] get-tuple-element(p), index=0
   v = {t}[{k}] get-tuple-element(p), index=1
-  r = {t}[{k}] all-reduce(v), replica_groups={{}}, to_apply=red
+  r = {t}[{k}] all-reduce(v), replica_groups={groups}, to_apply=red
   w = {t}[{k}] subtract(r, v)
   one = s32[] constant(1)
   j = s32[] add(i, one)
@@ -64,8 +64,10 @@ THEN_Q = ("o = {t}[{k}] get-tuple-element(w), index=1\n"
           "  ROOT q = {t}[{k}] all-reduce(o), replica_groups={{}}, to_apply=red")
 
 
-def loop(n, t, k, op="add", trips=3, other=None, root=ROOT) -> str:
-    return LOOP.format(n=n, t=t, k=k, op=op, trips=trips,
+def loop(n, t, k, op="add", trips=3, other=None, root=ROOT, groups=None) -> str:
+    text = "{" + ",".join("{" + ",".join(map(str, g)) + "}" for g in groups) + "}" \
+        if groups else "{}"
+    return LOOP.format(n=n, t=t, k=k, op=op, trips=trips, groups=text,
                        other=trips if other is None else other,
                        root=root.format(t=t, k=k))
 
@@ -116,15 +118,18 @@ def _launch(tmp_path, cases: dict, n: int) -> dict:
             for name in cases}
 
 
-def _jax_loop(x, op: str, trips: int):
-    """The loop on the stacked inputs, by jax: v <- reduce(v over ranks) - v."""
+def _jax_loop(x, op: str, trips: int, groups=None):
+    """The loop on the stacked inputs, by jax: v <- reduce(v over its group) - v."""
     import jax.numpy as jnp
-    v = jnp.asarray(x)
     reduce = {"add": jnp.sum, "multiply": jnp.prod, "maximum": jnp.max,
               "minimum": jnp.min}[op]
-    for _ in range(trips):
-        v = reduce(v, axis=0, keepdims=True) - v
-    return np.asarray(v)
+    out = np.empty_like(x)
+    for g in groups or [list(range(len(x)))]:
+        v = jnp.asarray(x[g])
+        for _ in range(trips):
+            v = reduce(v, axis=0, keepdims=True) - v
+        out[g] = np.asarray(v)
+    return out
 
 
 CASES2 = {  # (D = 2) carried with the header (<= 64 KiB), one MPI_Iallreduce (< 4 MiB),
@@ -140,13 +145,13 @@ HLO_TYPES = {"float32": "f32", "float64": "f64", "int32": "s32", "bf16": "bf16"}
 
 def _check(got: dict, cases: dict, n: int) -> None:
     trips, runs = 3, 2
-    for name, (dtype, op, k) in cases.items():
+    for name, (dtype, op, k, *groups) in cases.items():
         x, ours, interpreter, served = got[name]
         if dtype == "bf16":  # (npz keeps bf16 as raw 2-byte records)
             import ml_dtypes
             x, ours, interpreter = (a.view(ml_dtypes.bfloat16) for a in (x, ours, interpreter))
         assert ours.view(np.uint8).tobytes() == interpreter.view(np.uint8).tobytes(), name
-        want = _jax_loop(x, op, trips)
+        want = _jax_loop(x, op, trips, *groups)
         if dtype == "int32":
             assert np.array_equal(ours, want), name
         else:
@@ -165,10 +170,12 @@ def _check(got: dict, cases: dict, n: int) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("n", [2, 4])
 def test_compiled_all_reduce_values(tmp_path, n):
-    cases = CASES2 if n == 2 else {k: CASES2[k] for k in ("f32_add_small", "f32_add_posted",
-                                                            "i32_add", "f64_max")}
-    got = _launch(tmp_path, {name: (loop(n, HLO_TYPES[dt], k, op), dt, k)
-                             for name, (dt, op, k) in cases.items()}, n)
+    cases = CASES2 if n == 2 else {
+        **{k: CASES2[k] for k in ("f32_add_small", "f32_add_posted", "i32_add", "f64_max")},
+        # two groups: each a communicator of its own
+        "f32_add_pairs": ("float32", "add", 20000, [[0, 2], [1, 3]])}
+    got = _launch(tmp_path, {name: (loop(n, HLO_TYPES[dt], k, op, groups=(g or [None])[0]),
+                                    dt, k) for name, (dt, op, k, *g) in cases.items()}, n)
     _check(got, cases, n)
 
 
