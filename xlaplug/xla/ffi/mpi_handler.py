@@ -7,6 +7,9 @@ kernels.py) or the plugin's communicator kernel -- in the run's context, whose `
 place holds this rank's MpiTransport; operands are zero-copy views of XLA's buffers (the
 frame read by mpi_frames.py), and the kernel's results are written into XLA's result
 buffers -- or land there: an all-reduce reduces straight into them (`ctx.destinations`).
+A plain all-reduce's later calls do not come here: once a Python call has armed its site
+(`_arm`), XLA's calls reach a compiled handler first (mpi_native.py), which serves them
+with no Python and hands back only what it cannot finish (`_resume`).
 
 One handler object serves every run of the process (XLA's targets have no unregister): a
 compiled program binds its instructions (`bind`), its calls name the binding in their `run`
@@ -94,7 +97,8 @@ class MpiHandler(BoundHandler):
         super().unbind(key)
 
     def _resume(self, frame_addr: int, record: int, code: int) -> int | None:
-        """A call the cfunc began and hands back (mpi_sites.resume finishes it)."""
+        """A call the cfunc began and hands back (mpi_sites.resume finishes it); `record`,
+        its record's address, is the binding's row for the call's `index`."""
         binding = None
         try:
             run, index = mpi_frames.keys(frame_addr)
