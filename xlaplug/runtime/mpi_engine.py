@@ -122,6 +122,8 @@ class MpiProgram:
             if binding.ctx is not ctx:  # (the kernels each call resolved are the context's)
                 binding.ctx, binding.sites = ctx, {}
             binding.failure = None
+        from ..xla.ffi.mpi_sites import disarm
+        disarm(self.binding)  # (a run has a transport of its own: sites armed anew)
         return ctx
 
     def execute(self, repeat: int):
@@ -159,7 +161,7 @@ def _rank_program(exe, grid, rank):
     handler = mpi_handler()
     key, binding = handler.bind(None, [])
     try:
-        served = rewrite_for_mpi(ours, Place(grid, rank), registry, key)
+        served = rewrite_for_mpi(ours, Place(grid, rank), registry, key, handler.sites)
         binding.instructions = [twin[id(ins)] for ins in served]
         serve_plugin_ops(ours, registry)
         # the overrides left (not collectives, no communicator): their context is set by

@@ -133,16 +133,18 @@ def thread(ins, comp, token, uniq, new: list) -> Instruction:
 
 
 def ordered_call(ins, uniq, target: str, suffix: str, operands: list, leaves: list,
-                 run: int, index: int) -> tuple[list, Instruction, Instruction]:
+                 run: int, index: int, sites: int = 0) -> tuple[list, Instruction, Instruction]:
     """`ins` as a typed-FFI call of `target` on `operands` (the order token last), its
     results `leaves` and the next token: (the new instructions, the value that replaces
     `ins`, the token out).  The call's attributes name its binding (`run`, `index`) and
-    its op (mpi_rewrite.py's and devices_rewrite.py's handlers read them)."""
+    its op (mpi_rewrite.py's and devices_rewrite.py's handlers read them); `sites`, where
+    nonzero, the compiled MPI handler's registry (ffi/mpi_native.py)."""
     from ..hlo.attr_types import Raw, Word
     from ..plugin.attrs import op_name
     from .engine import TYPED_FFI
     cfg = (f"{{run = {run} : i64, index = {index} : i64, op = "
-           f"\"{op_name(ins) or ins.opcode}\"}}")
+           f"\"{op_name(ins) or ins.opcode}\"" + (f", sites = {sites} : i64" if sites else "") +
+           "}")
     call = Instruction(uniq(f"{ins.name}.{suffix}"), "custom-call",
                        Shape.tuple_of(leaves + [ORDER]), operands,
                        {"custom_call_target": target, "custom_call_has_side_effect": True,

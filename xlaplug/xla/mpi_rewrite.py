@@ -47,7 +47,7 @@ def mpi_handler():
     with jax the first time, the same object after (one per process, as XLA's targets)."""
     from .ffi.mpi_handler import MpiHandler
     from .ffi.register import serve_own
-    return serve_own(TARGETS, MpiHandler)
+    return serve_own(TARGETS, lambda: MpiHandler(compiled=True))
 
 
 def _kind(ins, registry, comm_overrides: frozenset = frozenset()) -> str | None:
@@ -115,11 +115,13 @@ def _order(comps, registry, comm) -> tuple[list, set]:
     return orders, holds
 
 
-def rewrite_for_mpi(module: Module, place, registry, run: int) -> list[Instruction]:
+def rewrite_for_mpi(module: Module, place, registry, run: int,
+                    sites: int = 0) -> list[Instruction]:
     """Rewrite `module` (a copy: the originals stay with the interpreter's kernels) in place
     for the device at `place` (kernels.Place), its calls bound to handler run `run`; returns
     the copy's instructions that the calls' `index` attributes name, in index order (the
-    caller maps them to their originals: `twins`)."""
+    caller maps them to their originals: `twins`); `sites`: the compiled handler's registry
+    address (ffi/mpi_native.py), 0 where the handler is Python only."""
     served: list[Instruction] = []
     uniq = NameUniquer(module)
     comps = list(module.computations)
@@ -150,7 +152,7 @@ def rewrite_for_mpi(module: Module, place, registry, run: int) -> list[Instructi
                 continue
             made, value, token = ordered_call(ins, uniq, TARGET + kind, "mpi",
                                               list(ins.operands) + [token], _leaves(ins),
-                                              run, len(served))
+                                              run, len(served), sites)
             served.append(ins)
             new += made
             replace_all_uses(comp, ins, value)
