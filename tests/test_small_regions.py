@@ -142,6 +142,38 @@ def test_numpys_loop_nest(dims, red, nest):
     assert numpy_order(dims, red) == nest
 
 
+def xent(logits, labels, emb, ids):  # a loss's gather / scatter-add, and embedding rows
+    def loss(z):
+        logp = jax.nn.log_softmax(z)
+        return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=1))
+    val, g = jax.value_and_grad(loss)(logits * 1.5)
+    rows = emb[ids] * 2.0                            # rows gathered, ids out of range clamp
+    back = jnp.zeros_like(emb).at[ids].add(rows + 1.0)  # repeated ids: in order; far: dropped
+    put = (emb * 0.5).at[ids[:3], 1].set(rows[:3, 0] - 1.0, mode="drop")
+    return val, g * 2.0, rows + 1.0, back - 1.0, put + 0.0
+
+
+LOGITS = R.standard_normal((32, 10)).astype(np.float32)
+LABELS = R.integers(0, 10, 32).astype(np.int32)
+EMB = R.standard_normal((20, 8)).astype(np.float32)
+IDS = np.array([3, 7, 3, 19, 25, -4, 0, 7], np.int32)
+
+
+def test_gathers_and_scatters_join_regions(hot):
+    args = (LOGITS, LABELS, EMB, IDS)
+    m = _module(xent, *args)
+    inside = [op for r in _regions(m) for op in _members(r)]
+    assert not {"gather", "scatter"} & {i.opcode for i in m.entry.instructions}
+    assert inside.count("gather") == 2 and inside.count("scatter") == 3
+    got = execute(m, list(args)).outputs
+    assert hot, "no region ran compiled"
+    for g, w in zip(got, jax.tree.leaves(jax.jit(xent)(*args))):
+        np.testing.assert_allclose(g, np.asarray(w), rtol=2e-6, atol=2e-6)
+    off = execute(_module(xent, *args, enabled=False), list(args)).outputs
+    for g, o in zip(got, off):
+        np.testing.assert_array_equal(g.view(np.uint32), o.view(np.uint32))
+
+
 def test_dots_and_unsupported_ops_stay_outside():
     m = _module(chain, X, W)
     inside = [op for r in _regions(m) for op in _members(r)]

@@ -27,6 +27,7 @@ from . import comp_patterns as P
 from . import loop_sums
 from .jit_drivers import numba_dtype
 from .loop_codegen import ArrayCodegen, Unsupported
+from .region_gather import emit_gather, emit_scatter
 from .row_folds import fast_fold
 
 
@@ -42,6 +43,10 @@ class RegionCodegen(ArrayCodegen):
     def emit(self, ins: Instruction, name: str) -> str:
         if not self.sums and ins.opcode == "dot":
             raise Unsupported("a dot (numpy's BLAS in the interpreter)")
+        if ins.opcode in ("gather", "scatter"):
+            self._flush()
+            (emit_gather if ins.opcode == "gather" else emit_scatter)(self, ins, name)
+            return name
         if not self.sums and ins.opcode == "reduce":
             self._flush()
             numpy_reduce(self, ins, name)
