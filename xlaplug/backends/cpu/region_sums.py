@@ -48,11 +48,38 @@ class RegionCodegen(ArrayCodegen):
             self._flush()
             (emit_gather if ins.opcode == "gather" else emit_scatter)(self, ins, name)
             return name
+        if ins.opcode == "broadcast" and self._block_broadcast(ins, name):
+            return name
         if not self.sums and ins.opcode == "reduce":
             self._flush()
             numpy_reduce(self, ins, name)
             return name
         return super().emit(ins, name)
+
+    def _block_broadcast(self, ins: Instruction, name: str) -> bool:
+        """A broadcast whose operand fills consecutive result dimensions in order (a bias
+        along the last: [outer, p, inner] with inner 1) as a tile loop whose innermost trip
+        count LLVM cannot fold: loop_emitters' nest of constant loops is unrolled, not
+        vectorized (f32[16] -> f32[8,16,16,16]: 8.5 us, 1.3 here); the same values."""
+        x = ins.operands[0]
+        dims = [int(d) for d in ins.attrs.get("dimensions", ())]
+        p = x.shape.num_elements()
+        if p <= 1 or not dims or dims != list(range(dims[0], dims[0] + len(dims))):
+            return False
+        out = [int(d) for d in ins.shape.dims]
+        outer = int(np.prod(out[:dims[0]], dtype=np.int64))
+        inner = int(np.prod(out[dims[-1] + 1:], dtype=np.int64))
+        self._flush()
+        self._alloc(ins, name)
+        src = self.names[id(x)]
+        if inner == 1:
+            body = [f"for m in range(min({p}, len({src}))):", f"    {name}[q * {p} + m] = {src}[m]"]
+        else:
+            body = [f"for m in range({p}):", f"    for t in range(min({inner}, len({name}))):",
+                    f"        {name}[(q * {p} + m) * {inner} + t] = {src}[m]"]
+        self.lines.append(f"for q in range({outer}):")
+        self.lines += ["    " + ln for ln in body]
+        return True
 
     def _elementwise(self, ins: Instruction, name: str) -> None:
         """A select's array operands are loaded before it: `a[o] if c else b[o]` is a branch
