@@ -17,6 +17,9 @@ and walks the merged dimensions in row-major order, the last one innermost:
 
 Every other reduce is loop_sums' fold, the unfused kernel's order.  Dots are not expressed
 unless the pass's `sums` option asks (loop_sums: vector lanes or numba's BLAS, not numpy's).
+RegionCodegen also takes gathers and scatters (region_gather.py), and writes two things its
+own way for speed, with the same values: a select's array operands loaded before it, and a
+broadcast into consecutive dimensions as a tile loop (see their methods).
 """
 from __future__ import annotations
 
