@@ -139,6 +139,9 @@ def fast_op(ins: Instruction) -> str | None:
     return op if P.is_identity(op, init.literal) else None
 
 
+ROWS = 8  # rows a column sum adds while holding its partial sums in registers
+
+
 def numpy_order(dims, red) -> list[tuple[bool, int]]:
     """numpy's loop nest for a reduce over dimensions `red` of a C-contiguous array of
     `dims`, outermost first: (reduced?, size) per merged dimension (module docstring)."""
@@ -178,12 +181,24 @@ def numpy_reduce(cg: RegionCodegen, ins: Instruction, name: str) -> None:
         outer = nest[:-1]
         xs, os = _bases(outer, inner, inner)
         f = cg.flusher(ins.shape.element_type)
-        o = f"{name}[{os} + jk]"
+        o, v = f"{name}[{os} + jk]", cg.names[id(x)]
         # The trip count, len(out) at most, is not a constant to LLVM: a short constant loop
         # is unrolled, not vectorized (a column sum of f32[2048,16]: 24 us against 10).
-        cg._nest([n for _, n in outer], [
-            f"for jk in range(min({inner}, len({name}))):",
-            f"    {o} = {f}({o} + {f}({cg.names[id(x)]}[{xs} + jk]))"], "g")
+        # Rows ROWS at a time, each column's sum held across them in a register (the same
+        # adds in the same order): 12 -> 7 us.
+        step = [f"for jk in range(min({inner}, len({name}))):",
+                f"    {o} = {f}({o} + {f}({v}[{xs} + jk]))"]
+        if not outer or outer[-1][1] < 2 * ROWS:
+            cg._nest([n for _, n in outer], step, "g")
+            return
+        last, nr = len(outer) - 1, outer[-1][1]
+        xu = xs.replace(f"g{last} * ", f"(g{last} + u) * ")
+        body = [f"for g{last} in range(0, {nr - nr % ROWS}, {ROWS}):",
+                f"    for jk in range(min({inner}, len({name}))):", f"        a = {o}",
+                f"        for u in range({ROWS}):",
+                f"            a = {f}(a + {f}({v}[{xu} + jk]))", f"        {o} = a",
+                f"for g{last} in range({nr - nr % ROWS}, {nr}):"] + ["    " + ln for ln in step]
+        cg._nest([n for _, n in outer[:-1]], body, "g")
         return
     outer, k = nest[:-1], nest[-1][1]
     xs, os = _bases(outer, k, 1)
