@@ -15,10 +15,12 @@ An instruction is a member when it is not a parameter, a constant (constants are
 the region's parameters: the code does not depend on their values), a get-tuple-element
 or side-effecting, has no control edges, its result and every operand are arrays of at
 most `max_elements` elements, no loaded plugin overrides its opcode, and ArrayCodegen can
-emit it (region_code.expressible) with the interpreter's bits: no dot, unless `sums`, and
-reduces folded as the unfused kernel folds them (cpu/region_sums.py: numpy's order).  Regions grow in the computation's order: a member
-joins the open region unless it reads (through non-members) a value the region computed --
-then the region could not be one call -- or the region holds `max_instructions` already
+emit it (region_code.expressible) with the interpreter's bits: no dot, unless `sums`;
+reduces folded as the unfused kernel folds them (cpu/region_sums.py: numpy's order over
+any dimensions); gathers and scatters (set / add: cpu/region_gather.py).  Regions grow in
+the computation's order: a member joins the open region unless it reads (through
+non-members) a value the region computed -- then the region could not be one call -- or
+the region holds `max_instructions` already
 (numba's compile time grows with the function); a side-effecting instruction closes it.
 Non-members between a region's members that read none of its values move before its
 fusion, those that do after it.  Regions of fewer than `min_instructions` members stay as
