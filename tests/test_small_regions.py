@@ -2,8 +2,8 @@
 
 Runs of the entry's small-array instructions become one fusion each, compiled into one numba
 function.  jax gives the expected values; a region run compiled must give the bits the
-interpreter gives with the pass off (elementwise ops by the same SCALAR_OPS templates;
-reduces and dots stay outside unless `sums`).
+interpreter gives with the pass off (elementwise ops by the same SCALAR_OPS templates,
+sums over any dimensions in numpy's order; dots stay outside unless `sums`).
 """
 from __future__ import annotations
 
@@ -93,13 +93,94 @@ def test_regions_match_jax_and_the_interpreter_bit_for_bit(f, args, sums, hot):
             np.testing.assert_array_equal(g.view(np.uint32), o.view(np.uint32))
 
 
-def test_dots_column_sums_and_unsupported_ops_stay_outside():
+def batch_norm(x, y):  # sums over leading, middle and mixed dimensions, as in a CNN step
+    mean = jnp.mean(x, axis=(0, 1, 2))
+    var = jnp.mean(jnp.square(x - mean), axis=(0, 1, 2))
+    h = jnp.maximum((x - mean) / jnp.sqrt(var + 1e-5), 0.0)
+    return (h, jnp.mean(h, axis=(1, 2)), jnp.sum(h * 2.0, axis=(0, 3)),
+            jnp.max(jnp.abs(x), axis=(0, 3)), jnp.sum(y * y, axis=0), jnp.sum(x[:1], axis=0))
+
+
+XB = (R.standard_normal((4, 6, 5, 16)) * np.exp(R.standard_normal((4, 6, 5, 16)) * 3)
+      ).astype(np.float32)
+Y = R.standard_normal((300, 7)).astype(np.float32)
+
+
+def tiny(x):  # folds of subnormals: flushed as the kernel's FTZ / DAZ flush them
+    a = jnp.abs(x)  # (negate and abs do not flush)
+    return jnp.sum(-x, axis=0), jnp.sum(a, axis=(0, 2)), jnp.max(a, axis=2), \
+        jnp.min(-a, axis=(0, 2))
+
+
+XT = np.full((9, 5, 3), 1e-39, np.float32)
+XT[::2], XT[1, 1], XT[2, 2], XT[:, 3] = -1e-39, 2e-38, -2e-38 + 1e-41, 0.0
+
+
+@pytest.mark.parametrize("f,args", [(batch_norm, (XB, Y)), (tiny, (XT,))])
+def test_sums_over_any_dimensions_in_numpys_order(f, args, hot):
+    m = _module(f, *args)
+    inside = [op for r in _regions(m) for op in _members(r)]
+    assert "reduce" not in [i.opcode for i in m.entry.instructions]
+    assert inside.count("reduce") == (7 if f is batch_norm else 4)
+    got = execute(m, list(args)).outputs
+    assert hot, "no region ran compiled"
+    for g, w in zip(got, jax.tree.leaves(jax.jit(f)(*args))):
+        np.testing.assert_allclose(g, np.asarray(w), rtol=2e-6, atol=1e-6 * np.abs(w).max())
+    off = execute(_module(f, *args, enabled=False), list(args)).outputs
+    for g, o in zip(got, off):
+        np.testing.assert_array_equal(g.view(np.uint32), o.view(np.uint32))
+
+
+@pytest.mark.parametrize("dims,red,nest", [
+    ((32, 128), {0}, [(True, 32), (False, 128)]),
+    ((8, 16, 16, 16), {0, 1, 2}, [(True, 2048), (False, 16)]),
+    ((8, 16, 16, 16), {1, 2}, [(False, 8), (True, 256), (False, 16)]),
+    ((6, 1, 9, 10), {0, 2}, [(True, 54), (False, 10)]),  # size 1 dropped, then merged
+    ((2, 3, 260), {0, 2}, [(True, 2), (False, 3), (True, 260)]), ((1, 1), {0}, [])])
+def test_numpys_loop_nest(dims, red, nest):
+    from xlaplug.backends.cpu.region_sums import numpy_order
+    assert numpy_order(dims, red) == nest
+
+
+def xent(logits, labels, emb, ids):  # a loss's gather / scatter-add, and embedding rows
+    def loss(z):
+        logp = jax.nn.log_softmax(z)
+        return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=1))
+    val, g = jax.value_and_grad(loss)(logits * 1.5)
+    rows = emb[ids] * 2.0                            # rows gathered, ids out of range clamp
+    back = jnp.zeros_like(emb).at[ids].add(rows + 1.0)  # repeated ids: in order; far: dropped
+    put = (emb * 0.5).at[ids[:3], 1].set(rows[:3, 0] - 1.0, mode="drop")
+    return val, g * 2.0, rows + 1.0, back - 1.0, put + 0.0
+
+
+LOGITS = R.standard_normal((32, 10)).astype(np.float32)
+LABELS = R.integers(0, 10, 32).astype(np.int32)
+EMB = R.standard_normal((20, 8)).astype(np.float32)
+IDS = np.array([3, 7, 3, 19, 25, -4, 0, 7], np.int32)
+
+
+def test_gathers_and_scatters_join_regions(hot):
+    args = (LOGITS, LABELS, EMB, IDS)
+    m = _module(xent, *args)
+    inside = [op for r in _regions(m) for op in _members(r)]
+    assert not {"gather", "scatter"} & {i.opcode for i in m.entry.instructions}
+    assert inside.count("gather") == 2 and inside.count("scatter") == 3
+    got = execute(m, list(args)).outputs
+    assert hot, "no region ran compiled"
+    for g, w in zip(got, jax.tree.leaves(jax.jit(xent)(*args))):
+        np.testing.assert_allclose(g, np.asarray(w), rtol=2e-6, atol=2e-6)
+    off = execute(_module(xent, *args, enabled=False), list(args)).outputs
+    for g, o in zip(got, off):
+        np.testing.assert_array_equal(g.view(np.uint32), o.view(np.uint32))
+
+
+def test_dots_and_unsupported_ops_stay_outside():
     m = _module(chain, X, W)
     inside = [op for r in _regions(m) for op in _members(r)]
     outside = [i for i in m.entry.instructions]
     assert "dot" in [i.opcode for i in outside] and "dot" not in inside
-    assert [tuple(i.attrs["dimensions"]) for i in outside if i.opcode == "reduce"] == [(0,)]
-    assert inside.count("reduce") == 3
+    assert "reduce" not in [i.opcode for i in outside]
+    assert inside.count("reduce") == 4
     assert {"concatenate", "transpose"} <= set(inside)
     assert {"tanh", "exponential"} <= set().union(
         *(_opcodes(r.attrs["calls"][0]) for r in _regions(m)))

@@ -15,10 +15,12 @@ An instruction is a member when it is not a parameter, a constant (constants are
 the region's parameters: the code does not depend on their values), a get-tuple-element
 or side-effecting, has no control edges, its result and every operand are arrays of at
 most `max_elements` elements, no loaded plugin overrides its opcode, and ArrayCodegen can
-emit it (region_code.expressible) with the interpreter's bits: no dot, unless `sums`, and
-reduces folded as the unfused kernel folds them (cpu/region_sums.py).  Regions grow in the computation's order: a member
-joins the open region unless it reads (through non-members) a value the region computed --
-then the region could not be one call -- or the region holds `max_instructions` already
+emit it (region_code.expressible) with the interpreter's bits: no dot, unless `sums`;
+reduces folded as the unfused kernel folds them (cpu/region_sums.py: numpy's order over
+any dimensions); gathers and scatters (set / add: cpu/region_gather.py).  Regions grow in
+the computation's order: a member joins the open region unless it reads (through
+non-members) a value the region computed -- then the region could not be one call -- or
+the region holds `max_instructions` already
 (numba's compile time grows with the function); a side-effecting instruction closes it.
 Non-members between a region's members that read none of its values move before its
 fusion, those that do after it.  Regions of fewer than `min_instructions` members stay as
@@ -31,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ..backends.common.fusion_contents import DEFAULT_MIN_ELEMENTS
 from ..hlo.attr_types import Word
 from ..hlo.ir import Computation, Instruction, Module, Shape
 from ..hlo.rewrite import NameUniquer, clone_instruction
@@ -40,8 +43,11 @@ from .context import PassContext
 @dataclass
 class SmallRegions:
     name: ClassVar[str] = "small-regions"
-    # Largest array (result or operand) a member may have, in elements.
-    max_elements: int = 8192
+    # Largest array (result or operand) a member may have, in elements: below loop fusion's
+    # threshold, so that the arrays of a small CNN (f32[8,16,16,16]: 32,768) join too --
+    # one instruction at a time they cost it 3.5-5 ms a step, in regions 3.0 (CPU clock,
+    # load 6-7; 8,192 before).
+    max_elements: int = DEFAULT_MIN_ELEMENTS - 1
     # Most members in one region (one numba function).
     max_instructions: int = 200
     # Fewer members than this: left interpreted.

@@ -29,6 +29,7 @@ import numpy as np
 
 from ..common.plans import conv_plan
 from ..registry import kernel
+from .jit_store import cached_njit
 from .linalg import _finish, _to_compute
 
 
@@ -58,6 +59,10 @@ def _patches(x: np.ndarray, wdims, ksz, s_out, scratch: dict | None = None) -> n
         return cols
     nsp = len(s_out)
     if int(np.prod(ksz, dtype=np.int64)) <= int(np.prod(s_out, dtype=np.int64)):
+        if nsp == 2 and c < 32 and x.dtype in (np.float32, np.float64):
+            _taps2d(x, cols, wdims[0].stride, wdims[1].stride, wdims[0].rhs_dilate,
+                    wdims[1].rhs_dilate)
+            return cols
         for koff in itertools.product(*(range(k) for k in ksz)):
             src = tuple(slice(k * wd.rhs_dilate, k * wd.rhs_dilate + (o - 1) * wd.stride + 1,
                               wd.stride) for k, wd, o in zip(koff, wdims, s_out))
@@ -68,6 +73,22 @@ def _patches(x: np.ndarray, wdims, ksz, s_out, scratch: dict | None = None) -> n
                               wd.rhs_dilate) for p, wd, k in zip(pos, wdims, ksz))
             cols[(slice(None),) + pos] = x[(slice(None),) + src]
     return cols
+
+
+@cached_njit(lazy=True, nogil=True)
+def _taps2d(x, cols, sh, sw, dh, dw):
+    """_patches' per-tap gather of a 2-D convolution in one compiled loop: numpy's strided
+    slice copy per tap moves rows of C elements each (a small CNN's 8x16x16x3 input: 3),
+    ~0.1 ms a call on f32[8,18,18,16] against ~15 us here; the same values."""
+    n, oh, ow, kh, kw, c = cols.shape
+    for b in range(n):
+        for i in range(oh):
+            for j in range(ow):
+                for a in range(kh):
+                    for q in range(kw):
+                        r, s = i * sh + a * dh, j * sw + q * dw
+                        for ch in range(c):
+                            cols[b, i, j, a, q, ch] = x[b, r, s, ch]
 
 
 def _products(cols: np.ndarray, w: np.ndarray, G: int, BG: int) -> np.ndarray:

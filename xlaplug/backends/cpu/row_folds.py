@@ -12,6 +12,8 @@ identity as init), as numba source over a row buffer `buf` of K elements:
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 
@@ -38,11 +40,23 @@ def pairwise_program(n: int) -> tuple[list[int], list[int], list[int]]:
 
 
 def fast_fold(op: str, buf: str, K: int, init_v: str, res: str, ct: str, j: int,
-              pad: str) -> tuple[list[str], list[str], dict]:
+              pad: str, flush: str | None = None) -> tuple[list[str], list[str], dict]:
     """(lines setting `res`, scratch allocations, module constants) for reduce number j.
-    The 8 accumulators are scalar locals, which LLVM keeps in one vector register."""
+    The 8 accumulators are scalar locals, which LLVM keeps in one vector register.
+    `flush`: a function that flushes a subnormal to a signed 0, applied to every element
+    and every partial sum or product, as numpy runs under the kernel's FTZ and DAZ
+    (cpu/denormals.py); None: IEEE arithmetic."""
     p2, p3 = pad + "    ", pad + "        "
     r = [f"r{j}_{t}" for t in range(8)]
+    if flush and op == "add":
+        return _flushed_add(buf, K, init_v, res, ct, j, pad, flush)
+    if flush:  # every element read through it; a product flushed too
+        lines, allocs, consts = fast_fold(op, buf, K, init_v, res, ct, j, pad)
+        x = re.compile(rf"\b{buf}\[[^\]]+\]")
+        lines = [x.sub(lambda mt: f"{flush}({mt.group(0)})", ln) for ln in lines]
+        prod = f"{res} = {res} * "
+        return [ln.replace(prod, f"{res} = {flush}({res} * ") + ")" if prod in ln else ln
+                for ln in lines], allocs, consts
     if op == "add" and K >= 8:
         starts, lens, prog = pairwise_program(K)
         consts = {f"RPS{j}": np.asarray(starts, np.int64), f"RPL{j}": np.asarray(lens, np.int64),
@@ -83,3 +97,33 @@ def fast_fold(op: str, buf: str, K: int, init_v: str, res: str, ct: str, j: int,
               f"{p2}{nn} += {v} != {v}",
               f"{pad}if {nn}:", f"{p2}{res} = {ct}(np.nan)"]
     return lines, [], {}
+
+
+def _flushed_add(buf: str, K: int, init_v: str, res: str, ct: str, j: int, pad: str,
+                 f: str) -> tuple[list[str], list[str], dict]:
+    """fast_fold's add, each element and partial sum through `f` (numpy's under DAZ)."""
+    lines, allocs, consts = fast_fold("add", buf, K, init_v, res, ct, j, pad)
+    r = [f"r{j}_{t}" for t in range(8)]
+    x = re.compile(rf"\b{buf}\[[^\]]+\]")
+    flat = {f"{r[t]} = {r[t]} + {buf}[q + {t}]" for t in range(8)} | {
+        f"rs{j} = rs{j} + {buf}[q]", f"{res} = {res} + {buf}[k]",
+        f"stk{j}[sp - 1] = stk{j}[sp - 1] + stk{j}[sp]", f"{res} = {init_v} + stk{j}[0]",
+        f"{res} = {init_v} + {res}"}
+    pair = lambda a, b: f"{f}({a} + {b})"  # noqa: E731
+    tree = f"rs{j} = " + pair(pair(pair(r[0], r[1]), pair(r[2], r[3])),
+                              pair(pair(r[4], r[5]), pair(r[6], r[7])))
+    out = []
+    for ln in lines:
+        body = ln.lstrip()
+        ind = ln[:len(ln) - len(body)]
+        lhs, _, rhs = body.partition(" = ")
+        if body in flat:                      # one add: its element flushed, then its sum
+            rhs = x.sub(lambda mt: f"{f}({mt.group(0)})", rhs)
+            out.append(f"{ind}{lhs} = {f}({rhs})")
+        elif body.startswith(f"rs{j} = (("):  # the 8 lanes summed pairwise
+            out.append(ind + tree)
+        elif rhs.startswith(f"{buf}["):       # a lane's first element, flushed on load
+            out.append(f"{ind}{lhs} = {f}({rhs})")
+        else:
+            out.append(ln)
+    return out, allocs, consts
