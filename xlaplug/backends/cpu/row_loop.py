@@ -35,13 +35,16 @@ from __future__ import annotations
 import re
 
 from ...hlo.ir import Computation, Instruction
-from ..common.fusion_contents import param_index_map
+from ..common.fusion_contents import index_step, param_index_map
 from ..common.row_contents import FULL, ROW, row_broadcast
 from ..common.scalar_codegen import ScalarGen
 from . import comp_patterns as P
 from .jit_cache import cached_function, scalar_piece
 from .jit_drivers import numba_dtype
 from .row_folds import fast_fold
+
+
+RE_I = re.compile(r"\bi\b")  # the loop index in param_index_map's expressions
 
 
 def _postorder(comp: Computation) -> list[Instruction]:
@@ -85,6 +88,7 @@ class RowLoopGen:
         self.allocs: list[str] = []  # scratch arrays, allocated once per block of rows
         self.block = 0  # rows per block (0: up to 32, at least 32 blocks)
         self.n_tmp = 0
+        self.row_reads: dict[tuple[int, str], str] = {}  # (param, index map) -> per-row name
 
     # ---- names and expressions --------------------------------------------------------
 
@@ -113,12 +117,26 @@ class RowLoopGen:
                     self.levels.get(id(src)) == ROW and row_broadcast(ins, self.m)):
                 if _column_broadcast(ins, self.k):  # (a layernorm's scale and offset)
                     return f"p{src.parameter_number}[k]"
-                idx = re.sub(r"\bi\b", "(base + k)", param_index_map(ins))
-                return f"p{src.parameter_number}[{idx}]"
+                return self._broadcast_read(src.parameter_number, param_index_map(ins))
             return names[id(src)]
         if op in ("reshape", "copy", "bitcast"):  # (row_contents accepts plain bitcasts only)
             return names[id(ins.operands[0])]
         return None
+
+    def _broadcast_read(self, n: int, expr: str) -> str:
+        """Parameter n read through a broadcast's index map at element base + k: where the
+        index is affine in k within a row, a per-row slice (or value) read at k, so the loop
+        vectorizes (the softmax's causal mask, pred[128,128] under [8,4,128,128], read at
+        `((i // 128) % 128) * 128 + i % 128`, kept its loop scalar: 2.4 ms against 1.3 on one
+        thread); else the map itself at base + k."""
+        step = index_step(expr, self.k)
+        at = re.sub(RE_I, "base", expr)
+        if step == 0 or step == 1:
+            name = self.row_reads.setdefault((n, expr), f"y{n}_{len(self.row_reads)}")
+            return name if step == 0 else f"{name}[k]"
+        if step is not None:
+            return f"p{n}[({at}) + k * {step}]"
+        return f"p{n}[{re.sub(RE_I, '(base + k)', expr)}]"
 
     def _line(self, ins: Instruction, names: dict, full: bool, out: list[str], pad: str):
         v = self._value(ins, names, full)
@@ -239,6 +257,13 @@ class RowLoopGen:
                       if self.levels[id(o)] == FULL]
         lines += [f"{pad}o{t}[m] = {self.row_names[id(o)]}" for t, o in enumerate(outs)
                   if self.levels[id(o)] == ROW]
+        reads = []
+        for (n, expr), name in self.row_reads.items():
+            at = re.sub(RE_I, "base", expr)
+            step = index_step(expr, self.k)
+            reads.append(f"{pad}{name} = p{n}[{at}]" if step == 0 else
+                         f"{pad}{name} = p{n}[{at}:{at} + {self.k}]")
+        lines[1:1] = reads
         args = ", ".join([f"o{t}" for t in range(len(outs))] +
                          [f"p{t}" for t in range(len(comp.parameters))])
         loop = "prange" if parallel else "range"
