@@ -31,6 +31,7 @@ from numba.core.errors import TypingError
 from ..common.fusion_contents import (DEFAULT_MIN_ELEMENTS, computation_contracts,
                                       element_index, index_step, loop_plan, loop_shape)
 from ..registry import kernel
+from .bf16_convert import is_bf16
 from .blas_threads import devices_at_once
 from .dot_epilogue import output_compiled, run_output_fusion
 from .jit_cache import HOT_CALLS, cached_function, hot_call, scalar_piece
@@ -61,12 +62,16 @@ def compiled_loop_fn(comp, roles: tuple[str, ...], parallel: bool = True,
     if inplace:
         names[0] = "out"
     rng = "prange" if parallel else "range"
+    # bf16 arrays come as their bits (loop_storage) and are widened and rounded here.
+    load = ["_xbf16_load" if r != "scalar" and is_bf16(p.shape.dtype) else ""
+            for p, r in zip(comp.parameters, roles)]
+    store = "_xbf16_store" if is_bf16(comp.root.shape.dtype) else ""
     split = row_split(comp, roles)
     if split is None:
-        call = ", ".join(x if r == "scalar" else f"{x}[{element_index(r)}]"
-                         for x, r in zip(names, roles))
+        call = ", ".join(x if r == "scalar" else f"{w}({x}[{element_index(r)}])"
+                         for x, r, w in zip(names, roles, load))
         loop = head + (f"    for i in {rng}(out.shape[0]):\n"
-                       f"        out[i] = {fname}({call})\n")
+                       f"        out[i] = {store}({fname}({call}))\n")
     else:
         # Each row's operands as slices of their own, read at j: indexing the whole arrays
         # at r * row + j, the prange body gathered and scattered (numba's parfor loses the
@@ -93,9 +98,10 @@ def compiled_loop_fn(comp, roles: tuple[str, ...], parallel: bool = True,
                 args.append(f"a{k}[j]")
             else:
                 args.append(f"{x}[b{k} + j * {steps[k]}]")
+        args = [a if r == "scalar" else f"{w}({a})" for a, r, w in zip(args, roles, load)]
         loop = head + (f"    for r in {rng}(out.shape[0] // {row}):\n" + "".join(lines)
                        + f"        for j in range({row}):\n"
-                       f"            o[j] = {fname}({', '.join(args)})\n")
+                       f"            o[j] = {store}({fname}({', '.join(args)}))\n")
     return cached_function(body + "\n" + loop, consts, "loop", nogil=True, parallel=parallel,
                            error_model="numpy")
 
@@ -165,7 +171,7 @@ def _fusion(ins, args, ctx):
     if is_region(ins):
         return run_region(ins, args, ctx)  # passes/small_regions.py: region_code.py
     if str(ins.attrs.get("kind", "")) == "kOutput":
-        return run_output_fusion(ins, args, ctx, run_loop)  # a product and its epilogue
+        return run_output_fusion(ins, args, ctx, run_loop, loop_storage)  # a product and its epilogue
     y = run_loop(comp, ins.shape, args, ctx)
     if y is None:
         rows = run_row_fusion(ins, args, ctx)  # a reduction fusion: row_fusion.py
@@ -176,7 +182,7 @@ def _fusion(ins, args, ctx):
 def run_loop(comp, shape, args, ctx, into=None):
     """The loop fusion body `comp` (result `shape`) on `args`, compiled as the module
     docstring says; None when it runs no loop (not one, or below the size threshold and not
-    worth compiling).  `into`: a flat array of the result's numba dtype and size to write
+    worth compiling).  `into`: a flat array of the result's loop_storage dtype and size to write
     (it may be one of `args` read at the loop index: each element is read before it is
     written, by the same iteration); else a new one."""
     n = shape.num_elements() if shape.is_array else 0
@@ -198,10 +204,9 @@ def run_loop(comp, shape, args, ctx, into=None):
     if plan is None:
         return None
     fn, roles = plan
-    vals = [numba_scalar(a) if r == "scalar" else
-            np.ascontiguousarray(numba_array(a, threads)).reshape(-1)
+    vals = [numba_scalar(a) if r == "scalar" else loop_array(a, threads)
             for a, r in zip(args, roles)]
-    out = np.empty(n, numba_dtype(shape.dtype)) if into is None else into
+    out = np.empty(n, loop_storage(shape.dtype)) if into is None else into
     if inplace is not None and into is not None and roles[0] == "array" and \
             vals[0].__array_interface__["data"][0] == into.__array_interface__["data"][0]:
         fn = loop_plan(ctx, comp, *inplace)[0]
@@ -213,7 +218,23 @@ def run_loop(comp, shape, args, ctx, into=None):
                       "_fused_serial_inplace_plans"):
             ctx.kernel_cache.table(table)[id(comp)] = None
         return ctx.run(comp, args)
-    return from_numba(out, shape.dtype, threads).reshape(shape.dims)
+    return (out.view(shape.dtype) if is_bf16(shape.dtype) else
+            from_numba(out, shape.dtype, threads)).reshape(shape.dims)
+
+
+def loop_storage(dt) -> np.dtype:
+    """The dtype a compiled loop reads and writes an array of element type `dt` as: bf16 as
+    its bits (uint16; the loop widens and rounds inline: no f32 copy in, no rounding pass
+    out -- two memory passes of the bf16 block's GELU, 4 MB each), else numba's dtype."""
+    return np.dtype(np.uint16) if is_bf16(dt) else numba_dtype(dt)
+
+
+def loop_array(a, threads: bool = False) -> np.ndarray:
+    """An array operand of a compiled loop, flat, in its loop_storage dtype."""
+    a = np.ascontiguousarray(a)
+    if is_bf16(a.dtype):
+        return a.reshape(-1).view(np.uint16)
+    return np.ascontiguousarray(numba_array(a, threads)).reshape(-1)
 
 
 _fusion.compiled_loop = _compiled_loop
