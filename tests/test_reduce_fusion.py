@@ -233,6 +233,24 @@ def test_bf16_causal_softmax_is_xlas_bits(monkeypatch):
     np.testing.assert_array_equal(got.view(np.uint16), ref.view(np.uint16))
 
 
+def test_bf16_layernorm_reads_and_writes_bits(monkeypatch):
+    """The bf16 block's layernorm (f32 sums of widened rows, bf16 scale and offset read
+    per column): the row loop reads and writes bf16 as its bits (jit_drivers.loop_storage);
+    XLA's bits where the sums agree, and the interpreter's."""
+    bf = ml_dtypes.bfloat16
+    x, g, b = (_normal(6, 64) * 2).astype(bf), _normal(64).astype(bf), _normal(64).astype(bf)
+    x[0, :3] = [np.nan, np.inf, -np.inf]
+    jf = jax.jit(_scaled_layernorm)
+    m = parse_module(jf.lower(x, g, b).as_text(dialect="hlo"))
+    compile_module(m, None, options=FUSE)
+    rows = _spy_rows(monkeypatch)
+    got = execute(m, [x, g, b], fusion_min_elements=1).outputs[0]
+    assert rows and all(rows) and got.dtype == bf
+    ref = execute(m, [x, g, b], interpret=True).outputs[0]
+    np.testing.assert_array_equal(got.view(np.uint16), ref.view(np.uint16))
+    np.testing.assert_allclose(np.float32(got), np.float32(jf(x, g, b)), rtol=2e-2, atol=2e-2)
+
+
 def test_what_stays_unfused():
     """Below min_elements nothing fuses; a reduce over a leading dimension is not a row
     reduction; a producer read outside the group stays outside (computed once), and a

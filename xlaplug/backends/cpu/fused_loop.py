@@ -35,7 +35,7 @@ from .bf16_convert import is_bf16
 from .blas_threads import devices_at_once
 from .dot_epilogue import output_compiled, run_output_fusion
 from .jit_cache import HOT_CALLS, cached_function, hot_call, scalar_piece
-from .jit_drivers import from_numba, numba_array, numba_dtype, numba_scalar
+from .jit_drivers import from_loop, loop_array, loop_storage, numba_scalar
 from .region_code import is_region, run_region
 from .row_fusion import compiled_rows, run_row_fusion
 
@@ -218,23 +218,7 @@ def run_loop(comp, shape, args, ctx, into=None):
                       "_fused_serial_inplace_plans"):
             ctx.kernel_cache.table(table)[id(comp)] = None
         return ctx.run(comp, args)
-    return (out.view(shape.dtype) if is_bf16(shape.dtype) else
-            from_numba(out, shape.dtype, threads)).reshape(shape.dims)
-
-
-def loop_storage(dt) -> np.dtype:
-    """The dtype a compiled loop reads and writes an array of element type `dt` as: bf16 as
-    its bits (uint16; the loop widens and rounds inline: no f32 copy in, no rounding pass
-    out -- two memory passes of the bf16 block's GELU, 4 MB each), else numba's dtype."""
-    return np.dtype(np.uint16) if is_bf16(dt) else numba_dtype(dt)
-
-
-def loop_array(a, threads: bool = False) -> np.ndarray:
-    """An array operand of a compiled loop, flat, in its loop_storage dtype."""
-    a = np.ascontiguousarray(a)
-    if is_bf16(a.dtype):
-        return a.reshape(-1).view(np.uint16)
-    return np.ascontiguousarray(numba_array(a, threads)).reshape(-1)
+    return from_loop(out, shape.dtype, threads).reshape(shape.dims)
 
 
 _fusion.compiled_loop = _compiled_loop
