@@ -190,6 +190,30 @@ def test_dot_narrow_floats(device):
     check(device, lambda x, y: lax.dot(x, y, preferred_element_type=jnp.float32), xh, yh)
 
 
+def test_bf16_attention_products_on_strided_operands(monkeypatch):
+    """bf16 batched products of transposed operands (the attention's bthd,bshd->bhts and
+    bhts,bshd->bthd): each operand widened in its own layout and handed to BLAS as strided
+    matrices (linalg._strided_bf16), no copy in the product's order -- the bits of the
+    path that copies (taken when no view will do), and XLA's values."""
+    from xlaplug.backends.cpu import linalg
+    bf = ml_dtypes.bfloat16
+    q, k, p = rnd(2, 16, 3, 8).astype(bf), rnd(2, 16, 3, 8).astype(bf), rnd(2, 3, 16, 16).astype(bf)
+    views, real = [], linalg._strided_bf16
+    monkeypatch.setattr(linalg, "_strided_bf16", lambda *a: views.append(real(*a)) or views[-1])
+    for spec, a, b in (("bthd,bshd->bhts", q, k), ("bhts,bshd->bthd", p, k)):
+        f = jax.jit(lambda a, b, spec=spec: jnp.einsum(spec, a, b))
+        m = parse_module(f.lower(a, b).as_text(dialect="hlo"))
+        views.clear()
+        got = np.asarray(run_module(m, [a, b]))
+        assert len(views) == 2 and all(v is not None and not v.flags.c_contiguous
+                                       for v in views), "no strided operand was taken"
+        with monkeypatch.context() as mp:
+            mp.setattr(linalg, "_strided_bf16", lambda *a: None)
+            copied = np.asarray(run_module(m, [a, b]))
+        np.testing.assert_array_equal(got.view(np.uint16), copied.view(np.uint16))
+        assert_close(got, np.asarray(f(a, b)))
+
+
 @on_each_device
 def test_dot_f64_and_complex(device):
     check(device, lambda x, y: x @ y, rnd(4, 6, dtype=np.float64), rnd(6, 3, dtype=np.float64),

@@ -377,3 +377,25 @@ def test_broadcast_operands_are_read_in_place(case, monkeypatch):
     got, _ = _run(m, [x, v])
     assert compiled and any(isinstance(role, tuple) for role in compiled[0])
     np.testing.assert_array_equal(got[0], want[0])
+
+
+def test_bf16_loop_reads_and_writes_bf16_bits(monkeypatch):
+    """bf16 operands and results travel through a compiled loop as their bits
+    (fused_loop.loop_storage), widened and rounded inside the loop, with no f32 copies:
+    edge values (NaN, inf, subnormals, the largest finite, ties) and a broadcast bf16
+    operand give XLA's values and the interpreter's bits."""
+    bf = ml_dtypes.bfloat16
+    edge = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-39, 3.389e38,
+                     -3.38e38, 1.0078125, 1.00390625, 65504.0, 2.5e-38, 1.2e-38], np.float32)
+    x = np.concatenate([edge, R.standard_normal(16 * 24 - edge.size).astype(np.float32)])
+    x = x.reshape(16, 24).astype(bf)
+    y = (R.standard_normal((16, 24)) * 3).astype(bf)
+    v = R.standard_normal(24).astype(bf)
+    text, want = _jax(lambda x, y, v: jnp.tanh(x * y + v) * x - v * 3, x, y, v)
+    compiled = _spy_compiled(monkeypatch)
+    m = _fused(text)
+    got, _ = _run(m, [x, y, v])
+    assert compiled and got[0].dtype == want[0].dtype
+    ref, _ = _run(m, [x, y, v], interpret=True)
+    np.testing.assert_array_equal(got[0].view(np.uint16), ref[0].view(np.uint16))
+    np.testing.assert_array_equal(np.float32(got[0]), np.float32(want[0]))  # NaN where NaN

@@ -95,6 +95,10 @@ PROGRAMS = {  # name: (function, arguments, rtol against XLA); the first two in 
     "mean_var": (lambda x: (jnp.mean(x, axis=(1, 2)), jnp.var(x, axis=(1, 2))),
                  (_normal(4, 3, 50),), 1e-5),
     "short_rows": (lambda x: jax.nn.softmax(x * 2.0, axis=-1), (_normal(11, 5),), 2e-6),
+    # A mask broadcast under the rows (read per row as a slice of its own: row_loop.py).
+    "causal_softmax": (lambda x: jax.nn.softmax(jnp.where(jnp.tril(jnp.ones((9, 9), bool)),
+                                                          x, -1e9), axis=-1),
+                       (_normal(2, 3, 9, 9),), 2e-6),
 }
 FAST = ["softmax", "scaled_layernorm"]
 
@@ -210,6 +214,41 @@ def test_bf16_reduce_rounds_every_step_as_xla():
     compile_module(m, None, options=FUSE)
     assert len(_fusions(m)) == 2
     _check(m, [x], jf(x), 5e-2)
+
+
+def test_bf16_causal_softmax_is_xlas_bits(monkeypatch):
+    """The bf16 transformer block's attention softmax: the causal mask, pred[T,T] under
+    [B,H,T,T], read per row as a slice (row_loop.py), exp unrounded into the sum (excess
+    precision) and rounded for the divide -- XLA's bits, and the interpreter's."""
+    x = (_normal(2, 3, 40, 40) * 3).astype(ml_dtypes.bfloat16)
+    jf = jax.jit(lambda x: jax.nn.softmax(jnp.where(jnp.tril(jnp.ones((40, 40), bool)),
+                                                    x * 0.125, jnp.finfo(x.dtype).min)))
+    m = parse_module(jf.lower(x).as_text(dialect="hlo"))
+    compile_module(m, None, options=FUSE)
+    rows = _spy_rows(monkeypatch)
+    got = execute(m, [x], fusion_min_elements=1).outputs[0]
+    assert rows and all(rows)
+    np.testing.assert_array_equal(got.view(np.uint16), np.asarray(jf(x)).view(np.uint16))
+    ref = execute(m, [x], interpret=True).outputs[0]
+    np.testing.assert_array_equal(got.view(np.uint16), ref.view(np.uint16))
+
+
+def test_bf16_layernorm_reads_and_writes_bits(monkeypatch):
+    """The bf16 block's layernorm (f32 sums of widened rows, bf16 scale and offset read
+    per column): the row loop reads and writes bf16 as its bits (jit_drivers.loop_storage);
+    XLA's bits where the sums agree, and the interpreter's."""
+    bf = ml_dtypes.bfloat16
+    x, g, b = (_normal(6, 64) * 2).astype(bf), _normal(64).astype(bf), _normal(64).astype(bf)
+    x[0, :3] = [np.nan, np.inf, -np.inf]
+    jf = jax.jit(_scaled_layernorm)
+    m = parse_module(jf.lower(x, g, b).as_text(dialect="hlo"))
+    compile_module(m, None, options=FUSE)
+    rows = _spy_rows(monkeypatch)
+    got = execute(m, [x, g, b], fusion_min_elements=1).outputs[0]
+    assert rows and all(rows) and got.dtype == bf
+    ref = execute(m, [x, g, b], interpret=True).outputs[0]
+    np.testing.assert_array_equal(got.view(np.uint16), ref.view(np.uint16))
+    np.testing.assert_allclose(np.float32(got), np.float32(jf(x, g, b)), rtol=2e-2, atol=2e-2)
 
 
 def test_what_stays_unfused():

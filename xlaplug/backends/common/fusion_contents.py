@@ -11,6 +11,8 @@ A loop over n elements may hold
 """
 from __future__ import annotations
 
+import re
+
 from ...hlo.ir import Computation, Instruction, Shape
 from ...hlo.opcodes import ELEMENTWISE, EXPANDED_UNARY
 from .errors import ScalarCompileError
@@ -143,6 +145,33 @@ def loop_shape(comp: Computation) -> list | None:
         else:
             roles.append("array" if n_elements(p.shape) == n and n > 1 else "scalar")
     return roles
+
+
+_TERM = re.compile(r"^\(*i(?: // (\d+)\))?(?: % (\d+)\))?(?: \* (\d+))?$")
+
+
+def _term_step(term: str, row: int) -> int | None:
+    """One term of param_index_map's sum, `((i // s) % d) * k` with any part absent, over
+    the loop index i = r * row + j: its step in j when it is r's alone (0) or affine in j
+    within every row (k), else None."""
+    m = _TERM.match(term.strip())
+    if m is None:
+        return None
+    s, d, k = (int(g) if g else None for g in m.groups())
+    s, k = s or 1, k or 1
+    if s % row == 0:
+        return 0
+    if s == 1 and (d is None or d % row == 0):
+        return k
+    return None
+
+
+def index_step(expr: str, row: int) -> int | None:
+    """For a param_index_map expression over i = r * row + j (rows of `row` elements): how
+    far the index moves per step of j when it is affine in j within every row (0: one
+    element per row; 1: contiguous), else None."""
+    parts = [_term_step(t, row) for t in expr.split(" + ")] if expr != "0" else [0]
+    return None if any(p is None for p in parts) else sum(parts)
 
 
 _NO_PLAN = object()

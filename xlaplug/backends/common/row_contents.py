@@ -28,6 +28,22 @@ FULL, ROW = "full", "row"
 MAX_ROW = 1 << 16
 
 
+def postorder(comp: Computation) -> list[Instruction]:
+    """The body's instructions, operands before users, from the parameters and the root."""
+    order, seen = [], set()
+    for root in [*comp.parameters, comp.root]:
+        stack = [(root, False)]
+        while stack:
+            ins, done = stack.pop()
+            if done:
+                order.append(ins)
+            elif id(ins) not in seen:
+                seen.add(id(ins))
+                stack.append((ins, True))
+                stack.extend((o, False) for o in reversed(ins.operands) if id(o) not in seen)
+    return order
+
+
 def row_reduce_dims(ins: Instruction) -> tuple[int, int] | None:
     """(M, K) for a one-operand reduce over trailing dimensions of its operand (K the
     reduced elements per row, 1 < K <= MAX_ROW), with a rank-0 init; else None."""

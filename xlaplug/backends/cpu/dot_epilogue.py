@@ -32,8 +32,6 @@ import numpy as np
 from ..common.fusion_contents import DEFAULT_MIN_ELEMENTS, loop_shape
 from ...hlo.ir import Computation, Instruction
 from ...hlo.rewrite import clone_instruction
-from .blas_threads import devices_at_once
-from .jit_drivers import numba_array, numba_dtype
 
 _PRODUCTS = frozenset({"dot", "convolution"})
 
@@ -84,7 +82,7 @@ def _plan(ctx, comp):
     return plans[id(comp)]
 
 
-def run_output_fusion(ins, args, ctx, run_loop):
+def run_output_fusion(ins, args, ctx, run_loop, loop_storage):
     """The fusion's result: the product by its own kernel, then the epilogue by `run_loop`
     (fused_loop.run_loop) in place on it where it can be written."""
     comp = ins.attrs["calls"][0]
@@ -92,19 +90,17 @@ def run_output_fusion(ins, args, ctx, run_loop):
     if plan is None or plan[0] is None:
         return ctx.run(comp, args)
     product_kernel, d, d_args, epilogue, e_args = plan
-    y = product = product_kernel(d, [args[k] for k in d_args], ctx)
-    want = numba_dtype(ins.shape.dtype)
-    if isinstance(y, np.ndarray) and y.dtype != want and numba_dtype(y.dtype) == want:
-        # A bf16 product of a bf16 epilogue: widened once, here, into a new f32 array the
-        # loop then writes in place, instead of the loop widening it and writing another.
-        y = numba_array(y, not devices_at_once(ctx))
+    y = product_kernel(d, [args[k] for k in d_args], ctx)
     e_vals = [y if k < 0 else args[k] for k in e_args]
-    into = None
-    if isinstance(y, np.ndarray) and y.dtype == want and \
+    into, store = None, loop_storage(ins.shape.dtype)
+    # The loop writes the product's buffer where the result has the product's type and the
+    # loop stores that type as such (a bf16 one as its bits: fused_loop.loop_storage).
+    if isinstance(y, np.ndarray) and y.dtype == ins.shape.dtype and \
+            y.dtype.itemsize == store.itemsize and \
             y.flags.c_contiguous and y.flags.writeable and \
             not any(isinstance(a, np.ndarray) and np.may_share_memory(y, a) for a in args):
-        into = y.reshape(-1)
+        into = y.reshape(-1).view(store)
     out = run_loop(epilogue, ins.shape, e_vals, ctx, into=into)
     if out is None:  # interpreted: on the product as its kernel gave it
-        return ctx.run(epilogue, [product if k < 0 else args[k] for k in e_args])
+        return ctx.run(epilogue, e_vals)
     return out

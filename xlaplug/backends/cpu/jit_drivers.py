@@ -30,6 +30,26 @@ def numba_array(a, parallel: bool = False) -> np.ndarray:
     return to_f32(a, parallel) if is_bf16(a.dtype) else a.astype(nt)
 
 
+def loop_storage(dt) -> np.dtype:
+    """The dtype a compiled loop (fused_loop.py, row_loop.py) reads and writes an array of
+    element type `dt` as: bf16 as its bits (uint16; the loop widens and rounds inline with
+    _xbf16_load / _xbf16_store: no f32 copy in, no rounding pass out), else numba's."""
+    return np.dtype(np.uint16) if is_bf16(dt) else numba_dtype(dt)
+
+
+def loop_array(a, parallel: bool = False) -> np.ndarray:
+    """An array operand of a compiled loop, flat and contiguous, in its loop_storage dtype."""
+    a = np.ascontiguousarray(a)
+    if is_bf16(a.dtype):
+        return a.reshape(-1).view(np.uint16)
+    return np.ascontiguousarray(numba_array(a, parallel)).reshape(-1)
+
+
+def from_loop(a, dt, parallel: bool = False) -> np.ndarray:
+    """A compiled loop's flat result (loop_storage) -> element type `dt`."""
+    return a.view(dt) if is_bf16(dt) else from_numba(a, dt, parallel)
+
+
 def numba_scalar(a):
     """A 0-d value as a numpy scalar numba can type."""
     return numba_array(a).reshape(())[()]

@@ -63,6 +63,27 @@ def _finish(y: np.ndarray, kind: str, out_dt: np.dtype, parallel: bool = False) 
 
 # ---- dot -------------------------------------------------------------------------------
 
+def _strided_bf16(x, perm, nb: int, rows: int, cols: int, par: bool):
+    """A bf16 operand widened in its own layout (one contiguous pass) and viewed in the
+    product's order [batch dims..., rows, cols], batch dims kept apart where they do not
+    merge: a transposed operand (the attention's per-head q, k and v, [b, t, h, d] read as
+    [b, h, t, d]) then costs no copy, numpy's matmul handing BLAS each strided matrix.
+    None where a view cannot do (then the operand is copied in the product's order, as
+    before): a matrix BLAS cannot take as it lies, or a degenerate one."""
+    w = to_f32(x, par).transpose(perm)
+    v = w.view()
+    try:
+        v.shape = w.shape[:nb] + (rows, cols)
+    except AttributeError:  # rows or cols would have to merge dimensions that do not
+        return None
+    s0, s1 = v.strides[-2:]
+    size = v.itemsize
+    if rows < 2 or cols < 2 or not ((s1 == size and s0 >= cols * size) or
+                                    (s0 == size and s1 >= rows * size)):
+        return None
+    return v
+
+
 @kernel("dot")
 def _dot(ins, args, ctx):
     lhs, rhs = np.asarray(args[0]), np.asarray(args[1])
@@ -77,6 +98,14 @@ def _dot(ins, args, ctx):
     B, M, K, N, cdt, kind = p.batch, p.m, p.k, p.n, p.compute_dtype, p.kind
     # bf16 operands and results convert on numba's threads, unless devices share the cores.
     par = not devices_at_once(ctx)
+    if is_bf16(lhs.dtype) and is_bf16(rhs.dtype) and cdt == np.float32 and K > 0 and \
+            (B > 1 or ctx.spmd is None or ctx.spmd.gang is None):
+        nb = len(ins.attrs.get("lhs_batch_dims", ()))
+        L = _strided_bf16(lhs, p.lhs_perm, nb, M, K, par)
+        R = _strided_bf16(rhs, p.rhs_perm, nb, K, N, par)
+        if L is not None and R is not None:
+            y = _finish(np.matmul(L, R), kind, out_dt, par)
+            return np.asarray(y.reshape(ins.shape.dims), order="C")
     L = _to_compute(lhs.transpose(p.lhs_perm), cdt, par).reshape(B, M, K)
     R = _to_compute(rhs.transpose(p.rhs_perm), cdt, par).reshape(B, K, N)
     if K == 0:

@@ -20,7 +20,7 @@ from ..common.fusion_contents import DEFAULT_MIN_ELEMENTS, LOOP_OPS, computation
 from ..common.row_contents import FULL, row_shape
 from . import comp_patterns as P
 from .blas_threads import devices_at_once
-from .jit_drivers import from_numba, numba_array, numba_dtype
+from .jit_drivers import from_loop, loop_array, loop_storage
 from .row_loop import compile_row_loop
 
 _NO_PLAN = object()
@@ -102,14 +102,14 @@ def run_row_fusion(ins, args, ctx):
     if fn is None:
         return None
     outs_shapes = ins.shape.tuple_shapes if ins.shape.is_tuple else (ins.shape,)
-    vals = [np.ascontiguousarray(numba_array(a, parallel)).reshape(-1) for a in args]
-    outs = [np.empty(s.num_elements(), numba_dtype(s.dtype)) for s in outs_shapes]
+    vals = [loop_array(a, parallel) for a in args]
+    outs = [np.empty(s.num_elements(), loop_storage(s.dtype)) for s in outs_shapes]
     try:
         fn(*outs, *vals)
     except TypingError:  # numba cannot type it after all: interpret, and remember
         ctx.kernel_cache.table("_row_loop_plans")[key] = None
         return None
-    res = [from_numba(o, s.dtype, parallel).reshape(s.dims) for o, s in zip(outs, outs_shapes)]
+    res = [from_loop(o, s.dtype, parallel).reshape(s.dims) for o, s in zip(outs, outs_shapes)]
     return tuple(res) if ins.shape.is_tuple else res[0]
 
 
