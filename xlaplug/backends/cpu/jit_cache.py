@@ -97,18 +97,13 @@ def scalar_piece(comp: Computation, prefix: str, elementwise: bool = False,
     prefixed with `prefix`.  `inline` (default: `elementwise`): its functions are inlined
     into their caller in numba's IR, for a loop that vectorizes (see below)."""
     src, consts, entry = generate_source(comp, elementwise=elementwise)
-    return prefixed_piece(src, consts, entry, prefix, elementwise if inline is None else inline)
-
-
-def prefixed_piece(src: str, consts: list, entry: str, prefix: str, inline: bool = False):
-    """scalar_piece of generate_source's (source, constants, entry) of a computation."""
     src = re.sub(r"\b_(c|K)(\d+)\b", lambda m: f"{prefix}_{m[1]}{m[2]}", src)
     # Callable from the module's njit functions (and plain Python): register_jitable.  A loop
     # fusion's body is inlined into its loop in numba's IR: left to LLVM, a body with a few
     # transcendentals is too big to inline, and a loop that calls a function does not
     # vectorize.
     defs = re.findall(rf"^def ({prefix}_c\d+)\(", src, flags=re.M)
-    how = '(inline="always")' if inline else ""
+    how = '(inline="always")' if (elementwise if inline is None else inline) else ""
     src += "".join(f"{d} = register_jitable{how}({d})\n" for d in defs)
     named = {f"{prefix}_K{i}": c for i, c in enumerate(consts)}
     return src, named, f"{prefix}_c{entry[2:]}"
@@ -268,4 +263,4 @@ def _damage(path: Path, text: str) -> str | None:
 
 
 __all__ = ["cache_dir", "cached_function", "is_cached", "module_from_file", "module_text",
-           "prefixed_piece", "scalar_piece"]
+           "scalar_piece"]

@@ -3,16 +3,14 @@
 A driver takes the jitted scalar function as its first argument (a first-class dispatcher),
 so numba specialises it per function and the call is direct.  Drivers whose arity depends
 on the number of operands (variadic reduce, sort with several operands, ...) are generated
-from source once per arity and kept in `_DRIVERS`.  Taking the function as an argument they
-could not be disk-cached (its dispatcher type is new in every process), so `pick` runs a
-generated driver with the function's source written in (`bound_driver`), cached on disk.
+from source once per arity and kept in `_DRIVERS`.  They are not disk-cached: a driver's
+signature includes the dispatcher type of the scalar function, which is new in every
+process, so a disk cache could never hit.
 
 Values of element types numba lacks (f16, bf16, f8*, s4, u4, ...) travel as a wider type
 (`numba_array`) and are rounded back when the result is built (`from_numba`).
 """
 from __future__ import annotations
-
-import re
 
 import numpy as np
 from numba import njit
@@ -68,22 +66,19 @@ def scalar_callable(ctx, comp):
 def pick(driver, *compiled: bool):
     """The driver, or its plain-Python form when a function is not compiled (or the driver
     cannot be typed for these arguments -- that fails before it runs, so nothing is half
-    done).  A generated driver called with one compiled scalar function runs as
-    `bound_driver`'s module, whose machine code later processes load from the disk cache."""
+    done)."""
     if not all(compiled):
         return driver.py_func
 
-    def run(fn, *args):
+    def run(*args):
         try:
-            bound = bound_driver(driver, fn) if len(compiled) == 1 else None
-            return bound(*args) if bound is not None else driver(fn, *args)
+            return driver(*args)
         except TypingError:
-            return driver.py_func(fn, *args)
+            return driver.py_func(*args)
     return run
 
 
 _DRIVERS: dict[tuple, object] = {}
-_BOUND: dict[tuple, tuple] = {}
 
 
 def _compile(key, src: str, name: str):
@@ -92,34 +87,7 @@ def _compile(key, src: str, name: str):
         ns = {"np": np}
         exec(compile(src, f"<xlaplug driver {key}>", "exec"), ns)
         fn = _DRIVERS[key] = njit(nogil=True)(ns[name])
-        fn.generated = (src, name)
     return fn
-
-
-def bound_driver(driver, fn):
-    """The generated `driver` with the scalar function `fn` (scalar_jit's, which keeps its
-    source) written into it: one module of jit_cache.cached_function, so a later process
-    loads its machine code where the driver taking `fn` as an argument -- its type new in
-    every process -- compiled again (0.3-0.5 s per reducer, comparator or combiner).  The
-    same source and flags as the two compiled apart: the same bits.  None for a driver or
-    function without its source."""
-    dsrc, fsrc = getattr(driver, "generated", None), getattr(fn, "generated", None)
-    if dsrc is None or fsrc is None:
-        return None
-    key = (id(driver), id(fn))
-    hit = _BOUND.get(key)
-    if hit is None:
-        from .jit_cache import cached_function, prefixed_piece
-        src, consts, entry = prefixed_piece(*fsrc, "D")
-        body, name = dsrc
-        head, rest = body.lstrip("\n").split("\n", 1)
-        assert head.startswith(f"def {name}(fn, "), head
-        body = head.replace("(fn, ", "(", 1) + "\n" + re.sub(r"\bfn\(", f"{entry}(", rest)
-        # error_model as scalar_jit compiles `fn` (its callees compile with the caller's);
-        # the driver's own integer divisions never see a zero divisor.
-        hit = _BOUND[key] = (cached_function(src + "\n" + body, consts, name, nogil=True,
-                                             error_model="numpy"), driver, fn)
-    return hit[0]
 
 
 def _call(results: list[str], args: list[str]) -> str:

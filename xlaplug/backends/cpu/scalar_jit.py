@@ -55,6 +55,5 @@ def compile_scalar_computation(comp: Computation, fma: bool = True, elementwise:
     disp.param_types = tuple(p.shape.element_type for p in comp.parameters)
     disp.result_types = result_types(comp)
     disp.source = src
-    disp.generated = (src, consts, entry)  # for jit_drivers.bound_driver's cached modules
     with _LOCK:
         return _CACHE.setdefault(key, disp)
