@@ -336,12 +336,12 @@ def test_xla_optimized_loops_compile_with_their_fusions(record):
     """XLA's optimized HLO wraps the condition's compare (and body ops) in fusions: they are
     inlined into the compiled loop, from iteration 0 (its known_trip_count)."""
     f = CASES["fori_f32"][0]
-    text = jax.jit(f).lower(X).compile().as_text()
-    m = parse_module(text)
+    compiled = jax.jit(f).lower(X).compile()  # one XLA compile: its HLO and its values
+    m = parse_module(compiled.as_text())
     compile_module(m, None)
     got = execute(m, [X]).outputs[0]
     assert record["compiled"] and record["runs"] == [m.entry.name]
-    np.testing.assert_allclose(got, np.asarray(jax.jit(f)(X)), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, np.asarray(compiled(X)), rtol=1e-5, atol=1e-5)
 
 
 # Corpus programs run with every elementwise chain fused (whatever its size) and every loop

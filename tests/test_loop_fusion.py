@@ -138,15 +138,15 @@ def test_fused_programs_match_jax(name, monkeypatch):
 def test_xla_kloop_fusions_run_as_compiled_loops(monkeypatch):
     """XLA's optimized HLO comes with kLoop fusions; they run through the same kernel."""
     f = lambda x, y: jnp.tanh(x * y) + jnp.exp(-x) * 0.5  # noqa: E731
-    jf = jax.jit(f)
-    text = jf.lower(X, Y).compile().as_text()
+    exe = jax.jit(f).lower(X, Y).compile()  # one XLA compile: its HLO and its values
+    text = exe.as_text()
     m = parse_module(text)
     compile_module(m, None)
     assert any(i.attrs.get("kind") == "kLoop" for i in _fusions(m))
     compiled = _spy_compiled(monkeypatch)
     got, _ = _run(m, [X, Y])
     assert compiled
-    np.testing.assert_allclose(got[0], np.asarray(jf(X, Y)), rtol=2e-6, atol=2e-6)
+    np.testing.assert_allclose(got[0], np.asarray(exe(X, Y)), rtol=2e-6, atol=2e-6)
 
 
 def test_fusion_shrinks_the_thunk_sequence_and_peak_memory():

@@ -166,8 +166,8 @@ def test_more_xla_optimized_fusions_run_as_row_loops(name, monkeypatch):
 
 def _xla_program(name, monkeypatch):
     f, args, rtol = XLA_PROGRAMS[name]
-    jf = jax.jit(f)
-    text = jf.lower(*args).compile().as_text()
+    compiled = jax.jit(f).lower(*args).compile()  # one XLA compile: its HLO and its values
+    text = compiled.as_text()
     m = parse_module(text)
     compile_module(m, None)
     kinds = {str(i.attrs["kind"]) for i in _fusions(m)}
@@ -179,7 +179,7 @@ def _xla_program(name, monkeypatch):
     rows = _spy_rows(monkeypatch)
     got = execute(m, list(args), fusion_min_elements=1).outputs
     assert any(rows), f"{name}: no XLA fusion ran as a row loop"
-    want = np.asarray(jf(*args))
+    want = np.asarray(compiled(*args))
     np.testing.assert_array_equal(got[0].view(np.uint32), today[0].view(np.uint32))
     np.testing.assert_allclose(got[0], want, rtol=rtol, atol=rtol)
 

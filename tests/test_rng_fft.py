@@ -394,9 +394,8 @@ def test_rng_optimized_hlo_matches_first_xla_run(device):
     def f(a, b):
         return lax.rng_uniform(a, b, (6,)), lax.rng_uniform(a, b, (2, 3))
     args = (np.float32(1.0), np.float32(2.5))
-    jf = jax.jit(f)
-    text = jf.lower(*args).compile().as_text()
-    check_text(device, text, *args, want=lambda: jf(*args), exact=True)
+    compiled = jax.jit(f).lower(*args).compile()  # its text, and its first run's values
+    check_text(device, compiled.as_text(), *args, want=lambda: compiled(*args), exact=True)
 
 
 def test_rng_stream_is_philox_blocks():
