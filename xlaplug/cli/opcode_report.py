@@ -88,11 +88,12 @@ _ABBREV = {"elementwise_convert": "ew_conv", "elementwise_logic": "ew_logic",
            "linalg_fft_rng": "lin_f_rng", "compiled_while": "while_jit",
            "reduce_window": "red_win", "collectives": "collect", "structural": "struct",
            "reductions": "reduce", "reduction": "reduce", "conversion": "convert",
-           "fused_loop": "fused", "elementwise_expanded": "ew_exp", "convolution": "conv"}
+           "fused_loop": "fused", "elementwise_expanded": "ew_exp", "convolution": "conv",
+           "factorization": "factor"}
 _LEGEND = ("ew = elementwise, ew_exp = elementwise_expanded, spmd = backends/spmd/kernels, "
            "mv = movement, gath_sc = gather_scatter, lin_f_rng = "
            "linalg_fft_rng, while_jit = compiled_while, red_win = reduce_window, conv = "
-           "convolution, r0 = rank-0 "
+           "convolution, factor = factorization, r0 = rank-0 "
            "constants only; --json gives file:function")
 
 
