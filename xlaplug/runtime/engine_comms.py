@@ -53,10 +53,17 @@ class Communicators:
     def failure(self) -> BaseException | None:
         """The run's failure in a communicator call, as the interpreter's device threads
         report it (`device D: ...`), else None."""
+        from ..backends.spmd.rendezvous import Aborted
         from .spmd.runner import DeviceError
         if self.binding.failure is None:
             return None
         device, error = self.binding.failure
+        first = self.binding.rendezvous.failure if self.binding.rendezvous else None
+        if isinstance(error, Aborted) and first is not None:
+            # A device stopped by another's failure was recorded first (seen once in the
+            # suite: XLA can return the stopped device's error before the failing device's
+            # thread records its own); the rendezvous knows which device failed first.
+            device, error = first
         return DeviceError(device, error) if device is not None else error
 
 
