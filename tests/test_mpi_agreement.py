@@ -10,6 +10,7 @@ rank runs under a small wrapper that records its own exit code."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -43,8 +44,9 @@ sys.exit(rc)
 LAUNCHER = """import ctypes, json, os, signal, subprocess, sys, time
 assert ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
 sigint_after, limit = float(sys.argv[1]), float(sys.argv[2])
+records = [r for r in sys.argv[3].split(os.pathsep) if r]  # the wrappers' record files
 t0 = time.monotonic()
-p = subprocess.Popen(sys.argv[3:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+p = subprocess.Popen(sys.argv[4:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                      stdin=subprocess.DEVNULL, start_new_session=True)
 try:
     if sigint_after >= 0:
@@ -56,11 +58,23 @@ except subprocess.TimeoutExpired:
     out, err = p.communicate()
 took = time.monotonic() - t0
 orphans, until = {}, time.monotonic() + 10
-while time.monotonic() < until:
+
+
+def unsettled():  # ranks with neither their wrapper's record nor their own reaped status
+    def read(path):
+        return open(path).read() if os.path.exists(path) else ""
+    return [r for r in records if not read(r) and
+            not (read(r + ".pid") and int(read(r + ".pid")) in orphans)]
+
+
+# Until every rank is accounted for: a wrapper SIGKILLed before its record leaves its rank
+# to be reparented here only once the wrapper is gone -- possibly after the launcher's own
+# children (mpiexec) have all been reaped, when waitpid has nothing to wait for yet.
+while time.monotonic() < until and unsettled():
     try:
         pid, status = os.waitpid(-1, os.WNOHANG)
     except ChildProcessError:
-        break
+        pid = 0
     if pid:
         orphans[pid] = os.waitstatus_to_exitcode(status)
     else:
@@ -204,13 +218,14 @@ def ranks(tmp_path, *argvs, sigint_after: float = -1, limit: float = 120):
         cmd += (([":"] if i else []) + ["-n", "1", sys.executable, str(tmp_path / "wrap.py"),
                 str(codes[i]), sys.executable, "-m", "xlaplug.cli", *map(str, argv)])
     run = subprocess.run([sys.executable, str(tmp_path / "launch.py"), str(sigint_after),
-                          str(limit), *cmd], capture_output=True, text=True, env=_env(),
+                          str(limit), os.pathsep.join(map(str, codes)), *cmd],
+                         capture_output=True, text=True, env=_env(),
                          timeout=limit + 30)
     assert run.returncode == 0, run.stderr
     r = json.loads(run.stdout)
     got = []
     for c in codes:  # the wrapper's record, else the orphaned rank's own status
-        pid = c.with_suffix(".pid")
+        pid = c.with_name(c.name + ".pid")  # (the wrapper writes RECORD.pid)
         own = c.read_text() if c.exists() else ""
         got.append(int(own) if own else
                    r["orphans"].get(pid.read_text()) if pid.exists() else None)
