@@ -54,11 +54,14 @@ class BoundHandler:
             self.run(frame_addr, binding, index)
             return None
         except BaseException as e:  # noqa: BLE001 -- nothing may escape into XLA
-            if binding is not None:
-                self.keep(binding, e)
-            text = getattr(e, "message", None) or str(e) or type(e).__name__
-            return create_error(abi.CallFrame.from_address(frame_addr).api,
-                                f"{self.prefix}: {text}")
+            return self._failed(frame_addr, binding, e)
+
+    def _failed(self, frame_addr: int, binding, e: BaseException) -> int:
+        """A call's exception kept as the run's report and returned to XLA as its error."""
+        if binding is not None:
+            self.keep(binding, e)
+        text = getattr(e, "message", None) or str(e) or type(e).__name__
+        return create_error(abi.CallFrame.from_address(frame_addr).api, f"{self.prefix}: {text}")
 
     @staticmethod
     def keep(binding, error: BaseException) -> None:

@@ -27,9 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import abi, mpi_frames, mpi_sites
+from . import mpi_frames, mpi_sites
 from .bound_handler import BoundHandler, flat, same
-from .python_handler import create_error
 
 
 @dataclass
@@ -107,11 +106,7 @@ class MpiHandler(BoundHandler):
                 mpi_sites.resume(binding.armed[index], code)
             return None
         except BaseException as e:  # noqa: BLE001 -- nothing may escape into XLA
-            if binding is not None:
-                self.keep(binding, e)
-            text = getattr(e, "message", None) or str(e) or type(e).__name__
-            return create_error(abi.CallFrame.from_address(frame_addr).api,
-                                f"{self.prefix}: {text}")
+            return self._failed(frame_addr, binding, e)
 
     def run(self, frame: int, binding: Binding, index: int) -> None:
         with mpi_sites.synced(binding):
