@@ -80,37 +80,47 @@ def _from_bits64_llvm(i):
 
 
 # bf16 in memory as its bits (uint16), for loops that read and write bf16 arrays directly
-# instead of through f32 copies (cpu/fused_loop.py, cpu/row_loop.py).  Plain-Python bodies
-# first; numba compiles the overloads (integer lanes, no branch: loops vectorize).
+# instead of through f32 copies (cpu/fused_loop.py, cpu/row_loop.py), and for the array
+# conversions (cpu/bf16_convert.py): the bit rules written once, in integer lanes with no
+# branch or call, so that loops vectorize.
+@register_jitable(inline="always")
+def _bf16_round_bits(u):
+    """The bf16 bits of the float32 bits `u` (uint32): NaN (|bits| > 0x7F800000) -> its
+    sign | 0x7FC0 (ml_dtypes' quiet NaN); anything else rounded to nearest even on the bits
+    (bits + 0x7FFF + the lowest kept bit, the high half): subnormals round on bf16's grid,
+    overflow carries into infinity -- ml_dtypes' float_to_bfloat16_rtne."""
+    if u & np.uint32(0x7FFFFFFF) > np.uint32(0x7F800000):
+        return np.uint16(((u >> np.uint32(16)) & np.uint32(0x8000)) | np.uint32(0x7FC0))
+    return np.uint16((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))
+                     >> np.uint32(16))
+
+
+@register_jitable(inline="always")
+def _bf16_widen_bits(h):
+    """The float32 bits of the bf16 bits `h` (exact: the high half)."""
+    return np.uint32(np.uint32(h) << np.uint32(16))
+
+
 def _xbf16_load(h):
-    """bf16 bits -> the value as float32 (exact: the bits are the f32's high half)."""
-    return np.array([h], np.uint16).astype(np.uint32).__lshift__(16).view(np.float32)[0]
+    """bf16 bits -> the value as float32.  Plain Python; numba compiles the overload."""
+    return np.array([_bf16_widen_bits(np.uint16(h))], np.uint32).view(np.float32)[0]
 
 
 def _xbf16_store(x):
-    """A float32 -> bf16 bits, rounded to nearest even, NaN -> its sign | 0x7FC0: the bits
-    cpu/bf16_convert.to_bf16 gives (ml_dtypes'), so a loop storing them writes what the
-    f32 loop and a to_bf16 pass wrote."""
-    u = int(np.array([x], np.float32).view(np.uint32)[0])
-    if u & 0x7FFFFFFF > 0x7F800000:
-        return np.uint16(((u >> 16) & 0x8000) | 0x7FC0)
-    return np.uint16(((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF)
+    """A float32 -> bf16 bits (_bf16_round_bits), the bits cpu/bf16_convert.to_bf16 gives,
+    so a loop storing them writes what the f32 loop and a to_bf16 pass wrote.  Plain
+    Python; numba compiles the overload."""
+    return _bf16_round_bits(np.array([x], np.float32).view(np.uint32)[0])
 
 
 @overload(_xbf16_load, inline="always")
 def _bf16_load_llvm(h):
-    return lambda h: _llvm_bitcast(np.uint32(np.uint32(h) << np.uint32(16)), np.float32)
+    return lambda h: _llvm_bitcast(_bf16_widen_bits(h), np.float32)
 
 
 @overload(_xbf16_store, inline="always")
 def _bf16_store_llvm(x):
-    def store(x):
-        u = _llvm_bitcast(np.float32(x), np.uint32)
-        if u & np.uint32(0x7FFFFFFF) > np.uint32(0x7F800000):
-            return np.uint16(((u >> np.uint32(16)) & np.uint32(0x8000)) | np.uint32(0x7FC0))
-        return np.uint16((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))
-                         >> np.uint32(16))
-    return store
+    return lambda x: _bf16_round_bits(_llvm_bitcast(np.float32(x), np.uint32))
 
 
 @register_jitable

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 from numba import prange
-from numba.extending import register_jitable
 
 from ...hlo import dtypes as D
+from ..common.scalar_float_bits import _bf16_round_bits, _bf16_widen_bits
 from .jit_store import cached_njit
 
 # Below this many elements one thread converts.  Measured on the quiet 13-core host
@@ -43,18 +43,8 @@ def is_bf16(dt) -> bool:
     return dt.kind == "V" and dt.name == "bfloat16"
 
 
-@register_jitable(inline="always")
-def _rounded(u):
-    """The bf16 bits of the f32 bits `u` (the module docstring's two cases)."""
-    if u & np.uint32(0x7FFFFFFF) > np.uint32(0x7F800000):
-        return np.uint16(((u >> np.uint32(16)) & np.uint32(0x8000)) | np.uint32(0x7FC0))
-    return np.uint16((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))
-                     >> np.uint32(16))
-
-
-@register_jitable(inline="always")
-def _widened(h):
-    return np.uint32(h) << np.uint32(16)
+# The bit rules (the module docstring's two cases), shared with the loops that store bf16.
+_rounded, _widened = _bf16_round_bits, _bf16_widen_bits
 
 
 @cached_njit(nogil=True)
