@@ -12,8 +12,6 @@ identity as init), as numba source over a row buffer `buf` of K elements:
 """
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 
@@ -48,82 +46,51 @@ def fast_fold(op: str, buf: str, K: int, init_v: str, res: str, ct: str, j: int,
     (cpu/denormals.py); None: IEEE arithmetic."""
     p2, p3 = pad + "    ", pad + "        "
     r = [f"r{j}_{t}" for t in range(8)]
-    if flush and op == "add":
-        return _flushed_add(buf, K, init_v, res, ct, j, pad, flush)
-    if flush:  # every element read through it; a product flushed too
-        lines, allocs, consts = fast_fold(op, buf, K, init_v, res, ct, j, pad)
-        x = re.compile(rf"\b{buf}\[[^\]]+\]")
-        lines = [x.sub(lambda mt: f"{flush}({mt.group(0)})", ln) for ln in lines]
-        prod = f"{res} = {res} * "
-        return [ln.replace(prod, f"{res} = {flush}({res} * ") + ")" if prod in ln else ln
-                for ln in lines], allocs, consts
+
+    def f(e: str) -> str:  # a value as the kernel sees it: flushed, or as it is
+        return f"{flush}({e})" if flush else e
+
+    def pair(a: str, b: str) -> str:  # a partial sum of two
+        return f(f"{a} + {b}") if flush else f"({a} + {b})"
     if op == "add" and K >= 8:
         starts, lens, prog = pairwise_program(K)
         consts = {f"RPS{j}": np.asarray(starts, np.int64), f"RPL{j}": np.asarray(lens, np.int64),
                   f"RPP{j}": np.asarray(prog, np.int64)}
         stk = f"stk{j}"
+        lanes = pair(pair(pair(r[0], r[1]), pair(r[2], r[3])),
+                     pair(pair(r[4], r[5]), pair(r[6], r[7])))
         lines = [f"{pad}sp = 0", f"{pad}for t in range({len(prog)}):",
                  f"{p2}c = RPP{j}[t]", f"{p2}if c < 0:", f"{p3}sp -= 1",
-                 f"{p3}{stk}[sp - 1] = {stk}[sp - 1] + {stk}[sp]", f"{p3}continue",
+                 f"{p3}{stk}[sp - 1] = {f(f'{stk}[sp - 1] + {stk}[sp]')}", f"{p3}continue",
                  f"{p2}s0 = RPS{j}[c]", f"{p2}nl = RPL{j}[c]",
-                 *[f"{p2}{r[t]} = {buf}[s0 + {t}]" for t in range(8)],
+                 *[f"{p2}{r[t]} = {f(f'{buf}[s0 + {t}]')}" for t in range(8)],
                  f"{p2}q = s0 + 8", f"{p2}n8 = s0 + nl - nl % 8", f"{p2}while q < n8:",
-                 *[f"{p3}{r[t]} = {r[t]} + {buf}[q + {t}]" for t in range(8)],
+                 *[f"{p3}{r[t]} = {f(f'{r[t]} + ' + f(f'{buf}[q + {t}]'))}" for t in range(8)],
                  f"{p3}q += 8",
-                 f"{p2}rs{j} = (({r[0]} + {r[1]}) + ({r[2]} + {r[3]})) + "
-                 f"(({r[4]} + {r[5]}) + ({r[6]} + {r[7]}))",
-                 f"{p2}while q < s0 + nl:", f"{p3}rs{j} = rs{j} + {buf}[q]", f"{p3}q += 1",
-                 f"{p2}{stk}[sp] = rs{j}", f"{p2}sp += 1",
-                 f"{pad}{res} = {init_v} + {stk}[0]"]
+                 f"{p2}rs{j} = {lanes if flush else lanes[1:-1]}",
+                 f"{p2}while q < s0 + nl:", f"{p3}rs{j} = {f(f'rs{j} + ' + f(f'{buf}[q]'))}",
+                 f"{p3}q += 1", f"{p2}{stk}[sp] = rs{j}", f"{p2}sp += 1",
+                 f"{pad}{res} = {f(f'{init_v} + {stk}[0]')}"]
         return lines, [f"{stk} = np.empty({len(prog)}, {ct})"], consts
     if op == "add":  # fewer than 8: in order, from zero, then onto init
         return [f"{pad}{res} = {ct}(0)", f"{pad}for k in range({K}):",
-                f"{p2}{res} = {res} + {buf}[k]", f"{pad}{res} = {init_v} + {res}"], [], {}
+                f"{p2}{res} = {f(f'{res} + ' + f(f'{buf}[k]'))}",
+                f"{pad}{res} = {f(f'{init_v} + {res}')}"], [], {}
     if op == "multiply":
         return [f"{pad}{res} = {init_v}", f"{pad}for k in range({K}):",
-                f"{p2}{res} = {res} * {buf}[k]"], [], {}
+                f"{p2}{res} = {f(f'{res} * ' + f(f'{buf}[k]'))}"], [], {}
     cmp = ">" if op == "maximum" else "<"
     nn, v = f"nn{j}", f"v{j}"
     lines = [f"{pad}{nn} = 0", *[f"{pad}{r[t]} = {init_v}" for t in range(8)],
              f"{pad}for q in range(0, {K - K % 8}, 8):"]
     for t in range(8):
-        lines += [f"{p2}{v} = {buf}[q + {t}]",
+        lines += [f"{p2}{v} = {f(f'{buf}[q + {t}]')}",
                   f"{p2}{r[t]} = {v} if {v} {cmp} {r[t]} else {r[t]}",
                   f"{p2}{nn} += {v} != {v}"]
     lines += [f"{pad}{res} = {init_v}",
               *[f"{pad}{res} = {r[t]} if {r[t]} {cmp} {res} else {res}" for t in range(8)],
-              f"{pad}for k in range({K - K % 8}, {K}):", f"{p2}{v} = {buf}[k]",
+              f"{pad}for k in range({K - K % 8}, {K}):", f"{p2}{v} = {f(f'{buf}[k]')}",
               f"{p2}{res} = {v} if {v} {cmp} {res} else {res}",
               f"{p2}{nn} += {v} != {v}",
               f"{pad}if {nn}:", f"{p2}{res} = {ct}(np.nan)"]
     return lines, [], {}
-
-
-def _flushed_add(buf: str, K: int, init_v: str, res: str, ct: str, j: int, pad: str,
-                 f: str) -> tuple[list[str], list[str], dict]:
-    """fast_fold's add, each element and partial sum through `f` (numpy's under DAZ)."""
-    lines, allocs, consts = fast_fold("add", buf, K, init_v, res, ct, j, pad)
-    r = [f"r{j}_{t}" for t in range(8)]
-    x = re.compile(rf"\b{buf}\[[^\]]+\]")
-    flat = {f"{r[t]} = {r[t]} + {buf}[q + {t}]" for t in range(8)} | {
-        f"rs{j} = rs{j} + {buf}[q]", f"{res} = {res} + {buf}[k]",
-        f"stk{j}[sp - 1] = stk{j}[sp - 1] + stk{j}[sp]", f"{res} = {init_v} + stk{j}[0]",
-        f"{res} = {init_v} + {res}"}
-    pair = lambda a, b: f"{f}({a} + {b})"  # noqa: E731
-    tree = f"rs{j} = " + pair(pair(pair(r[0], r[1]), pair(r[2], r[3])),
-                              pair(pair(r[4], r[5]), pair(r[6], r[7])))
-    out = []
-    for ln in lines:
-        body = ln.lstrip()
-        ind = ln[:len(ln) - len(body)]
-        lhs, _, rhs = body.partition(" = ")
-        if body in flat:                      # one add: its element flushed, then its sum
-            rhs = x.sub(lambda mt: f"{f}({mt.group(0)})", rhs)
-            out.append(f"{ind}{lhs} = {f}({rhs})")
-        elif body.startswith(f"rs{j} = (("):  # the 8 lanes summed pairwise
-            out.append(ind + tree)
-        elif rhs.startswith(f"{buf}["):       # a lane's first element, flushed on load
-            out.append(f"{ind}{lhs} = {f}({rhs})")
-        else:
-            out.append(ln)
-    return out, allocs, consts
