@@ -74,7 +74,8 @@ class RowLoopGen:
         self.allocs: list[str] = []  # scratch arrays, allocated once per block of rows
         self.block = 0  # rows per block (0: up to 32, at least 32 blocks)
         self.n_tmp = 0
-        self.row_reads: dict[tuple[int, str], str] = {}  # (param, index map) -> per-row name
+        # (param, index map) -> (its per-row name, the read that sets it at each row's base)
+        self.row_reads: dict[tuple[int, str], tuple[str, str]] = {}
         self.bits = {p.parameter_number for p in comp.parameters if is_bf16(p.shape.dtype)}
 
     # ---- names and expressions --------------------------------------------------------
@@ -124,7 +125,9 @@ class RowLoopGen:
         step = index_step(expr, self.k)
         at = re.sub(RE_I, "base", expr)
         if step == 0 or step == 1:
-            name = self.row_reads.setdefault((n, expr), f"y{n}_{len(self.row_reads)}")
+            name = f"y{n}_{len(self.row_reads)}"
+            read = f"p{n}[{at}]" if step == 0 else f"p{n}[{at}:{at} + {self.k}]"
+            name = self.row_reads.setdefault((n, expr), (name, f"{name} = {read}"))[0]
             return self._load(n, name if step == 0 else f"{name}[k]")
         if step is not None:
             return self._load(n, f"p{n}[({at}) + k * {step}]")
@@ -249,13 +252,7 @@ class RowLoopGen:
                       for t, o in enumerate(outs) if self.levels[id(o)] == FULL]
         lines += [f"{pad}o{t}[m] = {_store(o, self.row_names[id(o)])}"
                   for t, o in enumerate(outs) if self.levels[id(o)] == ROW]
-        reads = []
-        for (n, expr), name in self.row_reads.items():
-            at = re.sub(RE_I, "base", expr)
-            step = index_step(expr, self.k)
-            reads.append(f"{pad}{name} = p{n}[{at}]" if step == 0 else
-                         f"{pad}{name} = p{n}[{at}:{at} + {self.k}]")
-        lines[1:1] = reads
+        lines[1:1] = [f"{pad}{read}" for _, read in self.row_reads.values()]
         args = ", ".join([f"o{t}" for t in range(len(outs))] +
                          [f"p{t}" for t in range(len(comp.parameters))])
         loop = "prange" if parallel else "range"
