@@ -81,6 +81,7 @@ def environment() -> dict:
         "cpu": cpu, "cores": os.cpu_count(), "cores_usable": usable,
         "numpy_blas": blas_info(),
         "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
+        "OPENBLAS_L2_SIZE": os.environ.get("OPENBLAS_L2_SIZE"),
         "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS"),
         "loadavg_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "cpu_held": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
@@ -102,6 +103,14 @@ def print_header(env: dict, opts) -> None:
     if getattr(opts, "cores", "every") != "every" and opts.device == "cpu":
         print("one-core column: a child process on one CPU (its affinity), numba, OpenBLAS, "
               "OpenMP and MKL set to 1 thread; XLA sizes its pools from the affinity")
+    if env["OPENBLAS_CORETYPE"]:
+        # Some machines set these for old OpenBLAS builds that miscompute on their CPU; a
+        # current numpy then runs an older kernel than on a user's machine (Haswell's AVX2
+        # sgemm at half the speed of SkylakeX's AVX-512 one on a Zen 4), and every product
+        # and convolution ratio here is against that handicap.
+        print(f"NOTE: OPENBLAS_CORETYPE={env['OPENBLAS_CORETYPE']} pins numpy's BLAS kernel "
+              "(xlaplug's products run on it): for the kernel numpy picks by itself, run "
+              "with `env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE`.")
     load = (env["loadavg_start"] or [0])[0]
     if load > (env["cores_usable"] or 1):
         print(f"NOTE: 1-minute load average {load:.2f} exceeds the {env['cores_usable']} "

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from xlaplug.backends.spmd.groups import DeviceGrid
-from xlaplug.backends.spmd.kernels import Place
+from xlaplug.backends.spmd.place import Place
 from xlaplug.cli.common import setup_plugins
 from xlaplug.xla.engine import EngineError, lowered
 from xlaplug.xla.mpi_rewrite import rewrite_for_mpi

@@ -208,7 +208,7 @@ ENTRY e {
 
 def test_a_reduce_plan_serves_the_next_runs_place_of_the_same_device():
     from xlaplug.backends.spmd.groups import DeviceGrid
-    from xlaplug.backends.spmd.kernels import Place, _plan_holds, _ReducePlan
+    from xlaplug.backends.spmd.all_reduce import Place, _plan_holds, _ReducePlan
     grid = DeviceGrid(4, 1)
     first, again = (Place(grid, 1, Rendezvous(4)) for _ in range(2))
     plan = _ReducePlan(first, (0, 1, 2, 3), None, None)

@@ -102,7 +102,7 @@ def _short(loc: str | None) -> str:
     if loc is None:
         return "-"
     path = loc.split(":")[0]
-    if "/spmd/" in path:  # the multi-device collectives (backends/spmd/kernels.py)
+    if "/spmd/" in path:  # the multi-device collectives (backends/spmd/kernels.py, all_reduce.py)
         return "spmd"
     stem = path.rsplit("/", 1)[-1].removesuffix(".py")
     return _ABBREV.get(stem, stem)

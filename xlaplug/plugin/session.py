@@ -201,7 +201,7 @@ def _override_kernel(entry: OpEntry, ins, session: Session) -> Callable:
 
 def _run_decomposition(ins, args, ctx, session: Session):
     """Run a custom call through its decomposition, built on the fly (kernel fallback)."""
-    from ..backends.spmd.kernels import place_of
+    from ..backends.spmd.place import place_of
     grid = place_of(ctx).grid
     return ctx.run(build_decomposition(ins, session.registry, grid.replicas, grid.partitions),
                    list(args))

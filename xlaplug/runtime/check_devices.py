@@ -89,7 +89,7 @@ def _custom(kentry, dentry, sentry, op, shapes, attrs, n, rng, label, trial) -> 
     from .executor import ExecContext
     from ..backends.spmd.communicator import Communicator
     from ..backends.spmd.groups import DeviceGrid
-    from ..backends.spmd.kernels import Place
+    from ..backends.spmd.place import Place
     from ..backends.cpu.blas_threads import largest_product
     from .spmd.runner import DeviceError, blas_for_devices, on_device_threads, run_devices
     plugin = kentry.plugin.name

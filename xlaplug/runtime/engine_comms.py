@@ -38,7 +38,7 @@ class Communicators:
 
     def begin(self, timeout: float) -> None:
         """A run's rendezvous and each device's place on it."""
-        from ..backends.spmd.kernels import Place
+        from ..backends.spmd.place import Place
         from ..backends.spmd.rendezvous import Rendezvous
         rendezvous = Rendezvous(self.grid.count, timeout)
         self.binding.failure, self.binding.rendezvous = None, rendezvous

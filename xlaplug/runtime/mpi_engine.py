@@ -148,7 +148,7 @@ class MpiProgram:
 def _rank_program(exe, grid, rank):
     """(HLO text of this rank's program, the lowered module it was made from, the MPI
     handler, the key of the program's binding in it: its context set by each run)."""
-    from ..backends.spmd.kernels import Place
+    from ..backends.spmd.place import Place
     from ..hlo.text.printer import module_to_text
     from ..xla.jaxlib_names import require_jax
     from ..xla.mpi_rewrite import mpi_handler, rewrite_for_mpi, twins

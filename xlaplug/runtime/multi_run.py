@@ -98,7 +98,7 @@ def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, options: R
     engine runs the rank's one device (`--engine xla`: runtime/mpi_engine.py), else the
     interpreter runs it."""
     from ..backends.common.errors import ExecutionError
-    from ..backends.spmd.kernels import Place
+    from ..backends.spmd.place import Place
     from ..backends.spmd.mpi import MpiTransport
     from ..backends.spmd.rendezvous import Aborted
     from .spmd.agreement import RankFailedBeforeRun, agree_on_run

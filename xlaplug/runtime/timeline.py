@@ -98,7 +98,7 @@ def collective_peers(ins, grid, device: int, communicates=None) -> dict:
     groups and mode, or a permute's pairs), {} for any other instruction."""
     from ..backends.common.errors import ExecutionError
     from ..backends.spmd.groups import group_mode, listed_groups, participants, permute_domain
-    from ..backends.spmd.kernels import PERMUTES
+    from ..backends.spmd.place import PERMUTES
     from .spmd.runner import GROUPED
     op = ins.opcode
     try:

@@ -50,7 +50,7 @@ class MpiWorld:
 
     def __init__(self, handler, transport, make_ctx):
         from ..backends.spmd.groups import DeviceGrid
-        from ..backends.spmd.kernels import Place
+        from ..backends.spmd.place import Place
         self.handler, self.transport = handler, transport
         self.rank, self.size = transport.rank, transport.size
         self.grid = DeviceGrid(1, self.size)  # the builder counts the ranks as partitions

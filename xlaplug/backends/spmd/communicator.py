@@ -142,5 +142,5 @@ class Communicator:
 
 
 def communicator_for(ctx, owner: str) -> Communicator:
-    from .kernels import place_of
+    from .place import place_of
     return Communicator(place_of(ctx), owner)

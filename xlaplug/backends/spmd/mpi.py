@@ -53,7 +53,6 @@ def mpi_module():
 def launched_by_mpi() -> bool:
     """True inside `mpiexec -n N` with N > 1 (read from the launcher's environment, so a plain
     run never imports mpi4py)."""
-    import os
     for var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMIX_SIZE"):
         if var in os.environ:
             try:

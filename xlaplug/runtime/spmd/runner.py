@@ -18,7 +18,7 @@ from .device_fibers import DeviceFibers
 from .device_threads import DeviceThreads
 from .gang import gang_for
 from ...backends.spmd.groups import DeviceGrid
-from ...backends.spmd.kernels import Place
+from ...backends.spmd.place import Place
 from ...backends.spmd.rendezvous import Aborted, Rendezvous
 
 
@@ -227,7 +227,7 @@ def collective_groups(module: Module, grid: DeviceGrid) -> list[list[tuple[int, 
     """Every group set the module's collectives form on `grid`, in module order (what an
     MPI transport splits communicators for before the run)."""
     from ...backends.spmd.groups import device_groups, permute_domain
-    from ...backends.spmd.kernels import PERMUTES
+    from ...backends.spmd.place import PERMUTES
     sets: list[list[tuple[int, ...]]] = [[tuple(range(grid.count))]]  # plugin communicators
     for comp in module.computations:
         for ins in comp.instructions:

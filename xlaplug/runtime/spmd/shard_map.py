@@ -11,7 +11,7 @@ from ...hlo.text import sdy
 from ...hlo.errors import HloError
 from ...backends.common.errors import ExecutionError
 from ...backends.spmd.groups import DeviceGrid
-from ...backends.spmd.kernels import place_of
+from ...backends.spmd.place import place_of
 
 
 def _blocks(mesh: sdy.SdyMesh, sharding: sdy.ValueSharding, shape, device: int):

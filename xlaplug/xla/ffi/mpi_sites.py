@@ -167,7 +167,7 @@ def arm(binding, index: int, ins, ctx, args: list, results: list) -> None:
     """After a Python call of site `index`: its record, where the cfunc can serve it."""
     if binding.records is None or index in binding.armed:
         return
-    from ...backends.spmd.kernels import _reduce_plan, place_of
+    from ...backends.spmd.all_reduce import place_of, reduce_plan
     if ins.opcode not in ("all-reduce", "all-reduce-start") or len(args) != 1 or \
             len(results) != 1 or args[0].dtype not in _CODES or \
             results[0].dtype != args[0].dtype or results[0].size != args[0].size or \
@@ -177,7 +177,7 @@ def arm(binding, index: int, ins, ctx, args: list, results: list) -> None:
     t = place.transport
     if t is None or not hasattr(t, "allreduce_one") or place.grid.count == 1:
         return
-    plan = _reduce_plan(ins, ctx, place)
+    plan = reduce_plan(ins, ctx, place)
     if plan.op is None or len(plan.group) < 2 or (ins, plan.op) not in t._templates:
         return
     comm = t._comm(ins, plan.group)
