@@ -311,7 +311,7 @@ def test_generators_typed_as_on_a_gpu():
 
 
 
-# ---- rng: cpu/rng.py's counter-based stream -------------------------------------------
+# ---- rng: cpu/rng_draws.py's counter-based stream -------------------------------------------
 
 def _rng_hlo(n_uniform: int, n_normal: int, n_int: int, normal_t: str = "f32") -> str:
     """A module drawing f32 uniforms on [lo, hi), normals (mean lo, deviation hi) and s32
@@ -401,7 +401,8 @@ def test_rng_optimized_hlo_matches_first_xla_run(device):
 def test_rng_stream_is_philox_blocks():
     # Element j of call c is the Philox-4x32-10 block at counter (low=j, high=c): the same
     # generator rng-bit-generator (bit-exact with XLA above) lays out round-robin.
-    from xlaplug.backends.cpu.rng import philox_bits, rng_words
+    from xlaplug.backends.cpu.rng import philox_bits
+    from xlaplug.backends.cpu.rng_draws import rng_words
     key, call, n = 0x0123456789ABCDEF, 2 ** 40 + 3, 7
     w0, w1 = rng_words(key, call, n)
     blocks, _, _ = philox_bits(key, 0, call, (4 * n,), 32)

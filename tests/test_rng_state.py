@@ -6,7 +6,7 @@ executable continues where the last left off, while rng-bit-generator (its state
 draws the same bits for the same key.  xlaplug does the same for `--repeat N`, repeated API
 calls and devices in one process; a new executable starts over.  rng-get-and-update-state
 and rng-bit-generator are compared bit for bit; `rng`'s values differ from XLA's by design
-(backends/cpu/rng.py's counter-based stream), so there the oracle is whether a run draws
+(backends/cpu/rng_draws.py's counter-based stream), so there the oracle is whether a run draws
 what the one before it drew.
 """
 from __future__ import annotations

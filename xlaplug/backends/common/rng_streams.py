@@ -1,5 +1,5 @@
 """Which random stream an rng instruction draws, and the state rng-get-and-update-state
-keeps: plain integers both devices' kernels compute their bits from (cpu/rng.py's
+keeps: plain integers both devices' kernels compute their bits from (cpu/rng_draws.py's
 docstring has the scheme), so CPU and CUDA draw the same values."""
 from __future__ import annotations
 

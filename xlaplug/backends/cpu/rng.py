@@ -1,4 +1,4 @@
-"""Random numbers: rng-bit-generator (bit-exact with XLA:CPU) and rng (not reproducible in XLA).
+"""Random numbers: rng-bit-generator, bit-exact with XLA:CPU.
 
 rng-bit-generator follows XLA's RngBitGeneratorExpander and the bit generators of
 xla/hlo/builder/lib/prng.cc:
@@ -13,25 +13,7 @@ xla/hlo/builder/lib/prng.cc:
   * narrower outputs (8/16 bits) keep the low bits of the 32-bit generator's output.
 The result is (new_state, bits).
 
-rng (distribution=rng_uniform / rng_normal) has no bit-reproducible definition in XLA.
-Here it is a counter-based stream that the CUDA kernel (cuda/rng.py) computes identically:
-element j of an rng instruction's c-th execution in a run context takes the
-Philox-4x32-10 block at counter (low = j, high = c) under a 64-bit key hashing the run
-option `seed` (default 0) with the instruction's name -- two words w0, w1 (the block's
-32-bit outputs joined low first).  No sequential state: a loop draws fresh values each
-iteration, a later run of the same executable continues the stream (as XLA's rng does
-across executions: rng_streams.RngState), and the bits never depend on the bounds.  In
-float64 (narrow floats rounded once, by `_xround`, as on CUDA; f8e8m0fnu, which has no
-rounding rule there, by ml_dtypes' cast -- CUDA refuses it):
-  * uniform float: u = (w0 >> 11) * 2^-53; lo + (hi - lo) * u cast to the output type; a
-    value that rounds to >= hi becomes lo when hi > lo (otherwise the formula stands: hi
-    == lo gives lo, hi < lo values in (hi, lo]);
-  * normal: Box-Muller, mu + sigma * sqrt(-2 log(1 - u0)) * cos(2 pi u1) with u0, u1
-    from w0, w1 (1 - u0 > 0: no log(0));
-  * integers and pred: lo + w0 mod (hi - lo), the range taken in uint64 (no overflow for
-    any s64/u64 bounds); hi <= lo gives lo.
-XLA:CPU's optimized HLO replaces rng with arithmetic on rng-get-and-update-state, which is
-reproduced exactly (the k-th run matches a freshly compiled XLA executable's k-th run).
+rng (distribution=rng_uniform / rng_normal) and rng-get-and-update-state: rng_draws.py.
 """
 from __future__ import annotations
 
@@ -39,9 +21,7 @@ import numpy as np
 
 from ...hlo import dtypes as D
 from ..registry import kernel
-from ..common.scalar_base import NARROW_FORMATS
 from ..common.errors import ExecutionError
-from ..common.rng_streams import initial_state, rng_stream, state_delta
 
 _U32 = np.uint32
 _U64 = np.uint64
@@ -83,11 +63,11 @@ def philox4x32(x: list[np.ndarray], k0: int, k1: int) -> list[np.ndarray]:
     return [x0, x1, x2, x3]
 
 
-def _split64(v: np.ndarray):
+def split64(v: np.ndarray):
     return (v & _MASK32).astype(_U32), (v >> _U64(32)).astype(_U32)
 
 
-def _join64(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def join64(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return lo.astype(_U64) | (hi.astype(_U64) << _U64(32))
 
 
@@ -101,17 +81,17 @@ def threefry_bits(key: int, counter: int, dims: tuple[int, ...], width: int):
     k0, k1 = key & 0xFFFFFFFF, key >> 32
     if width == 64:
         n = int(np.prod(dims, dtype=np.int64))
-        x0, x1 = threefry2x32(k0, k1, *_split64(_counter(counter, n)))
-        return _join64(x0, x1).reshape(dims), (counter + n) % 2 ** 64
+        x0, x1 = threefry2x32(k0, k1, *split64(_counter(counter, n)))
+        return join64(x0, x1).reshape(dims), (counter + n) % 2 ** 64
     if not dims:
-        x0, _ = threefry2x32(k0, k1, *_split64(_counter(counter, 1)))
+        x0, _ = threefry2x32(k0, k1, *split64(_counter(counter, 1)))
         return x0.reshape(()), (counter + 1) % 2 ** 64
     even = [i for i, d in enumerate(dims) if d % 2 == 0]
     split = even[0] if even else max(range(len(dims)), key=lambda i: (dims[i], -i))
     half = (dims[split] + 1) // 2
     hdims = dims[:split] + (half,) + dims[split + 1:]
     n = int(np.prod(hdims, dtype=np.int64))
-    x0, x1 = threefry2x32(k0, k1, *_split64(_counter(counter, n)))
+    x0, x1 = threefry2x32(k0, k1, *split64(_counter(counter, n)))
     # Interleave along the split dimension: element 2i from x0[i], 2i+1 from x1[i].
     shp = dims[:split] + (half, 1) + dims[split + 1:]
     both = np.concatenate([x0.reshape(shp), x1.reshape(shp)], axis=split + 1)
@@ -130,11 +110,11 @@ def philox_bits(key: int, low: int, high: int, dims: tuple[int, ...], width: int
     lo = _counter(low, nv)
     hi = np.full(nv, high, dtype=_U64)
     hi[lo < _U64(low)] = _U64((high + 1) % 2 ** 64)  # carry out of the low word
-    a, b = _split64(lo)
-    c, d = _split64(hi)
+    a, b = split64(lo)
+    c, d = split64(hi)
     out = philox4x32([a, b, c, d], k0, k1)
     if width == 64:
-        w = np.stack([_join64(out[0], out[1]), _join64(out[2], out[3])], axis=1).reshape(-1)
+        w = np.stack([join64(out[0], out[1]), join64(out[2], out[3])], axis=1).reshape(-1)
     else:
         w = np.stack(out, axis=1).reshape(-1)
     total = low + (high << 64) + nv
@@ -194,112 +174,3 @@ def _rng_bit_generator(ins, args, ctx):
     st = np.array(new_state, dtype=np.uint64).reshape(state_shape.dims).astype(
         state_shape.dtype)
     return st, _as_output(bits, out_shape)
-
-
-# ---- rng: a counter-based stream shared with the CUDA kernel (cuda/rng.py) ---------------
-
-_U53 = 2.0 ** -53
-_TWO_PI = 6.283185307179586
-
-
-def rng_words(key: int, call: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Two uint64 words per element: element j's Philox-4x32-10 block at the 128-bit
-    counter (low = j, high = call) under `key`, as (o0 | o1 << 32, o2 | o3 << 32).
-    One block per element keeps every element independent of the others and of the
-    bounds (the CUDA kernel computes the same block in element j's thread)."""
-    a, b = _split64(np.arange(n, dtype=_U64))
-    c = np.full(n, call & 0xFFFFFFFF, dtype=_U32)
-    d = np.full(n, call >> 32, dtype=_U32)
-    o = philox4x32([a, b, c, d], key & 0xFFFFFFFF, key >> 32)
-    return _join64(o[0], o[1]), _join64(o[2], o[3])
-
-
-def unit_uniform(w: np.ndarray) -> np.ndarray:
-    """[0, 1) doubles from uint64 words: the top 53 bits times 2^-53 (exact)."""
-    return (w >> _U64(11)).astype(np.float64) * _U53
-
-
-_ROUND_LOOP = None
-
-
-def round_narrow(x: np.ndarray, t: str) -> np.ndarray:
-    """float64 values -> the nearest values of narrow float type t (ties to even), as
-    float32: the `_xround` the CUDA kernel calls, so both backends round alike (a cast
-    through ml_dtypes may round twice, via float32)."""
-    global _ROUND_LOOP
-    if _ROUND_LOOP is None:
-        import numba
-
-        from ..common.scalar_float_round import _xround
-
-        @numba.njit(cache=False)
-        def loop(x, out, mbits, emin, maxv, kind):
-            for i in range(x.size):
-                out[i] = _xround(x[i], mbits, emin, maxv, kind)
-        _ROUND_LOOP = loop
-    flat = np.ascontiguousarray(x, dtype=np.float64).reshape(-1)
-    out = np.empty(flat.size, np.float32)
-    m, e, mx, k = NARROW_FORMATS[t]
-    _ROUND_LOOP(flat, out, m, e, mx, k)
-    return out.reshape(np.shape(x))
-
-
-def _to_type(v: np.ndarray, t: str, dt) -> np.ndarray:
-    """float64 values cast to element type t (narrow floats rounded once, as on CUDA)."""
-    if t in NARROW_FORMATS:
-        return round_narrow(v, t).astype(dt)
-    return v.astype(dt)
-
-
-def _scalar(x):
-    return np.asarray(x).reshape(-1)[0]
-
-
-@kernel("rng")
-def _rng(ins, args, ctx):
-    """rng_uniform / rng_normal from rng_words (see the module docstring)."""
-    dist = str(ins.attrs.get("distribution", "rng_uniform")).lower()
-    if not (dist.endswith("uniform") or dist.endswith("normal")):
-        raise ExecutionError(f"rng '{ins.name}': unknown distribution '{dist}'")
-    t = ins.shape.element_type
-    dims = tuple(ins.shape.dims)
-    dt = ins.shape.dtype
-    if t in D.COMPLEX_TYPES or (dist.endswith("normal") and t not in D.FLOAT_TYPES):
-        raise ExecutionError(f"rng '{ins.name}': {dist} of {t} is not supported")
-    a, b = _scalar(args[0]), _scalar(args[1])
-    key, call = rng_stream(ins, ctx)
-    n = int(np.prod(dims, dtype=np.int64))
-    w0, w1 = rng_words(key, call, n)
-    if t not in D.FLOAT_TYPES:  # integers and pred: lo + w mod (hi - lo), in uint64
-        lo, hi = int(a), int(b)
-        if hi <= lo:
-            return np.full(dims, lo).astype(dt)
-        v = _U64(lo % 2 ** 64) + w0 % _U64(hi - lo)  # wraps to the right bits: no overflow
-        if t in D.SIGNED_TYPES:
-            v = v.view(np.int64)
-        return np.ascontiguousarray(v.reshape(dims).astype(dt))
-    lo, hi = np.float64(a), np.float64(b)
-    with np.errstate(all="ignore"):  # inf/nan bounds give nan, as on a GPU
-        if dist.endswith("normal"):
-            z = (np.sqrt(-2.0 * np.log(1.0 - unit_uniform(w0)))
-                 * np.cos(_TWO_PI * unit_uniform(w1)))
-            return np.ascontiguousarray(_to_type(lo + hi * z, t, dt).reshape(dims))
-        out = _to_type(lo + (hi - lo) * unit_uniform(w0), t, dt)
-        # Rounding to the output type can reach the excluded upper bound: use the lower one.
-        if hi > lo:
-            out[out.astype(np.float64) >= hi] = np.asarray(a).astype(dt)
-    return np.ascontiguousarray(out.reshape(dims))
-
-
-@kernel("rng-get-and-update-state")
-def _rng_get_and_update_state(ins, args, ctx):
-    """The u64[2] (low, high) state of this instruction, then state += delta.
-
-    As in XLA:CPU, each instruction keeps its own state, starting at 0x7012395 (plus the
-    run option `seed`); it persists for the executable (`ctx.rng`), so loops and later
-    runs see it advance."""
-    states = ctx.rng.states
-    cur = states.get(id(ins), initial_state(ctx))
-    states[id(ins)] = (cur + state_delta(ins)) % 2 ** 128
-    out = np.array([cur % 2 ** 64, cur >> 64], dtype=np.uint64)
-    return out.reshape(ins.shape.dims).astype(ins.shape.dtype)

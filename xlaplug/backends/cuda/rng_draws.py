@@ -1,6 +1,6 @@
 """CUDA `rng` (rng_uniform / rng_normal) and rng-get-and-update-state, on the device.
 
-rng is cpu/rng.py's counter-based stream (see its docstring),
+rng is cpu/rng_draws.py's counter-based stream (see its docstring),
 so CUDA and CPU runs with the same seed draw the same values: element j's thread computes
 the Philox-4x32-10 block at counter (j, call) under the instruction's key and applies the
 same float64 transform.  The key and call counter are host-side bookkeeping shared with
@@ -30,7 +30,7 @@ from ..registry import kernel
 from .launch import device_empty, flat, launch_stride_loop, simulating
 from .rng import _M32, _S32, _philox_d
 
-# ---- rng: cpu/rng.py's counter-based stream, computed on the device -----------------------
+# ---- rng: cpu/rng_draws.py's counter-based stream, computed on the device -----------------------
 
 _TOP = np.uint64(1 << 63)
 _ONE = np.uint64(1)
@@ -55,7 +55,7 @@ else:
 
 @cuda.jit(device=True)
 def _words(j, k0, k1, c2, c3):
-    """cpu/rng.rng_words for element j: its Philox block at counter (low=j, high=(c2,c3))."""
+    """cpu/rng_draws.rng_words for element j: its Philox block at counter (low=j, high=(c2,c3))."""
     ju = uint64(j)
     o0, o1, o2, o3 = _philox_d(ju & _M32, ju >> _S32, c2, c3, k0, k1)
     return o0 | (o1 << _S32), o2 | (o3 << _S32)
@@ -63,7 +63,7 @@ def _words(j, k0, k1, c2, c3):
 
 @cuda.jit(device=True)
 def _unit(w):
-    """[0, 1) from a word's top 53 bits (exact, as cpu/rng.unit_uniform)."""
+    """[0, 1) from a word's top 53 bits (exact, as cpu/rng_draws.unit_uniform)."""
     return float64(w >> _SHIFT53) * _U53
 
 
@@ -159,7 +159,7 @@ def _u64(x: int) -> np.uint64:
 
 @kernel("rng", device="cuda")
 def _rng(ins, args, ctx):
-    """cpu/rng.py's draw on the device: the rank-0 bounds are read inside the kernels, the
+    """cpu/rng_draws.py's draw on the device: the rank-0 bounds are read inside the kernels, the
     key and call counter come from the host-side bookkeeping shared with the CPU kernel and
     travel as scalar kernel arguments; nothing is copied either way."""
     dist = str(ins.attrs.get("distribution", "rng_uniform")).lower()
@@ -226,7 +226,7 @@ def _state_step_kernel(old, st, dlow, dhigh):
 
 @kernel("rng-get-and-update-state", device="cuda")
 def _rng_get_and_update_state(ins, args, ctx):
-    """cpu/rng.py's per-instruction 128-bit state, kept in a u64[2] device array on the run
+    """cpu/rng_draws.py's per-instruction 128-bit state, kept in a u64[2] device array on the run
     context: created once by a kernel from the initial value (scalars, no copy), advanced by
     `delta` on the device each call; the result is a fresh device copy of the old state."""
     sdt = np.dtype(ins.shape.dtype)
