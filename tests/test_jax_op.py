@@ -15,7 +15,7 @@ import jax.numpy as jnp  # noqa: E402
 import xlaplug.jax as xj  # noqa: E402
 from xlaplug.plugin import Plugin  # noqa: E402
 from xlaplug.plugin.api import PluginError  # noqa: E402
-from xlaplug.xla import jax_op  # noqa: E402
+from xlaplug.xla import jax_targets  # noqa: E402
 
 pytestmark = pytest.mark.jax
 
@@ -73,8 +73,8 @@ def acme(offset: float = 0.0, rule: bool = False) -> Plugin:
 
 
 def registered(monkeypatch, *names):
-    """Make `_kernel_target` report `names` registered (as xlaplug.jax.register will)."""
-    monkeypatch.setattr(jax_op, "_kernel_target",
+    """Make `kernel_target` report `names` registered (as xlaplug.jax.register will)."""
+    monkeypatch.setattr(jax_targets, "kernel_target",
                         lambda op, platform: op if op in names and platform == "cpu" else None)
 
 

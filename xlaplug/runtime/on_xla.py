@@ -10,7 +10,7 @@ result is held against XLA's, or XLA runs the module instead.
   - `check-plugins --jax`: each op's decomposition as jax runs it (the jax builder, under
     jax.jit) is the reference, and its gradients are checked:
       values: the kernel (run by xlaplug, or -- where an FFI target serves it, see
-      jax_op._kernel_target -- through `jax.ffi.ffi_call` under jax.jit) against the
+      jax_targets.kernel_target -- through `jax.ffi.ffi_call` under jax.jit) against the
       decomposition under jax.jit, on check-plugins' random operands;
       gradients: `jax.test_util.check_grads` (forward and reverse, order 1) on the
       decomposition path, in float64 (64-bit jax for the check only) so finite differences
@@ -64,7 +64,7 @@ def check_jax_extras(session, ops=(), seed: int = 0) -> list:
     from ..hlo.text.shape_parser import parse_shape
     from .check import CheckResult, _close, example_label
     from .inputs import random_value
-    from ..xla.jax_op import _kernel_target
+    from ..xla.jax_targets import kernel_target
     reg = session.registry
     out = []
     for (op, device), kentry in sorted(reg.kernels.items()):
@@ -73,7 +73,7 @@ def check_jax_extras(session, ops=(), seed: int = 0) -> list:
             continue
         sentry = reg.shapes.get(op)
         examples = kentry.examples or dentry.examples or (sentry.examples if sentry else [])
-        target = _kernel_target(op, device)
+        target = kernel_target(op, device)
         for shapes_txt, attrs in examples:
             label = example_label(shapes_txt, attrs)
             shapes = [parse_shape(s) for s in shapes_txt]

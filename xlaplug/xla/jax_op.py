@@ -8,7 +8,7 @@ keyword arguments, typed as jax.ffi.ffi_call types them (so the decomposition se
 a kernel would).  Which path computes it:
 
   - the kernel path, `jax.ffi.ffi_call(op, ...)`, on a platform where the op has a kernel
-    AND XLA has an FFI target registered under the op's name (`_kernel_target`);
+    AND XLA has an FFI target registered under the op's name (`jax_targets.kernel_target`);
   - otherwise the decomposition, inlined as lax ops by the jax builder (jax_builder.py):
     traceable, differentiable, batchable, on any backend, exported as plain StableHLO.
     `prefer="decomposition"` forces it; `prefer="kernel"` insists on the kernel.
@@ -28,39 +28,9 @@ from ..hlo.ir import Shape
 from ..plugin.api import PluginError, bind_call
 from ..plugin.rules import shape_rule_kwargs
 from .jax_builder import JaxBuilder, _ffi_custom_call, shape_of
+from . import jax_targets
 from .jax_lowering import dtype_of
-
-# xlaplug's kernel devices -> jax platform names.
-PLATFORMS = {"cpu": "cpu", "cuda": "cuda"}
-_XLA_PLATFORMS = {"cpu": "cpu", "cuda": "CUDA"}
-
-
-def _kernel_target(op: str, platform: str) -> str | None:
-    """The FFI target serving `op`'s kernel on `platform` (an xlaplug device), or None when
-    XLA has none registered.  The one seam to xlaplug.jax.register (issue 22): it registers
-    each op's kernel under the op's name, which this then finds."""
-    import jax
-    from jaxlib import xla_client
-    jax.devices()  # the backends register XLA's own targets when they start
-    try:
-        known = xla_client.custom_call_targets(_XLA_PLATFORMS.get(platform, platform))
-    except Exception:  # a platform jaxlib does not know: nothing is registered for it
-        return None
-    return op if op in known and op not in _jaxlib_own(platform) else None
-
-
-def _jaxlib_own(platform: str) -> set[str]:
-    """jaxlib's own LAPACK targets: the jax_lapack plugin's kernels stand in for them inside
-    xlaplug, but jaxlib's handlers expect jax's column-major operand layouts and LAPACK set up
-    by jax's own lowering -- an ffi_call of them from here is not that kernel (and crashes)."""
-    if platform != "cpu":
-        return set()
-    try:
-        from jaxlib import lapack
-        return {r[0] for r in lapack.registrations().get("cpu", ())}
-    except (ImportError, AttributeError):
-        return set()
-
+from .jax_targets import PLATFORMS
 
 def _jax():
     from .jaxlib_names import require_jax
@@ -136,7 +106,7 @@ class PluginOp:
         out = {}
         for (op, device), _entry in sorted(self.registry.kernels.items()):
             if op == self.name and device in PLATFORMS:
-                target = _kernel_target(op, device)
+                target = jax_targets.kernel_target(op, device)
                 if target is not None:
                     out[PLATFORMS[device]] = target
         return out
