@@ -190,28 +190,47 @@ def test_dot_narrow_floats(device):
     check(device, lambda x, y: lax.dot(x, y, preferred_element_type=jnp.float32), xh, yh)
 
 
-def test_bf16_attention_products_on_strided_operands(monkeypatch):
-    """bf16 batched products of transposed operands (the attention's bthd,bshd->bhts and
-    bhts,bshd->bthd): each operand widened in its own layout and handed to BLAS as strided
-    matrices (linalg._strided_bf16), no copy in the product's order -- the bits of the
+@pytest.mark.parametrize("dtype", ["bf16", np.float32, np.float64])
+@pytest.mark.parametrize("t,h,d", [(16, 3, 8), (128, 4, 64)])
+def test_attention_products_on_strided_operands(monkeypatch, dtype, t, h, d):
+    """Batched products of transposed operands (the attention's bthd,bshd->bhts and
+    bhts,bshd->bthd): each operand (bf16 widened in its own layout) handed to BLAS as
+    strided matrices (linalg._strided), no copy in the product's order -- the bits of the
     path that copies (taken when no view will do), and XLA's values."""
     from xlaplug.backends.cpu import linalg
-    bf = ml_dtypes.bfloat16
-    q, k, p = rnd(2, 16, 3, 8).astype(bf), rnd(2, 16, 3, 8).astype(bf), rnd(2, 3, 16, 16).astype(bf)
-    views, real = [], linalg._strided_bf16
-    monkeypatch.setattr(linalg, "_strided_bf16", lambda *a: views.append(real(*a)) or views[-1])
+    dt = ml_dtypes.bfloat16 if dtype == "bf16" else dtype
+    q, k, p = (rnd(2, t, h, d).astype(dt), rnd(2, t, h, d).astype(dt),
+               rnd(2, h, t, t).astype(dt))
+    views, real = [], linalg._strided
+    monkeypatch.setattr(linalg, "_strided", lambda *a: views.append(real(*a)) or views[-1])
     for spec, a, b in (("bthd,bshd->bhts", q, k), ("bhts,bshd->bthd", p, k)):
-        f = jax.jit(lambda a, b, spec=spec: jnp.einsum(spec, a, b))
-        m = parse_module(f.lower(a, b).as_text(dialect="hlo"))
+        with jax.enable_x64(dt == np.float64):
+            f = jax.jit(lambda a, b, spec=spec: jnp.einsum(spec, a, b))
+            m = parse_module(f.lower(a, b).as_text(dialect="hlo"))
+            want = np.asarray(f(a, b))
         views.clear()
         got = np.asarray(run_module(m, [a, b]))
-        assert len(views) == 2 and all(v is not None and not v.flags.c_contiguous
-                                       for v in views), "no strided operand was taken"
+        assert len(views) == 2 and all(v is not None for v in views) and \
+            not all(v.flags.c_contiguous for v in views), "no strided operand was taken"
         with monkeypatch.context() as mp:
-            mp.setattr(linalg, "_strided_bf16", lambda *a: None)
+            mp.setattr(linalg, "_strided", lambda *a: None)
             copied = np.asarray(run_module(m, [a, b]))
-        np.testing.assert_array_equal(got.view(np.uint16), copied.view(np.uint16))
-        assert_close(got, np.asarray(f(a, b)))
+        np.testing.assert_array_equal(got.view(np.uint8), copied.view(np.uint8))
+        assert got.dtype == want.dtype
+        assert_close(got, want)
+
+
+def test_a_matrix_times_its_own_transpose_keeps_gemm(monkeypatch):
+    """x @ x^T per batch reads one buffer twice: no strided views then (numpy would take
+    it to syrk, whose bits are not gemm's); the copying path runs."""
+    from xlaplug.backends.cpu import linalg
+    views, real = [], linalg._strided
+    monkeypatch.setattr(linalg, "_strided", lambda *a: views.append(real(*a)) or views[-1])
+    f = jax.jit(lambda x: jnp.einsum("bik,bjk->bij", x, x))
+    x = rnd(3, 24, 16)
+    m = parse_module(f.lower(x).as_text(dialect="hlo"))
+    assert_close(np.asarray(run_module(m, [x])), np.asarray(f(x)))
+    assert views == []
 
 
 @on_each_device

@@ -63,14 +63,14 @@ def _finish(y: np.ndarray, kind: str, out_dt: np.dtype, parallel: bool = False) 
 
 # ---- dot -------------------------------------------------------------------------------
 
-def _strided_bf16(x, perm, nb: int, rows: int, cols: int, par: bool):
-    """A bf16 operand widened in its own layout (one contiguous pass) and viewed in the
-    product's order [batch dims..., rows, cols], batch dims kept apart where they do not
-    merge: a transposed operand (the attention's per-head q, k and v, [b, t, h, d] read as
-    [b, h, t, d]) then costs no copy, numpy's matmul handing BLAS each strided matrix.
-    None where a view cannot do (then the operand is copied in the product's order, as
-    before): a matrix BLAS cannot take as it lies, or a degenerate one."""
-    w = to_f32(x, par).transpose(perm)
+def _strided(w, nb: int, rows: int, cols: int):
+    """Operand `w` (in the compute type, already in the product's dimension order) viewed as
+    [batch dims..., rows, cols], batch dims kept apart where they do not merge: a transposed
+    operand (the attention's per-head q, k and v, [b, t, h, d] read as [b, h, t, d]) then
+    costs no copy, numpy's matmul handing BLAS each strided matrix (the gemm numpy calls on
+    a copy, with another leading dimension: the same bits).  None where a view cannot do
+    (then the operand is copied in the product's order): a matrix BLAS cannot take as it
+    lies (matmul.c.src's is_blasable2d), or a degenerate one (numpy's gemv)."""
     v = w.view()
     try:
         v.shape = w.shape[:nb] + (rows, cols)
@@ -78,10 +78,22 @@ def _strided_bf16(x, perm, nb: int, rows: int, cols: int, par: bool):
         return None
     s0, s1 = v.strides[-2:]
     size = v.itemsize
-    if rows < 2 or cols < 2 or not ((s1 == size and s0 >= cols * size) or
-                                    (s0 == size and s1 >= rows * size)):
+    if rows < 2 or cols < 2 or not ((s1 == size and s0 >= cols * size and s0 % size == 0) or
+                                    (s0 == size and s1 >= rows * size and s1 % size == 0)):
         return None
     return v
+
+
+def _strided_pair(lhs, rhs, p, nb: int, widen):
+    """Both operands as _strided views (after `widen`, the compute type's conversion), or
+    None. Not for operands sharing memory: numpy's matmul takes a matrix times its own
+    transpose to syrk, whose bits are not gemm's."""
+    lw, rw = widen(lhs), widen(rhs)
+    if np.may_share_memory(lw, rw):
+        return None
+    L = _strided(lw.transpose(p.lhs_perm), nb, p.m, p.k)
+    R = _strided(rw.transpose(p.rhs_perm), nb, p.k, p.n) if L is not None else None
+    return None if R is None else (L, R)
 
 
 @kernel("dot")
@@ -98,13 +110,16 @@ def _dot(ins, args, ctx):
     B, M, K, N, cdt, kind = p.batch, p.m, p.k, p.n, p.compute_dtype, p.kind
     # bf16 operands and results convert on numba's threads, unless devices share the cores.
     par = not devices_at_once(ctx)
-    if is_bf16(lhs.dtype) and is_bf16(rhs.dtype) and cdt == np.float32 and K > 0 and \
-            (B > 1 or ctx.spmd is None or ctx.spmd.gang is None):
+    bf16 = is_bf16(lhs.dtype) and is_bf16(rhs.dtype) and cdt == np.float32
+    if K > 0 and ((bf16 and (B > 1 or ctx.spmd is None or ctx.spmd.gang is None)) or
+                  (B > 1 and lhs.dtype == rhs.dtype == cdt and cdt.kind == "f")):
+        # bf16 widened in its own layout (one contiguous pass); f32 and f64 batched
+        # products with no copy at all where their matrices lie strided
         nb = len(ins.attrs.get("lhs_batch_dims", ()))
-        L = _strided_bf16(lhs, p.lhs_perm, nb, M, K, par)
-        R = _strided_bf16(rhs, p.rhs_perm, nb, K, N, par)
-        if L is not None and R is not None:
-            y = _finish(np.matmul(L, R), kind, out_dt, par)
+        pair = _strided_pair(lhs, rhs, p, nb, (lambda x: to_f32(x, par)) if bf16 else
+                             (lambda x: x))
+        if pair is not None:
+            y = _finish(np.matmul(*pair), kind, out_dt, par)
             return np.asarray(y.reshape(ins.shape.dims), order="C")
     L = _to_compute(lhs.transpose(p.lhs_perm), cdt, par).reshape(B, M, K)
     R = _to_compute(rhs.transpose(p.rhs_perm), cdt, par).reshape(B, K, N)
