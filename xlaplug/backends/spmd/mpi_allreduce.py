@@ -43,6 +43,15 @@ def usable(into: np.ndarray, a: np.ndarray) -> bool:
         and not np.may_share_memory(into, a)
 
 
+def reduce_carried(boxes: list, dtype, ufunc, out: np.ndarray) -> None:
+    """out = the members' operands carried in their messages, reduced in rank order (the
+    bits of one process's reduction)."""
+    every = [b[H.HEADER_BYTES:].view(dtype) for b in boxes]
+    ufunc(every[0], every[1], out=out)
+    for more in every[2:]:
+        ufunc(out, more, out=out)
+
+
 def allreduce_one(t, comm, ins, group, mpi_op):
     """fn(array, into=None) -> its reduction over `group` on MpiTransport `t`; `into`:
     where the result goes (XLA's result buffer), else a buffer reused from call to call.
@@ -113,10 +122,7 @@ def allreduce_one(t, comm, ins, group, mpi_op):
             result = recv.reshape(shape)
         boxes, carried = swap(a, call)
         if carried:  # reduced here, in rank order
-            every = [b[skip:].view(a.dtype) for b in boxes]
-            ufunc(every[0], every[1], out=recv)
-            for more in every[2:]:
-                ufunc(recv, more, out=recv)
+            reduce_carried(boxes, a.dtype, ufunc, recv)
         else:
             request = iallreduce(a, recv, op=mpi_op)
             test = request.Test

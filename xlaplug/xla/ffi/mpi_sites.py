@@ -232,12 +232,8 @@ def resume(site: Armed, code: int) -> None:
             t._outsized(site.boxes[site.me], site.reqs, MPI.Exception(int(rec[N.R_ERR])))
         t._settle(site.reqs, code == N.DIFFER, ins, call, group, site.boxes)
         if site.kind == N.CARRIED:
-            from ...backends.spmd.mpi_allreduce import UFUNCS
-            ufunc, every = UFUNCS[site.op], [b[N.HEADER_BYTES:].view(site.dtype)
-                                             for b in site.boxes]
-            ufunc(every[0], every[1], out=out)
-            for more in every[2:]:
-                ufunc(out, more, out=out)
+            from ...backends.spmd.mpi_allreduce import UFUNCS, reduce_carried
+            reduce_carried(site.boxes, site.dtype, UFUNCS[site.op], out)
         elif site.kind == N.POSTED:
             t._wait([site.comm.Iallreduce(src, out, op=site.mpi_op)], ins, call, group)
         else:
