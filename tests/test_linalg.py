@@ -454,6 +454,23 @@ def test_conv_input_dilated_by_phases_and_nonfinite_kernel():
     check("cpu", f, x, w)
 
 
+def test_conv_by_phases_reuses_its_patches_and_fills_tapless_phases():
+    """By phases, each phase writes only its own outputs into an unzeroed result, and a
+    phase that no tap reaches (a kernel narrower than the dilation) is filled with zeros;
+    the phases' patch buffers are the context's scratch, kept from run to run: two runs on
+    one context with other values give XLA's values each time."""
+    from xlaplug.runtime.executor import ExecContext
+    f = jax.jit(conv(("NHWC", "HWIO", "NHWC"), window_strides=(1, 1),
+                     padding=[(1, 2), (0, 1)], lhs_dilation=(3, 2)))
+    x0, w0 = rnd(2, 5, 6, 4), rnd(2, 3, 4, 3)
+    module = parse_module(f.lower(x0, w0).as_text(dialect="hlo"))
+    ctx = ExecContext("cpu")
+    for x, w in ((x0, w0), (rnd(2, 5, 6, 4), rnd(2, 3, 4, 3))):
+        got = np.asarray(ctx.run(module.entry, [x, w]))
+        assert_close(got, np.asarray(f(x, w)))
+    assert ctx.kernel_cache.table("conv_patches"), "the phases kept no patch buffer"
+
+
 _CONV_REVERSAL = """
 HloModule m
 ENTRY e {

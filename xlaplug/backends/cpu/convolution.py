@@ -126,14 +126,16 @@ def _phases_apply(wdims, G: int, BG: int) -> bool:
         all(wd.stride == 1 and wd.rhs_dilate == 1 for wd in dilated)
 
 
-def _by_phases(x, w, wdims, ksz, s_out) -> np.ndarray:
+def _by_phases(x, w, wdims, ksz, s_out, scratch: dict | None = None) -> np.ndarray:
     """[N, S_out..., O] of a convolution whose input is dilated by D along some dimensions:
     output positions o = D*m + r of one phase r read only the taps k = k0, k0 + D, ... that
     land on input samples (k0 = (pad_lo - r) mod D), at consecutive input positions -- an
     undilated convolution with the kernel's taps k0::D -- so the zeros between samples (3 of
-    4 of the products at D = 2 in 2-D) are neither gathered nor multiplied."""
+    4 of the products at D = 2 in 2-D) are neither gathered nor multiplied.  Every phase
+    writes its own outputs, so `y` starts empty; `scratch` keeps the phases' patches from
+    run to run (as _patches says: a fresh buffer's page faults cost more than its gather)."""
     n, c, o = x.shape[0], x.shape[-1], w.shape[-1]
-    y = np.zeros((n,) + tuple(s_out) + (o,), x.dtype)
+    y = np.empty((n,) + tuple(s_out) + (o,), x.dtype)
     for phase in itertools.product(*(range(wd.lhs_dilate) for wd in wdims)):
         pads, dims, taps, outs, sub_out = [], [], [], [], []
         for r, wd, k, od, xd in zip(phase, wdims, ksz, s_out, x.shape[1:-1]):
@@ -155,9 +157,12 @@ def _by_phases(x, w, wdims, ksz, s_out) -> np.ndarray:
             sub_out.append(nm)
         ws = w[tuple(taps)]
         sub_k = ws.shape[:-2]
-        if 0 in sub_k or 0 in sub_out:
-            continue  # no tap meets a sample: those outputs are sums of zeros
-        cols = _patches(_dilate_pad(x, pads), dims, sub_k, sub_out)
+        if 0 in sub_out:
+            continue  # no output of this phase
+        if 0 in sub_k:
+            y[(slice(None),) + tuple(outs)] = 0  # no tap meets a sample: sums of zeros
+            continue
+        cols = _patches(_dilate_pad(x, pads), dims, sub_k, sub_out, scratch)
         kk = int(np.prod(sub_k, dtype=np.int64))
         ys = cols.reshape(-1, kk * c) @ np.ascontiguousarray(ws).reshape(kk * c, o)
         y[(slice(None),) + tuple(outs)] = ys.reshape((n,) + tuple(sub_out) + (o,))
@@ -179,11 +184,11 @@ def _convolution(ins, args, ctx):
     rev = [d for d, wd in enumerate(wdims) if wd.reversal]
     if rev:
         w = np.flip(w, axis=rev)
+    scratch = ctx.kernel_cache.table("conv_patches") if ctx is not None else None
     if _phases_apply(wdims, G, BG):
-        y = _by_phases(x, w, wdims, ksz, s_out)
+        y = _by_phases(x, w, wdims, ksz, s_out, scratch)
         return _output(y, cp, dn, out_dt)
     x = _dilate_pad(x, [(wd.pad_lo, wd.pad_hi, wd.lhs_dilate - 1) for wd in wdims])
-    scratch = ctx.kernel_cache.table("conv_patches") if ctx is not None else None
     cols = _patches(x, wdims, ksz, s_out, scratch).reshape(cp.n * cp.p, cp.kk, cp.c)
     w = np.ascontiguousarray(w).reshape(cp.kk, cp.i, cp.o)
     per = (G, cp.o // G, cp.i) if G > 1 else (BG, cp.o // BG, cp.c)
