@@ -93,6 +93,42 @@ def test_transpose_then_reshape_bitcasts(device):
     check(device, lambda y: (jnp.transpose(y, (1, 0, 2)).reshape(3, 20), y.reshape(12, 5).T), y)
 
 
+@pytest.mark.parametrize("dt", [np.float32, np.float64, ml_dtypes.bfloat16, np.bool_,
+                                np.int8, np.complex64, np.complex128])
+def test_large_transposes_and_pads_in_tiles(dt):
+    """Arrays past transpose_copy.MIN_ELEMENTS are copied in tiles when their contiguous
+    dimensions differ (cpu/transpose_copy.py): XLA's bits for a 2-D transpose, a 4-D
+    permutation that swaps the outer and inner dimensions, a padded transposed operand (the
+    destination a strided view) and, for the 16-byte complex128, numpy's own copy."""
+    x = (RNG.standard_normal((640, 520)) * 4).astype(dt)
+    check("cpu", lambda x: x.T, x)
+    y = (RNG.standard_normal((260, 4, 3, 300)) * 4).astype(dt)
+    check("cpu", lambda y: jnp.transpose(y, (3, 1, 2, 0)), y)
+    check("cpu", lambda y: lax.pad(jnp.transpose(y, (3, 1, 2, 0)), np.zeros((), dt),
+                                   [(1, 2, 0), (0, 0, 0), (0, 1, 0), (3, 0, 0)]), y)
+
+
+def test_tiled_copy_is_numpys_copy(monkeypatch):
+    """copy_into moves the bits numpy's copy moves, for every element size, into plain and
+    strided destinations, and leaves the rest of a destination as it was."""
+    from xlaplug.backends.cpu import transpose_copy
+    from xlaplug.backends.cpu.transpose_copy import MIN_ELEMENTS, contiguous, copy_into
+    tiled, real = [], transpose_copy._tiled
+    monkeypatch.setattr(transpose_copy, "_tiled", lambda *a: tiled.append(1) or real(*a))
+    for dt in (np.uint8, np.float16, np.float32, np.float64):
+        x = RNG.integers(0, 255, (700, 3, 400)).astype(dt)  # sides past MIN_SIDE
+        assert x.size >= MIN_ELEMENTS
+        for perm in ((2, 1, 0), (1, 2, 0), (2, 0, 1)):
+            v = x.transpose(perm)
+            np.testing.assert_array_equal(contiguous(v), np.ascontiguousarray(v))
+        big = np.full((401, 4, 702), 9, dt)
+        copy_into(big[:400, 1:, 1:701], x.transpose(2, 1, 0))
+        np.testing.assert_array_equal(big[:400, 1:, 1:701], x.transpose(2, 1, 0))
+        assert (big[400] == 9).all() and (big[:, 0] == 9).all() and (big[:, :, 0] == 9).all() \
+            and (big[:, :, 701] == 9).all()
+    assert len(tiled) == 4 * 3, "the tiles did not run where both sides are long"
+
+
 # ---- slices ------------------------------------------------------------------------------
 
 @on_each_device

@@ -31,6 +31,7 @@ from ..common.plans import conv_plan
 from ..registry import kernel
 from .jit_store import cached_njit
 from .linalg import _finish, _to_compute
+from .transpose_copy import contiguous
 
 
 def _dilate_pad(x: np.ndarray, pads) -> np.ndarray:
@@ -191,7 +192,6 @@ def _convolution(ins, args, ctx):
     x = _dilate_pad(x, [(wd.pad_lo, wd.pad_hi, wd.lhs_dilate - 1) for wd in wdims])
     cols = _patches(x, wdims, ksz, s_out, scratch).reshape(cp.n * cp.p, cp.kk, cp.c)
     w = np.ascontiguousarray(w).reshape(cp.kk, cp.i, cp.o)
-    per = (G, cp.o // G, cp.i) if G > 1 else (BG, cp.o // BG, cp.c)
     y = _products(cols, w, G, BG)
     return _output(y, cp, dn, out_dt)
 
@@ -200,4 +200,4 @@ def _output(y, cp, dn, out_dt) -> np.ndarray:
     """[N, S_out..., O] in the compute type -> the result, in its own dimension order."""
     y = _finish(y, cp.kind, out_dt).reshape((cp.n_out,) + tuple(cp.out_spatial) + (cp.o,))
     canon = (dn.output_batch,) + tuple(dn.output_spatial) + (dn.output_feature,)
-    return np.asarray(y.transpose(np.argsort(canon)), order="C")
+    return contiguous(y.transpose(np.argsort(canon)))

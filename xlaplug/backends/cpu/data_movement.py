@@ -15,6 +15,7 @@ import numpy as np
 from ..registry import kernel
 from ..common.errors import ExecutionError
 from ..common.plans import physical_order
+from .transpose_copy import copy_into
 
 
 def _out(ins, x) -> np.ndarray:
@@ -55,9 +56,11 @@ def _reshape(ins, args, ctx):
 
 @kernel("transpose")
 def _transpose(ins, args, ctx):
-    x = np.asarray(args[0])
+    x = np.asarray(args[0]).astype(ins.shape.dtype, copy=False)
     perm = _int_list(ins.attrs.get("dimensions"))
-    return _out(ins, x.transpose(perm))
+    out = np.empty(ins.shape.dims, ins.shape.dtype)
+    copy_into(out, x.transpose(perm))
+    return out
 
 
 @kernel("reverse")
@@ -142,7 +145,7 @@ def pad_array(x: np.ndarray, pads, value, out_dims=None) -> np.ndarray:
         src.append(slice(i_min, i_max + 1))
         start = lo + i_min * step
         dst.append(slice(start, start + (i_max - i_min) * step + 1, step))
-    out[tuple(dst)] = x[tuple(src)]
+    copy_into(out[tuple(dst)], x[tuple(src)])
     return out
 
 
