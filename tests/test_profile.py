@@ -101,6 +101,31 @@ def test_profiler_off_records_nothing_and_on_does():
     assert on.runs == 1 and len(on.stats) > 0
 
 
+def test_a_run_that_compiles_is_left_out():
+    """numba compiling during a run (a small fusion's ninth call) leaves that run out of the
+    totals, which are put back as they were, and counts it; a run that compiles nothing
+    is counted."""
+    import numba
+    from xlaplug.cli.profile_report import profile_json, profile_table
+    module = parse_module(LOOP)
+    prof = Profiler()
+    execute(module, [[1.0] * 8, [[1.0] * 8] * 8], interpret=True, profiler=prof, repeat=2)
+    before = {k: (s.calls, s.kernel_s, s.dispatch_s) for k, s in prof.stats.items()}
+    assert prof.runs == 1 and prof.compiled_runs == 0
+    with prof.run():
+        for st in prof.stats.values():
+            st.calls, st.kernel_s = st.calls + 1, st.kernel_s + 1.0
+        numba.njit(lambda x: x + 1)(1)  # a new function: always compiled
+    assert prof.runs == 1 and prof.compiled_runs == 1
+    assert {k: (s.calls, s.kernel_s, s.dispatch_s) for k, s in prof.stats.items()} == before
+    with prof.run():
+        pass
+    assert prof.runs == 2 and prof.compiled_runs == 1
+    p = profile_json(prof, "e")
+    assert p["compiled_runs"] == 1
+    assert "left out: 1 run(s) during which numba compiled" in profile_table(p)
+
+
 def test_profile_on_many_devices_is_a_usage_error(tmp_path):
     path = tmp_path / "r.hlo"
     path.write_text(LOOP.replace("HloModule m", "HloModule m, replica_count=2"))

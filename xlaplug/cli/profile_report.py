@@ -1,6 +1,7 @@
 """The `xlaplug run --profile` report: per-thunk times and bytes, as a table and as JSON.
 
-Figures are per run (a Profiler's totals divided by its run count).  Thunks are sorted by
+Figures are per run (a Profiler's totals divided by its run count; runs during which numba
+compiled are left out and counted, runtime/profiler.py).  Thunks are sorted by
 their time (self kernel time + dispatch time), so the shares of the rows sum to 100% of the
 run's wall time; "dispatch" is time spent outside kernels (see backends/profiler.py).
 """
@@ -31,7 +32,8 @@ def profile_json(profiler, entry: str) -> dict:
             "bytes_in": s.bytes_in, "bytes_out": s.bytes_out, "bytes_moved": moved,
             "gb_per_s": moved / (s.kernel_s / runs) / 1e9 if s.kernel_s > 0 else None,
         })
-    return {"entry": entry, "runs": profiler.runs, "wall_s": total, "kernel_s": kernel,
+    return {"entry": entry, "runs": profiler.runs, "compiled_runs": profiler.compiled_runs,
+            "wall_s": total, "kernel_s": kernel,
             "dispatch_s": dispatch, "kernel_calls": calls,
             "dispatch_per_call_s": dispatch / calls if calls else 0.0, "thunks": rows}
 
@@ -78,4 +80,7 @@ def profile_table(profile: dict, top: int = 25) -> str:
                  f"{p['kernel_s'] * 1e3:.3f} ms + dispatch {p['dispatch_s'] * 1e3:.3f} ms")
     lines.append(f"{p['kernel_calls']:.0f} kernel calls, dispatch "
                  f"{p['dispatch_per_call_s'] * 1e6:.1f} us per call")
+    if p["compiled_runs"]:
+        lines.append(f"left out: {p['compiled_runs']} run(s) during which numba compiled"
+                     + ("" if p["runs"] else " -- every one: run with a larger --repeat"))
     return "\n".join(lines) + "\n"

@@ -22,9 +22,16 @@ lie inside the call of the kernel that ran it, so the slices nest as the runs do
 Profiler serves one device (its own ExecContext): a multi-device run has one per device.
 `counting=False` keeps the timeline but leaves the totals alone (a run with one-time setup
 that the profile leaves out but the trace shows).
+
+A run during which numba compiled anything (a small fusion or region compiles on its ninth
+call, jit_cache.HOT_CALLS; a while loop after its interpreted iterations) is left out of the
+totals too, and counted in `compiled_runs`: one such run of a module with many regions took
+1.5 s where the others took 25 ms, and made a compiling region look like most of every run.
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +65,7 @@ class Profiler:
     wall_s: float = 0.0            # wall time of the entry runs, summed
     timeline: list | None = None   # a list: every call's (start, end, stats) kept too
     counting: bool = True          # False: this run adds to the timeline only
+    compiled_runs: int = 0         # counted runs left out: numba compiled during them
     # Wall time of nested runs under the kernel now running, one accumulator per depth.
     _nested: list[float] = field(default_factory=lambda: [0.0])
 
@@ -121,12 +129,41 @@ class Profiler:
             timeline.append((start, end, None))
         return values[seq.root]
 
-    def finish_run(self) -> None:
-        """Close one entry run: its wall time is what depth 0 accumulated."""
-        if self.counting:
-            self.runs += 1
-            self.wall_s += self._nested[0]
-        self._nested[0] = 0.0
+    @contextlib.contextmanager
+    def run(self):
+        """One entry run: counted (its wall time is what depth 0 accumulated), unless numba
+        compiled during it -- then every thunk's totals are put back as they were."""
+        from numba.core import event
+        kept = {k: (s.calls, s.kernel_s, s.dispatch_s) for k, s in self.stats.items()}
+        compiles = _compile_counter()()
+        try:
+            with event.install_listener("numba:compile", compiles):
+                yield
+        finally:
+            if self.counting and compiles.n:
+                for k, st in self.stats.items():
+                    st.calls, st.kernel_s, st.dispatch_s = kept.get(k, (0, 0.0, 0.0))
+                self.compiled_runs += 1
+            elif self.counting:
+                self.runs += 1
+                self.wall_s += self._nested[0]
+            self._nested[0] = 0.0
+
+
+@functools.cache
+def _compile_counter():
+    """A numba event listener class counting compiles (nested ones too: any is enough)."""
+    from numba.core import event
+
+    class CompileCounter(event.Listener):
+        n = 0
+
+        def on_start(self, ev):
+            self.n += 1
+
+        def on_end(self, ev):
+            pass
+    return CompileCounter
 
 
 def _byte_size(shape) -> int:

@@ -4,6 +4,8 @@ kernels, checked for missing kernels and memory), then run on arguments (`run_pr
 once."""
 from __future__ import annotations
 
+import contextlib
+
 import statistics
 import time
 from dataclasses import dataclass
@@ -144,11 +146,10 @@ def run_prepared(prep: Prepared, module: Module, args: list, options: RunOptions
             counted or profiler.timeline is not None) else None
         if timed is not None:
             timed.counting = counted
-        t1 = time.perf_counter()
-        result = run_once(ctx, module, args, timed, prep.blas_threads)
-        times.append(time.perf_counter() - t1)
-        if timed is not None:
-            timed.finish_run()
+        with timed.run() if timed is not None else contextlib.nullcontext():
+            t1 = time.perf_counter()
+            result = run_once(ctx, module, args, timed, prep.blas_threads)
+            times.append(time.perf_counter() - t1)
         if progress is not None:
             progress(k + 1, options.repeat)
     return leaves(result), times
