@@ -319,14 +319,37 @@ def test_loop_code_lives_in_the_run_context():
     assert b.kernel_cache.table(CW._TABLE) == {}
 
 
-def test_crossed_leaves_and_passthrough_match_the_interpreter(monkeypatch):
-    """A leaf passed on as another (a swap) gets fresh result buffers per iteration; the
-    double-buffered and in-place forms give the interpreter's bits."""
-    f = lambda a, b: lax.fori_loop(0, 50, lambda i, s: (s[1] * 0.5 + 1.0, s[0], s[2]),  # noqa
-                                   (a, b, a))
-    args = (X, X[::-1].copy())
+BIG = np.random.default_rng(3).standard_normal(1024).astype(np.float32)
+
+WRITE_BACK = {
+    # a leaf passed on as another (a swap of two leaves), one passed through unchanged
+    "crossed": (lambda a, b: lax.fori_loop(0, 50, lambda i, s: (s[1] * 0.5 + 1.0, s[0], s[2]),
+                                           (a, b, a)), (X, X[::-1].copy())),
+    # leaves of 4 KiB (swapped with their buffers), one value returned as two leaves, a
+    # constant returned as a leaf
+    "big_twice_constant": (lambda a, b: lax.fori_loop(
+        0, 40, lambda i, s: _twice(s[1] * 0.5 + s[0]) + (s[2] * 0.25 + 1.0,
+                                                         jnp.asarray(np.arange(4.0, dtype=np.float32))),
+        (a, b, a, jnp.zeros(4, jnp.float32))), (BIG, BIG[::-1].copy())),
+}
+
+
+def _twice(v):
+    return v, v
+
+
+@pytest.mark.parametrize("name", sorted(WRITE_BACK))
+def test_crossed_leaves_and_passthrough_match_the_interpreter(name, record, monkeypatch):
+    """However a leaf takes its new value (kept, copied from another leaf through a
+    temporary, swapped with a big buffer, copied from a buffer or a constant), the
+    compiled loop gives the interpreter's bits, and the caller's arrays stay unwritten."""
+    f, args = WRITE_BACK[name]
+    before = [a.copy() for a in args]
     m, want = _module(f, *args)
     got = execute(m, list(args)).outputs
+    assert record["compiled"] == [w.name for w in _whiles(m)]
+    for a, b in zip(args, before):
+        np.testing.assert_array_equal(a, b)
     for g, w, i in zip(got, want, _interpreted(f, args, monkeypatch)):
         np.testing.assert_allclose(g, np.asarray(w), rtol=1e-6)
         np.testing.assert_array_equal(g.view(np.uint8), i.view(np.uint8))

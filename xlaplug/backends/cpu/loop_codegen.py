@@ -12,11 +12,11 @@ Nothing is allocated per iteration: a value is written into a buffer the functio
 argument after the state leaves (`buffers`: name -> (size, dtype); compiled_while.py
 allocates them once per loop run) -- or, an element loop's value that nothing reads after
 its loop, into none: it stays in a register; an element loop calling a transcendental runs
-in a function of its own, where it vectorizes (loop_emitters.outline).  The body's results
-(`returned`) go into buffers the next iteration only reads: two copies, used in turn.  A dynamic-update-slice of a state leaf that nothing else reads and
-that the body returns in the same place writes into that leaf (`owned`: leaves the loop
-copies once, so the caller's array is not written), as XLA updates a loop's buffer in place
--- the scan's output rows (loop_emitters.py: the data-movement ops).  A dot of rows
+in a function of its own, where it vectorizes (loop_emitters.outline).  The body returns
+nothing: `returned` names each leaf's new value (a buffer, a leaf, a constant), which
+compiled_while.py moves into the state.  A dynamic-update-slice of a state leaf that nothing
+else reads and that the body returns in the same place writes into that leaf (`owned`), as
+XLA updates a loop's buffer in place -- the scan's output rows (loop_emitters.py).  A dot of rows
 contracted along their contiguous dimension (a matrix times a vector) sums each row in
 vector lanes; another dot of at least BLAS_MIN_MACS multiply-adds on f32/f64 calls BLAS
 (loop_sums.py: reduce and dot).
@@ -121,16 +121,15 @@ class ArrayCodegen:
             outs = root.operands if root.opcode == "tuple" else [root]
             if len(outs) != leaves or any(id(o) not in self.names for o in outs):
                 raise Unsupported("the body does not return the state's leaves")
-            # Constants are read-only globals: a state leaf must be a fresh array.
-            rets = [f"{self.names[id(o)]}.copy()" if o.opcode == "constant" else
-                    self.names[id(o)] for o in outs]
-            self.returned = rets
-            self.lines.append(f"return ({''.join(r + ', ' for r in rets)})")
+            # The results stay where the body wrote them (a buffer, a leaf, a constant):
+            # compiled_while.py moves them into the state after the call.
+            self.returned = [self.names[id(o)] for o in outs]
+            self.lines.append("return")
         else:
             if root.shape.element_type != "pred" or id(root) not in self.names:
                 raise Unsupported("the condition is not a computed pred")
             self.lines.append(f"return {self.names[id(root)]}[0]")
-        self._drop_dead_stores()
+        self._drop_dead_stores(set(self.returned))
         self.lines = loop_emitters.outline(self.lines, self.pieces, self.prefix)
         args = ", ".join([f"p{j}" for j in range(leaves)] + list(self.buffers))
         return f"def {fname}({args}):\n" + "".join(f"    {ln}\n" for ln in self.lines)
@@ -232,12 +231,13 @@ class ArrayCodegen:
             self.lines += ["    " + ln for ln in self._loop_lines + self._loop_stores]
         self._loop_n, self._loop_lines, self._loop_stores, self._loop_vars = None, [], [], set()
 
-    def _drop_dead_stores(self) -> None:
-        """Element-loop values nothing reads after their loop (nor returns) lose their store
-        and buffer: they live in registers only, as in XLA's fused loops."""
+    def _drop_dead_stores(self, keep: set = frozenset()) -> None:
+        """Element-loop values nothing reads after their loop (nor returns, nor `keep`s)
+        lose their store and buffer: they live in registers only, as in XLA's fused loops."""
         lines = [ln.strip() for ln in self.lines]
         uses = collections.Counter(re.findall(r"\b\w+\b", "\n".join(lines)))
-        dead = {f"{v}[o] = s_{v}" for v in self.buffers if uses[v] == 1} & set(lines)
+        dead = {f"{v}[o] = s_{v}" for v in self.buffers
+                if uses[v] == 1 and v not in keep} & set(lines)
         self.lines = [ln for ln, st in zip(self.lines, lines) if st not in dead]
         self.buffers = {v: b for v, b in self.buffers.items() if f"{v}[o] = s_{v}" not in dead}
 
