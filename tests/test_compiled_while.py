@@ -8,6 +8,8 @@ elementwise loops, since both evaluate the same SCALAR_OPS templates.
 """
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -18,6 +20,8 @@ from jax import lax
 import xlaplug
 
 from xlaplug.backends.cpu import compiled_while as CW
+from xlaplug.backends.cpu import jit_cache
+from xlaplug.backends.cpu import tile_dot as TD
 from xlaplug.backends.cpu import loop_trip_count as TC
 from xlaplug.runtime.driver import compile_module
 from xlaplug.hlo import parse_module
@@ -253,7 +257,7 @@ ARRAY_CASES = {
                   np.random.default_rng(2).standard_normal((4, 4)).astype(np.float32) * 0.3),
                  2e-6),
     # rows written into a state leaf the caller passed in (updated in place on a copy), a
-    # transposed matrix-matrix dot through BLAS
+    # transposed matrix-matrix dot
     "rows_in_place": (lambda ys, a: lax.fori_loop(
         0, 40, lambda i, s: (lax.dynamic_update_slice(s[0], s[1][:1] * 0.5, (i, 0)),
                              (s[1].T @ a) * 0.25), (ys, a))[0],
@@ -262,7 +266,63 @@ ARRAY_CASES = {
     "shuffle": (lambda x: lax.fori_loop(0, 60, lambda i, v: jnp.concatenate(
         [v[8:], v[:8] * 0.5]).reshape(4, 4).T.reshape(16)
         + jnp.arange(16, dtype=jnp.float32) * 1e-3 + i.astype(jnp.float32), x), (X,), 1e-6),
+    # the left operand contracted along its first dimension, the right one along its
+    # second: neither rows nor tiles, BLAS
+    "blas_dot": (lambda a: lax.fori_loop(0, 40, lambda i, s: jnp.tanh(_dg(s, a, 0, 1)), a),
+                 (np.eye(16, dtype=np.float32) + X * 0.05,), 1e-5),
+    # small dots (tile_dot.py where BLAS's order allows): 5 rows (a block of 4 and one), 7
+    # steps of k (4 and 3), a left operand contracted along its first dimension, a vector
+    # times a matrix, a matrix contracted along its first dimension times a vector
+    "tile_dots": (lambda x, v, w: lax.fori_loop(0, 40, lambda i, s: (
+        jnp.tanh(s[0] @ w) + jnp.tanh(_dg(s[0], s[0], 0, 0))[:5] * 0.1,
+        jnp.tanh(s[1] @ w) + jnp.tanh(_dg(w, s[1], 0, 0))), (x, v)),
+        (np.random.default_rng(4).standard_normal((5, 7)).astype(np.float32),
+         X[:7], np.random.default_rng(5).standard_normal((7, 7)).astype(np.float32) * 0.2),
+        1e-5),
 }
+
+
+def _dg(a, b, lc, rc):
+    """A dot contracting a's dimension lc with b's rc, as written (jnp's `.T @` would add
+    transposes)."""
+    return lax.dot_general(a, b, (((lc,), (rc,)), ((), ())))
+
+
+def test_dots_take_the_tiled_loop_where_it_is_blas_order(record):
+    """tile_dots' dots are tiled loops where tile_dot.blas_chains finds BLAS's order for
+    their shapes (else BLAS); blas_dot's form is never tiled."""
+    for name in ("tile_dots", "blas_dot"):
+        f, args, _ = ARRAY_CASES[name]
+        m, _ = _module(f, *args)
+        (loop,) = _whiles(m)
+        body = CW.generate(loop).src.split("def body")[1]
+        dots = [i for c in m.computations for i in c.instructions if i.opcode == "dot"]
+        tiled = [TD.blas_chains(tuple(d.operands[0].shape.dims), tuple(d.operands[1].shape.dims),
+                                d.attrs["lhs_contracting_dims"][0],
+                                d.attrs["rhs_contracting_dims"][0]) is not None for d in dots]
+        assert len(set(re.findall(r"\bbT\d+\(", body))) == sum(tiled)
+        if name == "blas_dot":
+            assert tiled == [False] and body.count("np.dot(") == 1
+
+
+@pytest.mark.parametrize("chains", [1, 2])
+def test_tiled_dot_loops_compute_their_chains(chains):
+    """Each form of tiled loop (rows in blocks and one by one, steps of k in blocks and
+    the rest, x read along its rows or its columns) gives its chains' values exactly."""
+    r = np.random.default_rng(6)
+    for (ld, rd, lc, rc) in [((5, 7), (7, 6), 1, 0), ((9, 5), (9, 3), 0, 0),
+                             ((11,), (11, 8), 0, 0), ((13, 4), (13,), 0, 0),
+                             ((8, 16), (16, 32), 1, 0)]:
+        x_is_lhs, m, k, n, xi = TD.tile_form(ld, rd, lc, rc)
+        src = TD.tile_source("t", m, k, n, xi, chains) + "def call(*a):\n    t(*a)\n"
+        fn = jit_cache.cached_function(src, {}, "call")
+        lhs, rhs = (r.standard_normal(d).astype(np.float32) for d in (ld, rd))
+        x, y = (lhs, rhs) if x_is_lhs else (rhs, lhs)
+        out = np.empty(m * n, np.float32)
+        fn(x.reshape(-1), y.reshape(-1), out, *([np.empty_like(out)] if chains == 2 else []))
+        xm = x.reshape(1, k) if x.ndim == 1 else (x if lc == 1 else x.T)
+        want = TD._emulated(np.ascontiguousarray(xm), y.reshape(k, n), chains)
+        np.testing.assert_array_equal(out.view(np.uint32), want.reshape(-1).view(np.uint32))
 
 
 @pytest.mark.parametrize("name", sorted(ARRAY_CASES))
@@ -320,6 +380,7 @@ def test_loop_code_lives_in_the_run_context():
 
 
 BIG = np.random.default_rng(3).standard_normal(1024).astype(np.float32)
+FOUR = np.arange(4.0, dtype=np.float32)
 
 WRITE_BACK = {
     # a leaf passed on as another (a swap of two leaves), one passed through unchanged
@@ -328,8 +389,7 @@ WRITE_BACK = {
     # leaves of 4 KiB (swapped with their buffers), one value returned as two leaves, a
     # constant returned as a leaf
     "big_twice_constant": (lambda a, b: lax.fori_loop(
-        0, 40, lambda i, s: _twice(s[1] * 0.5 + s[0]) + (s[2] * 0.25 + 1.0,
-                                                         jnp.asarray(np.arange(4.0, dtype=np.float32))),
+        0, 40, lambda i, s: _twice(s[1] * 0.5 + s[0]) + (s[2] * 0.25 + 1.0, jnp.asarray(FOUR)),
         (a, b, a, jnp.zeros(4, jnp.float32))), (BIG, BIG[::-1].copy())),
 }
 
