@@ -415,6 +415,30 @@ def test_crossed_leaves_and_passthrough_match_the_interpreter(name, record, monk
         np.testing.assert_array_equal(g.view(np.uint8), i.view(np.uint8))
 
 
+def _views_body(i, s):
+    x, y, w, b = s
+    a = jnp.tanh(x + b) * y[:, :6] + y[:, 6:] * 0.5    # slices and a broadcast, 6 columns
+    d = a.reshape(6, 4) + w[:, 2:6]                      # a 4-column slice in the same loop
+    return d.reshape(4, 6), jnp.concatenate([a, a * 2.0], axis=1), w, b
+
+
+def test_slices_and_broadcasts_read_in_place_match_the_interpreter(record, monkeypatch):
+    """Slices and broadcasts read only elementwise are read in place by loops over rows
+    and columns (loop_views.py); one whose columns differ from its loop's is copied: the
+    interpreter's bits either way."""
+    r = np.random.default_rng(7)
+    args = tuple(r.standard_normal(d).astype(np.float32) for d in ((4, 6), (4, 12), (6, 8), (6,)))
+    f = lambda *a: lax.fori_loop(0, 40, _views_body, a)  # noqa: E731
+    m, want = _module(f, *args)
+    got = execute(m, list(args)).outputs
+    assert record["compiled"] == [w.name for w in _whiles(m)]
+    body = record["generated"][_whiles(m)[0].name].src
+    assert "for r in range(4):" in body and "for j0 in range(6):" in body  # read; copied
+    for g, w, i in zip(got, want, _interpreted(f, args, monkeypatch)):
+        np.testing.assert_allclose(g, np.asarray(w), rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(g.view(np.uint8), i.view(np.uint8))
+
+
 def test_xla_optimized_loops_compile_with_their_fusions(record):
     """XLA's optimized HLO wraps the condition's compare (and body ops) in fusions: they are
     inlined into the compiled loop, from iteration 0 (its known_trip_count)."""
