@@ -439,6 +439,28 @@ def test_slices_and_broadcasts_read_in_place_match_the_interpreter(record, monke
         np.testing.assert_array_equal(g.view(np.uint8), i.view(np.uint8))
 
 
+def _sums_body(i, s):
+    x, t = s
+    return x * 0.999 + 0.001, t + jnp.sum(x, axis=1) + jnp.max(x, axis=1) * 0.5 \
+        + jnp.sum(x) * 1e-3
+
+
+def test_reduces_give_the_interpreters_bits(record, monkeypatch):
+    """A compiled loop's sums are numpy's, as the interpreter's reduce kernel's
+    (loop_reduce.py): row sums of 100 (8 lanes and a rest), a maximum, a sum of
+    everything -- jax's values, and the interpreter's bits."""
+    args = (np.random.default_rng(8).standard_normal((6, 100)).astype(np.float32),
+            np.zeros(6, np.float32))
+    f = lambda x, t: lax.fori_loop(0, 40, _sums_body, (x, t))  # noqa: E731
+    m, want = _module(f, *args)
+    got = execute(m, list(args)).outputs
+    assert record["compiled"] == [w.name for w in _whiles(m)]
+    assert "RPP" in record["generated"][_whiles(m)[0].name].src  # numpy's pairwise program
+    for g, w, i in zip(got, want, _interpreted(f, args, monkeypatch)):
+        np.testing.assert_allclose(g, np.asarray(w), rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(g.view(np.uint8), i.view(np.uint8))
+
+
 def test_xla_optimized_loops_compile_with_their_fusions(record):
     """XLA's optimized HLO wraps the condition's compare (and body ops) in fusions: they are
     inlined into the compiled loop, from iteration 0 (its known_trip_count)."""

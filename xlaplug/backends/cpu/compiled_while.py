@@ -64,6 +64,7 @@ from ..registry import kernel
 from .jit_cache import GeneratedRun
 from .jit_drivers import from_numba, numba_array, numba_dtype
 from .loop_codegen import ArrayCodegen, Unsupported
+from .loop_reduce import LoopCodegen
 from .loop_trip_count import trip_count
 from ..common.errors import ExecutionError
 
@@ -148,7 +149,7 @@ def generate(ins: Instruction) -> LoopCode | None:
         return None
     consts: dict = {}
     try:
-        cg_cond, cg_body = ArrayCodegen(consts, "c"), ArrayCodegen(consts, "b")
+        cg_cond, cg_body = LoopCodegen(consts, "c"), LoopCodegen(consts, "b")
         cond = cg_cond.function(ins.attrs["condition"], "cond", len(leaves), False)
         body = cg_body.function(ins.attrs["body"], "body", len(leaves), True)
     except Unsupported:
