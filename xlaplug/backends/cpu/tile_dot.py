@@ -34,9 +34,11 @@ import math
 
 import numpy as np
 
-# Up to this many multiply-adds (beyond, BLAS may use more threads); rows of out and steps
-# of k per pass over a y row.
-TILE_MAX_MACS = 1 << 20
+# Up to this many multiply-adds: OpenBLAS runs such a product on the calling thread
+# (cpu/denormals.py), so its order does not hang on how many threads the run gives it (its
+# edge tiles, where the order changes, would move).  Then rows of out and steps of k per
+# pass over a y row.
+TILE_MAX_MACS = 1 << 18
 TILE_MAX_K = 512  # (BLAS splits longer sums; and the check's emulation takes K steps)
 TILE_ROWS, TILE_KS = 4, 4
 _SAMPLES = 4096  # result elements compared, at least, before a shape's order is trusted
