@@ -8,6 +8,8 @@ elementwise loops, since both evaluate the same SCALAR_OPS templates.
 """
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -18,6 +20,8 @@ from jax import lax
 import xlaplug
 
 from xlaplug.backends.cpu import compiled_while as CW
+from xlaplug.backends.cpu import jit_cache
+from xlaplug.backends.cpu import tile_dot as TD
 from xlaplug.backends.cpu import loop_trip_count as TC
 from xlaplug.runtime.driver import compile_module
 from xlaplug.hlo import parse_module
@@ -253,7 +257,7 @@ ARRAY_CASES = {
                   np.random.default_rng(2).standard_normal((4, 4)).astype(np.float32) * 0.3),
                  2e-6),
     # rows written into a state leaf the caller passed in (updated in place on a copy), a
-    # transposed matrix-matrix dot through BLAS
+    # transposed matrix-matrix dot
     "rows_in_place": (lambda ys, a: lax.fori_loop(
         0, 40, lambda i, s: (lax.dynamic_update_slice(s[0], s[1][:1] * 0.5, (i, 0)),
                              (s[1].T @ a) * 0.25), (ys, a))[0],
@@ -262,7 +266,63 @@ ARRAY_CASES = {
     "shuffle": (lambda x: lax.fori_loop(0, 60, lambda i, v: jnp.concatenate(
         [v[8:], v[:8] * 0.5]).reshape(4, 4).T.reshape(16)
         + jnp.arange(16, dtype=jnp.float32) * 1e-3 + i.astype(jnp.float32), x), (X,), 1e-6),
+    # the left operand contracted along its first dimension, the right one along its
+    # second: neither rows nor tiles, BLAS
+    "blas_dot": (lambda a: lax.fori_loop(0, 40, lambda i, s: jnp.tanh(_dg(s, a, 0, 1)), a),
+                 (np.eye(16, dtype=np.float32) + X * 0.05,), 1e-5),
+    # small dots (tile_dot.py where BLAS's order allows): 5 rows (a block of 4 and one), 7
+    # steps of k (4 and 3), a left operand contracted along its first dimension, a vector
+    # times a matrix, a matrix contracted along its first dimension times a vector
+    "tile_dots": (lambda x, v, w: lax.fori_loop(0, 40, lambda i, s: (
+        jnp.tanh(s[0] @ w) + jnp.tanh(_dg(s[0], s[0], 0, 0))[:5] * 0.1,
+        jnp.tanh(s[1] @ w) + jnp.tanh(_dg(w, s[1], 0, 0))), (x, v)),
+        (np.random.default_rng(4).standard_normal((5, 7)).astype(np.float32),
+         X[:7], np.random.default_rng(5).standard_normal((7, 7)).astype(np.float32) * 0.2),
+        1e-5),
 }
+
+
+def _dg(a, b, lc, rc):
+    """A dot contracting a's dimension lc with b's rc, as written (jnp's `.T @` would add
+    transposes)."""
+    return lax.dot_general(a, b, (((lc,), (rc,)), ((), ())))
+
+
+def test_dots_take_the_tiled_loop_where_it_is_blas_order(record):
+    """tile_dots' dots are tiled loops where tile_dot.blas_chains finds BLAS's order for
+    their shapes (else BLAS); blas_dot's form is never tiled."""
+    for name in ("tile_dots", "blas_dot"):
+        f, args, _ = ARRAY_CASES[name]
+        m, _ = _module(f, *args)
+        (loop,) = _whiles(m)
+        body = CW.generate(loop).src.split("def body")[1]
+        dots = [i for c in m.computations for i in c.instructions if i.opcode == "dot"]
+        tiled = [TD.blas_chains(tuple(d.operands[0].shape.dims), tuple(d.operands[1].shape.dims),
+                                d.attrs["lhs_contracting_dims"][0],
+                                d.attrs["rhs_contracting_dims"][0]) is not None for d in dots]
+        assert len(set(re.findall(r"\bbT\d+\(", body))) == sum(tiled)
+        if name == "blas_dot":
+            assert tiled == [False] and body.count("np.dot(") == 1
+
+
+@pytest.mark.parametrize("chains", [1, 2])
+def test_tiled_dot_loops_compute_their_chains(chains):
+    """Each form of tiled loop (rows in blocks and one by one, steps of k in blocks and
+    the rest, x read along its rows or its columns) gives its chains' values exactly."""
+    r = np.random.default_rng(6)
+    for (ld, rd, lc, rc) in [((5, 7), (7, 6), 1, 0), ((9, 5), (9, 3), 0, 0),
+                             ((11,), (11, 8), 0, 0), ((13, 4), (13,), 0, 0),
+                             ((8, 16), (16, 32), 1, 0)]:
+        x_is_lhs, m, k, n, xi = TD.tile_form(ld, rd, lc, rc)
+        src = TD.tile_source("t", m, k, n, xi, chains) + "def call(*a):\n    t(*a)\n"
+        fn = jit_cache.cached_function(src, {}, "call")
+        lhs, rhs = (r.standard_normal(d).astype(np.float32) for d in (ld, rd))
+        x, y = (lhs, rhs) if x_is_lhs else (rhs, lhs)
+        out = np.empty(m * n, np.float32)
+        fn(x.reshape(-1), y.reshape(-1), out, *([np.empty_like(out)] if chains == 2 else []))
+        xm = x.reshape(1, k) if x.ndim == 1 else (x if lc == 1 else x.T)
+        want = TD._emulated(np.ascontiguousarray(xm), y.reshape(k, n), chains)
+        np.testing.assert_array_equal(out.view(np.uint32), want.reshape(-1).view(np.uint32))
 
 
 @pytest.mark.parametrize("name", sorted(ARRAY_CASES))
@@ -319,16 +379,85 @@ def test_loop_code_lives_in_the_run_context():
     assert b.kernel_cache.table(CW._TABLE) == {}
 
 
-def test_crossed_leaves_and_passthrough_match_the_interpreter(monkeypatch):
-    """A leaf passed on as another (a swap) gets fresh result buffers per iteration; the
-    double-buffered and in-place forms give the interpreter's bits."""
-    f = lambda a, b: lax.fori_loop(0, 50, lambda i, s: (s[1] * 0.5 + 1.0, s[0], s[2]),  # noqa
-                                   (a, b, a))
-    args = (X, X[::-1].copy())
+BIG = np.random.default_rng(3).standard_normal(1024).astype(np.float32)
+FOUR = np.arange(4.0, dtype=np.float32)
+
+WRITE_BACK = {
+    # a leaf passed on as another (a swap of two leaves), one passed through unchanged
+    "crossed": (lambda a, b: lax.fori_loop(0, 50, lambda i, s: (s[1] * 0.5 + 1.0, s[0], s[2]),
+                                           (a, b, a)), (X, X[::-1].copy())),
+    # leaves of 4 KiB (swapped with their buffers), one value returned as two leaves, a
+    # constant returned as a leaf
+    "big_twice_constant": (lambda a, b: lax.fori_loop(
+        0, 40, lambda i, s: _twice(s[1] * 0.5 + s[0]) + (s[2] * 0.25 + 1.0, jnp.asarray(FOUR)),
+        (a, b, a, jnp.zeros(4, jnp.float32))), (BIG, BIG[::-1].copy())),
+}
+
+
+def _twice(v):
+    return v, v
+
+
+@pytest.mark.parametrize("name", sorted(WRITE_BACK))
+def test_crossed_leaves_and_passthrough_match_the_interpreter(name, record, monkeypatch):
+    """However a leaf takes its new value (kept, copied from another leaf through a
+    temporary, swapped with a big buffer, copied from a buffer or a constant), the
+    compiled loop gives the interpreter's bits, and the caller's arrays stay unwritten."""
+    f, args = WRITE_BACK[name]
+    before = [a.copy() for a in args]
     m, want = _module(f, *args)
     got = execute(m, list(args)).outputs
+    assert record["compiled"] == [w.name for w in _whiles(m)]
+    for a, b in zip(args, before):
+        np.testing.assert_array_equal(a, b)
     for g, w, i in zip(got, want, _interpreted(f, args, monkeypatch)):
         np.testing.assert_allclose(g, np.asarray(w), rtol=1e-6)
+        np.testing.assert_array_equal(g.view(np.uint8), i.view(np.uint8))
+
+
+def _views_body(i, s):
+    x, y, w, b = s
+    a = jnp.tanh(x + b) * y[:, :6] + y[:, 6:] * 0.5    # slices and a broadcast, 6 columns
+    d = a.reshape(6, 4) + w[:, 2:6]                      # a 4-column slice in the same loop
+    return d.reshape(4, 6), jnp.concatenate([a, a * 2.0], axis=1), w, b
+
+
+def test_slices_and_broadcasts_read_in_place_match_the_interpreter(record, monkeypatch):
+    """Slices and broadcasts read only elementwise are read in place by loops over rows
+    and columns (loop_views.py); one whose columns differ from its loop's is copied: the
+    interpreter's bits either way."""
+    r = np.random.default_rng(7)
+    args = tuple(r.standard_normal(d).astype(np.float32) for d in ((4, 6), (4, 12), (6, 8), (6,)))
+    f = lambda *a: lax.fori_loop(0, 40, _views_body, a)  # noqa: E731
+    m, want = _module(f, *args)
+    got = execute(m, list(args)).outputs
+    assert record["compiled"] == [w.name for w in _whiles(m)]
+    body = record["generated"][_whiles(m)[0].name].src
+    assert "for r in range(4):" in body and "for j0 in range(6):" in body  # read; copied
+    for g, w, i in zip(got, want, _interpreted(f, args, monkeypatch)):
+        np.testing.assert_allclose(g, np.asarray(w), rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(g.view(np.uint8), i.view(np.uint8))
+
+
+def _sums_body(i, s):
+    x, t = s
+    return x * 0.999 + 0.001, t + jnp.sum(x, axis=1) + jnp.max(x, axis=1) * 0.5 \
+        + jnp.sum(x) * 1e-3
+
+
+def test_reduces_give_the_interpreters_bits(record, monkeypatch):
+    """A compiled loop's sums are numpy's, as the interpreter's reduce kernel's
+    (loop_reduce.py): row sums of 100 (8 lanes and a rest), a maximum, a sum of
+    everything -- jax's values, and the interpreter's bits."""
+    args = (np.random.default_rng(8).standard_normal((6, 100)).astype(np.float32),
+            np.zeros(6, np.float32))
+    f = lambda x, t: lax.fori_loop(0, 40, _sums_body, (x, t))  # noqa: E731
+    m, want = _module(f, *args)
+    got = execute(m, list(args)).outputs
+    assert record["compiled"] == [w.name for w in _whiles(m)]
+    assert "RPP" in record["generated"][_whiles(m)[0].name].src  # numpy's pairwise program
+    for g, w, i in zip(got, want, _interpreted(f, args, monkeypatch)):
+        np.testing.assert_allclose(g, np.asarray(w), rtol=1e-5, atol=1e-5)
         np.testing.assert_array_equal(g.view(np.uint8), i.view(np.uint8))
 
 

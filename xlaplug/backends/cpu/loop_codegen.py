@@ -11,15 +11,18 @@ shapes are static, so each instruction becomes a loop nest with constant bounds 
 Nothing is allocated per iteration: a value is written into a buffer the function takes as an
 argument after the state leaves (`buffers`: name -> (size, dtype); compiled_while.py
 allocates them once per loop run) -- or, an element loop's value that nothing reads after
-its loop, into none: it stays in a register; an element loop calling a transcendental runs
-in a function of its own, where it vectorizes (loop_emitters.outline).  The body's results
-(`returned`) go into buffers the next iteration only reads: two copies, used in turn.  A dynamic-update-slice of a state leaf that nothing else reads and
-that the body returns in the same place writes into that leaf (`owned`: leaves the loop
-copies once, so the caller's array is not written), as XLA updates a loop's buffer in place
--- the scan's output rows (loop_emitters.py: the data-movement ops).  A dot of rows
-contracted along their contiguous dimension (a matrix times a vector) sums each row in
-vector lanes; another dot of at least BLAS_MIN_MACS multiply-adds on f32/f64 calls BLAS
-(loop_sums.py: reduce and dot).
+its loop, into none: it stays in a register; a slice or broadcast only elementwise ops read,
+into none either: they read its operand in place (loop_views.py).  An element loop calling
+a transcendental runs in a function of its own, where it vectorizes
+(loop_emitters.outline); other emitted code goes before the pending element loop unless it
+reads that loop's values.  The body returns
+nothing: `returned` names each leaf's new value (a buffer, a leaf, a constant), which
+compiled_while.py moves into the state.  A dynamic-update-slice of a state leaf that nothing
+else reads and that the body returns in the same place writes into that leaf (`owned`), as
+XLA updates a loop's buffer in place -- the scan's output rows (loop_emitters.py).  A dot
+of rows contracted along their contiguous dimension (a matrix times a vector) sums each row
+in vector lanes; a small f32 dot is a tiled loop where that gives BLAS's bits (tile_dot.py);
+another of at least BLAS_MIN_MACS multiply-adds on f32/f64 calls BLAS (loop_sums.py).
 
 Expressed: the state (an array or a flat tuple of arrays, read by get-tuple-element),
 constants, fusions and calls (their computations inlined), elementwise ops (the SCALAR_OPS
@@ -33,20 +36,18 @@ interpreted.
 """
 from __future__ import annotations
 
-import collections
-import re
-
 import numpy as np
 
 from ...hlo.ir import Computation, Instruction
 from .jit_drivers import numba_array, numba_dtype
 from ..common.fusion_contents import LOOP_OPS
 from ..common.scalar_codegen import ScalarCompileError, ScalarGen
-from . import loop_emitters, loop_sums
+from . import loop_emitters, loop_sums, loop_views
+from .loop_elements import ElementLoops
 from .loop_index import Unsupported, _dims, _lin
 
 
-class ArrayCodegen:
+class ArrayCodegen(ElementLoops):
     """Source of one computation taking the state leaves p0..pk (see the module docstring).
     Constants go into `consts` and reducers' source into `pieces`, under names starting with
     `prefix` (jit_cache.py assembles the module)."""
@@ -62,11 +63,7 @@ class ArrayCodegen:
         self.returned: list[str] = []                   # the body's results, by leaf
         self.owned: set[int] = set()                    # leaves updated in place
         self._in_place: dict[int, int] = {}             # id(dynamic-update-slice) -> leaf
-        # The element loop being built (see _element): size, lines, values held as scalars.
-        self._loop_n: int | None = None
-        self._loop_lines: list[str] = []
-        self._loop_stores: list[str] = []
-        self._loop_vars: set[str] = set()
+        self._init_loops()
 
     # ---- the function ---------------------------------------------------------------------
 
@@ -78,6 +75,7 @@ class ArrayCodegen:
             self.names[id(param)] = "p0"
         if returns_leaves:
             self._find_in_place(comp)
+        self._view_ids = loop_views.find_views(comp)
         for k, ins in enumerate(comp.instructions):
             if ins.opcode == "parameter":
                 continue
@@ -121,16 +119,15 @@ class ArrayCodegen:
             outs = root.operands if root.opcode == "tuple" else [root]
             if len(outs) != leaves or any(id(o) not in self.names for o in outs):
                 raise Unsupported("the body does not return the state's leaves")
-            # Constants are read-only globals: a state leaf must be a fresh array.
-            rets = [f"{self.names[id(o)]}.copy()" if o.opcode == "constant" else
-                    self.names[id(o)] for o in outs]
-            self.returned = rets
-            self.lines.append(f"return ({''.join(r + ', ' for r in rets)})")
+            # The results stay where the body wrote them (a buffer, a leaf, a constant):
+            # compiled_while.py moves them into the state after the call.
+            self.returned = [self.names[id(o)] for o in outs]
+            self.lines.append("return")
         else:
             if root.shape.element_type != "pred" or id(root) not in self.names:
                 raise Unsupported("the condition is not a computed pred")
             self.lines.append(f"return {self.names[id(root)]}[0]")
-        self._drop_dead_stores()
+        self._drop_dead_stores(set(self.returned))
         self.lines = loop_emitters.outline(self.lines, self.pieces, self.prefix)
         args = ", ".join([f"p{j}" for j in range(leaves)] + list(self.buffers))
         return f"def {fname}({args}):\n" + "".join(f"    {ln}\n" for ln in self.lines)
@@ -146,6 +143,8 @@ class ArrayCodegen:
             callee = callee[0] if isinstance(callee, list) else callee
             return self._inline(callee, [self.names[id(o)] for o in ins.operands], name,
                                 fusion=op == "fusion")
+        if id(ins) in self._view_ids:
+            return self._view(ins, name)
         if op in ("reshape", "copy") and ins.operands[0].shape.num_elements() == \
                 ins.shape.num_elements():
             return self.names[id(ins.operands[0])]  # row-major order is unchanged
@@ -156,7 +155,11 @@ class ArrayCodegen:
             return name
         emitter = _EMITTERS.get(op)
         if emitter is not None:
-            self._flush()
+            # Its code goes before the pending element loop, unless it reads that loop's
+            # values or writes a state leaf in place (the loop may read it).
+            if id(ins) in self._in_place or \
+                    any(self.names.get(id(o)) in self._loop_vars for o in ins.operands):
+                self._flush()
             return emitter(self, ins, name) or name
         if op in LOOP_OPS:
             self._elementwise(ins, name)
@@ -196,50 +199,6 @@ class ArrayCodegen:
         self._open(n)
         refs = {id(o): self._ref(o, n) for o in (*m.operands, ins.operands[1 - k])}
         self._element(ins, name, ScalarGen._fma_expr(ins, m, k, refs))
-
-    # ---- element loops ----------------------------------------------------------------------
-    # Consecutive elementwise values of one size are computed in one loop, each as a scalar
-    # the later ones read (stored for what reads it after the loop): one pass, not one
-    # loop per op, which LLVM can vectorize as a whole.
-
-    def _open(self, n: int) -> None:
-        """Continue the element loop over n elements, or end it and start one."""
-        if self._loop_n != n:
-            self._flush()
-            self._loop_n = n
-
-    def _ref(self, o: Instruction, n: int) -> str:
-        """Operand `o` as the element loop over n elements reads it at index o."""
-        size = o.shape.num_elements() if o.shape.is_array else -1
-        if size not in (1, n) or id(o) not in self.names:
-            raise Unsupported(f"an elementwise operand of another size ('{o.name}')")
-        v = self.names[id(o)]
-        if size == n and v in self._loop_vars:
-            return f"s_{v}"
-        return f"{v}[{'o' if size == n else '0'}]"
-
-    def _element(self, ins: Instruction, name: str, expr: str) -> None:
-        self._alloc(ins, name)
-        self._loop_lines.append(f"s_{name} = {expr}")
-        self._loop_stores.append(f"{name}[o] = s_{name}")
-        self._loop_vars.add(name)
-
-    def _flush(self) -> None:
-        """The element loop: its values, then their stores (after every load: LLVM would
-        load an operand again after a store it cannot tell from it)."""
-        if self._loop_lines:
-            self.lines.append(f"for o in range({self._loop_n}):")
-            self.lines += ["    " + ln for ln in self._loop_lines + self._loop_stores]
-        self._loop_n, self._loop_lines, self._loop_stores, self._loop_vars = None, [], [], set()
-
-    def _drop_dead_stores(self) -> None:
-        """Element-loop values nothing reads after their loop (nor returns) lose their store
-        and buffer: they live in registers only, as in XLA's fused loops."""
-        lines = [ln.strip() for ln in self.lines]
-        uses = collections.Counter(re.findall(r"\b\w+\b", "\n".join(lines)))
-        dead = {f"{v}[o] = s_{v}" for v in self.buffers if uses[v] == 1} & set(lines)
-        self.lines = [ln for ln, st in zip(self.lines, lines) if st not in dead]
-        self.buffers = {v: b for v, b in self.buffers.items() if f"{v}[o] = s_{v}" not in dead}
 
     def _alloc(self, ins: Instruction, name: str) -> None:
         """`name` is a buffer argument of the function (see the module docstring)."""

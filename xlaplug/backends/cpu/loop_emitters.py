@@ -125,7 +125,7 @@ def outline(lines: list[str], pieces: list[str], prefix: str) -> list[str]:
     while k < len(lines):
         ln = lines[k]
         end = k + 1
-        if ln.startswith("for o in range("):
+        if ln.startswith(("for o in range(", "for r in range(")):
             while end < len(lines) and lines[end].startswith("    "):
                 end += 1
         block = lines[k:end]

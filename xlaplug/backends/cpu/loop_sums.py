@@ -1,8 +1,9 @@
 """Loop code (loop_codegen.py) of the ops that sum: reduce (folded in row-major order of the
 reduced dimensions, as the HloEvaluator does; a plain f32/f64 sum runs its add chain
 unflushed while no partial sum is subnormal) and dot on f32/f64 (a matrix times a vector
-summed in vector lanes; from BLAS_MIN_MACS multiply-adds BLAS, when scipy is installed;
-else a loop in contraction order)."""
+summed in vector lanes; a small f32 dot a tiled loop in BLAS's order, tile_dot.py; from
+BLAS_MIN_MACS multiply-adds BLAS, when scipy is installed; else a loop in contraction
+order)."""
 from __future__ import annotations
 
 import importlib.util
@@ -13,6 +14,7 @@ import numpy as np
 from ...hlo.ir import Computation, Instruction
 from ..common.scalar_codegen import ScalarCompileError
 from .jit_cache import scalar_piece
+from . import tile_dot
 from .jit_drivers import numba_dtype
 from .loop_index import Unsupported, _dims, _lin
 
@@ -91,6 +93,7 @@ def _dot(cg: ArrayCodegen, ins: Instruction, name: str) -> None:
     rf = [d for d in range(rhs.shape.rank) if d not in rb and d not in rc]
     out_dims = _dims(ins)
     if not lb and len(lc) == 1 and (_rows_dot(cg, ins, name, lc[0], rc[0]) or
+                                     _tile_dot(cg, ins, name, lc[0], rc[0]) or
                                      _blas_dot(cg, ins, name, lc[0], rc[0])):
         return
     li, ri = [""] * lhs.shape.rank, [""] * rhs.shape.rank
@@ -141,6 +144,33 @@ def _rows_dot(cg: ArrayCodegen, ins: Instruction, name: str, lc: int, rc: int) -
         f'{fn} = _njit(fastmath={{"reassoc"}}, nogil=True, error_model="numpy")({fn})', ""]))
     cg._alloc(ins, name)
     cg.lines.append(f"{fn}({cg.names[id(lhs)]}, {cg.names[id(rhs)]}, {name})")
+    return True
+
+
+def _tile_dot(cg: ArrayCodegen, ins: Instruction, name: str, lc: int, rc: int) -> bool:
+    """A small f32 dot as a tiled loop in a function of its own, where its order is BLAS's
+    (tile_dot.py: the interpreter's bits, faster than numba's BLAS call)."""
+    lhs, rhs = ins.operands
+    ld, rd = tuple(map(int, lhs.shape.dims)), tuple(map(int, rhs.shape.dims))
+    form = tile_dot.tile_form(ld, rd, lc, rc)
+    if ins.shape.element_type != "f32" or form is None:
+        return False
+    x_is_lhs, m, k, n, xi = form
+    if m * k * n > tile_dot.TILE_MAX_MACS:
+        return False
+    chains = tile_dot.blas_chains(ld, rd, lc, rc)
+    if chains is None:
+        return False
+    fn = f"{cg.prefix}T{len(cg.pieces)}"
+    cg.pieces.append(tile_dot.tile_source(fn, m, k, n, xi, chains))
+    cg._alloc(ins, name)
+    args = [cg.names[id(lhs)], cg.names[id(rhs)], name]
+    if not x_is_lhs:
+        args[:2] = args[1::-1]
+    if chains == 2:
+        cg.buffers[f"{name}_odd"] = cg.buffers[name]
+        args.append(f"{name}_odd")
+    cg.lines.append(f"{fn}({', '.join(args)})")
     return True
 
 
