@@ -42,7 +42,7 @@ from ...hlo.ir import Computation, Instruction
 from .jit_drivers import numba_array, numba_dtype
 from ..common.fusion_contents import LOOP_OPS
 from ..common.scalar_codegen import ScalarCompileError, ScalarGen
-from . import loop_emitters, loop_sums
+from . import loop_daz, loop_emitters, loop_sums
 from .loop_index import Unsupported, _dims, _lin
 
 
@@ -62,6 +62,7 @@ class ArrayCodegen:
         self.returned: list[str] = []                   # the body's results, by leaf
         self.owned: set[int] = set()                    # leaves updated in place
         self._in_place: dict[int, int] = {}             # id(dynamic-update-slice) -> leaf
+        self.clean: set[str] = set()                    # values with no subnormal (loop_daz)
         # The element loop being built (see _element): size, lines, values held as scalars.
         self._loop_n: int | None = None
         self._loop_lines: list[str] = []
@@ -157,7 +158,10 @@ class ArrayCodegen:
         emitter = _EMITTERS.get(op)
         if emitter is not None:
             self._flush()
-            return emitter(self, ins, name) or name
+            out = emitter(self, ins, name) or name
+            if op in loop_daz.MOVES and loop_daz.operands_clean(self, ins):
+                self.clean.add(out)
+            return out
         if op in LOOP_OPS:
             self._elementwise(ins, name)
             return name
@@ -219,6 +223,9 @@ class ArrayCodegen:
         return f"{v}[{'o' if size == n else '0'}]"
 
     def _element(self, ins: Instruction, name: str, expr: str) -> None:
+        expr = loop_daz.strip(expr, self.clean)
+        if loop_daz.element_clean(self, ins, expr):
+            self.clean.add(name)
         self._alloc(ins, name)
         self._loop_lines.append(f"s_{name} = {expr}")
         self._loop_stores.append(f"{name}[o] = s_{name}")
@@ -257,6 +264,8 @@ class ArrayCodegen:
             raise Unsupported(f"constant '{ins.name}' has no literal")
         name = f"{self.prefix}K{len(self.consts)}"
         self.consts[name] = np.ascontiguousarray(numba_array(ins.literal)).reshape(-1)
+        if loop_daz.constant_clean(self.consts[name]):
+            self.clean.add(name)
         return name
 
     def _elementwise(self, ins: Instruction, name: str) -> None:
