@@ -228,3 +228,14 @@ def test_printed_module_parses_back_and_decompose_all_has_no_region():
     p = parse_module(jax.jit(chain).lower(X, W).as_text(dialect="hlo"))
     compile_module(p, None, decompose_all=True)
     assert not any(i.opcode == "fusion" for c in p.computations for i in c.instructions)
+
+
+def test_constants_only_regions_read_leave_the_entry():
+    # A scalar constant is copied into each region that reads it: the entry's own copy,
+    # read by nothing after the pass, would still run as a thunk every call.
+    m = _module(chain, X, W)
+    read = {id(o) for i in m.entry.instructions for o in i.operands}
+    assert not [i.name for i in m.entry.instructions
+                if i.opcode == "constant" and id(i) not in read]
+    assert any(i.opcode == "constant" for r in _regions(m)
+               for i in r.attrs["calls"][0].instructions)

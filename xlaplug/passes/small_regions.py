@@ -124,6 +124,7 @@ def _outline(comp: Computation, regions, uniq: NameUniquer, names: NameUniquer,
     replace: dict[int, Instruction] = {}    # id(member read outside) -> its value outside
     placed: dict[int, list[Instruction]] = {}  # id(last member) -> the new order there
     dropped: set[int] = set()
+    copied: set[int] = set()  # scalar constants copied into a region
     bodies = []
     order = {id(i): k for k, i in enumerate(comp.instructions)}
     for members, tainted in regions:
@@ -137,6 +138,7 @@ def _outline(comp: Computation, regions, uniq: NameUniquer, names: NameUniquer,
                     # A scalar constant (a reduce's init): copied in, its value in the code.
                     params[id(o)] = clone_instruction(o, [], uniq(o.name))
                     copies.append(params[id(o)])
+                    copied.add(id(o))
                 elif id(o) not in inside and id(o) not in params:
                     params[id(o)] = Instruction(uniq(f"param_{len(outside)}"), "parameter",
                                                 o.shape, parameter_number=len(outside))
@@ -182,5 +184,8 @@ def _outline(comp: Computation, regions, uniq: NameUniquer, names: NameUniquer,
         if any(id(o) in replace for o in ins.operands):
             ins.operands = [replace.get(id(o), o) for o in ins.operands]
     comp.root = replace.get(id(comp.root), comp.root)
-    comp.instructions = result
+    # A copied constant that only members read is gone from the entry: a thunk fewer a run.
+    read = {id(o) for ins in result for o in (*ins.operands, *ins.control_predecessors)}
+    read.add(id(comp.root))
+    comp.instructions = [i for i in result if id(i) not in copied or id(i) in read]
     return bodies
