@@ -228,3 +228,57 @@ def test_printed_module_parses_back_and_decompose_all_has_no_region():
     p = parse_module(jax.jit(chain).lower(X, W).as_text(dialect="hlo"))
     compile_module(p, None, decompose_all=True)
     assert not any(i.opcode == "fusion" for c in p.computations for i in c.instructions)
+
+
+def test_constants_only_regions_read_leave_the_entry():
+    # A scalar constant is copied into each region that reads it: the entry's own copy,
+    # read by nothing after the pass, would still run as a thunk every call.
+    m = _module(chain, X, W)
+    read = {id(o) for i in m.entry.instructions for o in i.operands}
+    assert not [i.name for i in m.entry.instructions
+                if i.opcode == "constant" and id(i) not in read]
+    assert any(i.opcode == "constant" for r in _regions(m)
+               for i in r.attrs["calls"][0].instructions)
+
+
+
+_SCALED = """HloModule s
+sum {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[8,16] parameter(0)
+  w = f32[16,16] parameter(1)
+  c = f32[] constant(0.125)
+  k = f32[8,16] broadcast(c), dimensions={}
+  a = f32[8,16] multiply(x, k)
+  b = f32[8,16] tanh(a)
+  e = f32[8,16] subtract(b, k)
+  d = f32[8,16] dot(e, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  f = f32[8,16] multiply(d, k)
+  g = f32[8,16] tanh(f)
+  z = f32[] constant(0)
+  r = f32[8] reduce(g, z), dimensions={1}, to_apply=sum
+  ROOT t = (f32[8,16], f32[8]) tuple(g, r)
+}
+"""
+
+
+def test_a_constant_broadcast_is_made_in_each_region_that_reads_it(hot):
+    # One scale read on both sides of a dot: each region makes it (its value in the code),
+    # rather than the first region computing the array and handing it to the second.
+    m = parse_module(_SCALED)
+    compile_module(m, None, passes="small-regions")
+    regions = _regions(m)
+    assert len(regions) == 2
+    assert not [i for i in m.entry.instructions if i.opcode in ("broadcast", "constant")]
+    assert all("broadcast" in _members(r) for r in regions)
+    x, w = X[:, :16], R.standard_normal((16, 16)).astype(np.float32)
+    got = execute(m, [x, w]).outputs
+    assert hot, "no region ran compiled"
+    off = parse_module(_SCALED)
+    compile_module(off, None, passes="none")
+    for g, o in zip(got, execute(off, [x, w]).outputs):
+        np.testing.assert_array_equal(g.view(np.uint32), o.view(np.uint32))

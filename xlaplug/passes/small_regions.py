@@ -75,11 +75,21 @@ class SmallRegions:
                     and not ins.has_side_effect and ins.shape.is_array
                     and _small(ins, self.max_elements) and expressible(ins, self.sums))
 
-        regions = _regions(comp, member, self.max_instructions, self.min_instructions)
+        # A broadcast of a scalar constant that only members read is made again by each
+        # region that reads it (its value in the code), not computed by one region and
+        # handed to the next through memory: the attention's scale, f32[4,2,32,32] of one
+        # value, was a region's output written and read back across a dot.
+        users = comp.users()
+        free = {id(i) for i in comp.instructions
+                if i.opcode == "broadcast" and i.operands[0].opcode == "constant"
+                and i.operands[0].shape.rank == 0 and i is not comp.root and member(i)
+                and users[i] and all(member(u) for u in users[i])}
+        regions = _regions(comp, lambda i: id(i) not in free and member(i),
+                           self.max_instructions, self.min_instructions, free)
         if not regions:
             return False
         uniq, names = NameUniquer(module), NameUniquer.of_computations(module)
-        bodies = _outline(comp, regions, uniq, names, region_config(self.sums))
+        bodies = _outline(comp, regions, uniq, names, region_config(self.sums), free)
         at = module.computations.index(comp)
         module.computations[at:at] = bodies
         return True
@@ -90,25 +100,33 @@ def _small(ins: Instruction, limit: int) -> bool:
                for x in (ins, *ins.operands))
 
 
-def _regions(comp: Computation, member, cap: int, least: int) -> list[tuple[list, set]]:
-    """[(members in order, ids of the non-members in its span that read its values)]."""
+def _regions(comp: Computation, member, cap: int, least: int,
+             free: set[int] = frozenset()) -> list[tuple[list, set]]:
+    """[(members in order, ids of the non-members in its span that read its values)].
+    The `free` broadcasts a region's members read are copied into it: they count towards
+    the cap (the function's size), not towards `least`."""
     out: list[tuple[list, set]] = []
     cur: list[Instruction] = []
     inside: set[int] = set()
     tainted: set[int] = set()
+    pulled: set[int] = set()
 
     def close():
-        nonlocal cur, inside, tainted
+        nonlocal cur, inside, tainted, pulled
         if len(cur) >= least:
             out.append((cur, tainted))
-        cur, inside, tainted = [], set(), set()
+        cur, inside, tainted, pulled = [], set(), set(), set()
 
     for ins in comp.instructions:
         if member(ins):
-            if any(id(o) in tainted for o in ins.operands) or len(cur) >= cap:
+            new = {id(o) for o in ins.operands if id(o) in free} - pulled
+            if any(id(o) in tainted for o in ins.operands) or \
+                    len(cur) + len(pulled) + len(new) >= cap:
                 close()
+                new = {id(o) for o in ins.operands if id(o) in free}
             cur.append(ins)
             inside.add(id(ins))
+            pulled |= new
         elif ins.has_side_effect:
             close()
         elif any(id(o) in inside or id(o) in tainted for o in ins.operands):
@@ -118,12 +136,14 @@ def _regions(comp: Computation, member, cap: int, least: int) -> list[tuple[list
 
 
 def _outline(comp: Computation, regions, uniq: NameUniquer, names: NameUniquer,
-             config) -> list[Computation]:
-    """Each region replaced by its fusion (and get-tuple-elements); returns the bodies."""
+             config, free: set[int]) -> list[Computation]:
+    """Each region replaced by its fusion (and get-tuple-elements); returns the bodies.
+    `free`: broadcasts of a scalar constant copied into each region that reads them."""
     users = comp.users()
     replace: dict[int, Instruction] = {}    # id(member read outside) -> its value outside
     placed: dict[int, list[Instruction]] = {}  # id(last member) -> the new order there
     dropped: set[int] = set()
+    copied: set[int] = set()  # scalar constants (and `free` broadcasts) copied into a region
     bodies = []
     order = {id(i): k for k, i in enumerate(comp.instructions)}
     for members, tainted in regions:
@@ -137,6 +157,16 @@ def _outline(comp: Computation, regions, uniq: NameUniquer, names: NameUniquer,
                     # A scalar constant (a reduce's init): copied in, its value in the code.
                     params[id(o)] = clone_instruction(o, [], uniq(o.name))
                     copies.append(params[id(o)])
+                    copied.add(id(o))
+                elif id(o) in free and id(o) not in params:
+                    c = o.operands[0]
+                    if id(c) not in params:
+                        params[id(c)] = clone_instruction(c, [], uniq(c.name))
+                        copies.append(params[id(c)])
+                        copied.add(id(c))
+                    params[id(o)] = clone_instruction(o, [params[id(c)]], uniq(o.name))
+                    copies.append(params[id(o)])
+                    copied.add(id(o))
                 elif id(o) not in inside and id(o) not in params:
                     params[id(o)] = Instruction(uniq(f"param_{len(outside)}"), "parameter",
                                                 o.shape, parameter_number=len(outside))
@@ -182,5 +212,11 @@ def _outline(comp: Computation, regions, uniq: NameUniquer, names: NameUniquer,
         if any(id(o) in replace for o in ins.operands):
             ins.operands = [replace.get(id(o), o) for o in ins.operands]
     comp.root = replace.get(id(comp.root), comp.root)
+    # What was copied into regions and is read by nothing else leaves the entry (a thunk
+    # fewer a run); a free broadcast first, then its constant.
+    for _ in range(2):
+        read = {id(o) for ins in result for o in (*ins.operands, *ins.control_predecessors)}
+        read.add(id(comp.root))
+        result = [i for i in result if id(i) not in copied or id(i) in read]
     comp.instructions = result
     return bodies

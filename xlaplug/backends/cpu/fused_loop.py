@@ -140,20 +140,26 @@ def _tiny_loop_fn(comp, roles: tuple[str, ...]):
     return compiled_loop_fn(comp, roles, parallel=False, inline=False)
 
 
+def _tiny_inplace_fn(comp, roles: tuple[str, ...]):
+    return compiled_loop_fn(comp, roles, parallel=False, inline=False, inplace=True)
+
+
 def _small_plan(ctx, comp, n: int):
-    """The serial compiled loop of a fusion of n elements, below the size threshold, when
-    its body holds a contracted multiply-add (see the module docstring) or it is hot
-    (HOT_CALLS); else None."""
+    """(the serial compiled loop of a fusion of n elements, below the size threshold, and
+    its in-place variant's (compile function, plan table)) when its body holds a contracted
+    multiply-add (see the module docstring) or it is hot (HOT_CALLS); else (None, None)."""
     if ctx.options.get("interpret_loops"):
-        return None
+        return None, None
     holds = ctx.kernel_cache.table("_fused_contracts")
     if id(comp) not in holds:
         holds[id(comp)] = computation_contracts(comp)
     if not holds[id(comp)] and not hot_call(ctx, "_fused_small_calls", comp, HOT_CALLS):
-        return None
+        return None, None
     if n >= INLINE_FROM_ELEMENTS:
-        return loop_plan(ctx, comp, _serial_loop_fn, "_fused_small_plans")
-    return loop_plan(ctx, comp, _tiny_loop_fn, "_fused_tiny_plans")
+        return (loop_plan(ctx, comp, _serial_loop_fn, "_fused_small_plans"),
+                (_serial_inplace_fn, "_fused_small_inplace_plans"))
+    return (loop_plan(ctx, comp, _tiny_loop_fn, "_fused_tiny_plans"),
+            (_tiny_inplace_fn, "_fused_tiny_inplace_plans"))
 
 
 def _compiled_loop(ins) -> bool:
@@ -189,7 +195,9 @@ def run_loop(comp, shape, args, ctx, into=None):
     threads = False  # the loop on numba's threads: its bf16 conversions too
     inplace = None  # the same loop reading parameter 0 from `out`, and its plan table
     if n < ctx.options.get("fusion_min_elements", DEFAULT_MIN_ELEMENTS):
-        plan = _small_plan(ctx, comp, n) if n > 0 else None
+        # A small product's epilogue in place too (dot_epilogue.py): the transformer
+        # block's GELU (f32[4,32,256]) ran scalar through the two-pointer loop.
+        plan, inplace = _small_plan(ctx, comp, n) if n > 0 else (None, None)
     elif devices_at_once(ctx) or n < DEFAULT_MIN_ELEMENTS:
         # Devices running at once already fill the cores: a numba parallel loop per device
         # would start a team of OpenMP threads per device thread (see the module docstring).
@@ -215,7 +223,8 @@ def run_loop(comp, shape, args, ctx, into=None):
     except TypingError:  # numba cannot type it after all: interpret, and remember
         for table in ("_fused_loop_plans", "_fused_small_plans", "_fused_tiny_plans",
                       "_fused_serial_plans", "_fused_inplace_plans",
-                      "_fused_serial_inplace_plans"):
+                      "_fused_serial_inplace_plans", "_fused_small_inplace_plans",
+                      "_fused_tiny_inplace_plans"):
             ctx.kernel_cache.table(table)[id(comp)] = None
         return ctx.run(comp, args)
     return from_loop(out, shape.dtype, threads).reshape(shape.dims)

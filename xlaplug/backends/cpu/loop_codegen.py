@@ -42,7 +42,7 @@ from ...hlo.ir import Computation, Instruction
 from .jit_drivers import numba_array, numba_dtype
 from ..common.fusion_contents import LOOP_OPS
 from ..common.scalar_codegen import ScalarCompileError, ScalarGen
-from . import loop_emitters, loop_sums, loop_views
+from . import loop_daz, loop_emitters, loop_sums, loop_views
 from .loop_elements import ElementLoops
 from .loop_index import Unsupported, _dims, _lin
 
@@ -63,6 +63,7 @@ class ArrayCodegen(ElementLoops):
         self.returned: list[str] = []                   # the body's results, by leaf
         self.owned: set[int] = set()                    # leaves updated in place
         self._in_place: dict[int, int] = {}             # id(dynamic-update-slice) -> leaf
+        self.clean: set[str] = set()                    # values with no subnormal (loop_daz)
         self._init_loops()
 
     # ---- the function ---------------------------------------------------------------------
@@ -160,7 +161,10 @@ class ArrayCodegen(ElementLoops):
             if id(ins) in self._in_place or \
                     any(self.names.get(id(o)) in self._loop_vars for o in ins.operands):
                 self._flush()
-            return emitter(self, ins, name) or name
+            out = emitter(self, ins, name) or name
+            if op in loop_daz.MOVES and loop_daz.operands_clean(self, ins):
+                self.clean.add(out)
+            return out
         if op in LOOP_OPS:
             self._elementwise(ins, name)
             return name
@@ -216,6 +220,8 @@ class ArrayCodegen(ElementLoops):
             raise Unsupported(f"constant '{ins.name}' has no literal")
         name = f"{self.prefix}K{len(self.consts)}"
         self.consts[name] = np.ascontiguousarray(numba_array(ins.literal)).reshape(-1)
+        if loop_daz.constant_clean(self.consts[name]):
+            self.clean.add(name)
         return name
 
     def _elementwise(self, ins: Instruction, name: str) -> None:

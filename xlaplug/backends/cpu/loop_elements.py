@@ -8,7 +8,7 @@ import collections
 import re
 
 from ...hlo.ir import Instruction
-from . import loop_views
+from . import loop_daz, loop_views
 from .loop_index import Unsupported
 
 
@@ -54,6 +54,9 @@ class ElementLoops:
         return f"{v}[{'o' if size == n else '0'}]"
 
     def _element(self, ins: Instruction, name: str, expr: str) -> None:
+        expr = loop_daz.strip(expr, self.clean)
+        if loop_daz.element_clean(self, ins, expr):
+            self.clean.add(name)
         self._alloc(ins, name)
         self._loop_lines.append(f"s_{name} = {expr}")
         self._loop_stores.append(f"{name}[o] = s_{name}")

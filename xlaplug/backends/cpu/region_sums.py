@@ -82,6 +82,8 @@ class RegionCodegen(ArrayCodegen):
                     f"        {name}[(q * {p} + m) * {inner} + t] = {src}[m]"]
         self.lines.append(f"for q in range({outer}):")
         self.lines += ["    " + ln for ln in body]
+        if src in self.clean:
+            self.clean.add(name)
         return True
 
     def _elementwise(self, ins: Instruction, name: str) -> None:
@@ -170,6 +172,9 @@ def numpy_reduce(cg: RegionCodegen, ins: Instruction, name: str) -> None:
     nest = numpy_order([int(d) for d in x.shape.dims], red)
     m = ins.shape.num_elements()
     cg._alloc(ins, name)
+    # Every partial sum (product, max) is flushed: the result holds no subnormal, and the
+    # elements of a clean operand load as they are (loop_daz.py).
+    cg.clean.add(name)
     if not any(r for r, _ in nest[:-1]) and nest and nest[-1][0]:
         _rows(cg, ins, op, name, nest[-1][1], m, f"{cg.names[id(init)]}[0]", [])
         return
@@ -182,12 +187,13 @@ def numpy_reduce(cg: RegionCodegen, ins: Instruction, name: str) -> None:
         xs, os = _bases(outer, inner, inner)
         f = cg.flusher(ins.shape.element_type)
         o, v = f"{name}[{os} + jk]", cg.names[id(x)]
+        ld = "" if v in cg.clean else f
         # The trip count, len(out) at most, is not a constant to LLVM: a short constant loop
         # is unrolled, not vectorized (a column sum of f32[2048,16]: 24 us against 10).
         # Rows ROWS at a time, each column's sum held across them in a register (the same
         # adds in the same order): 12 -> 7 us.
         step = [f"for jk in range(min({inner}, len({name}))):",
-                f"    {o} = {f}({o} + {f}({v}[{xs} + jk]))"]
+                f"    {o} = {f}({o} + {ld}({v}[{xs} + jk]))"]
         if not outer or outer[-1][1] < 2 * ROWS:
             cg._nest([n for _, n in outer], step, "g")
             return
@@ -196,7 +202,7 @@ def numpy_reduce(cg: RegionCodegen, ins: Instruction, name: str) -> None:
         body = [f"for g{last} in range(0, {nr - nr % ROWS}, {ROWS}):",
                 f"    for jk in range(min({inner}, len({name}))):", f"        a = {o}",
                 f"        for u in range({ROWS}):",
-                f"            a = {f}(a + {f}({v}[{xu} + jk]))", f"        {o} = a",
+                f"            a = {f}(a + {ld}({v}[{xu} + jk]))", f"        {o} = a",
                 f"for g{last} in range({nr - nr % ROWS}, {nr}):"] + ["    " + ln for ln in step]
         cg._nest([n for _, n in outer[:-1]], body, "g")
         return
@@ -228,7 +234,8 @@ def _rows(cg: RegionCodegen, ins: Instruction, op: str, name: str, k: int, m: in
     j = f"{len(cg.pieces)}_{len(cg.lines)}"
     ct = "np." + numba_dtype(ins.shape.dtype).name
     lines, allocs, consts = fast_fold(op, "rowb", k, init_v, "res", ct, j, "",
-                                      cg.flusher(ins.shape.element_type))
+                                      cg.flusher(ins.shape.element_type),
+                                      cg.names[id(x)] not in cg.clean)
     # fast_fold's module constants and scratch get names unique to this reduce.
     cg.consts.update(consts)
     cg.lines += allocs

@@ -38,17 +38,22 @@ def pairwise_program(n: int) -> tuple[list[int], list[int], list[int]]:
 
 
 def fast_fold(op: str, buf: str, K: int, init_v: str, res: str, ct: str, j: int,
-              pad: str, flush: str | None = None) -> tuple[list[str], list[str], dict]:
+              pad: str, flush: str | None = None,
+              flush_loads: bool = True) -> tuple[list[str], list[str], dict]:
     """(lines setting `res`, scratch allocations, module constants) for reduce number j.
     The 8 accumulators are scalar locals, which LLVM keeps in one vector register.
     `flush`: a function that flushes a subnormal to a signed 0, applied to every element
     and every partial sum or product, as numpy runs under the kernel's FTZ and DAZ
-    (cpu/denormals.py); None: IEEE arithmetic."""
+    (cpu/denormals.py); None: IEEE arithmetic.  `flush_loads` False: the elements hold no
+    subnormal already (loop_daz.py), and are loaded as they are."""
     p2, p3 = pad + "    ", pad + "        "
     r = [f"r{j}_{t}" for t in range(8)]
 
     def f(e: str) -> str:  # a value as the kernel sees it: flushed, or as it is
         return f"{flush}({e})" if flush else e
+
+    def ld(e: str) -> str:  # an element of the row as the kernel sees it
+        return f(e) if flush_loads else e
 
     def pair(a: str, b: str) -> str:  # a partial sum of two
         return f(f"{a} + {b}") if flush else f"({a} + {b})"
@@ -63,34 +68,36 @@ def fast_fold(op: str, buf: str, K: int, init_v: str, res: str, ct: str, j: int,
                  f"{p2}c = RPP{j}[t]", f"{p2}if c < 0:", f"{p3}sp -= 1",
                  f"{p3}{stk}[sp - 1] = {f(f'{stk}[sp - 1] + {stk}[sp]')}", f"{p3}continue",
                  f"{p2}s0 = RPS{j}[c]", f"{p2}nl = RPL{j}[c]",
-                 *[f"{p2}{r[t]} = {f(f'{buf}[s0 + {t}]')}" for t in range(8)],
+                 *[f"{p2}{r[t]} = {ld(f'{buf}[s0 + {t}]')}" for t in range(8)],
                  f"{p2}q = s0 + 8", f"{p2}n8 = s0 + nl - nl % 8", f"{p2}while q < n8:",
-                 *[f"{p3}{r[t]} = {f(f'{r[t]} + ' + f(f'{buf}[q + {t}]'))}" for t in range(8)],
+                 *[f"{p3}{r[t]} = {f(f'{r[t]} + ' + ld(f'{buf}[q + {t}]'))}" for t in range(8)],
                  f"{p3}q += 8",
                  f"{p2}rs{j} = {lanes if flush else lanes[1:-1]}",
-                 f"{p2}while q < s0 + nl:", f"{p3}rs{j} = {f(f'rs{j} + ' + f(f'{buf}[q]'))}",
+                 f"{p2}while q < s0 + nl:", f"{p3}rs{j} = {f(f'rs{j} + ' + ld(f'{buf}[q]'))}",
                  f"{p3}q += 1", f"{p2}{stk}[sp] = rs{j}", f"{p2}sp += 1",
                  f"{pad}{res} = {f(f'{init_v} + {stk}[0]')}"]
         return lines, [f"{stk} = np.empty({len(prog)}, {ct})"], consts
     if op == "add":  # fewer than 8: in order, from zero, then onto init
         return [f"{pad}{res} = {ct}(0)", f"{pad}for k in range({K}):",
-                f"{p2}{res} = {f(f'{res} + ' + f(f'{buf}[k]'))}",
+                f"{p2}{res} = {f(f'{res} + ' + ld(f'{buf}[k]'))}",
                 f"{pad}{res} = {f(f'{init_v} + {res}')}"], [], {}
     if op == "multiply":
         return [f"{pad}{res} = {init_v}", f"{pad}for k in range({K}):",
-                f"{p2}{res} = {f(f'{res} * ' + f(f'{buf}[k]'))}"], [], {}
+                f"{p2}{res} = {f(f'{res} * ' + ld(f'{buf}[k]'))}"], [], {}
     cmp = ">" if op == "maximum" else "<"
     nn, v = f"nn{j}", f"v{j}"
-    lines = [f"{pad}{nn} = 0", *[f"{pad}{r[t]} = {init_v}" for t in range(8)],
+    # Whether a NaN was seen, or-ed in: a count (nn += v != v) chained every element
+    # through an integer add and kept the fold scalar (256 rows of 32: 5.1 -> 2.1 us).
+    lines = [f"{pad}{nn} = False", *[f"{pad}{r[t]} = {init_v}" for t in range(8)],
              f"{pad}for q in range(0, {K - K % 8}, 8):"]
     for t in range(8):
-        lines += [f"{p2}{v} = {f(f'{buf}[q + {t}]')}",
+        lines += [f"{p2}{v} = {ld(f'{buf}[q + {t}]')}",
                   f"{p2}{r[t]} = {v} if {v} {cmp} {r[t]} else {r[t]}",
-                  f"{p2}{nn} += {v} != {v}"]
+                  f"{p2}{nn} |= {v} != {v}"]
     lines += [f"{pad}{res} = {init_v}",
               *[f"{pad}{res} = {r[t]} if {r[t]} {cmp} {res} else {res}" for t in range(8)],
-              f"{pad}for k in range({K - K % 8}, {K}):", f"{p2}{v} = {f(f'{buf}[k]')}",
+              f"{pad}for k in range({K - K % 8}, {K}):", f"{p2}{v} = {ld(f'{buf}[k]')}",
               f"{p2}{res} = {v} if {v} {cmp} {res} else {res}",
-              f"{p2}{nn} += {v} != {v}",
+              f"{p2}{nn} |= {v} != {v}",
               f"{pad}if {nn}:", f"{p2}{res} = {ct}(np.nan)"]
     return lines, [], {}
