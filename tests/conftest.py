@@ -298,21 +298,3 @@ def pytest_collection_modifyitems(config, items):
         rank[item.module.__name__] = min(rank.get(item.module.__name__, 2), r)
         slow[item.module.__name__] += bool(item.get_closest_marker("slow"))
     items.sort(key=lambda it: (rank[it.module.__name__], -slow[it.module.__name__]))
-
-
-# Tests that are a work unit of their own under `--dist loadfile` (setup.cfg), where a file
-# is otherwise one unit: the conformance suite's shards, so that both workers share the
-# suite instead of one running all of it (cold JIT cache: ~7 min alone) while the other
-# idles at the end.
-OWN_UNIT = ("test_conformance_stablehlo.py::test_stablehlo_suite[",)
-
-
-def pytest_xdist_make_scheduler(config, log):
-    from xdist.scheduler import LoadFileScheduling
-
-    class FilesAndShards(LoadFileScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            if any(u in nodeid for u in OWN_UNIT):
-                return nodeid
-            return super()._split_scope(nodeid)
-    return FilesAndShards(config, log)

@@ -6,11 +6,13 @@ Every runnable case must pass at the suite's default bound (1 ULP), except those
 KNOWN_FAILURES with the reason (today's XLA:CPU passes 2,297 of the 2,325 cases with checks
 as a jax program runs them, 2,284 with their inputs folded as constants; we pass 2,310:
 scripts/conformance_xla.py); a listed case that starts passing fails the test, so the list
-stays honest.  The 200 cases that take parameters
-with no inputs and no checks cannot run; their count is pinned so a change is noticed.  The
-cpu run is four shards, each a work unit of its own for xdist (conftest.OWN_UNIT).  The cpu
-shards also print every case and parse it back (tests/roundtrip.py), and verify it (run_case
-does), on the one parse of the case.
+stays honest.  The 200 cases that take parameters with no inputs and no checks cannot run;
+their count is pinned so a change is noticed.  The cpu run is four shards (tests of their
+own, so a failure names a quarter of the suite) that one xdist worker runs with the rest of
+the file: in one process the shards share what numba compiles in memory (cold JIT cache:
+135 s of CPU for the file in one process, ~185 s with each shard in a worker of its own).
+The cpu shards also print every case and parse it back (tests/roundtrip.py), and verify it
+(run_case does), on the one parse of the case.
 """
 import collections
 from pathlib import Path
@@ -70,7 +72,7 @@ KNOWN_FAILURES = {
 }
 
 
-SHARDS = {"cpu": 4, "cuda": 1}  # a shard is a work unit of its own (conftest.OWN_UNIT)
+SHARDS = {"cpu": 4, "cuda": 1}
 
 
 def _cases(device: str, shard: int = 0) -> list[Path]:
