@@ -82,7 +82,7 @@ def worker_mpi(sizes: list[int]) -> None:
 
     from xlaplug.runtime.executor import ExecContext
     from xlaplug.backends.spmd.groups import DeviceGrid
-    from xlaplug.backends.spmd.kernels import Place
+    from xlaplug.backends.spmd.place import Place
     from xlaplug.backends.spmd.mpi import MpiTransport
     from xlaplug.runtime.spmd.runner import collective_groups
     from xlaplug.hlo.text.parser import parse_module

@@ -46,7 +46,7 @@ def engine_call(text: str, grid, rank: int, x: np.ndarray, timeout: float = 120.
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     import xlaplug
-    from xlaplug.backends.spmd.kernels import Place
+    from xlaplug.backends.spmd.place import Place
     from xlaplug.backends.spmd.mpi import MpiTransport
     from xlaplug.runtime.mpi_engine import MpiProgram
     from xlaplug.runtime.options import RunOptions

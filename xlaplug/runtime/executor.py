@@ -59,7 +59,7 @@ class ExecContext:
     device copies and the kernels' caches (`kernel_cache`: plans worked out from the
     module, kernel_cache.py).  Per run, set by `begin_run` before each run and cleared
     after it by `end_run`: `profiler` (a profiler.Profiler timing every thunk, or None) and
-    `spmd` (a backends.spmd.kernels.Place: the grid, this device and the transport it meets
+    `spmd` (a backends.spmd.place.Place: the grid, this device and the transport it meets
     the others through; None: device 0 of one).
 
     `__slots__` holds the fields: a kernel or a runner that sets any other attribute on a
