@@ -98,7 +98,7 @@ def _window_jobs(arr, tup):
     jobs.append((k, (i64, i64) + (tup(2),) * 8 + (arr(f32), arr(np.int64))))
     src = W._SCATTER_SRC.format(load_init=R.load("init", "0", f32),
                                 load_src=R.load("src", "s", f32))
-    k = R.gen_kernel(("ptx_apply",), src, "apply", {"scatter": add})
+    k = R.gen_kernel(("ptx_apply",), src, "apply", {"scatter": add, "reach": W._reach()})
     jobs.append((k, (i64,) + (tup(2),) * 8 + (arr(np.int64), arr(f32), arr(f32), arr(f32))))
     return jobs
 

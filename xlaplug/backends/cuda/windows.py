@@ -16,6 +16,8 @@ select-and-scatter  phase 1: one thread per source element picks its window's el
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..common.plans import row_strides
@@ -134,16 +136,7 @@ def apply(N, sdims, sst, wdims, wst, plo, ldil, rdil, xdims, sel, src, init, out
         for d in range(len(xdims) - 1, -1, -1):
             pd = rp % xdims[d]
             rp //= xdims[d]
-            P = pd * ldil[d] + plo[d]
-            o_lo = -((-(P - (wdims[d] - 1) * rdil[d])) // wst[d])
-            o_hi = P // wst[d]
-            if o_lo < 0:
-                o_lo = 0
-            if o_hi > sdims[d] - 1:
-                o_hi = sdims[d] - 1
-            cnt = o_hi - o_lo + 1
-            if cnt < 0:
-                cnt = 0
+            o_lo, cnt = reach(pd * ldil[d] + plo[d], wdims[d], rdil[d], wst[d], sdims[d])
             total *= cnt
         for t in range(total):
             rt = t
@@ -152,14 +145,7 @@ def apply(N, sdims, sst, wdims, wst, plo, ldil, rdil, xdims, sel, src, init, out
             for d in range(len(xdims) - 1, -1, -1):
                 pd = rp % xdims[d]
                 rp //= xdims[d]
-                P = pd * ldil[d] + plo[d]
-                o_lo = -((-(P - (wdims[d] - 1) * rdil[d])) // wst[d])
-                o_hi = P // wst[d]
-                if o_lo < 0:
-                    o_lo = 0
-                if o_hi > sdims[d] - 1:
-                    o_hi = sdims[d] - 1
-                cnt = o_hi - o_lo + 1
+                o_lo, cnt = reach(pd * ldil[d] + plo[d], wdims[d], rdil[d], wst[d], sdims[d])
                 c = rt % cnt
                 rt //= cnt
                 s += (o_lo + c) * sst[d]
@@ -167,6 +153,29 @@ def apply(N, sdims, sst, wdims, wst, plo, ldil, rdil, xdims, sel, src, init, out
                 acc = scatter({load_src}, acc)
         out[p] = acc
 """
+
+
+@functools.cache
+def _reach():
+    """reach(P, w, rd, st, sd) -> (first, count): the source positions along one dimension
+    whose window (w taps, rhs dilation rd, stride st; sd source positions) covers padded
+    position P; count 0 when none does.  One device function for both of apply's walks:
+    counting the source elements an operand element meets, then visiting them."""
+    from numba import cuda
+
+    @cuda.jit(device=True)
+    def reach(P, w, rd, st, sd):
+        o_lo = -((-(P - (w - 1) * rd)) // st)
+        o_hi = P // st
+        if o_lo < 0:
+            o_lo = 0
+        if o_hi > sd - 1:
+            o_hi = sd - 1
+        cnt = o_hi - o_lo + 1
+        if cnt < 0:
+            cnt = 0
+        return o_lo, cnt
+    return reach
 
 
 @kernel("select-and-scatter")
@@ -192,7 +201,7 @@ def _select_and_scatter(ins, args, ctx):
                        threads=128)
     src2 = _SCATTER_SRC.format(load_init=load("init", "0", idt), load_src=load("src", "s", sdt))
     k2 = gen_kernel(("sas_apply", np.dtype(sdt).str, np.dtype(idt).str), src2, "apply",
-                    {"scatter": sca_fn})
+                    {"scatter": sca_fn, "reach": _reach()})
     wdims, wst, plo, ldil, rdil, xdims, _ = geo
     launch_stride_loop(k2, N, N, tup(sshape, 1), tup(row_strides(sshape), 0), wdims, wst, plo, ldil,
                        rdil, xdims, sel, flat(source), flat(init), flat(out), threads=128)
