@@ -88,17 +88,18 @@ def _window_jobs(arr, tup):
     ge = jit_source("def ge(a, b):\n    return a >= b\n", "ge", device=True)
     jobs = []
     for dt in (f32, f16):
-        k = R.gen_kernel(("ptx_rw", np.dtype(dt).str), W._window_src(1, [dt], False), "rw",
-                         {"fn": add})
+        k = W.window_kernel(("ptx_rw", np.dtype(dt).str), W._window_src(1, [dt], False), "rw",
+                            {"fn": add})
         jobs.append((k, (i64, i64) + (tup(2),) * 8 + (arr(dt),) * 3))
-    k = R.gen_kernel(("ptx_rw2",), W._window_src(2, [f32, np.int32], True), "rw", {"fn": pair})
+    k = W.window_kernel(("ptx_rw2",), W._window_src(2, [f32, np.int32], True), "rw",
+                        {"fn": pair})
     jobs.append((k, (i64, i64) + (tup(3),) * 8 + (arr(f32), arr(np.int32)) * 3))
     src = W._SELECT_SRC.format(load_x0=R.load("x", "0", f32), load_x=R.load("x", "off", f32))
-    k = R.gen_kernel(("ptx_pick",), src, "pick", {"select": ge})
+    k = W.window_kernel(("ptx_pick",), src, "pick", {"select": ge})
     jobs.append((k, (i64, i64) + (tup(2),) * 8 + (arr(f32), arr(np.int64))))
     src = W._SCATTER_SRC.format(load_init=R.load("init", "0", f32),
                                 load_src=R.load("src", "s", f32))
-    k = R.gen_kernel(("ptx_apply",), src, "apply", {"scatter": add, "reach": W._reach()})
+    k = W.window_kernel(("ptx_apply",), src, "apply", {"scatter": add})
     jobs.append((k, (i64,) + (tup(2),) * 8 + (arr(np.int64), arr(f32), arr(f32), arr(f32))))
     return jobs
 

@@ -38,25 +38,8 @@ def _window_src(n, dts, tuple_root):
              "    " + stride_loop("N", "o")]
     lines += [f"        {a} = {load(i, '0', dt)}" for a, i, dt in zip(acc, ins_, dts)]
     lines += ["        for w in range(NW):",
-              "            ro = o",
-              "            rw_ = w",
-              "            off = 0",
-              "            ok = True",
-              "            for d in range(len(odims) - 1, -1, -1):",
-              "                oc = ro % odims[d]",
-              "                ro //= odims[d]",
-              "                wc = rw_ % wdims[d]",
-              "                rw_ //= wdims[d]",
-              "                pos = oc * wst[d] + wc * rdil[d] - plo[d]",
-              "                if pos < 0 or pos % ldil[d] != 0:",
-              "                    ok = False",
-              "                    break",
-              "                q = pos // ldil[d]",
-              "                if q >= xdims[d]:",
-              "                    ok = False",
-              "                    break",
-              "                off += q * xst[d]",
-              "            if ok:",
+              "            off = window_at(o, w, odims, wdims, wst, plo, ldil, rdil, xdims, xst)",
+              "            if off >= 0:",
               "                " + fold_source(acc, xs, dts, tuple_root)]
     lines += [f"        {o_}[o] = {a}" for o_, a in zip(os_, acc)]
     return "\n".join(lines) + "\n"
@@ -84,7 +67,7 @@ def _reduce_window(ins, args, ctx):
         fn = device_function(ins, comp)
         tuple_root = returns_tuple(comp)
         src = _window_src(n, [a.dtype for a in xs], tuple_root)
-        k = gen_kernel(("reduce_window", n, type_key(xs), tuple_root), src, "rw", {"fn": fn})
+        k = window_kernel(("reduce_window", n, type_key(xs), tuple_root), src, "rw", {"fn": fn})
         launch_stride_loop(k, N, N, plan.window_elements, tup(out_dims, 1), *window_geometry(plan),
                            *[flat(a) for a in list(xs) + list(inits) + outs], threads=128)
     return tuple(outs) if ins.shape.is_tuple else outs[0]
@@ -98,25 +81,8 @@ def pick(S, NW, sdims, wdims, wst, plo, ldil, rdil, xdims, xst, x, sel):
         picked = -1
         best = {load_x0}
         for w in range(NW):
-            ro = s
-            rw_ = w
-            off = 0
-            ok = True
-            for d in range(len(sdims) - 1, -1, -1):
-                oc = ro % sdims[d]
-                ro //= sdims[d]
-                wc = rw_ % wdims[d]
-                rw_ //= wdims[d]
-                pos = oc * wst[d] + wc * rdil[d] - plo[d]
-                if pos < 0 or pos % ldil[d] != 0:
-                    ok = False
-                    break
-                q = pos // ldil[d]
-                if q >= xdims[d]:
-                    ok = False
-                    break
-                off += q * xst[d]
-            if ok:
+            off = window_at(s, w, sdims, wdims, wst, plo, ldil, rdil, xdims, xst)
+            if off >= 0:
                 v = {load_x}
                 if picked < 0:
                     picked = off
@@ -156,12 +122,34 @@ def apply(N, sdims, sst, wdims, wst, plo, ldil, rdil, xdims, sel, src, init, out
 
 
 @functools.cache
-def _reach():
-    """reach(P, w, rd, st, sd) -> (first, count): the source positions along one dimension
-    whose window (w taps, rhs dilation rd, stride st; sd source positions) covers padded
-    position P; count 0 when none does.  One device function for both of apply's walks:
-    counting the source elements an operand element meets, then visiting them."""
+def _device_helpers() -> dict:
+    """The device functions the window kernels' sources call, by name:
+
+    window_at(o, w, odims, wdims, wst, plo, ldil, rdil, xdims, xst) -> the flat offset in x
+        of tap w of output (or source) element o's window, or -1 where the tap lies on
+        padding or in a base-dilation hole (reduce-window's fold and select's pick);
+    reach(P, w, rd, st, sd) -> (first, count): the source positions along one dimension
+        whose window (w taps, rhs dilation rd, stride st; sd source positions) covers
+        padded position P, count 0 when none does (both of scatter's walks: counting the
+        source elements an operand element meets, then visiting them)."""
     from numba import cuda
+
+    @cuda.jit(device=True)
+    def window_at(o, w, odims, wdims, wst, plo, ldil, rdil, xdims, xst):
+        off = 0
+        for d in range(len(odims) - 1, -1, -1):
+            oc = o % odims[d]
+            o //= odims[d]
+            wc = w % wdims[d]
+            w //= wdims[d]
+            pos = oc * wst[d] + wc * rdil[d] - plo[d]
+            if pos < 0 or pos % ldil[d] != 0:
+                return -1
+            q = pos // ldil[d]
+            if q >= xdims[d]:
+                return -1
+            off += q * xst[d]
+        return off
 
     @cuda.jit(device=True)
     def reach(P, w, rd, st, sd):
@@ -175,7 +163,12 @@ def _reach():
         if cnt < 0:
             cnt = 0
         return o_lo, cnt
-    return reach
+    return {"window_at": window_at, "reach": reach}
+
+
+def window_kernel(key, src: str, name: str, fns: dict):
+    """gen_kernel with the window helpers (_device_helpers) beside the HLO's functions."""
+    return gen_kernel(key, src, name, {**fns, **_device_helpers()})
 
 
 @kernel("select-and-scatter")
@@ -196,12 +189,12 @@ def _select_and_scatter(ins, args, ctx):
     sel = cuda_module().device_array(S, np.int64)
     xdt, sdt, idt = operand.dtype, source.dtype, init.dtype
     src1 = _SELECT_SRC.format(load_x0=load("x", "0", xdt), load_x=load("x", "off", xdt))
-    k1 = gen_kernel(("sas_pick", np.dtype(xdt).str), src1, "pick", {"select": sel_fn})
+    k1 = window_kernel(("sas_pick", np.dtype(xdt).str), src1, "pick", {"select": sel_fn})
     launch_stride_loop(k1, S, S, plan.window_elements, tup(sshape, 1), *geo, flat(operand), sel,
                        threads=128)
     src2 = _SCATTER_SRC.format(load_init=load("init", "0", idt), load_src=load("src", "s", sdt))
-    k2 = gen_kernel(("sas_apply", np.dtype(sdt).str, np.dtype(idt).str), src2, "apply",
-                    {"scatter": sca_fn, "reach": _reach()})
+    k2 = window_kernel(("sas_apply", np.dtype(sdt).str, np.dtype(idt).str), src2, "apply",
+                       {"scatter": sca_fn})
     wdims, wst, plo, ldil, rdil, xdims, _ = geo
     launch_stride_loop(k2, N, N, tup(sshape, 1), tup(row_strides(sshape), 0), wdims, wst, plo, ldil,
                        rdil, xdims, sel, flat(source), flat(init), flat(out), threads=128)
