@@ -54,7 +54,10 @@ def _libm():
     """libm, once it is known that fesetenv carries the MXCSR's FTZ and DAZ bits (checked
     on a probe thread's own register), else None."""
     try:
-        lib = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+        # PyDLL: the calls keep the GIL.  Through CDLL each ~20 ns fegetenv / fesetenv
+        # gave the GIL up and took it back -- three handoffs a flushed kernel call, where
+        # devices on several threads contend for it.
+        lib = ctypes.PyDLL(ctypes.util.find_library("m") or "libm.so.6")
         env = Env(lib)
         old = env.flush()
         try:
