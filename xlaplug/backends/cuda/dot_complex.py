@@ -7,14 +7,17 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-_KERNELS: dict = {}
+from .launch import cached_kernel
 
 
 def complex_matmul_kernel(dt, tile: int):
+    """The kernel for `dt` (complex64 or complex128) operands in tile x tile tiles (compiled
+    once)."""
     dt = np.dtype(dt)
-    k = _KERNELS.get((dt, tile))
-    if k is not None:
-        return k
+    return cached_kernel(("complex_matmul", dt, tile), lambda: _compile(dt, tile))
+
+
+def _compile(dt, tile: int):
     from numba.np.numpy_support import from_dtype
     T = from_dtype(dt)
     R = from_dtype(np.dtype(np.float32 if dt == np.complex64 else np.float64))
@@ -70,6 +73,4 @@ def complex_matmul_kernel(dt, tile: int):
                     # alpha = 1 + 0i times t, added to a zeroed output (cpu/dot_complex.py)
                     C[b, row, col] = T(complex((t_re * R(1) - t_im * R(0)) + R(0),
                                                (t_re * R(0) + t_im * R(1)) + R(0)))
-
-    _KERNELS[(dt, tile)] = matmul
     return matmul
