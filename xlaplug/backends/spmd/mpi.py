@@ -28,7 +28,7 @@ from . import mpi_headers as H
 from .mpi_headers import HeaderSwaps
 from .buffers import BufferPool
 from .rendezvous import CollectiveTimeout
-from .mpi_allreduce import allreduce_one, usable
+from .mpi_allreduce import allreduce_one, finisher, usable
 from .mpi_waiting import PolledWaits, _End, _Start
 
 # From this many bytes an all-reduce waits for every member, then makes the blocking call
@@ -214,6 +214,13 @@ class MpiTransport(PolledWaits, HeaderSwaps):
         _BLOCKING_BYTES (the common case), with nothing to plan per call
         (mpi_allreduce.py).  `comm`: from _comm; `mpi_op`: an MPI.Op."""
         return allreduce_one(self, comm, ins, group, mpi_op)
+
+    def allreduce_finisher(self, comm, ins, group, mpi_op):
+        """fn(call, boxes, reqs, done, a, out, failed=None, posted=None), finishing a call
+        of this all-reduce once its headers are on their way: their check, then the payload
+        (mpi_allreduce.finisher).  allreduce_one's calls end in it, and so do those the
+        compiled handler hands back to Python (xla/ffi/mpi_sites.resume)."""
+        return finisher(self, comm, ins, group, mpi_op)
 
     def mpi_op(self, op: str):
         MPI = self.MPI

@@ -114,27 +114,25 @@ def disarm(binding) -> None:
 
 class Armed:
     """What Python keeps of an armed site: the instruction, its group and communicator, the
-    members' message buffers and the persistent requests the record names."""
+    members' message buffers and the persistent requests the record names, and the
+    transport's finisher for the calls the cfunc hands back (`resume`)."""
 
     def __init__(self, t, ins, group, comm, op, a, out, rec, cell):
         MPI = t.MPI
-        self.t, self.ins, self.group, self.comm, self.op = t, ins, group, comm, op
-        self.me = group.index(t.rank)
-        self.dtype, self.shape = a.dtype, a.shape
-        self.mpi_op = t.mpi_op(op)
+        self.t, self.ins, self.group, self.comm = t, ins, group, comm
+        me, self.dtype, mpi_op = group.index(t.rank), a.dtype, t.mpi_op(op)
         from ...backends.spmd.mpi_allreduce import WITH_HEADER_BYTES
         nbytes = a.nbytes
         kind = N.CARRIED if nbytes <= WITH_HEADER_BYTES else \
             N.POSTED if nbytes < t.ONE_CALL_BELOW_BYTES else N.BLOCKING
-        self.kind = kind
         skip = N.HEADER_BYTES
         self.boxes = [np.zeros(skip + (nbytes if kind == N.CARRIED else 0), np.uint8)
                       for _ in group]
-        self.boxes[self.me][:skip] = np.frombuffer(bytes(t._templates[(ins, op)]), np.uint8)
-        others = [j for j in range(len(group)) if j != self.me]
+        self.boxes[me][:skip] = np.frombuffer(bytes(t._templates[(ins, op)]), np.uint8)
+        others = [j for j in range(len(group)) if j != me]
         from ...backends.spmd.mpi_headers import _HEAD_TAG
         self.reqs = [comm.Recv_init(self.boxes[j], source=j, tag=_HEAD_TAG) for j in others] + \
-            [comm.Send_init(self.boxes[self.me], dest=j, tag=_HEAD_TAG) for j in others]
+            [comm.Send_init(self.boxes[me], dest=j, tag=_HEAD_TAG) for j in others]
         width = np.uint32 if MPI._sizeof(MPI.Request) == 4 else np.uint64
         mask = (1 << (8 * np.dtype(width).itemsize)) - 1
         self.handles = np.array([MPI._handleof(r) & mask for r in self.reqs], width)
@@ -145,12 +143,13 @@ class Armed:
         rec[[N.R_KIND, N.R_SEQ_AT, N.R_NREQS, N.R_REQS, N.R_MEMBERS, N.R_ME, N.R_BOXES,
              N.R_NBYTES, N.R_COUNT, N.R_DTYPE, N.R_OP, N.R_STATUS]] = \
             (kind, cell.ctypes.data, len(self.reqs), self.handles.ctypes.data, len(group),
-             self.me, self.box_at.ctypes.data, nbytes, a.size, _CODES[a.dtype], _OPS[op],
+             me, self.box_at.ctypes.data, nbytes, a.size, _CODES[a.dtype], _OPS[op],
              self.status.ctypes.data)
         h = (lambda obj: MPI._handleof(obj) & mask)
         rec[[N.R_MPI_DT, N.R_MPI_OP, N.R_COMM, N.R_CTL]] = \
-            (h(MPI._typedict[a.dtype.char]), h(self.mpi_op), h(comm), h(t.ctl))
+            (h(MPI._typedict[a.dtype.char]), h(mpi_op), h(comm), h(t.ctl))
         self.seen(a.ctypes.data, out.ctypes.data)
+        self.finish = t.allreduce_finisher(comm, ins, group, mpi_op)
         rec[N.R_CALL] = t._calls.get(ins.name, 0)
         rec[N.R_ARMED] = 1
 
@@ -213,34 +212,24 @@ def synced(binding):
 
 
 def resume(site: Armed, code: int) -> None:
-    """Finishes the call the cfunc handed back (`code`: what was under way), as the
-    transport's Python would have, raising what it raises."""
-    t, ins, group, rec = site.t, site.ins, site.group, site.rec
+    """Finishes the call the cfunc handed back (`code`: what was under way) with the
+    transport's own finisher (MpiTransport.allreduce_finisher), raising what it raises:
+    the headers still to wait for (HEADERS), cut short (HEADERS_FAILED) or disagreeing
+    (DIFFER), or the posted payload still to wait for (PAYLOAD)."""
+    t, rec = site.t, site.rec
     MPI = t.MPI
     call = int(rec[N.R_CALL]) - 1
-    t.where = (ins, call)
+    t.where = (site.ins, call)
     src = np.ctypeslib.as_array((ctypes.c_char * int(rec[N.R_NBYTES])).from_address(
         int(rec[N.R_IN]))).view(site.dtype)
     out = np.ctypeslib.as_array((ctypes.c_char * int(rec[N.R_NBYTES])).from_address(
         int(rec[N.R_OUT]))).view(site.dtype)
     if code == N.FAILED:
         raise MPI.Exception(int(rec[N.R_ERR]))
-    if code in (N.HEADERS, N.PAYLOAD):  # (perhaps for a control message: read it now,
-        t._poll_control()               # as PolledWaits would have while it polled)
-    if code in (N.HEADERS, N.HEADERS_FAILED, N.DIFFER):
-        if code == N.HEADERS_FAILED:
-            t._outsized(site.boxes[site.me], site.reqs, MPI.Exception(int(rec[N.R_ERR])))
-        t._settle(site.reqs, code == N.DIFFER, ins, call, group, site.boxes)
-        if site.kind == N.CARRIED:
-            from ...backends.spmd.mpi_allreduce import UFUNCS, reduce_carried
-            reduce_carried(site.boxes, site.dtype, UFUNCS[site.op], out)
-        elif site.kind == N.POSTED:
-            t._wait([site.comm.Iallreduce(src, out, op=site.mpi_op)], ins, call, group)
-        else:
-            site.comm.Allreduce(src, out, op=site.mpi_op)
-    elif code == N.PAYLOAD:
+    failed = MPI.Exception(int(rec[N.R_ERR])) if code == N.HEADERS_FAILED else None
+    posted = None
+    if code == N.PAYLOAD:
         width = 4 if MPI._sizeof(MPI.Request) == 4 else 8
-        handle = int(rec[N.R_REQ]) & ((1 << (8 * width)) - 1)
-        t._wait([MPI.Request.fromhandle(handle)], ins, call, group)
-    t.where = "running"
+        posted = MPI.Request.fromhandle(int(rec[N.R_REQ]) & ((1 << (8 * width)) - 1))
+    site.finish(call, site.boxes, site.reqs, code == N.DIFFER, src, out, failed, posted)
     mpi_frames.pass_order(int(rec[N.R_TIN]), int(rec[N.R_TOUT]))
