@@ -59,7 +59,11 @@ def _compile(dt, tile: int):
                         sB[ty, tx] = T(0)
                     cuda.syncthreads()
                     # Only the k < K steps: a padded zero would turn -0 sums into +0.
-                    for j in range(min(TILE, K - t * TILE)):
+                    # (Not min(): numba's CUDA target cannot compile its varargs form.)
+                    steps = K - t * TILE
+                    if steps > TILE:
+                        steps = TILE
+                    for j in range(steps):
                         a = sA[ty, j]
                         c = sB[j, tx]
                         rr += a.real * c.real
