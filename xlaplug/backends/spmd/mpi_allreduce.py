@@ -106,7 +106,7 @@ def finisher(t, comm, ins, group, mpi_op):
 def allreduce_one(t, comm, ins, group, mpi_op):
     """fn(array, into=None) -> its reduction over `group` on MpiTransport `t`; `into`:
     where the result goes (XLA's result buffer), else a buffer reused from call to call.
-    `comm`: t._comm's; `mpi_op`: an MPI.Op."""
+    `comm`: t.communicator's; `mpi_op`: an MPI.Op."""
     calls, take, polls = t._calls, t._recv.take, _FAST_POLLS
     name, contiguous, give_up_core = ins.name, np.ascontiguousarray, os.sched_yield
     header, finish = t._header, t.allreduce_finisher(comm, ins, group, mpi_op)

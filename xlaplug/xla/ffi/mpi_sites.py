@@ -12,10 +12,10 @@ ops: `_native_op`), no plugin override, an MPI transport, at least two members. 
 (bf16 and f16 are no MPI types: the transport gathers and reduces them in Python), plugin
 communicator kernels, calls of `xlaplug.jax.op` -- stays on the Python handler.
 
-The counters the headers carry are the transport's: a communicator's sequence (`_seq`) and
-an instruction's call number (`_calls`).  The cfunc counts in the records (a cell per
-communicator, a slot per site); every Python entry for the binding copies them into the
-transport first and back after (`synced`), so the two paths number one sequence.
+The counters the headers carry are the transport's (MpiTransport.counters): a
+communicator's sequence and an instruction's call number.  The cfunc counts in the records
+(a cell per communicator, a slot per site); every Python entry for the binding copies them
+into the transport first and back after (`synced`), so the two paths number one sequence.
 """
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ class Armed:
         skip = N.HEADER_BYTES
         self.boxes = [np.zeros(skip + (nbytes if kind == N.CARRIED else 0), np.uint8)
                       for _ in group]
-        self.boxes[me][:skip] = np.frombuffer(bytes(t._templates[(ins, op)]), np.uint8)
+        self.boxes[me][:skip] = np.frombuffer(t.header_template(ins, op), np.uint8)
         others = [j for j in range(len(group)) if j != me]
         from ...backends.spmd.mpi_headers import _HEAD_TAG
         self.reqs = [comm.Recv_init(self.boxes[j], source=j, tag=_HEAD_TAG) for j in others] + \
@@ -150,7 +150,7 @@ class Armed:
             (h(MPI._typedict[a.dtype.char]), h(mpi_op), h(comm), h(t.ctl))
         self.seen(a.ctypes.data, out.ctypes.data)
         self.finish = t.allreduce_finisher(comm, ins, group, mpi_op)
-        rec[N.R_CALL] = t._calls.get(ins.name, 0)
+        rec[N.R_CALL] = t.counters()[1].get(ins.name, 0)
         rec[N.R_ARMED] = 1
 
     def seen(self, *addresses) -> None:
@@ -177,12 +177,12 @@ def arm(binding, index: int, ins, ctx, args: list, results: list) -> None:
     if t is None or not hasattr(t, "allreduce_one") or place.grid.count == 1:
         return
     plan = reduce_plan(ins, ctx, place)
-    if plan.op is None or len(plan.group) < 2 or (ins, plan.op) not in t._templates:
+    if plan.op is None or len(plan.group) < 2 or t.header_template(ins, plan.op) is None:
         return
-    comm = t._comm(ins, plan.group)
+    comm = t.communicator(ins, plan.group)
     cell = binding.cells.get(id(comm))
     if cell is None:
-        cell = binding.cells[id(comm)] = np.array([t._seq.get(id(comm), 0)], np.int64)
+        cell = binding.cells[id(comm)] = np.array([t.counters()[0].get(id(comm), 0)], np.int64)
     binding.armed[index] = Armed(t, ins, plan.group, comm, plan.op, args[0], results[0],
                                  binding.records[index], cell)
 
@@ -195,20 +195,20 @@ def synced(binding):
         yield
         return
     site = next(iter(binding.armed.values()))
-    t = site.t
+    seqs, calls = site.t.counters()
     comms = {id(s.comm): s.comm for s in binding.armed.values()}
     for cid, cell in binding.cells.items():
-        t._seq[cid] = int(cell[0])
+        seqs[cid] = int(cell[0])
     for s in binding.armed.values():
-        t._calls[s.ins.name] = int(s.rec[N.R_CALL])
+        calls[s.ins.name] = int(s.rec[N.R_CALL])
     try:
         yield
     finally:
         for cid, cell in binding.cells.items():
             if cid in comms:
-                cell[0] = t._seq.get(cid, 0)
+                cell[0] = seqs.get(cid, 0)
         for s in binding.armed.values():
-            s.rec[N.R_CALL] = t._calls.get(s.ins.name, 0)
+            s.rec[N.R_CALL] = calls.get(s.ins.name, 0)
 
 
 def resume(site: Armed, code: int) -> None:
