@@ -19,6 +19,8 @@ def complex_matmul_kernel(dt, tile: int):
 
 def _compile(dt, tile: int):
     from numba.np.numpy_support import from_dtype
+
+    from .linalg import load_tiles  # (linalg imports this module)
     T = from_dtype(dt)
     R = from_dtype(np.dtype(np.float32 if dt == np.complex64 else np.float64))
     TILE = tile
@@ -47,16 +49,7 @@ def _compile(dt, tile: int):
                 ir = R(0)
                 ri = R(0)
                 for t in range(ktiles):
-                    k = t * TILE + tx
-                    if row < M and k < K:
-                        sA[ty, tx] = A[ab, row, k]
-                    else:
-                        sA[ty, tx] = T(0)
-                    k = t * TILE + ty
-                    if k < K and col < N:
-                        sB[ty, tx] = Bm[bb, k, col]
-                    else:
-                        sB[ty, tx] = T(0)
+                    load_tiles(sA, sB, A, Bm, ab, bb, row, col, t * TILE, tx, ty, M, N, K, T(0))
                     cuda.syncthreads()
                     # Only the k < K steps: a padded zero would turn -0 sums into +0.
                     # (Not min(): numba's CUDA target cannot compile its varargs form.)

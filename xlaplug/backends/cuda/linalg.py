@@ -156,6 +156,23 @@ def finish(y, kind: str, out_dt, dims):
 
 # ---- tiled matmul --------------------------------------------------------------------------
 
+@cuda.jit(device=True)
+def load_tiles(sA, sB, A, Bm, ab, bb, row, col, k0, tx, ty, M, N, K, zero):
+    """Thread (tx, ty)'s element of a step's shared tiles, from k0 on: sA[ty, tx] =
+    A[ab, row, k0 + tx], sB[ty, tx] = Bm[bb, k0 + ty, col], `zero` past the edges (so the
+    edge tiles add nothing).  Both tiled matmuls load so (the complex one: dot_complex.py)."""
+    k = k0 + tx
+    if row < M and k < K:
+        sA[ty, tx] = A[ab, row, k]
+    else:
+        sA[ty, tx] = zero
+    k = k0 + ty
+    if k < K and col < N:
+        sB[ty, tx] = Bm[bb, k, col]
+    else:
+        sB[ty, tx] = zero
+
+
 def _matmul_kernel(dt, tile: int = TILE):
     """The tiled matmul of `dt` operands, tile x tile (compiled once per type and tile)."""
     dt = np.dtype(dt)
@@ -186,16 +203,7 @@ def _compile_matmul(T, tile: int):  # T: the elements' numba type
                 row = mt * TILE + ty
                 acc = T(0)
                 for t in range(ktiles):
-                    k = t * TILE + tx
-                    if row < M and k < K:
-                        sA[ty, tx] = A[ab, row, k]
-                    else:
-                        sA[ty, tx] = T(0)
-                    k = t * TILE + ty
-                    if k < K and col < N:
-                        sB[ty, tx] = Bm[bb, k, col]
-                    else:
-                        sB[ty, tx] = T(0)
+                    load_tiles(sA, sB, A, Bm, ab, bb, row, col, t * TILE, tx, ty, M, N, K, T(0))
                     cuda.syncthreads()
                     for j in range(TILE):
                         acc += sA[ty, j] * sB[j, tx]
