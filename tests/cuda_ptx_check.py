@@ -22,6 +22,7 @@ def _jobs(groups):
 
     from xlaplug.backends.cuda import fft as F
     from xlaplug.backends.cuda import convolution as C
+    from xlaplug.backends.cuda import dot_complex as DC
     from xlaplug.backends.cuda import factorization as FA
     from xlaplug.backends.cuda import linalg as L
     from xlaplug.backends.cuda import rng as G
@@ -45,6 +46,8 @@ def _jobs(groups):
             jobs.append((L._permute_kernel(mode, o, i), (arr(o), arr(i), tup(3), tup(3), i64)))
         for dt in (np.float32, np.float64, np.complex64, np.complex128, np.int64):
             jobs.append((L._matmul_kernel(dt, L.TILE), (arr(dt, 3),) * 3))
+        for dt in (np.complex64, np.complex128):  # XLA's order of the four real sums
+            jobs.append((DC.complex_matmul_kernel(dt, L.TILE), (arr(dt, 3),) * 3))
         for o, i in [(np.float32, np.float32), (np.int64, np.int8),
                      (np.complex128, np.complex128), (np.float32, np.float16)]:
             jobs.append((C._im2col_kernel(o, i), (arr(o), arr(i)) + (i64,) * 9 + (tup(2),) * 8))

@@ -11,20 +11,17 @@ from numba import cuda
 from ..common.errors import ExecutionError
 from ..common.plans import conv_plan
 from ..registry import kernel
-from .launch import device_dtype, flat, launch_stride_loop
+from .launch import cached_kernel, device_dtype, flat, launch_stride_loop
 from .linalg import _c_strides, _device_compute, _empty, _nbt, _tup, matmul, permute_convert
 
 
-_IM2COL: dict = {}
-
-
 def _im2col_kernel(out_dt, in_dt):
-    key = (np.dtype(out_dt), np.dtype(in_dt))
-    k = _IM2COL.get(key)
-    if k is not None:
-        return k
-    T = _nbt(out_dt)
+    """The im2col kernel writing `out_dt` columns from an `in_dt` input (compiled once)."""
+    return cached_kernel(("im2col", np.dtype(out_dt), np.dtype(in_dt)),
+                         lambda: _compile_im2col(_nbt(out_dt)))
 
+
+def _compile_im2col(T):
     @cuda.jit
     def im2col(cols, x, R, P, KK, G, BG, Nb, Cg, sN, sC, ksz, osz, isz, sS, stride, rdil,
                ldil, padlo):
@@ -61,8 +58,6 @@ def _im2col_kernel(out_dt, in_dt):
                 cols[i] = T(x[off])
             else:
                 cols[i] = T(0)
-
-    _IM2COL[key] = im2col
     return im2col
 
 

@@ -8,9 +8,9 @@ import numpy as np
 from ..common.errors import ExecutionError
 from ..common.plans import physical_order, row_strides
 from .data_movement import (copy_contiguous, fill_value, fresh_copy, int_list, kernel,
-                            launch_strided, size_of, src_kernel)
+                            launch_strided, size_of)
 from .launch import (NARROW_TYPES, cuda_module, device_dtype, device_empty, device_zeros, flat,
-                     launch_stride_loop)
+                     launch_stride_loop, src_kernel)
 
 
 _IOTA = """

@@ -22,18 +22,17 @@ kernels (cpu/data_movement.py); bitcast honours both layouts (physical element o
 Kernel sources avoid the builtins min()/max() on scalars: numba 0.68's CUDA target cannot
 compile their varargs overload ("Signature mismatch"), which the simulator does not show.
 Helpers here (`tup`, `start_code`, `copy_contiguous`; `row_strides` from common/plans) are shared by the
-other CUDA modules of the same author (reductions, sorting, gather_scatter).
+other CUDA modules of the same author (reductions, sorting, gather_scatter); the kernels are
+compiled once, in launch.py's table (`src_kernel`).
 """
 from __future__ import annotations
-
-import threading
 
 import numpy as np
 
 from ..common.errors import ExecutionError
 from ..common.plans import row_strides
 from ..registry import kernel as _kernel
-from .launch import device_empty, flat, jit_source, launch_stride_loop
+from .launch import device_empty, flat, launch_stride_loop, src_kernel
 
 
 def kernel(*opcodes):
@@ -62,23 +61,6 @@ def int_list(v) -> tuple[int, ...]:
     if isinstance(v, (int, np.integer)):
         return (int(v),)
     return tuple(int(d) for d in v)
-
-
-_KERNELS: dict = {}
-_LOCK = threading.RLock()
-
-
-def cached_kernel(key, make):
-    """A kernel compiled once per process per key (`make()` builds it)."""
-    with _LOCK:
-        k = _KERNELS.get(key)
-        if k is None:
-            k = _KERNELS[key] = make()
-        return k
-
-
-def src_kernel(key, src: str, name: str, namespace: dict | None = None):
-    return cached_kernel(key, lambda: jit_source(src, name, namespace))
 
 
 def start_code(rank: int, n_ops: int, indent: str = "        ", hi: str = "hi",

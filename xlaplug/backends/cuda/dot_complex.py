@@ -7,15 +7,20 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-_KERNELS: dict = {}
+from .launch import cached_kernel
 
 
 def complex_matmul_kernel(dt, tile: int):
+    """The kernel for `dt` (complex64 or complex128) operands in tile x tile tiles (compiled
+    once)."""
     dt = np.dtype(dt)
-    k = _KERNELS.get((dt, tile))
-    if k is not None:
-        return k
+    return cached_kernel(("complex_matmul", dt, tile), lambda: _compile(dt, tile))
+
+
+def _compile(dt, tile: int):
     from numba.np.numpy_support import from_dtype
+
+    from .linalg import load_tiles  # (linalg imports this module)
     T = from_dtype(dt)
     R = from_dtype(np.dtype(np.float32 if dt == np.complex64 else np.float64))
     TILE = tile
@@ -44,19 +49,14 @@ def complex_matmul_kernel(dt, tile: int):
                 ir = R(0)
                 ri = R(0)
                 for t in range(ktiles):
-                    k = t * TILE + tx
-                    if row < M and k < K:
-                        sA[ty, tx] = A[ab, row, k]
-                    else:
-                        sA[ty, tx] = T(0)
-                    k = t * TILE + ty
-                    if k < K and col < N:
-                        sB[ty, tx] = Bm[bb, k, col]
-                    else:
-                        sB[ty, tx] = T(0)
+                    load_tiles(sA, sB, A, Bm, ab, bb, row, col, t * TILE, tx, ty, M, N, K, T(0))
                     cuda.syncthreads()
                     # Only the k < K steps: a padded zero would turn -0 sums into +0.
-                    for j in range(min(TILE, K - t * TILE)):
+                    # (Not min(): numba's CUDA target cannot compile its varargs form.)
+                    steps = K - t * TILE
+                    if steps > TILE:
+                        steps = TILE
+                    for j in range(steps):
                         a = sA[ty, j]
                         c = sB[j, tx]
                         rr += a.real * c.real
@@ -70,6 +70,4 @@ def complex_matmul_kernel(dt, tile: int):
                     # alpha = 1 + 0i times t, added to a zeroed output (cpu/dot_complex.py)
                     C[b, row, col] = T(complex((t_re * R(1) - t_im * R(0)) + R(0),
                                                (t_re * R(0) + t_im * R(1)) + R(0)))
-
-    _KERNELS[(dt, tile)] = matmul
     return matmul

@@ -30,8 +30,6 @@ types -- and results are rounded to their type by the templates themselves.
 """
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from ...hlo import dtypes as D
@@ -40,8 +38,8 @@ from ..common.scalar_ops import SCALAR_COMPUTE_DTYPES, SCALAR_OPS, ScalarOpError
 from ..common.scalar_base import NARROW_FORMATS
 from ..common.errors import ExecutionError
 from ..registry import kernel
-from .launch import (NARROW_TYPES, device_empty, elementwise_launch, flat, jit_source,
-                     simulating, stride_loop)
+from .launch import (NARROW_TYPES, cached_kernel, device_empty, elementwise_launch, flat,
+                     jit_source, simulating, stride_loop)
 from .scalar_cuda import cuda_namespace
 
 # opcodes.ELEMENTWISE less copy (data_movement.py's), map (reductions.py's) and erf-inv (no
@@ -53,9 +51,21 @@ _GENERATED = tuple(op for op in OPCODES if op not in ("bitcast-convert", "reduce
 # Attributes that change the generated code.
 _ATTRS = ("direction", "type", "exponent_bits", "mantissa_bits")
 
-_LOCK = threading.RLock()
-_KERNELS: dict[tuple, object] = {}
+# The generated sources by kernel key, for compiled_kernels() (the kernels themselves are
+# in launch.py's table).  Written under that table's lock, by _compiled's make.
 _SOURCES: dict[tuple, str] = {}
+
+
+def _compiled(key: tuple, label: str, source):
+    """The "_ew" kernel of `source()` -> (its source, extra globals), compiled once per key
+    in launch.py's table, with scalar_cuda's namespace as its globals."""
+    def make():
+        src, consts = source()
+        ns = dict(cuda_namespace())
+        ns.update(consts)
+        _SOURCES[key] = src
+        return jit_source(src, "_ew", ns, filename=f"<xlaplug cuda {label} {len(_SOURCES)}>")
+    return cached_kernel(("elementwise",) + key, make)
 
 
 # ---- expression emitters ---------------------------------------------------------------------
@@ -186,19 +196,10 @@ def _attr_key(attrs: dict) -> tuple:
 def get_kernel(op: str, operands: tuple[str, ...], result: str, attrs: dict,
                scalar: tuple[bool, ...]):
     """The compiled (lazily, on first launch) kernel for this signature; cached."""
-    key = (op, operands, result, _attr_key(attrs), scalar)
-    with _LOCK:
-        k = _KERNELS.get(key)
-        if k is not None:
-            return k
+    def source():
         src, consts = kernel_source(op, operands, result, attrs, scalar)
-        ns = dict(cuda_namespace())
-        ns.update(consts)
-        ns["_np_real"] = np
-        k = jit_source(src, "_ew", ns, filename=f"<xlaplug cuda {op} {len(_KERNELS)}>")
-        _KERNELS[key] = k
-        _SOURCES[key] = src
-        return k
+        return src, {**consts, "_np_real": np}
+    return _compiled((op, operands, result, _attr_key(attrs), scalar), op, source)
 
 
 def _size(shape) -> int:
@@ -271,15 +272,8 @@ def _reduce_precision(ins, args, ctx):
                              "supported on cuda")
     n, e, m = _RP[t]
     eb, mb = int(ins.attrs["exponent_bits"]), int(ins.attrs["mantissa_bits"])
-    key = ("reduce-precision", t, eb, mb)
-    with _LOCK:
-        k = _KERNELS.get(key)
-        if k is None:
-            src = _reduce_precision_source(n, e, m, eb, mb)
-            ns = dict(cuda_namespace())
-            k = _KERNELS[key] = jit_source(src, "_ew", ns,
-                                           filename=f"<xlaplug cuda reduce-precision {t}>")
-            _SOURCES[key] = src
+    k = _compiled(("reduce-precision", t, eb, mb), f"reduce-precision {t}",
+                  lambda: (_reduce_precision_source(n, e, m, eb, mb), {}))
     out = device_empty(ins.shape)
     if _size(out.shape):
         u = np.dtype(f"uint{n}")
@@ -289,8 +283,7 @@ def _reduce_precision(ins, args, ctx):
 
 def compiled_kernels() -> dict[tuple, str]:
     """The sources of the kernels compiled so far, by signature key (for diagnostics)."""
-    with _LOCK:
-        return dict(_SOURCES)
+    return dict(_SOURCES)  # (one C-level copy under the GIL: no insertion lands mid-way)
 
 
 __all__ = ["OPCODES", "compiled_kernels", "get_kernel", "kernel_source"]

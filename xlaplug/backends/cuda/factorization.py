@@ -11,7 +11,7 @@ from numba import cuda
 
 from ..common.errors import ExecutionError
 from ..registry import kernel
-from .launch import device_dtype, launch_1d
+from .launch import cached_kernel, device_dtype, launch_1d
 from .linalg import _empty, _nbt, _size, finish
 
 
@@ -24,16 +24,13 @@ def _work_dtype(dt) -> np.dtype:
     return np.dtype(np.float32)
 
 
-_CHOL: dict = {}
-
-
 def _cholesky_kernel(wdt, in_dt):
-    key = (np.dtype(wdt), np.dtype(in_dt))
-    k = _CHOL.get(key)
-    if k is not None:
-        return k
-    W = _nbt(wdt)
+    """The cholesky kernel working in `wdt` on an `in_dt` operand (compiled once)."""
+    return cached_kernel(("cholesky", np.dtype(wdt), np.dtype(in_dt)),
+                         lambda: _compile_cholesky(_nbt(wdt)))
 
+
+def _compile_cholesky(W):
     @cuda.jit
     def chol(L, a, lower):
         """One thread per matrix: L (= out, work type) from the `lower` (or upper) triangle
@@ -81,8 +78,6 @@ def _cholesky_kernel(wdt, in_dt):
                 for i in range(n):
                     for j in range(n):
                         L[bi, i, j] = W(math.nan)
-
-    _CHOL[key] = chol
     return chol
 
 
@@ -104,16 +99,14 @@ def _cholesky(ins, args, ctx):
 
 # ---- triangular-solve ----------------------------------------------------------------------
 
-_TRSM: dict = {}
-
-
 def _trsm_kernel(wdt, a_dt, b_dt):
-    key = (np.dtype(wdt), np.dtype(a_dt), np.dtype(b_dt))
-    k = _TRSM.get(key)
-    if k is not None:
-        return k
-    W = _nbt(wdt)
+    """The triangular-solve kernel working in `wdt` on `a_dt` and `b_dt` operands (compiled
+    once)."""
+    return cached_kernel(("trsm", np.dtype(wdt), np.dtype(a_dt), np.dtype(b_dt)),
+                         lambda: _compile_trsm(_nbt(wdt)))
 
+
+def _compile_trsm(W):
     @cuda.jit
     def trsm(X, a, bm, left, lower, unit, transposed, conj):
         """One thread per (batch, right-hand-side vector): solves op(a) x = b (left) or
@@ -148,8 +141,6 @@ def _trsm_kernel(wdt, a_dt, b_dt):
                     X[bi, i, v] = rhs
                 else:
                     X[bi, v, i] = rhs
-
-    _TRSM[key] = trsm
     return trsm
 
 

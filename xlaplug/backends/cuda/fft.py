@@ -23,21 +23,22 @@ from numba import cuda, types
 
 from ..common.errors import ExecutionError
 from ..registry import kernel
-from .launch import device_dtype, device_zeros, flat, launch_stride_loop
+from .launch import cached_kernel, device_dtype, device_zeros, flat, launch_stride_loop
 from .linalg import convert
 
 _TWO_PI = 2.0 * math.pi
 
-_C2C: dict = {}
-_C2R: dict = {}
-
-
 def _c2c_kernel(in_dt):
-    key = np.dtype(in_dt)
-    k = _C2C.get(key)
-    if k is not None:
-        return k
+    """The complex-to-complex axis kernel for an `in_dt` operand (compiled once)."""
+    return cached_kernel(("dft", np.dtype(in_dt)), _compile_c2c)
 
+
+def _c2r_kernel(in_dt):
+    """The complex-to-real (IRFFT) axis kernel for an `in_dt` operand (compiled once)."""
+    return cached_kernel(("idft_real", np.dtype(in_dt)), _compile_c2r)
+
+
+def _compile_c2c():
     @cuda.jit
     def dft(out, x, inner, nin, n, nout, sign, scale):
         """out[o, k, i] = scale * sum_{j < nin} x[o, j, i] exp(sign 2 pi i j k / n)."""
@@ -56,17 +57,10 @@ def _c2c_kernel(in_dt):
                 re += v.real * c - v.imag * s
                 im += v.real * s + v.imag * c
             out[t] = complex(re * scale, im * scale)
-
-    _C2C[key] = dft
     return dft
 
 
-def _c2r_kernel(in_dt):
-    key = np.dtype(in_dt)
-    k = _C2R.get(key)
-    if k is not None:
-        return k
-
+def _compile_c2r():
     @cuda.jit
     def idft_real(out, x, inner, nin, n):
         """out[o, m, i] = (1/n) sum_k X[k] exp(+2 pi i k m / n) for a Hermitian X of which
@@ -92,8 +86,6 @@ def _c2r_kernel(in_dt):
                     ang = _TWO_PI * ((k * m) % n) / n
                     acc += 2.0 * (v.real * math.cos(ang) - v.imag * math.sin(ang))
             out[t] = acc / n
-
-    _C2R[key] = idft_real
     return idft_real
 
 

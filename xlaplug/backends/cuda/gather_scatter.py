@@ -26,8 +26,9 @@ import numpy as np
 from ..common.plans import row_strides
 from ..common.plans_gather import gather_plan, scatter_plan
 from ..registry import kernel as _kernel
-from .data_movement import copy_contiguous, fill_value, size_of, src_kernel, tup
-from .launch import cuda_module, device_empty, flat, jit_source, launch_stride_loop
+from .data_movement import copy_contiguous, fill_value, size_of, tup
+from .launch import (cached_kernel, cuda_module, device_empty, flat, jit_source,
+                     launch_stride_loop, src_kernel)
 from .reductions import device_function, gen_kernel, load
 from .sorting import sort_permutation
 
@@ -183,13 +184,8 @@ def apply(N, T, key, perm, uidx, {operands}, {updates}, {outs}):
             r += 1
 {store}"""
 
-_LESS_FN = []
-
-
 def _less_fn():
-    if not _LESS_FN:
-        _LESS_FN.append(jit_source(_LESS, "less", None, device=True))
-    return _LESS_FN[0]
+    return cached_kernel("scatter_less", lambda: jit_source(_LESS, "less", None, device=True))
 
 
 @kernel("scatter")

@@ -7,8 +7,8 @@ from __future__ import annotations
 from ..common.errors import ExecutionError
 from ..common.plans import row_strides
 from .data_movement import (copy_contiguous, fill_from_device, fresh_copy, int64_namespace,
-                            int_list, kernel, launch_put, size_of, src_kernel, start_code, tup)
-from .launch import device_empty, flat, launch_stride_loop
+                            int_list, kernel, launch_put, size_of, start_code, tup)
+from .launch import device_empty, flat, launch_stride_loop, src_kernel
 
 
 _DYN_OFFSET_KERNEL = """

@@ -20,6 +20,10 @@ Stable API (other CUDA kernel modules import these):
                                 launch_1d for a kernel written as a stride_loop: under
                                 the simulator a few threads loop over all n elements
   jit_source(src, name, ns)     cuda.jit of a function defined by generated source
+  cached_kernel(key, make)      the kernel (or device function) compiled for `key`: make()
+                                on the first call, the same object after
+  src_kernel(key, src, name, ns)
+                                cached_kernel of jit_source(src, name, ns)
   elementwise_launch(kernel, out, *operands)
                                 launches a kernel(out_flat, *operand_flats) over out.size
                                 elements (operands flattened; a 1-element operand stands
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 
 import numpy as np
 
@@ -198,7 +203,35 @@ def jit_source(src: str, name: str, namespace: dict | None = None, device: bool 
     return cuda.jit(device=True)(fn) if device else cuda.jit(fn)
 
 
-_ZERO_KERNEL = None
+# ---- compiled kernels --------------------------------------------------------------------
+# Every kernel and device function the CUDA kernels compile is kept in this one table, by a
+# key naming what it is and what it was built for (("im2col", out dtype, in dtype), ...).
+# It is a process-wide table on purpose, not state of a run: what it holds is code, a pure
+# function of its key, and numba keeps a dispatcher's compiled code for the process and
+# its CUDA context alike.  Kept per execution context instead (ctx.kernel_cache), every
+# new executable would compile each kernel again on a GPU (numba compiles per dispatcher and
+# signature); the CPU's compiled loops are kept per process likewise (cpu/jit_cache.py).  The
+# lock: device threads (runtime/spmd) may ask for the same kernel at once; it is
+# reentrant because a `make` may build the kernels it calls through this table too.
+_COMPILED: dict = {}
+_COMPILING = threading.RLock()
+
+
+def cached_kernel(key, make):
+    """The kernel compiled for `key`: `make()` builds it on the first call, later calls
+    get the same object.  A key starts with a name of its own (a string, or a tuple whose
+    first item is one), so that the modules sharing the table never meet."""
+    with _COMPILING:
+        k = _COMPILED.get(key)
+        if k is None:
+            k = _COMPILED[key] = make()
+        return k
+
+
+def src_kernel(key, src: str, name: str, namespace: dict | None = None):
+    """cached_kernel of jit_source(src, name, namespace)."""
+    return cached_kernel(key, lambda: jit_source(src, name, namespace))
+
 
 _ZERO_SRC = """
 def zero(out):
@@ -208,12 +241,10 @@ def zero(out):
 
 
 def _fill_zero(out_flat) -> None:
-    global _ZERO_KERNEL
-    if _ZERO_KERNEL is None:
-        _ZERO_KERNEL = jit_source(_ZERO_SRC, "zero")
-    launch_stride_loop(_ZERO_KERNEL, out_flat.shape[0], out_flat)
+    launch_stride_loop(src_kernel("zero", _ZERO_SRC, "zero"), out_flat.shape[0], out_flat)
 
 
-__all__ = ["NARROW_TYPES", "SUPPORTED_TYPES", "device_dtype", "cuda_module", "device_empty", "device_zeros",
-           "elementwise_launch", "flat", "grid_1d", "is_device_array", "jit_source", "launch_1d",
-           "launch_stride_loop", "simulating", "stride_loop"]
+__all__ = ["NARROW_TYPES", "SUPPORTED_TYPES", "cached_kernel", "cuda_module", "device_dtype",
+           "device_empty", "device_zeros", "elementwise_launch", "flat", "grid_1d",
+           "is_device_array", "jit_source", "launch_1d", "launch_stride_loop", "simulating",
+           "src_kernel", "stride_loop"]

@@ -26,7 +26,7 @@ from numba import cuda
 from ..common.plans import dot_plan
 from ..registry import kernel
 from .dot_complex import complex_matmul_kernel
-from .launch import device_dtype, flat, launch_stride_loop, simulating
+from .launch import cached_kernel, device_dtype, flat, launch_stride_loop, simulating
 
 TILE = 16
 # The simulator starts a Python thread per CUDA thread (launch.py) and polls them all at each
@@ -76,19 +76,17 @@ def _tup(xs, pad=1) -> tuple:
 
 # ---- permute + convert ---------------------------------------------------------------------
 
-_PERMUTE: dict = {}
-
-
 def _permute_kernel(mode: str, out_dt, in_dt):
-    """out[i] = CONVERT(inp[base + sum_d idx_d(i) * strides[d]]) with idx from `dims`.
+    """out[i] = CONVERT(inp[base + sum_d idx_d(i) * strides[d]]) with idx from `dims`
+    (compiled once per mode and types).
 
     mode 'cast' converts with a numba cast (integers wrap, floats round), 'nonzero' gives
     `v != 0` (pred results), 'real' the real part (complex -> real)."""
-    key = (mode, np.dtype(out_dt), np.dtype(in_dt))
-    k = _PERMUTE.get(key)
-    if k is not None:
-        return k
-    OT = _nbt(out_dt)
+    return cached_kernel(("permute", mode, np.dtype(out_dt), np.dtype(in_dt)),
+                         lambda: _compile_permute(mode, _nbt(out_dt)))
+
+
+def _compile_permute(mode: str, OT):  # OT: the result's numba type
     if mode == "nonzero":
         def conv(v):
             return v != 0
@@ -110,8 +108,6 @@ def _permute_kernel(mode: str, out_dt, in_dt):
                 off += (rem - q * dims[d]) * strides[d]
                 rem = q
             out[i] = conv_dev(inp[off])
-
-    _PERMUTE[key] = permute
     return permute
 
 
@@ -160,15 +156,30 @@ def finish(y, kind: str, out_dt, dims):
 
 # ---- tiled matmul --------------------------------------------------------------------------
 
-_MATMUL: dict = {}
+@cuda.jit(device=True)
+def load_tiles(sA, sB, A, Bm, ab, bb, row, col, k0, tx, ty, M, N, K, zero):
+    """Thread (tx, ty)'s element of a step's shared tiles, from k0 on: sA[ty, tx] =
+    A[ab, row, k0 + tx], sB[ty, tx] = Bm[bb, k0 + ty, col], `zero` past the edges (so the
+    edge tiles add nothing).  Both tiled matmuls load so (the complex one: dot_complex.py)."""
+    k = k0 + tx
+    if row < M and k < K:
+        sA[ty, tx] = A[ab, row, k]
+    else:
+        sA[ty, tx] = zero
+    k = k0 + ty
+    if k < K and col < N:
+        sB[ty, tx] = Bm[bb, k, col]
+    else:
+        sB[ty, tx] = zero
 
 
 def _matmul_kernel(dt, tile: int = TILE):
+    """The tiled matmul of `dt` operands, tile x tile (compiled once per type and tile)."""
     dt = np.dtype(dt)
-    k = _MATMUL.get((dt, tile))
-    if k is not None:
-        return k
-    T = _nbt(dt)
+    return cached_kernel(("matmul", dt, tile), lambda: _compile_matmul(_nbt(dt), tile))
+
+
+def _compile_matmul(T, tile: int):  # T: the elements' numba type
     TILE = tile  # noqa: N806 - a compile-time constant of the kernel
 
     @cuda.jit
@@ -192,24 +203,13 @@ def _matmul_kernel(dt, tile: int = TILE):
                 row = mt * TILE + ty
                 acc = T(0)
                 for t in range(ktiles):
-                    k = t * TILE + tx
-                    if row < M and k < K:
-                        sA[ty, tx] = A[ab, row, k]
-                    else:
-                        sA[ty, tx] = T(0)
-                    k = t * TILE + ty
-                    if k < K and col < N:
-                        sB[ty, tx] = Bm[bb, k, col]
-                    else:
-                        sB[ty, tx] = T(0)
+                    load_tiles(sA, sB, A, Bm, ab, bb, row, col, t * TILE, tx, ty, M, N, K, T(0))
                     cuda.syncthreads()
                     for j in range(TILE):
                         acc += sA[ty, j] * sB[j, tx]
                     cuda.syncthreads()
                 if row < M and col < N:
                     C[b, row, col] = acc
-
-    _MATMUL[(dt, tile)] = matmul
     return matmul
 
 

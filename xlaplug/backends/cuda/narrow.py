@@ -28,10 +28,9 @@ from ...hlo import dtypes as D
 from ...hlo.opcodes import ALIASING, CONTROL_FLOW, MOVES_ELEMENTS
 from ..common.scalar_base import NARROW_FORMATS
 from ..common.errors import ExecutionError
-from .data_movement import cached_kernel
 from .elementwise import OPCODES as ELEMENTWISE
-from .launch import (NARROW_TYPES, cuda_module, elementwise_launch, flat, jit_source,
-                     stride_loop)
+from .launch import (NARROW_TYPES, cached_kernel, cuda_module, elementwise_launch, flat,
+                     jit_source, stride_loop)
 from .scalar_cuda import cuda_namespace
 
 # Opcodes whose narrow results are canonical by construction (no rounding pass): the

@@ -29,9 +29,9 @@ import numpy as np
 from ..common.errors import ExecutionError
 from ..common.plans import row_strides
 from ..registry import kernel as _kernel
-from .data_movement import cached_kernel, size_of, tup
-from .launch import (device_empty, flat, jit_source, launch_stride_loop, simulating,
-                     stride_loop)
+from .data_movement import size_of, tup
+from .launch import (cached_kernel, device_empty, flat, jit_source, launch_stride_loop,
+                     simulating, stride_loop)
 
 # Tree-reduction thresholds (module globals so tests can force either path).
 TREE_MIN_K = 2048

@@ -27,7 +27,7 @@ from ..common.scalar_base import NARROW_FORMATS
 from ..common import rng_streams
 from ..common.errors import ExecutionError
 from ..registry import kernel
-from .launch import device_empty, flat, launch_stride_loop, simulating
+from .launch import cached_kernel, device_empty, flat, launch_stride_loop, simulating
 from .rng import _M32, _S32, _philox_d
 
 # ---- rng: cpu/rng_draws.py's counter-based stream, computed on the device -----------------------
@@ -111,15 +111,13 @@ def _uniform_uint_kernel(out, lo, hi, n, k0, k1, c2, c3):
             out[j] = a + w0 % (b - a)
 
 
-_FLOAT_KERNELS: dict = {}
-
-
 def _float_kernels():
     """(uniform, normal) float kernels, built on first use: they call the `_xround` device
     function of scalar_cuda's namespace (narrow floats rounded as the CPU kernel does)."""
-    k = _FLOAT_KERNELS.get("k")
-    if k is not None:
-        return k
+    return cached_kernel("rng_floats", _compile_floats)
+
+
+def _compile_floats():
     from .scalar_cuda import cuda_namespace
     xround = cuda_namespace()["_xround"]
 
@@ -146,9 +144,7 @@ def _float_kernels():
             if narrow:
                 v = float64(xround(v, mbits, emin, maxv, kind))
             out[j] = v
-
-    k = _FLOAT_KERNELS["k"] = (uniform, normal)
-    return k
+    return uniform, normal
 
 
 def _u64(x: int) -> np.uint64:

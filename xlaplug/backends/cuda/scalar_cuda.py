@@ -36,7 +36,6 @@ import inspect
 import linecache
 import math
 import textwrap
-import threading
 import types
 
 import numpy as np
@@ -48,13 +47,9 @@ from ..common import scalar_codegen
 from ..common.scalar_codegen import ScalarCompileError, result_types
 from .device_helpers import BIT_HELPERS as _BIT_HELPERS
 from .device_helpers import GPU_BITS, GPU_LIBM, SIM_BITS, SIM_LIBM
-from .launch import cuda_module, simulating
+from .launch import cached_kernel, cuda_module, simulating
 
 __all__ = ["compile_scalar_device_function", "cuda_namespace", "ScalarCompileError"]
-
-_LOCK = threading.RLock()
-_NAMESPACE: dict | None = None
-_CACHE: dict[str, object] = {}
 
 # numpy scalar types and constants the templates use (np.float32(...), np.inf, ...)
 _NP_TYPES = ("bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -157,34 +152,34 @@ def _helper_constants() -> dict:
 
 def cuda_namespace() -> dict:
     """Globals for generated CUDA code: `np`, `math` and the `_x`/`_y` helpers as
-    device functions (see the module docstring).  Built once; do not modify."""
-    global _NAMESPACE
-    with _LOCK:
-        if _NAMESPACE is not None:
-            return _NAMESPACE
-        cuda = cuda_module()
-        sim = simulating()
-        fnp, fmath = _stand_in_modules(sim, cuda)
-        ns: dict = {"np": fnp, "math": fmath}
-        ns.update(_helper_constants())
-        bits_ns: dict = {"np": np, "math": math}
-        if not sim:
-            from numba.cuda import libdevice
-            bits_ns["libdevice"] = libdevice
-        _exec(SIM_BITS if sim else GPU_BITS, bits_ns, "bit views")
-        _exec(SIM_LIBM if sim else GPU_LIBM, bits_ns, "libm primitives")
-        if sim:  # libm's atan2f, as XLA:CPU and numba on the CPU call it
-            bits_ns["_LIBM_ATAN2F"] = _libm_atan2f()
-        names = list(_DEVICE_VERSIONS)
-        for name in names:
-            ns[name] = bits_ns[name]
-        for name, src in _helper_sources():
-            _exec(src, ns, name)
-            names.append(name)
-        for name in names:
-            ns[name] = cuda.jit(device=True)(ns[name])
-        _NAMESPACE = ns
-        return ns
+    device functions (see the module docstring).  Built once (launch.py's table of
+    compiled code); do not modify."""
+    return cached_kernel("scalar_namespace", _build_namespace)
+
+
+def _build_namespace() -> dict:
+    cuda = cuda_module()
+    sim = simulating()
+    fnp, fmath = _stand_in_modules(sim, cuda)
+    ns: dict = {"np": fnp, "math": fmath}
+    ns.update(_helper_constants())
+    bits_ns: dict = {"np": np, "math": math}
+    if not sim:
+        from numba.cuda import libdevice
+        bits_ns["libdevice"] = libdevice
+    _exec(SIM_BITS if sim else GPU_BITS, bits_ns, "bit views")
+    _exec(SIM_LIBM if sim else GPU_LIBM, bits_ns, "libm primitives")
+    if sim:  # libm's atan2f, as XLA:CPU and numba on the CPU call it
+        bits_ns["_LIBM_ATAN2F"] = _libm_atan2f()
+    names = list(_DEVICE_VERSIONS)
+    for name in names:
+        ns[name] = bits_ns[name]
+    for name, src in _helper_sources():
+        _exec(src, ns, name)
+        names.append(name)
+    for name in names:
+        ns[name] = cuda.jit(device=True)(ns[name])
+    return ns
 
 
 def _quiet(fn):
@@ -223,28 +218,31 @@ def compile_scalar_device_function(comp: Computation, fma: bool = True,
     an instruction SCALAR_OPS cannot express."""
     src, consts, entry = generate_source(comp, fma, elementwise)
     key = src + "\n#" + "|".join(f"{type(c).__name__}:{c.tobytes().hex()}" for c in consts)
-    with _LOCK:
-        fn = _CACHE.get(key)
-        if fn is not None:
-            return fn
-        cuda = cuda_module()
-        ns = dict(cuda_namespace())
-        for i, c in enumerate(consts):
-            ns[f"_K{i}"] = c
-        _exec(src, ns, f"scalar computation {len(_CACHE)}: {comp.name}")
-        py_funcs = {}
-        for name in list(ns):
-            if name.startswith("_c") and name[2:].isdigit() and inspect.isfunction(ns[name]):
-                py_funcs[name] = fn = ns[name]
-                if simulating() and name == entry:
-                    fn = _quiet(fn)
-                ns[name] = cuda.jit(device=True)(fn)
-        disp = ns[entry]
-        attrs = {"param_types": tuple(p.shape.element_type for p in comp.parameters),
-                 "result_types": result_types(comp), "source": src}
-        if not hasattr(disp, "py_func"):  # (a CUDADispatcher has its own)
-            attrs["py_func"] = py_funcs[entry]
-        for attr, value in attrs.items():
-            setattr(disp, attr, value)
-        _CACHE[key] = disp
-        return disp
+    # One device function per generated source and constants, in launch.py's table: the
+    # same computation in another module or context compiles once.
+    return cached_kernel(("scalar_function", key),
+                         lambda: _compile(comp, src, consts, entry, key))
+
+
+def _compile(comp: Computation, src: str, consts: list, entry: str, key: str):
+    cuda = cuda_module()
+    ns = dict(cuda_namespace())
+    for i, c in enumerate(consts):
+        ns[f"_K{i}"] = c
+    # (the key's hash tells apart the linecache entries of computations of one name)
+    _exec(src, ns, f"scalar computation {comp.name} {hash(key) & 0xFFFFFFFF:08x}")
+    py_funcs = {}
+    for name in list(ns):
+        if name.startswith("_c") and name[2:].isdigit() and inspect.isfunction(ns[name]):
+            py_funcs[name] = fn = ns[name]
+            if simulating() and name == entry:
+                fn = _quiet(fn)
+            ns[name] = cuda.jit(device=True)(fn)
+    disp = ns[entry]
+    attrs = {"param_types": tuple(p.shape.element_type for p in comp.parameters),
+             "result_types": result_types(comp), "source": src}
+    if not hasattr(disp, "py_func"):  # (a CUDADispatcher has its own)
+        attrs["py_func"] = py_funcs[entry]
+    for attr, value in attrs.items():
+        setattr(disp, attr, value)
+    return disp

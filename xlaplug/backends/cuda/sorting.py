@@ -27,8 +27,9 @@ import numpy as np
 from ..common.errors import ExecutionError
 from ..common.plans import row_strides
 from ..registry import kernel as _kernel
-from .data_movement import size_of, src_kernel, tup
-from .launch import cuda_module, device_empty, flat, jit_source, launch_stride_loop
+from .data_movement import size_of, tup
+from .launch import (cached_kernel, cuda_module, device_empty, flat, jit_source,
+                     launch_stride_loop, src_kernel)
 from .reductions import device_function, gen_kernel, load
 
 
@@ -221,14 +222,9 @@ def _topk_key(x, largest: bool):
     return key, fn
 
 
-_DEV_FNS: dict = {}
-
-
 def _device_fn(key, src, ns):
-    fn = _DEV_FNS.get(key)
-    if fn is None:
-        fn = _DEV_FNS[key] = jit_source(src, "before", ns, device=True)
-    return fn
+    """The `before` device function of `src`, compiled once per key (launch.py's table)."""
+    return cached_kernel(key, lambda: jit_source(src, "before", ns, device=True))
 
 
 _TOPK_TAKE = """

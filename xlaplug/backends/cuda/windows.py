@@ -16,14 +16,12 @@ select-and-scatter  phase 1: one thread per source element picks its window's el
 """
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from ..common.plans import row_strides
 from ..common.plans_window import window_plan
 from .data_movement import fill_from_device, size_of, tup
-from .launch import cuda_module, device_empty, flat, launch_stride_loop, stride_loop
+from .launch import cached_kernel, cuda_module, device_empty, flat, launch_stride_loop, stride_loop
 from .reductions import (device_function, fold_source, gen_kernel, kernel, load, operand_shapes,
                          returns_tuple, type_key)
 
@@ -67,9 +65,9 @@ def _reduce_window(ins, args, ctx):
         fn = device_function(ins, comp)
         tuple_root = returns_tuple(comp)
         src = _window_src(n, [a.dtype for a in xs], tuple_root)
-        k = window_kernel(("reduce_window", n, type_key(xs), tuple_root), src, "rw", {"fn": fn})
-        launch_stride_loop(k, N, N, plan.window_elements, tup(out_dims, 1), *window_geometry(plan),
-                           *[flat(a) for a in list(xs) + list(inits) + outs], threads=128)
+        launch_window(("reduce_window", n, type_key(xs), tuple_root), src, "rw", {"fn": fn}, N,
+                      plan.window_elements, tup(out_dims, 1), *window_geometry(plan),
+                      *[flat(a) for a in list(xs) + list(inits) + outs])
     return tuple(outs) if ins.shape.is_tuple else outs[0]
 
 
@@ -121,9 +119,8 @@ def apply(N, sdims, sst, wdims, wst, plo, ldil, rdil, xdims, sel, src, init, out
 """
 
 
-@functools.cache
 def _device_helpers() -> dict:
-    """The device functions the window kernels' sources call, by name:
+    """The device functions the window kernels' sources call, by name (compiled once):
 
     window_at(o, w, odims, wdims, wst, plo, ldil, rdil, xdims, xst) -> the flat offset in x
         of tap w of output (or source) element o's window, or -1 where the tap lies on
@@ -132,6 +129,10 @@ def _device_helpers() -> dict:
         whose window (w taps, rhs dilation rd, stride st; sd source positions) covers
         padded position P, count 0 when none does (both of scatter's walks: counting the
         source elements an operand element meets, then visiting them)."""
+    return cached_kernel("window_helpers", _compile_helpers)
+
+
+def _compile_helpers() -> dict:
     from numba import cuda
 
     @cuda.jit(device=True)
@@ -171,6 +172,13 @@ def window_kernel(key, src: str, name: str, fns: dict):
     return gen_kernel(key, src, name, {**fns, **_device_helpers()})
 
 
+def launch_window(key, src: str, name: str, fns: dict, n: int, *args) -> None:
+    """Launches window_kernel(key, src, name, fns) as a stride loop over n elements, 128
+    threads a block; n is also the kernel's first argument (rw's N, pick's S, apply's N),
+    `args` the rest."""
+    launch_stride_loop(window_kernel(key, src, name, fns), n, n, *args, threads=128)
+
+
 @kernel("select-and-scatter")
 def _select_and_scatter(ins, args, ctx):
     operand, source, init = args
@@ -189,13 +197,11 @@ def _select_and_scatter(ins, args, ctx):
     sel = cuda_module().device_array(S, np.int64)
     xdt, sdt, idt = operand.dtype, source.dtype, init.dtype
     src1 = _SELECT_SRC.format(load_x0=load("x", "0", xdt), load_x=load("x", "off", xdt))
-    k1 = window_kernel(("sas_pick", np.dtype(xdt).str), src1, "pick", {"select": sel_fn})
-    launch_stride_loop(k1, S, S, plan.window_elements, tup(sshape, 1), *geo, flat(operand), sel,
-                       threads=128)
+    launch_window(("sas_pick", np.dtype(xdt).str), src1, "pick", {"select": sel_fn}, S,
+                  plan.window_elements, tup(sshape, 1), *geo, flat(operand), sel)
     src2 = _SCATTER_SRC.format(load_init=load("init", "0", idt), load_src=load("src", "s", sdt))
-    k2 = window_kernel(("sas_apply", np.dtype(sdt).str, np.dtype(idt).str), src2, "apply",
-                       {"scatter": sca_fn})
-    wdims, wst, plo, ldil, rdil, xdims, _ = geo
-    launch_stride_loop(k2, N, N, tup(sshape, 1), tup(row_strides(sshape), 0), wdims, wst, plo, ldil,
-                       rdil, xdims, sel, flat(source), flat(init), flat(out), threads=128)
+    # apply takes the geometry but xst: it visits the operand's elements by their own index
+    launch_window(("sas_apply", np.dtype(sdt).str, np.dtype(idt).str), src2, "apply",
+                  {"scatter": sca_fn}, N, tup(sshape, 1), tup(row_strides(sshape), 0),
+                  *geo[:-1], sel, flat(source), flat(init), flat(out))
     return out

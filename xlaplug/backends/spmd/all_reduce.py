@@ -63,7 +63,8 @@ def reduce_plan(ins, ctx, place: Place) -> _ReducePlan:
         t = place.transport
         if plan.op is not None and len(ins.operands) == 1 and hasattr(t, "allreduce_one") \
                 and ctx.memory.on_host and ins.shape.is_array:
-            plan.fast = t.allreduce_one(t._comm(ins, group), ins, group, t.mpi_op(plan.op))
+            plan.fast = t.allreduce_one(t.communicator(ins, group), ins, group,
+                                        t.mpi_op(plan.op))
     return plan
 
 

@@ -28,7 +28,7 @@ from . import mpi_headers as H
 from .mpi_headers import HeaderSwaps
 from .buffers import BufferPool
 from .rendezvous import CollectiveTimeout
-from .mpi_allreduce import allreduce_one, usable
+from .mpi_allreduce import allreduce_one, finisher, usable
 from .mpi_waiting import PolledWaits, _End, _Start
 
 # From this many bytes an all-reduce waits for every member, then makes the blocking call
@@ -125,12 +125,28 @@ class MpiTransport(PolledWaits, HeaderSwaps):
             comm = self.data.Split(color, order)
             self._comms[key] = {g: comm for g in key if self.rank in g}  # this rank's group
 
-    def _comm(self, ins, group):
+    def communicator(self, ins, group):
+        """The communicator `prepare` split for `group` (what allreduce_one and
+        allreduce_finisher take)."""
         for mine in self._comms.values():
             if group in mine:
                 return mine[group]
         raise ExecutionError(f"{ins.opcode} '{ins.name}': group {list(group)} was not "
                              "prepared (internal error)")
+
+    # ---- what the compiled handler shares (xla/ffi/mpi_sites.py) ------------------------
+    def header_template(self, ins, op: str) -> bytes | None:
+        """The header `ins`'s all-reduces by `op` carry (mpi_headers.template), made by its
+        first call; None before."""
+        tpl = self._templates.get((ins, op))
+        return None if tpl is None else bytes(tpl)
+
+    def counters(self) -> tuple[dict, dict]:
+        """The numbers every header carries, live: id(communicator) -> collectives begun on
+        it, and instruction name -> its calls.  The compiled handler counts the calls it
+        serves in its own records and writes them here (and back) around every Python
+        entry, so that the two paths number one sequence."""
+        return self._seq, self._calls
 
     def _enter(self, ins) -> int:
         call = self._calls.get(ins.name, 0)
@@ -142,7 +158,7 @@ class MpiTransport(PolledWaits, HeaderSwaps):
     def exchange(self, device: int, ins, group: tuple[int, ...], value: list) -> list:
         """Every member's `value` (a list of host arrays), in group order."""
         call = self._enter(ins)
-        comm = self._comm(ins, group)
+        comm = self.communicator(ins, group)
         blob = np.frombuffer(pickle.dumps(value, protocol=5), np.uint8)
         # The header carries the size: one message, as the bare size was before.
         header = self._header(comm, ins, call, value, hasattr(ins, "operands"), blob.size)
@@ -164,7 +180,7 @@ class MpiTransport(PolledWaits, HeaderSwaps):
         share a dtype, as Horovod's tensor fusion does); `into`: C-contiguous arrays of the
         results' shapes and dtypes to reduce into (XLA's result buffers), else reused ones."""
         mpi_op = self.mpi_op(op)
-        comm = self._comm(ins, group)
+        comm = self.communicator(ins, group)
         if len(arrays) == 1 and arrays[0].nbytes < _BLOCKING_BYTES:
             return [self.allreduce_one(comm, ins, group, mpi_op)(arrays[0])]  # counts the call
         call = self._enter(ins)
@@ -212,8 +228,15 @@ class MpiTransport(PolledWaits, HeaderSwaps):
     def allreduce_one(self, comm, ins, group, mpi_op):
         """fn(array, into=None) -> its reduction over `group`: one operand under
         _BLOCKING_BYTES (the common case), with nothing to plan per call
-        (mpi_allreduce.py).  `comm`: from _comm; `mpi_op`: an MPI.Op."""
+        (mpi_allreduce.py).  `comm`: from communicator; `mpi_op`: an MPI.Op."""
         return allreduce_one(self, comm, ins, group, mpi_op)
+
+    def allreduce_finisher(self, comm, ins, group, mpi_op):
+        """fn(call, boxes, reqs, done, a, out, failed=None, posted=None), finishing a call
+        of this all-reduce once its headers are on their way: their check, then the payload
+        (mpi_allreduce.finisher).  allreduce_one's calls end in it, and so do those the
+        compiled handler hands back to Python (xla/ffi/mpi_sites.resume)."""
+        return finisher(self, comm, ins, group, mpi_op)
 
     def mpi_op(self, op: str):
         MPI = self.MPI

@@ -15,7 +15,10 @@ polled inline:
   the engine gives one: no copy).
 
 Ranks that disagree fail as in HeaderSwaps._settle (every member names both sides); a
-wait past the first polls goes to PolledWaits (timeout, control channel).
+wait past the first polls goes to PolledWaits (timeout, control channel).  What follows
+the headers' start -- their check, then the payload -- is `finisher`'s, which the compiled
+handler's calls that Python finishes (xla/ffi/mpi_sites.resume) run too, through
+MpiTransport.allreduce_finisher: both move the payload alike.
 """
 from __future__ import annotations
 
@@ -52,19 +55,66 @@ def reduce_carried(boxes: list, dtype, ufunc, out: np.ndarray) -> None:
         ufunc(out, more, out=out)
 
 
+def finisher(t, comm, ins, group, mpi_op):
+    """fn(call, boxes, reqs, done, a, out, failed=None, posted=None): finishes call `call`
+    of all-reduce `ins` over `group` on MpiTransport `t` once its header swap has started
+    -- `reqs` its requests (all complete when `done`), `boxes` the members' messages in
+    group order (this rank's header, then `a` where it travels with it), `failed` the
+    MPI.Exception the swap met.  Checks the headers (waiting for them unless `done`), then
+    out (flat, a's dtype and size) = the reduction of the members' `a`: reduced here in
+    rank order from the messages up to WITH_HEADER_BYTES, below t.ONE_CALL_BELOW_BYTES one
+    MPI_Iallreduce polled, else one blocking MPI_Allreduce (every member has arrived).
+    `posted`: the payload's request when it is under way already (the compiled handler
+    posted it): only waited for.  Names are bound once per site, for the hot path (see
+    the module's docstring)."""
+    settle, outsized, wait, poll_control = t._settle, t._outsized, t._wait, t._poll_control
+    me, agree_bytes, polls, give_up_core = group.index(t.rank), H.AGREE_BYTES, _FAST_POLLS, \
+        os.sched_yield
+    others = [j for j in range(len(group)) if j != me]
+    ufunc = UFUNCS[next(k for k in UFUNCS if t.mpi_op(k) == mpi_op)]
+    iallreduce, allreduce, blocking = comm.Iallreduce, comm.Allreduce, t.ONE_CALL_BELOW_BYTES
+
+    def finish(call, boxes, reqs, done, a, out, failed=None, posted=None):
+        if failed is not None:  # a longer message: see HeaderSwaps._swap_headers
+            outsized(boxes[me], reqs, failed)
+        if posted is None:
+            head = boxes[me][:agree_bytes].tobytes()
+            if not done or any(boxes[j][:agree_bytes].tobytes() != head for j in others):
+                if not done:  # the first polls are spent: read the control channel, as
+                    poll_control()  # PolledWaits does while it waits on
+                settle(reqs, done, ins, call, group, boxes)  # waits on; names who differs
+            if a.nbytes <= WITH_HEADER_BYTES:  # came with the headers: reduced here
+                reduce_carried(boxes, a.dtype, ufunc, out)
+            elif a.nbytes >= blocking:
+                allreduce(a, out, op=mpi_op)
+            else:
+                request = iallreduce(a, out, op=mpi_op)
+                test = request.Test
+                for _ in range(polls):  # _wait's first polls, inline
+                    if test():
+                        break
+                    give_up_core()
+                else:
+                    wait([request], ins, call, group)
+        else:  # the compiled handler's own polls are spent: as above
+            poll_control()
+            wait([posted], ins, call, group)
+        t.where = "running"
+    return finish
+
+
 def allreduce_one(t, comm, ins, group, mpi_op):
     """fn(array, into=None) -> its reduction over `group` on MpiTransport `t`; `into`:
     where the result goes (XLA's result buffer), else a buffer reused from call to call.
-    `comm`: t._comm's; `mpi_op`: an MPI.Op."""
-    calls, take, wait, polls = t._calls, t._recv.take, t._wait, _FAST_POLLS
+    `comm`: t.communicator's; `mpi_op`: an MPI.Op."""
+    calls, take, polls = t._calls, t._recv.take, _FAST_POLLS
     name, contiguous, give_up_core = ins.name, np.ascontiguousarray, os.sched_yield
-    header, settle, outsized = t._header, t._settle, t._outsized
-    recv_init, send_init, agree_bytes = comm.Recv_init, comm.Send_init, H.AGREE_BYTES
+    header, finish = t._header, t.allreduce_finisher(comm, ins, group, mpi_op)
+    recv_init, send_init = comm.Recv_init, comm.Send_init
     op = next(k for k in UFUNCS if t.mpi_op(k) == mpi_op)
-    ufunc, skip, me, MPI = UFUNCS[op], H.HEADER_BYTES, group.index(t.rank), t.MPI
+    skip, me, MPI = H.HEADER_BYTES, group.index(t.rank), t.MPI
     testall, others = MPI.Request.Testall, [j for j in range(len(group)) if j != me]
     startall = MPI.Prequest.Startall
-    iallreduce = comm.Iallreduce
     # (dtype, size) -> (the members' message buffers, this rank's counters (seq, call) as
     # int64, whether the operand travels with the header, the persistent receives and
     # sends between the buffers): made once, so a call writes 16 bytes of header, not 128,
@@ -73,9 +123,10 @@ def allreduce_one(t, comm, ins, group, mpi_op):
     boxes_of: dict = {}
     seqs, cid = t._seq, id(comm)
 
-    def swap(a: np.ndarray, call: int) -> tuple[list, bool]:
-        """Every member's message (header, then its operand up to WITH_HEADER_BYTES), once
-        the headers agree; and whether the operand came with them."""
+    def swap(a: np.ndarray, call: int) -> tuple:
+        """Starts the swap of every member's message (header, then its operand up to
+        WITH_HEADER_BYTES): (the messages, the swap's requests, whether they completed,
+        the MPI.Exception they met) -- finish's arguments."""
         kept = boxes_of.get((a.dtype, a.size))
         if kept is None:  # this rank's message: the header, then the operand (if it fits)
             first = np.frombuffer(header(comm, ins, call, a, True, 0, op), np.uint8)
@@ -94,20 +145,15 @@ def allreduce_one(t, comm, ins, group, mpi_op):
         mine = boxes[me]
         if carried:
             mine[skip:] = a.reshape(-1).view(np.uint8)
-        done = False
         try:
             startall(reqs)
             for _ in range(polls):  # _wait's first polls, inline
                 if testall(reqs):
-                    done = True
-                    break
+                    return boxes, reqs, True, None
                 give_up_core()
-        except MPI.Exception as e:  # a longer message: see HeaderSwaps._swap_headers
-            outsized(mine, reqs, e)
-        head = mine[:agree_bytes].tobytes()
-        if not done or any(boxes[j][:agree_bytes].tobytes() != head for j in others):
-            settle(reqs, done, ins, call, group, boxes)  # waits on; names who differs
-        return boxes, carried
+        except MPI.Exception as e:
+            return boxes, reqs, False, e
+        return boxes, reqs, False, None
 
     def run(a: np.ndarray, into: np.ndarray | None = None) -> np.ndarray:
         call = calls.get(name, 0)  # t._enter's bookkeeping, inline
@@ -120,18 +166,7 @@ def allreduce_one(t, comm, ins, group, mpi_op):
         else:
             recv = take(a.dtype, a.size)
             result = recv.reshape(shape)
-        boxes, carried = swap(a, call)
-        if carried:  # reduced here, in rank order
-            reduce_carried(boxes, a.dtype, ufunc, recv)
-        else:
-            request = iallreduce(a, recv, op=mpi_op)
-            test = request.Test
-            for _ in range(polls):  # _wait's first polls, inline
-                if test():
-                    break
-                give_up_core()
-            else:
-                wait([request], ins, call, group)
-        t.where = "running"
+        boxes, reqs, done, failed = swap(a, call)
+        finish(call, boxes, reqs, done, a, recv, failed)
         return result
     return run

@@ -12,10 +12,10 @@ ops: `_native_op`), no plugin override, an MPI transport, at least two members. 
 (bf16 and f16 are no MPI types: the transport gathers and reduces them in Python), plugin
 communicator kernels, calls of `xlaplug.jax.op` -- stays on the Python handler.
 
-The counters the headers carry are the transport's: a communicator's sequence (`_seq`) and
-an instruction's call number (`_calls`).  The cfunc counts in the records (a cell per
-communicator, a slot per site); every Python entry for the binding copies them into the
-transport first and back after (`synced`), so the two paths number one sequence.
+The counters the headers carry are the transport's (MpiTransport.counters): a
+communicator's sequence and an instruction's call number.  The cfunc counts in the records
+(a cell per communicator, a slot per site); every Python entry for the binding copies them
+into the transport first and back after (`synced`), so the two paths number one sequence.
 """
 from __future__ import annotations
 
@@ -114,27 +114,25 @@ def disarm(binding) -> None:
 
 class Armed:
     """What Python keeps of an armed site: the instruction, its group and communicator, the
-    members' message buffers and the persistent requests the record names."""
+    members' message buffers and the persistent requests the record names, and the
+    transport's finisher for the calls the cfunc hands back (`resume`)."""
 
     def __init__(self, t, ins, group, comm, op, a, out, rec, cell):
         MPI = t.MPI
-        self.t, self.ins, self.group, self.comm, self.op = t, ins, group, comm, op
-        self.me = group.index(t.rank)
-        self.dtype, self.shape = a.dtype, a.shape
-        self.mpi_op = t.mpi_op(op)
+        self.t, self.ins, self.group, self.comm = t, ins, group, comm
+        me, self.dtype, mpi_op = group.index(t.rank), a.dtype, t.mpi_op(op)
         from ...backends.spmd.mpi_allreduce import WITH_HEADER_BYTES
         nbytes = a.nbytes
         kind = N.CARRIED if nbytes <= WITH_HEADER_BYTES else \
             N.POSTED if nbytes < t.ONE_CALL_BELOW_BYTES else N.BLOCKING
-        self.kind = kind
         skip = N.HEADER_BYTES
         self.boxes = [np.zeros(skip + (nbytes if kind == N.CARRIED else 0), np.uint8)
                       for _ in group]
-        self.boxes[self.me][:skip] = np.frombuffer(bytes(t._templates[(ins, op)]), np.uint8)
-        others = [j for j in range(len(group)) if j != self.me]
+        self.boxes[me][:skip] = np.frombuffer(t.header_template(ins, op), np.uint8)
+        others = [j for j in range(len(group)) if j != me]
         from ...backends.spmd.mpi_headers import _HEAD_TAG
         self.reqs = [comm.Recv_init(self.boxes[j], source=j, tag=_HEAD_TAG) for j in others] + \
-            [comm.Send_init(self.boxes[self.me], dest=j, tag=_HEAD_TAG) for j in others]
+            [comm.Send_init(self.boxes[me], dest=j, tag=_HEAD_TAG) for j in others]
         width = np.uint32 if MPI._sizeof(MPI.Request) == 4 else np.uint64
         mask = (1 << (8 * np.dtype(width).itemsize)) - 1
         self.handles = np.array([MPI._handleof(r) & mask for r in self.reqs], width)
@@ -145,13 +143,14 @@ class Armed:
         rec[[N.R_KIND, N.R_SEQ_AT, N.R_NREQS, N.R_REQS, N.R_MEMBERS, N.R_ME, N.R_BOXES,
              N.R_NBYTES, N.R_COUNT, N.R_DTYPE, N.R_OP, N.R_STATUS]] = \
             (kind, cell.ctypes.data, len(self.reqs), self.handles.ctypes.data, len(group),
-             self.me, self.box_at.ctypes.data, nbytes, a.size, _CODES[a.dtype], _OPS[op],
+             me, self.box_at.ctypes.data, nbytes, a.size, _CODES[a.dtype], _OPS[op],
              self.status.ctypes.data)
         h = (lambda obj: MPI._handleof(obj) & mask)
         rec[[N.R_MPI_DT, N.R_MPI_OP, N.R_COMM, N.R_CTL]] = \
-            (h(MPI._typedict[a.dtype.char]), h(self.mpi_op), h(comm), h(t.ctl))
+            (h(MPI._typedict[a.dtype.char]), h(mpi_op), h(comm), h(t.ctl))
         self.seen(a.ctypes.data, out.ctypes.data)
-        rec[N.R_CALL] = t._calls.get(ins.name, 0)
+        self.finish = t.allreduce_finisher(comm, ins, group, mpi_op)
+        rec[N.R_CALL] = t.counters()[1].get(ins.name, 0)
         rec[N.R_ARMED] = 1
 
     def seen(self, *addresses) -> None:
@@ -178,12 +177,12 @@ def arm(binding, index: int, ins, ctx, args: list, results: list) -> None:
     if t is None or not hasattr(t, "allreduce_one") or place.grid.count == 1:
         return
     plan = reduce_plan(ins, ctx, place)
-    if plan.op is None or len(plan.group) < 2 or (ins, plan.op) not in t._templates:
+    if plan.op is None or len(plan.group) < 2 or t.header_template(ins, plan.op) is None:
         return
-    comm = t._comm(ins, plan.group)
+    comm = t.communicator(ins, plan.group)
     cell = binding.cells.get(id(comm))
     if cell is None:
-        cell = binding.cells[id(comm)] = np.array([t._seq.get(id(comm), 0)], np.int64)
+        cell = binding.cells[id(comm)] = np.array([t.counters()[0].get(id(comm), 0)], np.int64)
     binding.armed[index] = Armed(t, ins, plan.group, comm, plan.op, args[0], results[0],
                                  binding.records[index], cell)
 
@@ -196,51 +195,41 @@ def synced(binding):
         yield
         return
     site = next(iter(binding.armed.values()))
-    t = site.t
+    seqs, calls = site.t.counters()
     comms = {id(s.comm): s.comm for s in binding.armed.values()}
     for cid, cell in binding.cells.items():
-        t._seq[cid] = int(cell[0])
+        seqs[cid] = int(cell[0])
     for s in binding.armed.values():
-        t._calls[s.ins.name] = int(s.rec[N.R_CALL])
+        calls[s.ins.name] = int(s.rec[N.R_CALL])
     try:
         yield
     finally:
         for cid, cell in binding.cells.items():
             if cid in comms:
-                cell[0] = t._seq.get(cid, 0)
+                cell[0] = seqs.get(cid, 0)
         for s in binding.armed.values():
-            s.rec[N.R_CALL] = t._calls.get(s.ins.name, 0)
+            s.rec[N.R_CALL] = calls.get(s.ins.name, 0)
 
 
 def resume(site: Armed, code: int) -> None:
-    """Finishes the call the cfunc handed back (`code`: what was under way), as the
-    transport's Python would have, raising what it raises."""
-    t, ins, group, rec = site.t, site.ins, site.group, site.rec
+    """Finishes the call the cfunc handed back (`code`: what was under way) with the
+    transport's own finisher (MpiTransport.allreduce_finisher), raising what it raises:
+    the headers still to wait for (HEADERS), cut short (HEADERS_FAILED) or disagreeing
+    (DIFFER), or the posted payload still to wait for (PAYLOAD)."""
+    t, rec = site.t, site.rec
     MPI = t.MPI
     call = int(rec[N.R_CALL]) - 1
-    t.where = (ins, call)
+    t.where = (site.ins, call)
     src = np.ctypeslib.as_array((ctypes.c_char * int(rec[N.R_NBYTES])).from_address(
         int(rec[N.R_IN]))).view(site.dtype)
     out = np.ctypeslib.as_array((ctypes.c_char * int(rec[N.R_NBYTES])).from_address(
         int(rec[N.R_OUT]))).view(site.dtype)
     if code == N.FAILED:
         raise MPI.Exception(int(rec[N.R_ERR]))
-    if code in (N.HEADERS, N.PAYLOAD):  # (perhaps for a control message: read it now,
-        t._poll_control()               # as PolledWaits would have while it polled)
-    if code in (N.HEADERS, N.HEADERS_FAILED, N.DIFFER):
-        if code == N.HEADERS_FAILED:
-            t._outsized(site.boxes[site.me], site.reqs, MPI.Exception(int(rec[N.R_ERR])))
-        t._settle(site.reqs, code == N.DIFFER, ins, call, group, site.boxes)
-        if site.kind == N.CARRIED:
-            from ...backends.spmd.mpi_allreduce import UFUNCS, reduce_carried
-            reduce_carried(site.boxes, site.dtype, UFUNCS[site.op], out)
-        elif site.kind == N.POSTED:
-            t._wait([site.comm.Iallreduce(src, out, op=site.mpi_op)], ins, call, group)
-        else:
-            site.comm.Allreduce(src, out, op=site.mpi_op)
-    elif code == N.PAYLOAD:
+    failed = MPI.Exception(int(rec[N.R_ERR])) if code == N.HEADERS_FAILED else None
+    posted = None
+    if code == N.PAYLOAD:
         width = 4 if MPI._sizeof(MPI.Request) == 4 else 8
-        handle = int(rec[N.R_REQ]) & ((1 << (8 * width)) - 1)
-        t._wait([MPI.Request.fromhandle(handle)], ins, call, group)
-    t.where = "running"
+        posted = MPI.Request.fromhandle(int(rec[N.R_REQ]) & ((1 << (8 * width)) - 1))
+    site.finish(call, site.boxes, site.reqs, code == N.DIFFER, src, out, failed, posted)
     mpi_frames.pass_order(int(rec[N.R_TIN]), int(rec[N.R_TOUT]))
