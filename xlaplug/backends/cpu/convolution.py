@@ -29,6 +29,7 @@ import numpy as np
 
 from ..common.plans import conv_plan
 from ..registry import kernel
+from . import conv_chunks
 from .jit_store import cached_njit
 from .linalg import _finish, _to_compute
 from .transpose_copy import contiguous
@@ -185,6 +186,10 @@ def _convolution(ins, args, ctx):
     rev = [d for d, wd in enumerate(wdims) if wd.reversal]
     if rev:
         w = np.flip(w, axis=rev)
+    if conv_chunks.applies(x.dtype, wdims, G, BG, ctx):
+        y = conv_chunks.chunked(x, w, wdims, s_out, ctx)
+        if y is not None:
+            return _output(y, cp, dn, out_dt)
     scratch = ctx.kernel_cache.table("conv_patches") if ctx is not None else None
     if _phases_apply(wdims, G, BG):
         y = _by_phases(x, w, wdims, ksz, s_out, scratch)

@@ -1,0 +1,139 @@
+"""The chunked convolution (backends/cpu/conv_chunks.py): patch rows gathered and multiplied a
+chunk at a time on numba's threads give the whole-matrix path's bits (convolution.py's
+im2col and one gemm, on one BLAS thread), the same bits at any thread count, XLA's values
+(padding, strides, dilation, 1-D, f64), and XLA's flushed subnormals."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+from jax import lax  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
+
+from xlaplug.backends.cpu import conv_chunks  # noqa: E402
+from xlaplug.backends.cpu.gang_gemm import gemm_library  # noqa: E402
+from xlaplug.hlo.text.parser import parse_module  # noqa: E402
+from xlaplug.runtime.executor import ExecContext  # noqa: E402
+
+pytestmark = [pytest.mark.jax,
+              pytest.mark.skipif(gemm_library() is None,
+                                 reason="no ILP64 OpenBLAS of numpy's to call (x86-64 Linux)")]
+
+RNG = np.random.default_rng(23)
+
+
+def _conv(dn, **kw):
+    return lambda x, w: lax.conv_general_dilated(x, w, dimension_numbers=dn, **kw)
+
+
+# (function, input shape, kernel shape): each has rows enough for several chunks
+CASES = {
+    "nchw_same": (_conv(("NCHW", "OIHW", "NCHW"), window_strides=(1, 1), padding="SAME"),
+                  (2, 48, 30, 30), (64, 48, 3, 3)),
+    "nhwc_stride2": (_conv(("NHWC", "HWIO", "NHWC"), window_strides=(2, 2),
+                           padding=[(0, 1), (0, 1)]), (8, 32, 32, 32), (3, 3, 32, 64)),
+    "three_channels": (_conv(("NHWC", "HWIO", "NHWC"), window_strides=(1, 1), padding="SAME"),
+                       (40, 32, 32, 3), (3, 3, 3, 32)),
+    "dilated_uneven_pad": (_conv(("NHWC", "HWIO", "NHWC"), window_strides=(1, 2),
+                                 padding=[(2, 1), (0, 3)], rhs_dilation=(2, 1)),
+                           (8, 30, 40, 24), (3, 2, 24, 48)),
+    "one_d": (_conv(("NCH", "OIH", "NCH"), window_strides=(2,), padding=[(2, 1)]),
+              (4, 32, 1500), (64, 32, 5)),
+}
+
+
+def _module(f, x, w):
+    return parse_module(jax.jit(f).lower(x, w).as_text(dialect="hlo"))
+
+
+def _run(module, args, chunked: bool, monkeypatch) -> tuple[np.ndarray, bool]:
+    """The result on a fresh context, with the chunked path allowed or not, and whether it
+    ran (its buffers are the context's scratch)."""
+    with monkeypatch.context() as m:
+        if not chunked:
+            m.setattr(conv_chunks, "applies", lambda *a: False)
+        ctx = ExecContext("cpu")
+        got = np.asarray(ctx.run(module.entry, list(args)))
+    ran = any(k[0] == "chunks" for k in ctx.kernel_cache.table("conv_patches"))
+    return got, ran
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_chunks_give_the_whole_products_bits(case, monkeypatch):
+    f, xs, ws = CASES[case]
+    x, w = RNG.standard_normal(xs).astype(np.float32), RNG.standard_normal(ws).astype(np.float32)
+    module = _module(f, x, w)
+    with threadpool_limits(1):
+        whole, ran = _run(module, (x, w), False, monkeypatch)
+        assert not ran
+        got, ran = _run(module, (x, w), True, monkeypatch)
+    assert ran, "the chunked path did not run"
+    np.testing.assert_array_equal(got, whole)
+    with threadpool_limits(2):  # two threads, each its own chunks: the same bits
+        np.testing.assert_array_equal(_run(module, (x, w), True, monkeypatch)[0], whole)
+    want = np.asarray(jax.jit(f)(x, w))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_f64_and_kernel_reversal(monkeypatch):
+    """f64 through dgemm; a kernel reversed by the window (an input gradient's form)."""
+    jax.config.update("jax_enable_x64", True)
+    try:
+        f, xs, ws = CASES["nchw_same"]
+        x, w = RNG.standard_normal(xs), RNG.standard_normal(ws)
+        module = _module(f, x, w)
+        want = np.asarray(jax.jit(f)(x, w))
+    finally:
+        jax.config.update("jax_enable_x64", False)
+    with threadpool_limits(1):
+        got, ran = _run(module, (x, w), True, monkeypatch)
+        whole, _ = _run(module, (x, w), False, monkeypatch)
+    assert ran and got.dtype == np.float64
+    np.testing.assert_array_equal(got, whole)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+    text = """HloModule m
+ENTRY e {
+  x = f32[4,24,20,20]{3,2,1,0} parameter(0)
+  w = f32[3,3,24,64]{3,2,1,0} parameter(1)
+  ROOT c = f32[4,20,20,64]{3,2,1,0} convolution(x, w), window={size=3x3 pad=1_1x1_1 rhs_reversal=1x1}, dim_labels=bf01_01io->b01f
+}"""
+    x, w = RNG.standard_normal((4, 24, 20, 20)).astype(np.float32), \
+        RNG.standard_normal((3, 3, 24, 64)).astype(np.float32)
+    got, ran = _run(parse_module(text), (x, w), True, monkeypatch)
+    assert ran
+    want = np.asarray(lax.conv_general_dilated(x, w[::-1, ::-1], (1, 1), [(1, 1), (1, 1)],
+                                               dimension_numbers=("NCHW", "HWIO", "NHWC")))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_chunks_flush_subnormals_as_xla(monkeypatch):
+    """Every chunk's gemm runs with FTZ and DAZ set, on whichever thread: subnormal
+    inputs count as zeros, as in XLA:CPU's convolution (cpu/denormals.py)."""
+    f, xs, ws = CASES["nhwc_stride2"]
+    x = np.full(xs, 1e-39, np.float32)
+    x[:, ::2] = RNG.standard_normal(x[:, ::2].shape)
+    w = RNG.standard_normal(ws).astype(np.float32)
+    module = _module(f, x, w)
+    want = np.asarray(jax.jit(f)(x, w))
+    for threads in (1, 2):
+        with threadpool_limits(threads):
+            got, ran = _run(module, (x, w), True, monkeypatch)
+        assert ran
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+        # the rows whose patches hold only subnormals
+        only = np.asarray(jax.jit(f)(np.where(np.abs(x) < 1e-30, x, 0), w))
+        assert not np.any(only), "XLA kept subnormal products"
+        mask = np.asarray(jax.jit(f)((np.abs(x) >= 1e-30).astype(np.float32), np.abs(w)))
+        assert np.all(got[mask == 0] == 0)
+
+
+def test_chunk_count_leaves_small_products_whole():
+    """A product under two chunks' worth of multiply-adds keeps the whole-matrix path; a
+    chunk is never below MIN_MNK multiply-adds, nor starts off a TILE_ROWS boundary."""
+    assert conv_chunks.chunk_count(200, 27, 32, 4) < 2
+    m, k, o = 25088, 576, 64
+    n = conv_chunks.chunk_count(m, k, o, 4)
+    starts = [(i * m // n) // conv_chunks.TILE_ROWS * conv_chunks.TILE_ROWS for i in range(n)]
+    sizes = np.diff(starts + [m])
+    assert n >= 2 and sizes.min() * k * o >= conv_chunks.MIN_MNK
