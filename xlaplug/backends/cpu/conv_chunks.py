@@ -12,6 +12,12 @@ load 3-5): the whole-matrix gemm of that convolution 14.4 ms, its gather 7.9 ms;
 gemms of cache-resident rows 8.5 ms.  The gather reads the channels-last input directly,
 writing zeros where a tap falls in the padding, so there is no padded copy either.
 
+Where there are too few rows for two chunks (or no gemm to call from numba) the same
+gather fills the whole patch matrix (`patches`) for convolution.py's one numpy product:
+runs of channels copied by memcpy, in place of numpy's strided slice copy per tap and the
+padded copy of the input (a 1-D or 2-D convolution's, and each output phase's of an input
+gradient: convolution._by_phases).
+
 Bits: a chunk is whole rows of the patch matrix with the full K dimension, so each output
 element is the same dot; what OpenBLAS would change is the kernel: it runs a row block
 (a tile of 12 rows in the Haswell kernel, of 16 in SkylakeX's) by another accumulation order
@@ -38,7 +44,7 @@ MIN_MNK = 8 << 20
 # Bytes of one chunk's patches: well inside a core's L2 (1-2 MB on current x86 parts),
 # leaving room for the gemm's packed copies.
 BLOCK_BYTES = 512 << 10
-_VERSION = 1
+_VERSION = 2
 
 
 def chunk_count(m: int, k: int, o: int, itemsize: int) -> int:
@@ -47,15 +53,24 @@ def chunk_count(m: int, k: int, o: int, itemsize: int) -> int:
     return m // (rows + TILE_ROWS)  # rounding starts down to TILE_ROWS keeps each >= rows
 
 
+def window(wdims) -> list[tuple[int, int, int]]:
+    """(stride, rhs_dilate, pad_lo) of each window dimension, for `patches` and `chunked`."""
+    return [(wd.stride, wd.rhs_dilate, wd.pad_lo) for wd in wdims]
+
+
+def gathers(wdims) -> bool:
+    """Whether `patches` gathers this convolution's patches: 1-D or 2-D, no input dilation
+    (the input-dilated ones run by phases, each phase an undilated window)."""
+    return len(wdims) in (1, 2) and all(wd.lhs_dilate == 1 for wd in wdims)
+
+
 def applies(x_dtype, wdims, groups: int, batch_groups: int, ctx) -> bool:
-    """Whether a convolution (compute type, window, groups) runs here; the sizes are
+    """Whether a convolution (compute type, window, groups) may run in chunks; the sizes are
     chunk_count's to judge."""
     from .blas_threads import devices_at_once
     from .gang_gemm import gemm_library
-    if ctx is None or groups != 1 or batch_groups != 1 or len(wdims) not in (1, 2):
+    if ctx is None or groups != 1 or batch_groups != 1 or not gathers(wdims):
         return False
-    if any(wd.lhs_dilate != 1 for wd in wdims):
-        return False  # the input-dilated ones run by phases (convolution._by_phases)
     lib = gemm_library()
     if lib is None or np.dtype(x_dtype) not in lib:
         return False
@@ -63,22 +78,45 @@ def applies(x_dtype, wdims, groups: int, batch_groups: int, ctx) -> bool:
     return not devices_at_once(ctx)
 
 
-def chunked(x: np.ndarray, w: np.ndarray, wdims, s_out, ctx) -> np.ndarray | None:
+def _geometry(x: np.ndarray, ksz, win, s_out, o: int = 0):
+    """(x as [N, H, W, C] contiguous, the loops' int64 geometry: out H, W, kernel H, W,
+    (stride, dilation, pad_lo) of H then W, O) -- a 1-D convolution as 2-D with one row."""
+    from .transpose_copy import contiguous
+    win = [tuple(v) for v in win]
+    if len(win) == 1:
+        x, ksz, s_out, win = x[:, None], (1,) + tuple(ksz), (1,) + tuple(s_out), [(1, 1, 0)] + win
+    dims = list(s_out) + list(ksz) + [v for t in win for v in t] + [o]
+    return contiguous(x), np.array(dims, np.int64)
+
+
+def patches(x: np.ndarray, ksz, win, s_out, scratch: dict | None) -> np.ndarray:
+    """[N*P, KK*C]: the patch matrix of x [N, S..., C] (any type: bytes are copied), in a
+    buffer of `scratch` (convolution._patches says why it is kept)."""
+    x, dims = _geometry(x, ksz, win, s_out)
+    m = x.shape[0] * int(dims[0] * dims[1])
+    shape = (m, int(dims[2] * dims[3]) * x.shape[-1])
+    key = ("rows", shape, x.dtype.str)
+    cols = scratch.get(key) if scratch is not None else None
+    if cols is None:
+        cols = np.empty(shape, x.dtype)
+        if scratch is not None:
+            scratch[key] = cols
+    if cols.size:
+        _loop("whole", False)(x, cols, dims)
+    return cols
+
+
+def chunked(x: np.ndarray, w: np.ndarray, win, s_out, ctx) -> np.ndarray | None:
     """[N*P, O]: the convolution of x [N, S..., C] (compute type) with w [K..., C, O]
     (reversal applied), or None where it has too few rows for two chunks."""
-    from .transpose_copy import contiguous
-    n, c, o = x.shape[0], x.shape[-1], w.shape[-1]
-    ksz = w.shape[:-2]
-    kk = int(np.prod(ksz, dtype=np.int64))
-    p = int(np.prod(s_out, dtype=np.int64))
-    m, k = n * p, kk * c
+    from .gang_gemm import gemm_library
+    o, ksz = w.shape[-1], w.shape[:-2]
+    m = x.shape[0] * int(np.prod(s_out, dtype=np.int64))
+    k = int(np.prod(ksz, dtype=np.int64)) * x.shape[-1]
     nch = chunk_count(m, k, o, x.dtype.itemsize)
     if nch < 2:
         return None
-    geom = [v for wd in wdims for v in (wd.stride, wd.rhs_dilate, wd.pad_lo)]
-    if len(wdims) == 1:  # a 1-D convolution as 2-D with one row
-        x, ksz, s_out, geom = x[:, None], (1,) + tuple(ksz), (1,) + tuple(s_out), [1, 1, 0] + geom
-    x = contiguous(x)
+    x, dims = _geometry(x, ksz, win, s_out, o)
     wm = np.ascontiguousarray(w).reshape(k, o)
     starts = np.array([(i * m // nch) // TILE_ROWS * TILE_ROWS for i in range(nch)] + [m],
                       np.int64)
@@ -91,15 +129,7 @@ def chunked(x: np.ndarray, w: np.ndarray, wdims, s_out, ctx) -> np.ndarray | Non
     if bufs is None:  # kept from run to run: a fresh one faults its pages in every run
         bufs = table[key] = np.empty((threads, key[2]), x.dtype)
     y = np.empty((m, o), x.dtype)
-    dims = np.array(list(s_out) + list(ksz) + geom + [o], np.int64)
-    _run(x, wm, y, bufs, starts, dims, threads, blas)
-    return y
-
-
-def _run(x, wm, y, bufs, starts, dims, threads: int, blas) -> None:
     import numba
-    from .gang_gemm import gemm_library
-    loop = _chunk_loop(x.dtype == np.float32)
     before_numba = numba.get_num_threads()
     # one BLAS thread per gemm: a gemm called from a numba thread would otherwise start
     # OpenBLAS's own team (process-wide, from every numba thread at once)
@@ -108,12 +138,14 @@ def _run(x, wm, y, bufs, starts, dims, threads: int, blas) -> None:
         blas.set_num_threads(1)
     numba.set_num_threads(threads)
     try:
-        loop(gemm_library()[x.dtype], x, wm.__array_interface__["data"][0],
-             y.__array_interface__["data"][0], bufs, starts, dims)
+        _loop("chunks", x.dtype == np.float32)(
+            gemm_library()[x.dtype], x, wm.__array_interface__["data"][0],
+            y.__array_interface__["data"][0], bufs, starts, dims)
     finally:
         numba.set_num_threads(before_numba)
         if before_blas != 1:
             blas.set_num_threads(before_blas)
+    return y
 
 
 @functools.lru_cache(maxsize=1)
@@ -135,39 +167,49 @@ _LOOP = """
 from xlaplug.backends.cpu.gang_intrinsics import (call_gemm, copy_bytes, flush_on, ieee,
                                                   mxcsr_set, zero_bytes)
 # conv_chunks version {version}
-def chunks(fn, x, w, y, bufs, starts, dims):
+@register_jitable
+def gather(x, dims, r0, r1, at):
+    # patch rows [r0, r1) of x [N, H, W, C] from address `at` on, KK*C elements a row
     n, h, wd, c = x.shape
     oh, ow, kh, kw = dims[0], dims[1], dims[2], dims[3]
-    sh, dh, ph, sw, dw, pw, o = dims[4], dims[5], dims[6], dims[7], dims[8], dims[9], dims[10]
-    k, size = kh * kw * c, x.itemsize
-    xa, row = x.ctypes.data, c * size  # bytes of one input position's channels
+    sh, dh, ph, sw, dw, pw = dims[4], dims[5], dims[6], dims[7], dims[8], dims[9]
+    xa, row = np.int64(x.ctypes.data), c * x.itemsize  # bytes of one position's channels
+    at = np.int64(at)
+    for r in range(r0, r1):
+        b = r // (oh * ow)
+        i = (r - b * oh * ow) // ow
+        j = r - b * oh * ow - i * ow
+        x0 = j * sw - pw
+        for a in range(kh):
+            yy = i * sh + a * dh - ph
+            src = xa + ((b * h + yy) * wd + x0) * row
+            if dw == 1 and 0 <= yy < h and x0 >= 0 and x0 + kw <= wd:
+                copy_bytes(at, src, kw * row)  # the row's kw taps lie side by side
+                at += kw * row
+                continue
+            for q in range(kw):
+                xx = x0 + q * dw
+                if 0 <= yy < h and 0 <= xx < wd:
+                    copy_bytes(at, src + q * dw * row, row)
+                else:
+                    zero_bytes(at, row)  # padding
+                at += row
+
+
+def whole(x, cols, dims):
+    gather(x, dims, 0, cols.shape[0], np.int64(cols.ctypes.data))
+
+
+def chunks(fn, x, w, y, bufs, starts, dims):
+    k, o, size = dims[2] * dims[3] * x.shape[3], dims[10], x.itemsize
     nt, nch, step = bufs.shape[0], starts.shape[0] - 1, bufs.shape[1] * size
     caller = ieee()  # threads numba starts now inherit IEEE arithmetic (gang_gemm.py)
     for t in prange(nt):
-        base = bufs.ctypes.data + t * step
+        base = np.int64(bufs.ctypes.data) + t * step
         old = flush_on()
         for ch in range(t, nch, nt):
             r0, r1 = starts[ch], starts[ch + 1]
-            at = base
-            for r in range(r0, r1):
-                b = r // (oh * ow)
-                i = (r - b * oh * ow) // ow
-                j = r - b * oh * ow - i * ow
-                x0 = j * sw - pw
-                for a in range(kh):
-                    yy = i * sh + a * dh - ph
-                    src = xa + ((b * h + yy) * wd + x0) * row
-                    if dw == 1 and 0 <= yy < h and x0 >= 0 and x0 + kw <= wd:
-                        copy_bytes(at, src, kw * row)  # the row's kw taps lie side by side
-                        at += kw * row
-                        continue
-                    for q in range(kw):
-                        xx = x0 + q * dw
-                        if 0 <= yy < h and 0 <= xx < wd:
-                            copy_bytes(at, src + q * dw * row, row)
-                        else:
-                            zero_bytes(at, row)  # padding
-                        at += row
+            gather(x, dims, r0, r1, base)
             call_gemm(fn, 111, 111, r1 - r0, o, k, {one}, base, k, w, o, {zero},
                       y + r0 * o * size, o)
         mxcsr_set(old)
@@ -175,9 +217,10 @@ def chunks(fn, x, w, y, bufs, starts, dims):
 """
 
 
-@functools.lru_cache(maxsize=2)
-def _chunk_loop(single: bool):
+@functools.lru_cache(maxsize=4)
+def _loop(entry: str, single: bool):
+    """The compiled `chunks` (parallel; sgemm when `single`, else dgemm) or `whole`."""
     from .jit_cache import cached_function
     one, zero = ("np.float32(1.0)", "np.float32(0.0)") if single else ("1.0", "0.0")
     src = _LOOP.format(version=_VERSION, one=one, zero=zero)
-    return cached_function(src, {}, "chunks", nogil=True, parallel=True)
+    return cached_function(src, {}, entry, nogil=True, parallel=entry == "chunks")

@@ -30,7 +30,6 @@ import numpy as np
 from ..common.plans import conv_plan
 from ..registry import kernel
 from . import conv_chunks
-from .jit_store import cached_njit
 from .linalg import _finish, _to_compute
 from .transpose_copy import contiguous
 
@@ -61,10 +60,6 @@ def _patches(x: np.ndarray, wdims, ksz, s_out, scratch: dict | None = None) -> n
         return cols
     nsp = len(s_out)
     if int(np.prod(ksz, dtype=np.int64)) <= int(np.prod(s_out, dtype=np.int64)):
-        if nsp == 2 and c < 32 and x.dtype in (np.float32, np.float64):
-            _taps2d(x, cols, wdims[0].stride, wdims[1].stride, wdims[0].rhs_dilate,
-                    wdims[1].rhs_dilate)
-            return cols
         for koff in itertools.product(*(range(k) for k in ksz)):
             src = tuple(slice(k * wd.rhs_dilate, k * wd.rhs_dilate + (o - 1) * wd.stride + 1,
                               wd.stride) for k, wd, o in zip(koff, wdims, s_out))
@@ -75,22 +70,6 @@ def _patches(x: np.ndarray, wdims, ksz, s_out, scratch: dict | None = None) -> n
                               wd.rhs_dilate) for p, wd, k in zip(pos, wdims, ksz))
             cols[(slice(None),) + pos] = x[(slice(None),) + src]
     return cols
-
-
-@cached_njit(lazy=True, nogil=True)
-def _taps2d(x, cols, sh, sw, dh, dw):
-    """_patches' per-tap gather of a 2-D convolution in one compiled loop: numpy's strided
-    slice copy per tap moves rows of C elements each (a small CNN's 8x16x16x3 input: 3),
-    ~0.1 ms a call on f32[8,18,18,16] against ~15 us here; the same values."""
-    n, oh, ow, kh, kw, c = cols.shape
-    for b in range(n):
-        for i in range(oh):
-            for j in range(ow):
-                for a in range(kh):
-                    for q in range(kw):
-                        r, s = i * sh + a * dh, j * sw + q * dw
-                        for ch in range(c):
-                            cols[b, i, j, a, q, ch] = x[b, r, s, ch]
 
 
 def _products(cols: np.ndarray, w: np.ndarray, G: int, BG: int) -> np.ndarray:
@@ -138,6 +117,7 @@ def _by_phases(x, w, wdims, ksz, s_out, scratch: dict | None = None) -> np.ndarr
     run to run (as _patches says: a fresh buffer's page faults cost more than its gather)."""
     n, c, o = x.shape[0], x.shape[-1], w.shape[-1]
     y = np.empty((n,) + tuple(s_out) + (o,), x.dtype)
+    x = contiguous(x)  # once, not per phase
     for phase in itertools.product(*(range(wd.lhs_dilate) for wd in wdims)):
         pads, dims, taps, outs, sub_out = [], [], [], [], []
         for r, wd, k, od, xd in zip(phase, wdims, ksz, s_out, x.shape[1:-1]):
@@ -164,7 +144,11 @@ def _by_phases(x, w, wdims, ksz, s_out, scratch: dict | None = None) -> np.ndarr
         if 0 in sub_k:
             y[(slice(None),) + tuple(outs)] = 0  # no tap meets a sample: sums of zeros
             continue
-        cols = _patches(_dilate_pad(x, pads), dims, sub_k, sub_out, scratch)
+        if len(dims) in (1, 2):  # the phase's window straight from x, as a crop or pad
+            win = [(d.stride, d.rhs_dilate, lo) for d, (lo, _, _) in zip(dims, pads)]
+            cols = conv_chunks.patches(x, sub_k, win, sub_out, scratch)
+        else:
+            cols = _patches(_dilate_pad(x, pads), dims, sub_k, sub_out, scratch)
         kk = int(np.prod(sub_k, dtype=np.int64))
         ys = cols.reshape(-1, kk * c) @ np.ascontiguousarray(ws).reshape(kk * c, o)
         y[(slice(None),) + tuple(outs)] = ys.reshape((n,) + tuple(sub_out) + (o,))
@@ -187,15 +171,19 @@ def _convolution(ins, args, ctx):
     if rev:
         w = np.flip(w, axis=rev)
     if conv_chunks.applies(x.dtype, wdims, G, BG, ctx):
-        y = conv_chunks.chunked(x, w, wdims, s_out, ctx)
+        y = conv_chunks.chunked(x, w, conv_chunks.window(wdims), s_out, ctx)
         if y is not None:
             return _output(y, cp, dn, out_dt)
     scratch = ctx.kernel_cache.table("conv_patches") if ctx is not None else None
     if _phases_apply(wdims, G, BG):
         y = _by_phases(x, w, wdims, ksz, s_out, scratch)
         return _output(y, cp, dn, out_dt)
-    x = _dilate_pad(x, [(wd.pad_lo, wd.pad_hi, wd.lhs_dilate - 1) for wd in wdims])
-    cols = _patches(x, wdims, ksz, s_out, scratch).reshape(cp.n * cp.p, cp.kk, cp.c)
+    if conv_chunks.gathers(wdims):
+        cols = conv_chunks.patches(x, ksz, conv_chunks.window(wdims), s_out, scratch)
+    else:
+        x = _dilate_pad(x, [(wd.pad_lo, wd.pad_hi, wd.lhs_dilate - 1) for wd in wdims])
+        cols = _patches(x, wdims, ksz, s_out, scratch)
+    cols = cols.reshape(cp.n * cp.p, cp.kk, cp.c)
     w = np.ascontiguousarray(w).reshape(cp.kk, cp.i, cp.o)
     y = _products(cols, w, G, BG)
     return _output(y, cp, dn, out_dt)
