@@ -1,7 +1,8 @@
-"""The chunked convolution (backends/cpu/conv_chunks.py): patch rows gathered and multiplied a
-chunk at a time on numba's threads give the whole-matrix path's bits (convolution.py's
-im2col and one gemm, on one BLAS thread), the same bits at any thread count, XLA's values
-(padding, strides, dilation, 1-D, f64), and XLA's flushed subnormals."""
+"""The convolution's compiled patch gather and chunked product (backends/cpu/conv_chunks.py):
+patch rows gathered and multiplied a chunk at a time on numba's threads, or gathered whole
+for one numpy product, give the bits of the im2col product as numpy computes it (padded
+input, a strided slice per tap, one matmul on one BLAS thread), the same bits at any thread
+count, XLA's values (padding, strides, dilation, 1-D, f64), and XLA's flushed subnormals."""
 from __future__ import annotations
 
 import numpy as np
@@ -24,7 +25,41 @@ RNG = np.random.default_rng(23)
 
 
 def _conv(dn, **kw):
-    return lambda x, w: lax.conv_general_dilated(x, w, dimension_numbers=dn, **kw)
+    f = lambda x, w: lax.conv_general_dilated(x, w, dimension_numbers=dn, **kw)  # noqa: E731
+    f.dn, f.kw = dn, kw
+    return f
+
+
+def _im2col(f, x, w):
+    """f(x, w) as numpy's im2col product: x and w channels-last, x padded, a strided slice
+    per tap into [N*P, KK*C], times w [KK*C, O] on one BLAS thread, the result put back in
+    f's output layout."""
+    dn, kw = f.dn, f.kw
+
+    def order(spec, first, last):  # the permutation to [first, spatial..., last]
+        return [spec.index(first)] + [i for i, a in enumerate(spec) if a not in first + last] \
+            + [spec.index(a) for a in last]
+    xl = np.ascontiguousarray(x.transpose(order(dn[0], "N", "C")))
+    wl = np.ascontiguousarray(w.transpose(order(dn[1], "", "IO")[1:]))
+    nsp = xl.ndim - 2
+    stride = kw.get("window_strides", (1,) * nsp)
+    dil = kw.get("rhs_dilation", (1,) * nsp)
+    pad = kw["padding"]
+    ksz = wl.shape[:nsp]
+    if pad == "SAME":
+        pad = [((k - 1) // 2, k // 2) for k in ksz]
+    xp = np.pad(xl, [(0, 0)] + [tuple(p) for p in pad] + [(0, 0)])
+    out = [(xp.shape[1 + d] - (ksz[d] - 1) * dil[d] - 1) // stride[d] + 1 for d in range(nsp)]
+    taps = []
+    for off in np.ndindex(*ksz):
+        taps.append(xp[(slice(None),) + tuple(
+            slice(o * dl, o * dl + (n - 1) * s + 1, s)
+            for o, dl, n, s in zip(off, dil, out, stride))])
+    cols = np.stack(taps, axis=-2).reshape(-1, int(np.prod(ksz)) * xl.shape[-1])
+    with threadpool_limits(1):
+        y = cols @ wl.reshape(-1, wl.shape[-1])
+    y = y.reshape((xl.shape[0],) + tuple(out) + (wl.shape[-1],))
+    return np.ascontiguousarray(y.transpose(np.argsort(order(dn[2], "N", "C"))))
 
 
 # (function, input shape, kernel shape): each has rows enough for several chunks
@@ -64,9 +99,11 @@ def test_chunks_give_the_whole_products_bits(case, monkeypatch):
     f, xs, ws = CASES[case]
     x, w = RNG.standard_normal(xs).astype(np.float32), RNG.standard_normal(ws).astype(np.float32)
     module = _module(f, x, w)
+    whole = _im2col(f, x, w)
     with threadpool_limits(1):
-        whole, ran = _run(module, (x, w), False, monkeypatch)
+        got, ran = _run(module, (x, w), False, monkeypatch)  # gathered whole, one product
         assert not ran
+        np.testing.assert_array_equal(got, whole)
         got, ran = _run(module, (x, w), True, monkeypatch)
     assert ran, "the chunked path did not run"
     np.testing.assert_array_equal(got, whole)
@@ -74,6 +111,30 @@ def test_chunks_give_the_whole_products_bits(case, monkeypatch):
         np.testing.assert_array_equal(_run(module, (x, w), True, monkeypatch)[0], whole)
     want = np.asarray(jax.jit(f)(x, w))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+SMALL = [
+    (_conv(("NHWC", "HWIO", "NHWC"), window_strides=(2, 1), padding=[(3, 2), (0, 4)]),
+     (2, 7, 5, 3), (3, 2, 3, 4)),
+    (_conv(("NCHW", "OIHW", "NCHW"), window_strides=(1, 3), padding=[(1, 1), (2, 0)],
+           rhs_dilation=(1, 2)), (3, 5, 9, 11), (6, 5, 2, 3)),
+    (_conv(("NCH", "OIH", "NCH"), window_strides=(1,), padding=[(0, 2)]), (2, 4, 9), (3, 4, 4)),
+    # a weight gradient's form: more taps than output positions
+    (_conv(("NHWC", "HWIO", "NHWC"), window_strides=(1, 1), padding=[(1, 1), (1, 1)]),
+     (3, 12, 12, 5), (11, 11, 5, 7)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(SMALL)))
+def test_small_products_gather_the_same_patches(case, monkeypatch):
+    """Too few rows for two chunks: the patches gathered whole (padding as zeros, strides,
+    kernel dilation, 1-D) and one product -- im2col's bits."""
+    f, xs, ws = SMALL[case]
+    x, w = RNG.standard_normal(xs).astype(np.float32), RNG.standard_normal(ws).astype(np.float32)
+    with threadpool_limits(1):
+        got, ran = _run(_module(f, x, w), (x, w), True, monkeypatch)
+    assert not ran
+    np.testing.assert_array_equal(got, _im2col(f, x, w))
 
 
 def test_f64_and_kernel_reversal(monkeypatch):
