@@ -198,3 +198,20 @@ def test_chunk_count_leaves_small_products_whole():
     starts = [(i * m // n) // conv_chunks.TILE_ROWS * conv_chunks.TILE_ROWS for i in range(n)]
     sizes = np.diff(starts + [m])
     assert n >= 2 and sizes.min() * k * o >= conv_chunks.MIN_MNK
+
+
+def test_bf16_result_rounded_once(monkeypatch):
+    """bf16 operands: products in f32, chunked, rounded once to bf16 -- the whole path's
+    bits."""
+    import ml_dtypes
+    f, xs, ws = CASES["nchw_same"]
+    x = RNG.standard_normal(xs).astype(ml_dtypes.bfloat16)
+    w = RNG.standard_normal(ws).astype(ml_dtypes.bfloat16)
+    module = _module(f, x, w)
+    with threadpool_limits(1):
+        got, ran = _run(module, (x, w), True, monkeypatch)
+        whole, _ = _run(module, (x, w), False, monkeypatch)
+    assert ran and got.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(got.view(np.uint16), whole.view(np.uint16))
+    want = _im2col(f, x.astype(np.float32), w.astype(np.float32)).astype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
