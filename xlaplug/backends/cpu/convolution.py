@@ -11,7 +11,11 @@ channel):
 and the convolution is `cols @ w.reshape(KK*C, O)`: one product of N*P rows on the run's
 BLAS threads (blas_threads.py), where a product per image (O x CKK by CKK x P, the earlier
 form) kept a training step's backward convolutions -- 16 images of 1,024 positions -- on
-small products with the output transposed after.  The gather copies contiguous channel rows:
+small products with the output transposed after.  1-D and 2-D patches are gathered by
+conv_chunks.py's compiled loop (runs of channels by memcpy, zeros over padding, no padded
+copy); where the product has rows enough, in cache-sized chunks each multiplied as soon as it
+is gathered, on numba's threads (an implicit GEMM: the whole patch matrix never goes to
+memory), with the whole product's bits.  Other ranks copy contiguous channel rows with numpy:
 a strided slice of x per tap when there are fewer taps than output positions (a forward
 convolution: 9 taps, 1,024 positions), else a window of x per output position (a weight
 gradient: 1,024 taps, 9 positions).
