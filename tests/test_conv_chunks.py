@@ -215,3 +215,17 @@ def test_bf16_result_rounded_once(monkeypatch):
     np.testing.assert_array_equal(got.view(np.uint16), whole.view(np.uint16))
     want = _im2col(f, x.astype(np.float32), w.astype(np.float32)).astype(ml_dtypes.bfloat16)
     np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+def test_transposed_planes_are_numpys_transpose():
+    """NCHW operands and results move by OpenBLAS's omatcopy: the very values of numpy's
+    transpose, signed zeros, infinities and NaNs among them."""
+    for dt in (np.float32, np.float64):
+        src = RNG.standard_normal((3, 17, 40)).astype(dt)
+        src[0, 0, :4] = [-0.0, np.inf, -np.inf, np.nan]
+        got = conv_chunks.transposed(src)
+        want = np.ascontiguousarray(src.transpose(0, 2, 1))
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+        into = np.empty_like(want)
+        assert conv_chunks.transposed(src, into) is into
+        np.testing.assert_array_equal(into.view(np.uint8), want.view(np.uint8))

@@ -177,7 +177,7 @@ def _convolution(ins, args, ctx):
     if conv_chunks.applies(x.dtype, wdims, G, BG, ctx):
         y = conv_chunks.chunked(x, w, conv_chunks.window(wdims), s_out, ctx)
         if y is not None:
-            return _output(y, cp, dn, out_dt)
+            return _output(y, cp, dn, out_dt, planes=True)
     scratch = ctx.kernel_cache.table("conv_patches") if ctx is not None else None
     if _phases_apply(wdims, G, BG):
         y = _by_phases(x, w, wdims, ksz, s_out, scratch)
@@ -193,8 +193,15 @@ def _convolution(ins, args, ctx):
     return _output(y, cp, dn, out_dt)
 
 
-def _output(y, cp, dn, out_dt) -> np.ndarray:
-    """[N, S_out..., O] in the compute type -> the result, in its own dimension order."""
+def _output(y, cp, dn, out_dt, planes: bool = False) -> np.ndarray:
+    """[N, S_out..., O] in the compute type -> the result, in its own dimension order;
+    `planes`: a channels-first result of the chunked path's by conv_chunks.transposed."""
     y = _finish(y, cp.kind, out_dt).reshape((cp.n_out,) + tuple(cp.out_spatial) + (cp.o,))
     canon = (dn.output_batch,) + tuple(dn.output_spatial) + (dn.output_feature,)
-    return contiguous(y.transpose(np.argsort(canon)))
+    order = np.argsort(canon)
+    nsp = len(cp.out_spatial)
+    if planes and nsp and list(order) == [0, nsp + 1] + list(range(1, nsp + 1)):
+        res = conv_chunks.transposed(y.reshape(cp.n_out, -1, cp.o))
+        if res is not None:
+            return res.reshape(tuple(y.shape[d] for d in order))
+    return contiguous(y.transpose(order))
