@@ -75,6 +75,11 @@ CASES = {
                            (8, 30, 40, 24), (3, 2, 24, 48)),
     "one_d": (_conv(("NCH", "OIH", "NCH"), window_strides=(2,), padding=[(2, 1)]),
               (4, 32, 1500), (64, 32, 5)),
+    # a strided convolution's weight gradient as jax lowers it (f01b_i01o->01bf): the
+    # images are the contracted "channels", read through a transposed copy
+    "weight_gradient": (_conv(("CHWN", "IHWO", "HWNC"), window_strides=(1, 1),
+                              padding=[(0, 1), (0, 1)], rhs_dilation=(2, 2)),
+                        (16, 32, 32, 32), (16, 16, 16, 64)),
 }
 
 
@@ -119,6 +124,9 @@ SMALL = [
     (_conv(("NCHW", "OIHW", "NCHW"), window_strides=(1, 3), padding=[(1, 1), (2, 0)],
            rhs_dilation=(1, 2)), (3, 5, 9, 11), (6, 5, 2, 3)),
     (_conv(("NCH", "OIH", "NCH"), window_strides=(1,), padding=[(0, 2)]), (2, 4, 9), (3, 4, 4)),
+    # channels side by side, the other axes in another order: read in place
+    (_conv(("HNWC", "HWIO", "NHWC"), window_strides=(1, 2), padding=[(1, 1), (2, 1)]),
+     (6, 3, 9, 4), (3, 3, 4, 5)),
     # a weight gradient's form: more taps than output positions
     (_conv(("NHWC", "HWIO", "NHWC"), window_strides=(1, 1), padding=[(1, 1), (1, 1)]),
      (3, 12, 12, 5), (11, 11, 5, 7)),

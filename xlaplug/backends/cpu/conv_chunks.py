@@ -44,7 +44,7 @@ MIN_MNK = 8 << 20
 # Bytes of one chunk's patches: well inside a core's L2 (1-2 MB on current x86 parts),
 # leaving room for the gemm's packed copies.
 BLOCK_BYTES = 512 << 10
-_VERSION = 2
+_VERSION = 3
 
 
 def chunk_count(m: int, k: int, o: int, itemsize: int) -> int:
@@ -78,15 +78,43 @@ def applies(x_dtype, wdims, groups: int, batch_groups: int, ctx) -> bool:
     return not devices_at_once(ctx)
 
 
-def _geometry(x: np.ndarray, ksz, win, s_out, o: int = 0):
-    """(x as [N, H, W, C] contiguous, the loops' int64 geometry: out H, W, kernel H, W,
-    (stride, dilation, pad_lo) of H then W, O) -- a 1-D convolution as 2-D with one row."""
-    from .transpose_copy import contiguous
+def _geometry(x: np.ndarray, ksz, win, s_out, o: int = 0, table: dict | None = None):
+    """(x as [N, H, W, C] with unit-stride channels, the loops' int64 geometry: out H, W,
+    kernel H, W, (stride, dilation, pad_lo) of H then W, O, byte strides of N, H, W) -- a
+    1-D convolution as 2-D with one row.  `table`: transposed copies by omatcopy allowed
+    (the chunked path), kept there."""
     win = [tuple(v) for v in win]
     if len(win) == 1:
         x, ksz, s_out, win = x[:, None], (1,) + tuple(ksz), (1,) + tuple(s_out), [(1, 1, 0)] + win
-    dims = list(s_out) + list(ksz) + [v for t in win for v in t] + [o]
-    return contiguous(x), np.array(dims, np.int64)
+    x = _channels_inner(x, table)
+    dims = list(s_out) + list(ksz) + [v for t in win for v in t] + [o] + list(x.strides[:3])
+    return x, np.array(dims, np.int64)
+
+
+def _channels_inner(x: np.ndarray, table: dict | None) -> np.ndarray:
+    """x itself where its channels (last axis) lie side by side: the gather reads any other
+    strides (a weight gradient's operand, read as [C, H, W, N] from NHWC); else x copied so
+    that they do -- where x is a contiguous block in another axis order and `table` is
+    given, by omatcopy (one [C, rest] -> [rest, C] transpose per block of the axes before
+    the channels in memory: NCHW's images), into a buffer of `table`; else by contiguous."""
+    from .transpose_copy import contiguous
+    if x.strides[-1] == x.itemsize or x.shape[-1] == 1:
+        return x
+    order = sorted(range(x.ndim), key=lambda d: -x.strides[d])  # memory order, slowest first
+    if table is None or not np.transpose(x, order).flags.c_contiguous:
+        return contiguous(x)
+    c = x.ndim - 1
+    lead, rest = order[:order.index(c)], order[order.index(c) + 1:]
+    to = lead + rest + [c]
+    key = ("channels-last", tuple(x.shape[d] for d in to), x.dtype.str)
+    into = table.get(key)
+    if into is None:  # kept from run to run, as the patch buffers
+        into = table[key] = np.empty(key[1], x.dtype)
+    nb = int(np.prod([x.shape[d] for d in lead], dtype=np.int64))
+    if transposed(np.transpose(x, order).reshape(nb, x.shape[c], -1),
+                  into.reshape(nb, -1, x.shape[c])) is None:
+        return contiguous(x)
+    return into.transpose(np.argsort(to))
 
 
 def patches(x: np.ndarray, ksz, win, s_out, scratch: dict | None) -> np.ndarray:
@@ -117,16 +145,7 @@ def chunked(x: np.ndarray, w: np.ndarray, win, s_out, ctx) -> np.ndarray | None:
     if nch < 2:
         return None
     table = ctx.kernel_cache.table("conv_patches")
-    if x.ndim > 2 and np.moveaxis(x, -1, 1).flags.c_contiguous and not x.flags.c_contiguous:
-        # NCHW read channels-last, into a buffer kept from run to run (as the patches')
-        key = ("channels-last", x.shape, x.dtype.str)
-        into = table.get(key)
-        if into is None:
-            into = table[key] = np.empty(x.shape, x.dtype)
-        planes = transposed(np.moveaxis(x, -1, 1).reshape(x.shape[0], x.shape[-1], -1),
-                            into.reshape(x.shape[0], -1, x.shape[-1]))
-        x = x if planes is None else into
-    x, dims = _geometry(x, ksz, win, s_out, o)
+    x, dims = _geometry(x, ksz, win, s_out, o, table)
     wm = np.ascontiguousarray(w).reshape(k, o)
     starts = np.array([(i * m // nch) // TILE_ROWS * TILE_ROWS for i in range(nch)] + [m],
                       np.int64)
@@ -211,6 +230,7 @@ def gather(x, dims, r0, r1, at):
     n, h, wd, c = x.shape
     oh, ow, kh, kw = dims[0], dims[1], dims[2], dims[3]
     sh, dh, ph, sw, dw, pw = dims[4], dims[5], dims[6], dims[7], dims[8], dims[9]
+    sn, sy, sx = dims[11], dims[12], dims[13]  # x's byte strides (channels: unit)
     xa, row = np.int64(x.ctypes.data), c * x.itemsize  # bytes of one position's channels
     at = np.int64(at)
     for r in range(r0, r1):
@@ -220,15 +240,14 @@ def gather(x, dims, r0, r1, at):
         x0 = j * sw - pw
         for a in range(kh):
             yy = i * sh + a * dh - ph
-            src = xa + ((b * h + yy) * wd + x0) * row
-            if dw == 1 and 0 <= yy < h and x0 >= 0 and x0 + kw <= wd:
-                copy_bytes(at, src, kw * row)  # the row's kw taps lie side by side
+            if dw == 1 and sx == row and 0 <= yy < h and x0 >= 0 and x0 + kw <= wd:
+                copy_bytes(at, xa + b * sn + yy * sy + x0 * sx, kw * row)  # side by side
                 at += kw * row
                 continue
             for q in range(kw):
                 xx = x0 + q * dw
                 if 0 <= yy < h and 0 <= xx < wd:
-                    copy_bytes(at, src + q * dw * row, row)
+                    copy_bytes(at, xa + b * sn + yy * sy + xx * sx, row)
                 else:
                     zero_bytes(at, row)  # padding
                 at += row
