@@ -48,7 +48,9 @@ def _im2col(f, x, w):
     ksz = wl.shape[:nsp]
     if pad == "SAME":
         pad = [((k - 1) // 2, k // 2) for k in ksz]
-    xp = np.pad(xl, [(0, 0)] + [tuple(p) for p in pad] + [(0, 0)])
+    xp = np.pad(xl, [(0, 0)] + [(max(lo, 0), max(hi, 0)) for lo, hi in pad] + [(0, 0)])
+    xp = xp[(slice(None),) + tuple(slice(max(-lo, 0), xp.shape[1 + d] - max(-hi, 0))
+                                   for d, (lo, hi) in enumerate(pad))]  # negative: a crop
     out = [(xp.shape[1 + d] - (ksz[d] - 1) * dil[d] - 1) // stride[d] + 1 for d in range(nsp)]
     taps = []
     for off in np.ndindex(*ksz):
@@ -124,6 +126,9 @@ SMALL = [
     (_conv(("NCHW", "OIHW", "NCHW"), window_strides=(1, 3), padding=[(1, 1), (2, 0)],
            rhs_dilation=(1, 2)), (3, 5, 9, 11), (6, 5, 2, 3)),
     (_conv(("NCH", "OIH", "NCH"), window_strides=(1,), padding=[(0, 2)]), (2, 4, 9), (3, 4, 4)),
+    # negative padding: a crop
+    (_conv(("NHWC", "HWIO", "NHWC"), window_strides=(1, 1), padding=[(-1, 2), (1, -2)]),
+     (2, 8, 9, 3), (3, 3, 3, 4)),
     # channels side by side, the other axes in another order: read in place
     (_conv(("HNWC", "HWIO", "NHWC"), window_strides=(1, 2), padding=[(1, 1), (2, 1)]),
      (6, 3, 9, 4), (3, 3, 4, 5)),
