@@ -19,16 +19,16 @@ padded copy of the input (a 1-D or 2-D convolution's, and each output phase's of
 gradient: convolution._by_phases).
 
 Bits: a chunk is whole rows of the patch matrix with the full K dimension, so each output
-element is the same dot; what OpenBLAS would change is the kernel: it runs a row block
-(a tile of 12 rows in the Haswell kernel, of 16 in SkylakeX's) by another accumulation order
-at the tail of the product than in whole tiles, and small products (M*N*K under ~7.3M:
-SkylakeX's "direct" sgemm, and its small-matrix kernels) by other kernels altogether.  So
-every chunk starts at a multiple of TILE_ROWS rows and holds at least MIN_MNK
-multiply-adds: then every row is in the same kind of tile as in the whole product, on one
-thread, and the result is that product's bits (tests/test_conv_chunks.py; Haswell and
-SkylakeX kernels checked on 9..128-channel shapes).  The whole product on several BLAS
-threads splits rows at other places, so its bits could differ from one thread's (Haswell);
-these are one thread's bits at any thread count.
+element is the same dot; what OpenBLAS would change is the kernel: the Haswell kernel runs
+the rows past the last whole tile of 12 in another accumulation order (measured: chunks of
+16 rows differ from the whole product from row 12 on, chunks of 24 or 48 do not), and small
+products (M*N*K under ~7.3M: SkylakeX's "direct" sgemm, and its small-matrix kernels) run
+on other kernels altogether.  So every chunk starts at a multiple of TILE_ROWS rows and
+holds at least MIN_MNK multiply-adds: each row is then in the same kind of tile as in the
+whole product, on one thread, and the result is that product's bits (tests/
+test_conv_chunks.py, run with OPENBLAS_CORETYPE Haswell, SkylakeX, Zen and SapphireRapids).
+The whole product on several BLAS threads splits rows at other places, so with Haswell
+kernels its bits differ from one thread's; these are one thread's bits at any count.
 """
 from __future__ import annotations
 
