@@ -178,12 +178,11 @@ def chunked(x: np.ndarray, w: np.ndarray, win, s_out, ctx) -> np.ndarray | None:
 
 def transposed(src: np.ndarray, dst: np.ndarray | None = None) -> np.ndarray | None:
     """[N, B, A] (`dst` when given): each matrix of src [N, A, B] (C-contiguous f32 or f64)
-    transposed by OpenBLAS's omatcopy (alpha 1), or None where numpy's BLAS has none.  For the chunked
-    path's NCHW operand and result: 0.16-0.22 ms against numpy's 0.42-1.1 for f32[8,64,3136]
-    (one core, load 9).  alpha 1 may multiply: the same bits, but for subnormals under the
-    caller's DAZ (which the chunks' gemms, flushed, read as zeros anyway; their results
-    hold none) and signalling NaNs quieted."""
-    import ctypes
+    transposed by OpenBLAS's omatcopy (alpha 1), or None where numpy's BLAS has none.  For
+    the chunked path's NCHW operand and result: 0.16-0.22 ms against numpy's 0.42-1.1 for
+    f32[8,64,3136] (one core, load 9).  alpha 1 may multiply: the same bits, but for
+    subnormals under the caller's DAZ (which the chunks' gemms, flushed, read as zeros
+    anyway; their results hold none) and signalling NaNs quieted."""
     from .gang_gemm import numpy_blas_functions
     fns = numpy_blas_functions("cblas_somatcopy64_", "cblas_domatcopy64_")
     if fns is None or src.dtype not in fns or not src.flags.c_contiguous:
