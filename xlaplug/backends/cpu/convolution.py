@@ -11,7 +11,11 @@ channel):
 and the convolution is `cols @ w.reshape(KK*C, O)`: one product of N*P rows on the run's
 BLAS threads (blas_threads.py), where a product per image (O x CKK by CKK x P, the earlier
 form) kept a training step's backward convolutions -- 16 images of 1,024 positions -- on
-small products with the output transposed after.  The gather copies contiguous channel rows:
+small products with the output transposed after.  1-D and 2-D patches are gathered by
+conv_chunks.py's compiled loop (runs of channels by memcpy, zeros over padding, no padded
+copy); where the product has rows enough, in cache-sized chunks each multiplied as soon as it
+is gathered, on numba's threads (an implicit GEMM: the whole patch matrix never goes to
+memory), with the whole product's bits.  Other ranks copy contiguous channel rows with numpy:
 a strided slice of x per tap when there are fewer taps than output positions (a forward
 convolution: 9 taps, 1,024 positions), else a window of x per output position (a weight
 gradient: 1,024 taps, 9 positions).
@@ -29,7 +33,7 @@ import numpy as np
 
 from ..common.plans import conv_plan
 from ..registry import kernel
-from .jit_store import cached_njit
+from . import conv_chunks
 from .linalg import _finish, _to_compute
 from .transpose_copy import contiguous
 
@@ -60,10 +64,6 @@ def _patches(x: np.ndarray, wdims, ksz, s_out, scratch: dict | None = None) -> n
         return cols
     nsp = len(s_out)
     if int(np.prod(ksz, dtype=np.int64)) <= int(np.prod(s_out, dtype=np.int64)):
-        if nsp == 2 and c < 32 and x.dtype in (np.float32, np.float64):
-            _taps2d(x, cols, wdims[0].stride, wdims[1].stride, wdims[0].rhs_dilate,
-                    wdims[1].rhs_dilate)
-            return cols
         for koff in itertools.product(*(range(k) for k in ksz)):
             src = tuple(slice(k * wd.rhs_dilate, k * wd.rhs_dilate + (o - 1) * wd.stride + 1,
                               wd.stride) for k, wd, o in zip(koff, wdims, s_out))
@@ -74,22 +74,6 @@ def _patches(x: np.ndarray, wdims, ksz, s_out, scratch: dict | None = None) -> n
                               wd.rhs_dilate) for p, wd, k in zip(pos, wdims, ksz))
             cols[(slice(None),) + pos] = x[(slice(None),) + src]
     return cols
-
-
-@cached_njit(lazy=True, nogil=True)
-def _taps2d(x, cols, sh, sw, dh, dw):
-    """_patches' per-tap gather of a 2-D convolution in one compiled loop: numpy's strided
-    slice copy per tap moves rows of C elements each (a small CNN's 8x16x16x3 input: 3),
-    ~0.1 ms a call on f32[8,18,18,16] against ~15 us here; the same values."""
-    n, oh, ow, kh, kw, c = cols.shape
-    for b in range(n):
-        for i in range(oh):
-            for j in range(ow):
-                for a in range(kh):
-                    for q in range(kw):
-                        r, s = i * sh + a * dh, j * sw + q * dw
-                        for ch in range(c):
-                            cols[b, i, j, a, q, ch] = x[b, r, s, ch]
 
 
 def _products(cols: np.ndarray, w: np.ndarray, G: int, BG: int) -> np.ndarray:
@@ -137,6 +121,7 @@ def _by_phases(x, w, wdims, ksz, s_out, scratch: dict | None = None) -> np.ndarr
     run to run (as _patches says: a fresh buffer's page faults cost more than its gather)."""
     n, c, o = x.shape[0], x.shape[-1], w.shape[-1]
     y = np.empty((n,) + tuple(s_out) + (o,), x.dtype)
+    x = contiguous(x)  # once, not per phase
     for phase in itertools.product(*(range(wd.lhs_dilate) for wd in wdims)):
         pads, dims, taps, outs, sub_out = [], [], [], [], []
         for r, wd, k, od, xd in zip(phase, wdims, ksz, s_out, x.shape[1:-1]):
@@ -163,7 +148,11 @@ def _by_phases(x, w, wdims, ksz, s_out, scratch: dict | None = None) -> np.ndarr
         if 0 in sub_k:
             y[(slice(None),) + tuple(outs)] = 0  # no tap meets a sample: sums of zeros
             continue
-        cols = _patches(_dilate_pad(x, pads), dims, sub_k, sub_out, scratch)
+        if len(dims) in (1, 2):  # the phase's window straight from x, as a crop or pad
+            win = [(d.stride, d.rhs_dilate, lo) for d, (lo, _, _) in zip(dims, pads)]
+            cols = conv_chunks.patches(x, sub_k, win, sub_out, scratch)
+        else:
+            cols = _patches(_dilate_pad(x, pads), dims, sub_k, sub_out, scratch)
         kk = int(np.prod(sub_k, dtype=np.int64))
         ys = cols.reshape(-1, kk * c) @ np.ascontiguousarray(ws).reshape(kk * c, o)
         y[(slice(None),) + tuple(outs)] = ys.reshape((n,) + tuple(sub_out) + (o,))
@@ -185,19 +174,34 @@ def _convolution(ins, args, ctx):
     rev = [d for d, wd in enumerate(wdims) if wd.reversal]
     if rev:
         w = np.flip(w, axis=rev)
+    if conv_chunks.applies(x.dtype, wdims, G, BG, ctx):
+        y = conv_chunks.chunked(x, w, conv_chunks.window(wdims), s_out, ctx)
+        if y is not None:
+            return _output(y, cp, dn, out_dt, planes=True)
     scratch = ctx.kernel_cache.table("conv_patches") if ctx is not None else None
     if _phases_apply(wdims, G, BG):
         y = _by_phases(x, w, wdims, ksz, s_out, scratch)
         return _output(y, cp, dn, out_dt)
-    x = _dilate_pad(x, [(wd.pad_lo, wd.pad_hi, wd.lhs_dilate - 1) for wd in wdims])
-    cols = _patches(x, wdims, ksz, s_out, scratch).reshape(cp.n * cp.p, cp.kk, cp.c)
+    if conv_chunks.gathers(wdims):
+        cols = conv_chunks.patches(x, ksz, conv_chunks.window(wdims), s_out, scratch)
+    else:
+        x = _dilate_pad(x, [(wd.pad_lo, wd.pad_hi, wd.lhs_dilate - 1) for wd in wdims])
+        cols = _patches(x, wdims, ksz, s_out, scratch)
+    cols = cols.reshape(cp.n * cp.p, cp.kk, cp.c)
     w = np.ascontiguousarray(w).reshape(cp.kk, cp.i, cp.o)
     y = _products(cols, w, G, BG)
     return _output(y, cp, dn, out_dt)
 
 
-def _output(y, cp, dn, out_dt) -> np.ndarray:
-    """[N, S_out..., O] in the compute type -> the result, in its own dimension order."""
+def _output(y, cp, dn, out_dt, planes: bool = False) -> np.ndarray:
+    """[N, S_out..., O] in the compute type -> the result, in its own dimension order;
+    `planes`: a channels-first result of the chunked path's by conv_chunks.transposed."""
     y = _finish(y, cp.kind, out_dt).reshape((cp.n_out,) + tuple(cp.out_spatial) + (cp.o,))
     canon = (dn.output_batch,) + tuple(dn.output_spatial) + (dn.output_feature,)
-    return contiguous(y.transpose(np.argsort(canon)))
+    order = np.argsort(canon)
+    nsp = len(cp.out_spatial)
+    if planes and nsp and list(order) == [0, nsp + 1] + list(range(1, nsp + 1)):
+        res = conv_chunks.transposed(y.reshape(cp.n_out, -1, cp.o))
+        if res is not None:
+            return res.reshape(tuple(y.shape[d] for d in order))
+    return contiguous(y.transpose(order))

@@ -30,10 +30,16 @@ ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 _VERSION = 3
 
 
-@functools.lru_cache(maxsize=1)
 def gemm_library() -> dict | None:
     """{np.float32: address of cblas_sgemm, np.float64: of cblas_dgemm} in numpy's BLAS (an
     ILP64 OpenBLAS), else None."""
+    return numpy_blas_functions("cblas_sgemm64_", "cblas_dgemm64_")
+
+
+@functools.lru_cache(maxsize=4)
+def numpy_blas_functions(single: str, double: str) -> dict | None:
+    """{np.float32: address of `single`, np.float64: of `double`} in numpy's BLAS (an ILP64
+    OpenBLAS, its symbols with or without the `scipy_` prefix), else None."""
     if not (sys.platform.startswith("linux")
             and platform.machine().lower() in ("x86_64", "amd64")):
         return None
@@ -48,8 +54,8 @@ def gemm_library() -> dict | None:
             lib = ctypes.CDLL(path)
             for prefix in ("scipy_", ""):
                 try:
-                    s = getattr(lib, f"{prefix}cblas_sgemm64_")
-                    d = getattr(lib, f"{prefix}cblas_dgemm64_")
+                    s = getattr(lib, f"{prefix}{single}")
+                    d = getattr(lib, f"{prefix}{double}")
                 except AttributeError:
                     continue
                 return {np.dtype(np.float32): ctypes.cast(s, ctypes.c_void_p).value,

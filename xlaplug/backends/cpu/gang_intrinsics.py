@@ -1,11 +1,13 @@
-"""numba intrinsics of gang_gemm.py's loop: a call of a cblas gemm through its address (ILP64:
-64-bit dimensions, int enums), and this thread's MXCSR read and written (x86-64), so that a
-gemm on one of numba's threads runs with the FTZ and DAZ bits the calling thread has
-(denormals.py: threads keep their own MXCSR)."""
+"""numba intrinsics of gang_gemm.py's and conv_chunks.py's loops: a call of a cblas gemm through
+its address (ILP64: 64-bit dimensions, int enums), and this thread's MXCSR read and written
+(x86-64), so that a gemm on one of numba's threads runs with the FTZ and DAZ bits the
+calling thread has (denormals.py: threads keep their own MXCSR); memcpy and memset by
+address (the convolution's patch gather).  The loops' cache keys are their texts: a change
+here bumps gang_gemm._VERSION and conv_chunks._VERSION."""
 from __future__ import annotations
 
 from llvmlite import ir
-from numba.core import types
+from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from .denormals import DAZ, FTZ
@@ -93,3 +95,32 @@ def call_gemm(typingctx, fn, t1, t2, m, n, k, alpha, a, lda, b, ldb, beta, c, ld
         return context.get_dummy_value()
     sig = types.void(fn, t1, t2, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     return sig, codegen
+
+
+@intrinsic
+def copy_bytes(typingctx, dst, src, n):
+    """memcpy(dst, src, n) at addresses dst, src: a convolution's patch gather copies runs of
+    channels with it (conv_chunks.py) -- numba's element loop there did not vectorize (it
+    cannot tell the arrays apart): 4.6 ms against 0.95 for a 58 MB gather."""
+    if not all(isinstance(v, types.Integer) for v in (dst, src, n)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        vp = ir.IntType(8).as_pointer()
+        d, s = (builder.inttoptr(v, vp) for v in args[:2])
+        cgutils.raw_memcpy(builder, d, s, args[2], 1)
+        return context.get_dummy_value()
+    return types.void(dst, src, n), codegen
+
+
+@intrinsic
+def zero_bytes(typingctx, dst, n):
+    """memset(dst, 0, n) at address dst (a patch's taps over padding)."""
+    if not all(isinstance(v, types.Integer) for v in (dst, n)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        cgutils.memset(builder, builder.inttoptr(args[0], ir.IntType(8).as_pointer()),
+                       args[1], 0)
+        return context.get_dummy_value()
+    return types.void(dst, n), codegen

@@ -1,0 +1,282 @@
+"""A 1-D or 2-D convolution as an implicit GEMM: patch rows gathered a cache-sized chunk at a
+time, each chunk multiplied as soon as it is gathered, on numba's threads.
+
+convolution.py's general path gathers the whole patch matrix (im2col, [N*P, KK*C]: 58 MB for
+a 3x3 convolution of f32[8,56,56,64]) and multiplies it once: every patch goes out to memory
+and comes back for the product.  Here each thread gathers rows [r0, r1) of that matrix into
+a buffer of its own (~0.5 MB: in its core's L2) and calls the very gemm numpy's matmul makes
+for the whole product on those rows, into rows [r0, r1) of the result -- one BLAS thread per
+gemm, the threads of the run's BLAS count each taking chunks (the gemm call, the MXCSR's FTZ
+and DAZ bits per gemm and numpy's OpenBLAS: gang_gemm.py).  Measured (one core, 2026-12-06,
+load 3-5): the whole-matrix gemm of that convolution 14.4 ms, its gather 7.9 ms; 110 chunk
+gemms of cache-resident rows 8.5 ms.  The gather reads the channels-last input directly,
+writing zeros where a tap falls in the padding, so there is no padded copy either.
+
+Where there are too few rows for two chunks (or no gemm to call from numba) the same
+gather fills the whole patch matrix (`patches`) for convolution.py's one numpy product:
+runs of channels copied by memcpy, in place of numpy's strided slice copy per tap and the
+padded copy of the input (a 1-D or 2-D convolution's, and each output phase's of an input
+gradient: convolution._by_phases).
+
+Bits: a chunk is whole rows of the patch matrix with the full K dimension, so each output
+element is the same dot; what OpenBLAS would change is the kernel: the Haswell kernel runs
+the rows past the last whole tile of 12 in another accumulation order (measured: chunks of
+16 rows differ from the whole product from row 12 on, chunks of 24 or 48 do not), and small
+products (M*N*K under ~7.3M: SkylakeX's "direct" sgemm, and its small-matrix kernels) run
+on other kernels altogether.  So every chunk starts at a multiple of TILE_ROWS rows and
+holds at least MIN_MNK multiply-adds: each row is then in the same kind of tile as in the
+whole product, on one thread, and the result is that product's bits (tests/
+test_conv_chunks.py, run with OPENBLAS_CORETYPE Haswell, SkylakeX, Zen and SapphireRapids).
+The whole product on several BLAS threads splits rows at other places, so with Haswell
+kernels its bits differ from one thread's; these are one thread's bits at any count.
+"""
+from __future__ import annotations
+
+import functools
+import os
+
+import numpy as np
+
+# Chunk boundaries: a multiple of every sgemm/dgemm kernel's row tile (see above).
+TILE_ROWS = 48
+# Multiply-adds of the smallest chunk: above the direct and small-matrix kernels' limits.
+MIN_MNK = 8 << 20
+# Bytes of one chunk's patches: well inside a core's L2 (1-2 MB on current x86 parts),
+# leaving room for the gemm's packed copies.
+BLOCK_BYTES = 512 << 10
+_VERSION = 3
+
+
+def chunk_count(m: int, k: int, o: int, itemsize: int) -> int:
+    """How many chunks the m rows of a [m, k] @ [k, o] product take (< 2: none)."""
+    rows = max(-(-MIN_MNK // max(o * k, 1)), BLOCK_BYTES // max(k * itemsize, 1), TILE_ROWS)
+    return m // (rows + TILE_ROWS)  # rounding starts down to TILE_ROWS keeps each >= rows
+
+
+def window(wdims) -> list[tuple[int, int, int]]:
+    """(stride, rhs_dilate, pad_lo) of each window dimension, for `patches` and `chunked`."""
+    return [(wd.stride, wd.rhs_dilate, wd.pad_lo) for wd in wdims]
+
+
+def gathers(wdims) -> bool:
+    """Whether `patches` gathers this convolution's patches: 1-D or 2-D, no input dilation
+    (the input-dilated ones run by phases, each phase an undilated window)."""
+    return len(wdims) in (1, 2) and all(wd.lhs_dilate == 1 for wd in wdims)
+
+
+def applies(x_dtype, wdims, groups: int, batch_groups: int, ctx) -> bool:
+    """Whether a convolution (compute type, window, groups) may run in chunks; the sizes are
+    chunk_count's to judge."""
+    from .blas_threads import devices_at_once
+    from .gang_gemm import gemm_library
+    if ctx is None or groups != 1 or batch_groups != 1 or not gathers(wdims):
+        return False
+    lib = gemm_library()
+    if lib is None or np.dtype(x_dtype) not in lib:
+        return False
+    # Devices running at once share the cores already (and numba's team is one per process).
+    return not devices_at_once(ctx)
+
+
+def _geometry(x: np.ndarray, ksz, win, s_out, o: int = 0, table: dict | None = None):
+    """(x as [N, H, W, C] with unit-stride channels, the loops' int64 geometry: out H, W,
+    kernel H, W, (stride, dilation, pad_lo) of H then W, O, byte strides of N, H, W) -- a
+    1-D convolution as 2-D with one row.  `table`: transposed copies by omatcopy allowed
+    (the chunked path), kept there."""
+    win = [tuple(v) for v in win]
+    if len(win) == 1:
+        x, ksz, s_out, win = x[:, None], (1,) + tuple(ksz), (1,) + tuple(s_out), [(1, 1, 0)] + win
+    x = _channels_inner(x, table)
+    dims = list(s_out) + list(ksz) + [v for t in win for v in t] + [o] + list(x.strides[:3])
+    return x, np.array(dims, np.int64)
+
+
+def _channels_inner(x: np.ndarray, table: dict | None) -> np.ndarray:
+    """x itself where its channels (last axis) lie side by side: the gather reads any other
+    strides (a weight gradient's operand, read as [C, H, W, N] from NHWC); else x copied so
+    that they do -- where x is a contiguous block in another axis order and `table` is
+    given, by omatcopy (one [C, rest] -> [rest, C] transpose per block of the axes before
+    the channels in memory: NCHW's images), into a buffer of `table`; else by contiguous."""
+    from .transpose_copy import contiguous
+    if x.strides[-1] == x.itemsize or x.shape[-1] == 1:
+        return x
+    order = sorted(range(x.ndim), key=lambda d: -x.strides[d])  # memory order, slowest first
+    if table is None or not np.transpose(x, order).flags.c_contiguous:
+        return contiguous(x)
+    c = x.ndim - 1
+    lead, rest = order[:order.index(c)], order[order.index(c) + 1:]
+    to = lead + rest + [c]
+    key = ("channels-last", tuple(x.shape[d] for d in to), x.dtype.str)
+    into = table.get(key)
+    if into is None:  # kept from run to run, as the patch buffers
+        into = table[key] = np.empty(key[1], x.dtype)
+    nb = int(np.prod([x.shape[d] for d in lead], dtype=np.int64))
+    if transposed(np.transpose(x, order).reshape(nb, x.shape[c], -1),
+                  into.reshape(nb, -1, x.shape[c])) is None:
+        return contiguous(x)
+    return into.transpose(np.argsort(to))
+
+
+def patches(x: np.ndarray, ksz, win, s_out, scratch: dict | None) -> np.ndarray:
+    """[N*P, KK*C]: the patch matrix of x [N, S..., C] (any type: bytes are copied), in a
+    buffer of `scratch` (convolution._patches says why it is kept)."""
+    x, dims = _geometry(x, ksz, win, s_out)
+    m = x.shape[0] * int(dims[0] * dims[1])
+    shape = (m, int(dims[2] * dims[3]) * x.shape[-1])
+    key = ("rows", shape, x.dtype.str)
+    cols = scratch.get(key) if scratch is not None else None
+    if cols is None:
+        cols = np.empty(shape, x.dtype)
+        if scratch is not None:
+            scratch[key] = cols
+    if cols.size:
+        _loop("whole", False)(x, cols, dims)
+    return cols
+
+
+def chunked(x: np.ndarray, w: np.ndarray, win, s_out, ctx) -> np.ndarray | None:
+    """[N*P, O]: the convolution of x [N, S..., C] (compute type) with w [K..., C, O]
+    (reversal applied), or None where it has too few rows for two chunks."""
+    from .gang_gemm import gemm_library
+    o, ksz = w.shape[-1], w.shape[:-2]
+    m = x.shape[0] * int(np.prod(s_out, dtype=np.int64))
+    k = int(np.prod(ksz, dtype=np.int64)) * x.shape[-1]
+    nch = chunk_count(m, k, o, x.dtype.itemsize)
+    if nch < 2:
+        return None
+    table = ctx.kernel_cache.table("conv_patches")
+    x, dims = _geometry(x, ksz, win, s_out, o, table)
+    wm = np.ascontiguousarray(w).reshape(k, o)
+    starts = np.array([(i * m // nch) // TILE_ROWS * TILE_ROWS for i in range(nch)] + [m],
+                      np.int64)
+    blas = _numpy_blas()
+    threads = max(1, min(blas.num_threads if blas is not None else 1, nch,
+                         _numba_threads()))
+    key = ("chunks", threads, int(np.max(np.diff(starts))) * k, x.dtype.str)
+    bufs = table.get(key)
+    if bufs is None:  # kept from run to run: a fresh one faults its pages in every run
+        bufs = table[key] = np.empty((threads, key[2]), x.dtype)
+    y = np.empty((m, o), x.dtype)
+    import numba
+    before_numba = numba.get_num_threads()
+    # one BLAS thread per gemm: a gemm called from a numba thread would otherwise start
+    # OpenBLAS's own team (process-wide, from every numba thread at once)
+    before_blas = blas.num_threads if blas is not None else 1
+    if before_blas != 1:
+        blas.set_num_threads(1)
+    numba.set_num_threads(threads)
+    try:
+        _loop("chunks", x.dtype == np.float32)(
+            gemm_library()[x.dtype], x, wm.__array_interface__["data"][0],
+            y.__array_interface__["data"][0], bufs, starts, dims)
+    finally:
+        numba.set_num_threads(before_numba)
+        if before_blas != 1:
+            blas.set_num_threads(before_blas)
+    return y
+
+
+def transposed(src: np.ndarray, dst: np.ndarray | None = None) -> np.ndarray | None:
+    """[N, B, A] (`dst` when given): each matrix of src [N, A, B] (C-contiguous f32 or f64)
+    transposed by OpenBLAS's omatcopy (alpha 1), or None where numpy's BLAS has none.  For
+    the chunked path's NCHW operand and result: 0.16-0.22 ms against numpy's 0.42-1.1 for
+    f32[8,64,3136] (one core, load 9).  alpha 1 may multiply: the same bits, but for
+    subnormals under the caller's DAZ (which the chunks' gemms, flushed, read as zeros
+    anyway; their results hold none) and signalling NaNs quieted."""
+    from .gang_gemm import numpy_blas_functions
+    fns = numpy_blas_functions("cblas_somatcopy64_", "cblas_domatcopy64_")
+    if fns is None or src.dtype not in fns or not src.flags.c_contiguous:
+        return None
+    fn = _omatcopy_type(src.dtype == np.float32)(fns[src.dtype])
+    n, a, b = src.shape
+    dst = np.empty((n, b, a), src.dtype) if dst is None else dst
+    s0, d0, step = src.ctypes.data, dst.ctypes.data, a * b * src.itemsize
+    for i in range(n):  # row-major (101), transposed (112)
+        fn(101, 112, a, b, 1.0, s0 + i * step, b, d0 + i * step, a)
+    return dst
+
+
+@functools.lru_cache(maxsize=2)
+def _omatcopy_type(single: bool):
+    import ctypes
+    i64, vp = ctypes.c_int64, ctypes.c_void_p
+    real = ctypes.c_float if single else ctypes.c_double
+    return ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_int, i64, i64, real, vp, i64, vp, i64)
+
+
+@functools.lru_cache(maxsize=1)
+def _numpy_blas():
+    """threadpoolctl's controller of numpy's OpenBLAS (the library gang_gemm calls)."""
+    from .blas_threads import blas_libraries
+    for lib, _ in blas_libraries():
+        if "numpy" in os.path.basename(os.path.dirname(lib.filepath)):
+            return lib
+    return None
+
+
+def _numba_threads() -> int:
+    import numba
+    return numba.config.NUMBA_NUM_THREADS
+
+
+_LOOP = """
+from xlaplug.backends.cpu.gang_intrinsics import (call_gemm, copy_bytes, flush_on, ieee,
+                                                  mxcsr_set, zero_bytes)
+# conv_chunks version {version}
+@register_jitable
+def gather(x, dims, r0, r1, at):
+    # patch rows [r0, r1) of x [N, H, W, C] from address `at` on, KK*C elements a row
+    n, h, wd, c = x.shape
+    oh, ow, kh, kw = dims[0], dims[1], dims[2], dims[3]
+    sh, dh, ph, sw, dw, pw = dims[4], dims[5], dims[6], dims[7], dims[8], dims[9]
+    sn, sy, sx = dims[11], dims[12], dims[13]  # x's byte strides (channels: unit)
+    xa, row = np.int64(x.ctypes.data), c * x.itemsize  # bytes of one position's channels
+    at = np.int64(at)
+    for r in range(r0, r1):
+        b = r // (oh * ow)
+        i = (r - b * oh * ow) // ow
+        j = r - b * oh * ow - i * ow
+        x0 = j * sw - pw
+        for a in range(kh):
+            yy = i * sh + a * dh - ph
+            if dw == 1 and sx == row and 0 <= yy < h and x0 >= 0 and x0 + kw <= wd:
+                copy_bytes(at, xa + b * sn + yy * sy + x0 * sx, kw * row)  # side by side
+                at += kw * row
+                continue
+            for q in range(kw):
+                xx = x0 + q * dw
+                if 0 <= yy < h and 0 <= xx < wd:
+                    copy_bytes(at, xa + b * sn + yy * sy + xx * sx, row)
+                else:
+                    zero_bytes(at, row)  # padding
+                at += row
+
+
+def whole(x, cols, dims):
+    gather(x, dims, 0, cols.shape[0], np.int64(cols.ctypes.data))
+
+
+def chunks(fn, x, w, y, bufs, starts, dims):
+    k, o, size = dims[2] * dims[3] * x.shape[3], dims[10], x.itemsize
+    nt, nch, step = bufs.shape[0], starts.shape[0] - 1, bufs.shape[1] * size
+    caller = ieee()  # threads numba starts now inherit IEEE arithmetic (gang_gemm.py)
+    for t in prange(nt):
+        base = np.int64(bufs.ctypes.data) + t * step
+        old = flush_on()
+        for ch in range(t, nch, nt):
+            r0, r1 = starts[ch], starts[ch + 1]
+            gather(x, dims, r0, r1, base)
+            call_gemm(fn, 111, 111, r1 - r0, o, k, {one}, base, k, w, o, {zero},
+                      y + r0 * o * size, o)
+        mxcsr_set(old)
+    mxcsr_set(caller)
+"""
+
+
+@functools.lru_cache(maxsize=4)
+def _loop(entry: str, single: bool):
+    """The compiled `chunks` (parallel; sgemm when `single`, else dgemm) or `whole`."""
+    from .jit_cache import cached_function
+    one, zero = ("np.float32(1.0)", "np.float32(0.0)") if single else ("1.0", "0.0")
+    src = _LOOP.format(version=_VERSION, one=one, zero=zero)
+    return cached_function(src, {}, entry, nogil=True, parallel=entry == "chunks")
