@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Callable, Protocol, runtime_checkable
 
 from ..hlo.errors import HloError
-from .device import CudaMemory, HostMemory
+from .device import CudaMemory, HostMemory, keep_freed_buffers
 
 
 @runtime_checkable
@@ -62,6 +62,7 @@ class CpuBackend:
         """Always there."""
 
     def memory(self) -> HostMemory:
+        keep_freed_buffers()
         return HostMemory()
 
     def kernel(self, opcode: str) -> Callable | None:

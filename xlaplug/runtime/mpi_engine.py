@@ -26,6 +26,7 @@ from __future__ import annotations
 import copy
 import time
 
+from ..backends.device import keep_freed_buffers
 from ..hlo.errors import HloError, plural
 from ..xla.engine import EngineError, lowered, require_host_device, serve_plugin_ops
 
@@ -55,7 +56,7 @@ def run_on_xla_over_mpi(exe, grid, inputs, options, expected, rtol, atol):
                     f"{plural(ranks, 'process', 'processes')}: use mpiexec -n {grid.count}")
             args = _inputs(exe, inputs, options, grid, rank)
             spare_the_cores(ranks)
-            keep_freed_buffers()
+            keep_freed_buffers()  # (once per process: backends/device.py)
             program = exe.contexts.mpi_engine_program(exe, grid, rank)
             ctx = program.context(options)
         except HloError as e:
@@ -197,25 +198,3 @@ def local_ranks(ranks: int) -> int:
     import os
     return next((int(os.environ[v]) for v in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE",
                                               "PMIX_LOCAL_SIZE") if v in os.environ), ranks)
-
-
-def keep_freed_buffers() -> None:
-    """glibc's malloc keeps the blocks freed up to 32 MiB for reuse (its mmap threshold fixed
-    at 32 MiB, its heap trimmed above 256 MiB), unless the environment sets malloc's
-    tunables.  XLA:CPU takes each execution's result buffers from malloc, and glibc's own
-    thresholds returned a freed 16 MiB buffer to the kernel: the next execution's
-    all-reduce wrote into fresh pages, 6,100 page faults a call (measured, 2 ranks; 0 with
-    the fixed thresholds), where mpi4py's receive buffer was warm.  Outside glibc: nothing."""
-    import ctypes
-    import os
-    if any(v in os.environ for v in ("GLIBC_TUNABLES", "MALLOC_MMAP_THRESHOLD_",
-                                     "MALLOC_TRIM_THRESHOLD_")):
-        return
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    m_trim_threshold, m_mmap_threshold = -1, -3  # malloc.h
-    mallopt(m_mmap_threshold, 32 << 20)  # (glibc's largest)
-    mallopt(m_trim_threshold, 256 << 20)

@@ -8,7 +8,7 @@ here).  MPICH moves a 16 MiB buffer over 4 KiB pages ~1.4x slower than over 2 Mi
 (3.0 vs 4.4 ms, 2 ranks, mpi4py alone, numpy's advice on and off; 2026-12-06, load 0.3),
 which was the engine's whole gap to mpi4py at that size.  So the MPI handler gives XLA's
 buffers numpy's treatment the first time it sees one (mpi_frames.Site: XLA hands the same
-few buffers back call after call, malloc keeping them: mpi_engine.keep_freed_buffers): the
+few buffers back call after call, malloc keeping them: backends/device.keep_freed_buffers): the
 buffer's whole 2 MiB pages are advised and collapsed into huge pages now (MADV_COLLAPSE,
 Linux 6.1+; a copy of the buffer, once), since pages already touched are not collapsed on
 advice alone.  Where the kernel refuses either, nothing changes but the speed.
