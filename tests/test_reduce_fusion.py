@@ -10,6 +10,8 @@ checked exactly.
 """
 from __future__ import annotations
 
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -231,6 +233,45 @@ def test_bf16_causal_softmax_is_xlas_bits(monkeypatch):
     np.testing.assert_array_equal(got.view(np.uint16), np.asarray(jf(x)).view(np.uint16))
     ref = execute(m, [x], interpret=True).outputs[0]
     np.testing.assert_array_equal(got.view(np.uint16), ref.view(np.uint16))
+
+
+def test_row_loop_flushes_only_what_may_hold_a_subnormal(monkeypatch):
+    """row_flush.py: the row loop's code leaves out the operand flushes of values flushed
+    already (an op's flushed result, a select between such values, a clean constant, a
+    row buffer of them), and keeps those of parameters -- the same bits as the loop with
+    every flush, where rows, scales and offsets hold subnormals, in a scaled layer norm and
+    a causal softmax of scaled scores."""
+    from xlaplug.backends.cpu import row_loop
+    from xlaplug.backends.cpu.row_fusion import row_work
+    sub = np.finfo(np.float32).tiny / np.float32(8)
+    x, g, b = _normal(6, 40), _normal(40), _normal(40)
+    x[:, ::5] *= sub
+    x[2] = sub * _normal(40)  # a whole row of subnormals: its mean and variance flush
+    g[::4] *= sub
+    b[1::4] *= sub
+    s = _normal(2, 3, 40, 40)
+    s[..., ::7] *= sub
+    causal = lambda s: jax.nn.softmax(jnp.where(jnp.tril(jnp.ones((40, 40), bool)),  # noqa: E731
+                                                s * 0.125, jnp.finfo(s.dtype).min))
+    for f, args, rtol in ((_scaled_layernorm, (x, g, b), 1e-5), (causal, (s,), 2e-6)):
+        jf = jax.jit(f)
+        m = parse_module(jf.lower(*args).as_text(dialect="hlo"))
+        compile_module(m, None, options=FUSE)
+        rows = _spy_rows(monkeypatch)
+        got = execute(m, list(args), fusion_min_elements=1).outputs[0]
+        assert rows and all(rows)
+        np.testing.assert_allclose(got, np.asarray(jf(*args)), rtol=rtol, atol=rtol)
+        for fusion in _fusions(m):
+            comp = fusion.attrs["calls"][0]
+            shape = row_work(comp)
+            if shape is not None:
+                src = row_loop.RowLoopGen(comp, *shape).source(False)
+                assert "_xftz32(x0[k])" in src  # a parameter's element: flushed
+                assert not re.search(r"_xftz32\(((e|r|RK)\d+|t\d+\[k\])\)", src), src
+        with monkeypatch.context() as every:  # the loop with every flush
+            every.setattr(row_loop, "strip", lambda expr, clean: expr)
+            ref = execute(m, list(args), fusion_min_elements=1).outputs[0]
+        np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32))
 
 
 def test_bf16_layernorm_reads_and_writes_bits(monkeypatch):
