@@ -202,6 +202,46 @@ def test_f64_and_nan_rows():
     _check(m, [x], want, 1e-12)
 
 
+def test_f32_max_and_min_rows_by_their_codes(monkeypatch):
+    """row_folds.coded_extreme: an f32 row's max and min from its elements' integer codes,
+    the 8 lanes in numpy's order only where the result is a 0 or a NaN is there -- the
+    lanes' bits on rows of +-0 in either order, NaNs of either sign, infinities, all -inf,
+    subnormals and plain values, at a length with a tail past the lanes (37); and the
+    interpreter's (numpy's fold) on the rows with neither 0s nor subnormals (where a row's
+    extreme is a 0 of either sign the lanes keep the one numpy's 8-lane order keeps, which
+    numpy's own reduce on this CPU need not: row 8's min gave -0 against numpy's +0, as
+    before the codes)."""
+    from xlaplug.backends.cpu import row_folds
+    x = _normal(14, 37)
+    x[0, :] = 0.0
+    x[0, ::3] = -0.0                     # max and min are 0s: their signs are the order's
+    x[1, :] = -np.abs(x[1])
+    x[1, 5], x[1, 9] = -0.0, 0.0
+    x[2, 4] = np.nan
+    x[3, 7] = -np.float32(np.nan)        # a NaN whose sign bit is set
+    x[4, :] = -np.inf
+    x[5, 2], x[5, 30] = np.inf, -np.inf
+    x[6, :] = np.finfo(np.float32).tiny / np.float32(4) * _normal(37)
+    x[7, 36] = np.abs(x[7]).max() + 1    # the max in the tail
+    x[8, :] = np.abs(x[8])
+    x[8, 11], x[8, 12] = 0.0, -0.0
+    jf = jax.jit(lambda x: (x - jnp.max(x, axis=-1, keepdims=True),
+                            x - jnp.min(x, axis=-1, keepdims=True)))
+    m = parse_module(jf.lower(x).as_text(dialect="hlo"))
+    compile_module(m, None, options=FUSE)
+    rows = _spy_rows(monkeypatch)
+    got = execute(m, [x], fusion_min_elements=1).outputs
+    assert rows and all(rows)
+    with monkeypatch.context() as lanes:  # the 8 lanes on every row
+        lanes.setattr(row_folds, "coded_extreme", lambda *a: [f"{a[6]}if True:", *a[7]])
+        ref = execute(m, [x], fusion_min_elements=1).outputs
+    numpy = execute(m, [x], interpret=True).outputs
+    plain = ~np.isin(np.arange(14), [0, 1, 6, 8])
+    for g, r, n in zip(got, ref, numpy):
+        np.testing.assert_array_equal(g.view(np.uint32), r.view(np.uint32))
+        np.testing.assert_array_equal(g[plain].view(np.uint32), n[plain].view(np.uint32))
+
+
 def test_bf16_reduce_rounds_every_step_as_xla():
     """A bf16 add reduce: XLA:CPU accumulates in f32 rounding to bf16 after every add (its
     optimized reducer is convert(convert(add))); the fused loop folds with the bf16 reducer
