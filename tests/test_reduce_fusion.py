@@ -10,6 +10,8 @@ checked exactly.
 """
 from __future__ import annotations
 
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -200,6 +202,46 @@ def test_f64_and_nan_rows():
     _check(m, [x], want, 1e-12)
 
 
+def test_f32_max_and_min_rows_by_their_codes(monkeypatch):
+    """row_folds.coded_extreme: an f32 row's max and min from its elements' integer codes,
+    the 8 lanes in numpy's order only where the result is a 0 or a NaN is there -- the
+    lanes' bits on rows of +-0 in either order, NaNs of either sign, infinities, all -inf,
+    subnormals and plain values, at a length with a tail past the lanes (37); and the
+    interpreter's (numpy's fold) on the rows with neither 0s nor subnormals (where a row's
+    extreme is a 0 of either sign the lanes keep the one numpy's 8-lane order keeps, which
+    numpy's own reduce on this CPU need not: row 8's min gave -0 against numpy's +0, as
+    before the codes)."""
+    from xlaplug.backends.cpu import row_folds
+    x = _normal(14, 37)
+    x[0, :] = 0.0
+    x[0, ::3] = -0.0                     # max and min are 0s: their signs are the order's
+    x[1, :] = -np.abs(x[1])
+    x[1, 5], x[1, 9] = -0.0, 0.0
+    x[2, 4] = np.nan
+    x[3, 7] = -np.float32(np.nan)        # a NaN whose sign bit is set
+    x[4, :] = -np.inf
+    x[5, 2], x[5, 30] = np.inf, -np.inf
+    x[6, :] = np.finfo(np.float32).tiny / np.float32(4) * _normal(37)
+    x[7, 36] = np.abs(x[7]).max() + 1    # the max in the tail
+    x[8, :] = np.abs(x[8])
+    x[8, 11], x[8, 12] = 0.0, -0.0
+    jf = jax.jit(lambda x: (x - jnp.max(x, axis=-1, keepdims=True),
+                            x - jnp.min(x, axis=-1, keepdims=True)))
+    m = parse_module(jf.lower(x).as_text(dialect="hlo"))
+    compile_module(m, None, options=FUSE)
+    rows = _spy_rows(monkeypatch)
+    got = execute(m, [x], fusion_min_elements=1).outputs
+    assert rows and all(rows)
+    with monkeypatch.context() as lanes:  # the 8 lanes on every row
+        lanes.setattr(row_folds, "coded_extreme", lambda *a: [f"{a[6]}if True:", *a[7]])
+        ref = execute(m, [x], fusion_min_elements=1).outputs
+    numpy = execute(m, [x], interpret=True).outputs
+    plain = ~np.isin(np.arange(14), [0, 1, 6, 8])
+    for g, r, n in zip(got, ref, numpy):
+        np.testing.assert_array_equal(g.view(np.uint32), r.view(np.uint32))
+        np.testing.assert_array_equal(g[plain].view(np.uint32), n[plain].view(np.uint32))
+
+
 def test_bf16_reduce_rounds_every_step_as_xla():
     """A bf16 add reduce: XLA:CPU accumulates in f32 rounding to bf16 after every add (its
     optimized reducer is convert(convert(add))); the fused loop folds with the bf16 reducer
@@ -231,6 +273,45 @@ def test_bf16_causal_softmax_is_xlas_bits(monkeypatch):
     np.testing.assert_array_equal(got.view(np.uint16), np.asarray(jf(x)).view(np.uint16))
     ref = execute(m, [x], interpret=True).outputs[0]
     np.testing.assert_array_equal(got.view(np.uint16), ref.view(np.uint16))
+
+
+def test_row_loop_flushes_only_what_may_hold_a_subnormal(monkeypatch):
+    """row_flush.py: the row loop's code leaves out the operand flushes of values flushed
+    already (an op's flushed result, a select between such values, a clean constant, a
+    row buffer of them), and keeps those of parameters -- the same bits as the loop with
+    every flush, where rows, scales and offsets hold subnormals, in a scaled layer norm and
+    a causal softmax of scaled scores."""
+    from xlaplug.backends.cpu import row_loop
+    from xlaplug.backends.cpu.row_fusion import row_work
+    sub = np.finfo(np.float32).tiny / np.float32(8)
+    x, g, b = _normal(6, 40), _normal(40), _normal(40)
+    x[:, ::5] *= sub
+    x[2] = sub * _normal(40)  # a whole row of subnormals: its mean and variance flush
+    g[::4] *= sub
+    b[1::4] *= sub
+    s = _normal(2, 3, 40, 40)
+    s[..., ::7] *= sub
+    causal = lambda s: jax.nn.softmax(jnp.where(jnp.tril(jnp.ones((40, 40), bool)),  # noqa: E731
+                                                s * 0.125, jnp.finfo(s.dtype).min))
+    for f, args, rtol in ((_scaled_layernorm, (x, g, b), 1e-5), (causal, (s,), 2e-6)):
+        jf = jax.jit(f)
+        m = parse_module(jf.lower(*args).as_text(dialect="hlo"))
+        compile_module(m, None, options=FUSE)
+        rows = _spy_rows(monkeypatch)
+        got = execute(m, list(args), fusion_min_elements=1).outputs[0]
+        assert rows and all(rows)
+        np.testing.assert_allclose(got, np.asarray(jf(*args)), rtol=rtol, atol=rtol)
+        for fusion in _fusions(m):
+            comp = fusion.attrs["calls"][0]
+            shape = row_work(comp)
+            if shape is not None:
+                src = row_loop.RowLoopGen(comp, *shape).source(False)
+                assert "_xftz32(x0[k])" in src  # a parameter's element: flushed
+                assert not re.search(r"_xftz32\(((e|r|RK)\d+|t\d+\[k\])\)", src), src
+        with monkeypatch.context() as every:  # the loop with every flush
+            every.setattr(row_loop, "strip", lambda expr, clean: expr)
+            ref = execute(m, list(args), fusion_min_elements=1).outputs[0]
+        np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32))
 
 
 def test_bf16_layernorm_reads_and_writes_bits(monkeypatch):

@@ -7,8 +7,12 @@ identity as init), as numba source over a row buffer `buf` of K elements:
     the split depends on K only, so it is worked out here, once, as a program of leaves
     and adds that the loop runs with a small stack; then added onto init, as numpy does;
   * multiply: in order, from init (numpy multiplies plainly, with no pairing);
-  * maximum / minimum: the value does not depend on the order (a NaN anywhere wins), so
-    8 lanes, which LLVM vectorizes.
+  * maximum / minimum: the value does not depend on the order (a NaN anywhere wins), but a
+    0's sign does (-0 and +0 compare equal: the first in its lane stays), so 8 lanes in
+    numpy's order -- which LLVM keeps scalar.  An f32 row without a flush (a row loop's)
+    first takes the max and min of its elements' order-preserving integer codes, a loop
+    LLVM vectorizes; only a row whose result is a 0 or that holds a NaN runs the 8 lanes
+    (`coded_extreme`).
 """
 from __future__ import annotations
 
@@ -84,6 +88,9 @@ def fast_fold(op: str, buf: str, K: int, init_v: str, res: str, ct: str, j: int,
     if op == "multiply":
         return [f"{pad}{res} = {init_v}", f"{pad}for k in range({K}):",
                 f"{p2}{res} = {f(f'{res} * ' + ld(f'{buf}[k]'))}"], [], {}
+    coded = flush is None and ct == "np.float32"  # (see the module docstring)
+    if coded:
+        pad, p2 = p2, p2 + "    "  # the lanes run inside coded_extreme's `if`
     cmp = ">" if op == "maximum" else "<"
     nn, v = f"nn{j}", f"v{j}"
     # Whether a NaN was seen, or-ed in: a count (nn += v != v) chained every element
@@ -100,4 +107,35 @@ def fast_fold(op: str, buf: str, K: int, init_v: str, res: str, ct: str, j: int,
               f"{p2}{res} = {v} if {v} {cmp} {res} else {res}",
               f"{p2}{nn} |= {v} != {v}",
               f"{pad}if {nn}:", f"{p2}{res} = {ct}(np.nan)"]
+    if coded:
+        lines = coded_extreme(op, buf, K, init_v, res, j, pad[:-4], lines)
     return lines, [], {}
+
+
+# f32 bits -> an int32 code in the same order: b ^ ((b >> 31) & 0x7FFFFFFF) (its own inverse).
+# -inf is -2139095041, +inf 0x7F800000, NaNs beyond them; -0 is -1 and +0 is 0.
+_CODE = "{b} ^ (({b} >> np.int32(31)) & np.int32(0x7FFFFFFF))"
+
+
+def coded_extreme(op: str, buf: str, K: int, init_v: str, res: str, j: int, pad: str,
+                  lanes: list[str]) -> list[str]:
+    """Lines setting `res` to the f32 fold of `buf` (maximum or minimum from init, its
+    identity) as `lanes` (the 8-lane fold) gives it: the row's largest and smallest codes
+    in one loop LLVM vectorizes (integer max and min reorder freely); the value they name
+    is the fold's -- a value other than 0 and NaN has one bit pattern -- unless the result
+    is a 0 (its sign is the lanes' order's) or a NaN is there: then `lanes` runs.  The
+    transformer block's causal softmax loop (f32[4096,128], a max and a sum a row): 0.47
+    -> 0.40 ms on one core (CPU time, load 8).  The codes are int32 in the source; numba
+    may widen them to int64, which holds the same values."""
+    p2, hi, lo, b = pad + "    ", f"hi{j}", f"lo{j}", f"b{j}"
+    pick = hi if op == "maximum" else lo
+    cmp = ">" if op == "maximum" else "<"
+    return [f"{pad}{hi} = np.int32(-2147483648)", f"{pad}{lo} = np.int32(2147483647)",
+            f"{pad}for k in range({K}):", f"{p2}{b} = _xbits32({buf}[k])",
+            f"{p2}{b} = {_CODE.format(b=b)}",
+            f"{p2}{hi} = max({hi}, {b})", f"{p2}{lo} = min({lo}, {b})",
+            f"{pad}if {hi} > np.int32(0x7F800000) or {lo} < np.int32(-2139095041) or "
+            f"{pick} == np.int32(0) or {pick} == np.int32(-1):",
+            *lanes,
+            f"{pad}else:", f"{p2}{res} = _xfrom_bits32({_CODE.format(b=pick)})",
+            f"{p2}{res} = {res} if {res} {cmp} {init_v} else {init_v}"]

@@ -42,6 +42,7 @@ from . import comp_patterns as P
 from .bf16_convert import is_bf16
 from .jit_cache import cached_function, scalar_piece
 from .jit_drivers import numba_dtype
+from .row_flush import note, note_constant, strip
 from .row_folds import fast_fold
 
 
@@ -77,6 +78,7 @@ class RowLoopGen:
         # (param, index map) -> (its per-row name, the read that sets it at each row's base)
         self.row_reads: dict[tuple[int, str], tuple[str, str]] = {}
         self.bits = {p.parameter_number for p in comp.parameters if is_bf16(p.shape.dtype)}
+        self.clean: set[str] = set()  # names of values that hold no subnormal (row_flush.py)
 
     # ---- names and expressions --------------------------------------------------------
 
@@ -94,6 +96,7 @@ class RowLoopGen:
     def _const(self, ins: Instruction) -> str:
         name = "R" + self.g.const(ins)[1:]   # _K3 -> RK3
         self.consts[name] = self.g.consts[int(name[2:])]
+        note_constant(name, self.consts[name], self.clean)
         return name
 
     def _value(self, ins: Instruction, names: dict, full: bool) -> str | None:
@@ -144,6 +147,8 @@ class RowLoopGen:
             expr = self.g.expr(ins, names)
         self.n_tmp += 1
         name = f"{'e' if full else 'r'}{self.n_tmp}"
+        expr = strip(expr, self.clean)
+        note(name, expr, self.clean, ins, names)
         out.append(f"{pad}{name} = {expr}")
         names[id(ins)] = name
 
@@ -208,6 +213,8 @@ class RowLoopGen:
             out += [f"{pad}for k in range({K}):", *body,
                     f"{p2}{buf}[k] = {names[id(x)]}"]
             self.buffered[id(x)] = f"{buf}[k]"
+            if names[id(x)] in self.clean:
+                self.clean.add(f"{buf}[k]")
         op = self._fast(ins)
         if op is not None:  # as the unfused kernel's numpy fast path folds
             lines, allocs, consts = fast_fold(op, buf, K, init_v, res, ct, j, pad)

@@ -6,9 +6,16 @@ contiguous dimension is another one, every element read is a stride away from th
 a 2048 x 2048 f32 transpose took 50 ms against 17 in 32 x 32 tiles (one core, 2026-12-06,
 load 6), and the convolution's weight-gradient operand (f32[16,32,32,32] read as
 [32,32,32,16], padded) 1.9 ms. Here the two contiguous dimensions -- the source's and the
-destination's -- are walked in tiles of TILE x TILE elements (4 KiB of f32 on each side, in
-the L1 cache), every other dimension outside them. Elements are moved as unsigned integers
-of their size: the bits, whatever the type.
+destination's -- are walked in tiles of TILE x TILE elements, every other dimension outside
+them. Elements are moved as unsigned integers of their size: the bits, whatever the type.
+
+The tiles are 8 x 8, not 32 x 32: a tile reads one line from each of TILE source rows, and
+where the rows lie a power of two bytes apart (a 1024-wide f32 matrix: 4 KiB) those lines
+share one set of the 8-way L1 cache, so 32 of them evicted each other before the tile came
+back for the next elements.  Measured on one core (2026-12-06, load 8-15, CPU time):
+f32[4096,1024] transposed 9.7 -> 5.0 ms, [2048,2048] 9.8 -> 4.6, [256,1024] (the transformer
+training step's weight gradient) 0.56 -> 0.21, [512,512] 0.29 -> 0.21; at other widths the
+same as before ([1024,256] 0.20 -> 0.21, [1000,300] 0.25 both).
 """
 from __future__ import annotations
 
@@ -16,9 +23,9 @@ import numpy as np
 
 from .jit_store import cached_njit
 
-TILE = 32
+TILE = 8
 # Under this many elements (1 MiB of f32) the tiles gain nothing: the arrays sit in the
-# cache either way (512 x 512 f32: 0.32 ms both ways; 1024 x 1024: 8.3 -> 5.9 ms).
+# cache either way (256 x 256 f32: 0.05 ms both ways; from 512 x 512, 0.34 -> 0.21 ms).
 MIN_ELEMENTS = 1 << 18
 # Nor where either contiguous dimension is short: numpy's copy then reuses each cache line
 # it reads before it is evicted, at a cycle an element, where a tile costs four (a
