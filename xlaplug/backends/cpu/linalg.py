@@ -67,8 +67,12 @@ def _strided(w, nb: int, rows: int, cols: int):
     """Operand `w` (in the compute type, already in the product's dimension order) viewed as
     [batch dims..., rows, cols], batch dims kept apart where they do not merge: a transposed
     operand (the attention's per-head q, k and v, [b, t, h, d] read as [b, h, t, d]) then
-    costs no copy, numpy's matmul handing BLAS each strided matrix (the gemm numpy calls on
-    a copy, with another leading dimension: the same bits).  None where a view cannot do
+    costs no copy, numpy's matmul handing BLAS each strided matrix.  One lying row by row is
+    the gemm numpy calls on a copy with another leading dimension: the same bits.  One lying
+    transposed is gemm's transposed form: the same bits where OpenBLAS packs both forms
+    alike (its Haswell kernels, tested), but the small-matrix kernels of others (SkylakeX's:
+    17x33x65) sum a transposed operand in another order -- within sgemm's rounding, as
+    XLA's own contraction has its own order.  None where a view cannot do
     (then the operand is copied in the product's order): a matrix BLAS cannot take as it
     lies (matmul.c.src's is_blasable2d), or a degenerate one (numpy's gemv)."""
     v = w.view()
