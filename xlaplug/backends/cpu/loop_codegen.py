@@ -42,7 +42,7 @@ from ...hlo.ir import Computation, Instruction
 from .jit_drivers import numba_array, numba_dtype
 from ..common.fusion_contents import LOOP_OPS
 from ..common.scalar_codegen import ScalarCompileError, ScalarGen
-from . import loop_daz, loop_emitters, loop_sums, loop_views
+from . import loop_daz, loop_emitters, loop_matvec, loop_sums, loop_views
 from .loop_elements import ElementLoops
 from .loop_index import Unsupported, _dims, _lin
 
@@ -64,6 +64,8 @@ class ArrayCodegen(ElementLoops):
         self.owned: set[int] = set()                    # leaves updated in place
         self._in_place: dict[int, int] = {}             # id(dynamic-update-slice) -> leaf
         self.clean: set[str] = set()                    # values with no subnormal (loop_daz)
+        self.invariant: set[int] = set()                # leaves the body passes on unchanged
+        self.hoisted: list[str] = []                    # `run`'s lines before the loop
         self._init_loops()
 
     # ---- the function ---------------------------------------------------------------------
@@ -76,6 +78,7 @@ class ArrayCodegen(ElementLoops):
             self.names[id(param)] = "p0"
         if returns_leaves:
             self._find_in_place(comp)
+            self.invariant = loop_matvec.passed_through(comp)
         self._view_ids = loop_views.find_views(comp)
         for k, ins in enumerate(comp.instructions):
             if ins.opcode == "parameter":

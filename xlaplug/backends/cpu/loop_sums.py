@@ -14,7 +14,7 @@ import numpy as np
 from ...hlo.ir import Computation, Instruction
 from ..common.scalar_codegen import ScalarCompileError
 from .jit_cache import scalar_piece
-from . import tile_dot
+from . import loop_matvec, tile_dot
 from .jit_drivers import numba_dtype
 from .loop_index import Unsupported, _dims, _lin
 
@@ -92,7 +92,8 @@ def _dot(cg: ArrayCodegen, ins: Instruction, name: str) -> None:
     lf = [d for d in range(lhs.shape.rank) if d not in lb and d not in lc]
     rf = [d for d in range(rhs.shape.rank) if d not in rb and d not in rc]
     out_dims = _dims(ins)
-    if not lb and len(lc) == 1 and (_rows_dot(cg, ins, name, lc[0], rc[0]) or
+    if not lb and len(lc) == 1 and (loop_matvec.emit(cg, ins, name, lc[0], rc[0]) or
+                                     _rows_dot(cg, ins, name, lc[0], rc[0]) or
                                      _tile_dot(cg, ins, name, lc[0], rc[0]) or
                                      _blas_dot(cg, ins, name, lc[0], rc[0])):
         return
