@@ -55,18 +55,19 @@ def _llvm_fma_f64(typingctx, a, b, c):
     return types.float64(types.float64, types.float64, types.float64), codegen
 
 
+# (_SC_: these names join the CUDA helpers' shared namespace, cuda/scalar_cuda.py.)
 # glibc's __sincosf_table[0] (the second entry is the same with the cosine's coefficients
 # negated: its cosine polynomial is the first's negated, exactly) and __inv_pio4.
-_HPI_INV = float.fromhex("0x1.45f306dc9c883p+23")  # 2/pi 2^24
-_HPI = float.fromhex("0x1.921fb54442d18p+0")
-_PI64 = float.fromhex("0x1.921fb54442d18p-62")  # pi 2^-63 (glibc's pi64)
-_C0, _C1, _C2, _C3, _C4 = (1.0, float.fromhex("-0x1.ffffffd0c621cp-2"),
-                           float.fromhex("0x1.55553e1068f19p-5"),
-                           float.fromhex("-0x1.6c087e89a359dp-10"),
-                           float.fromhex("0x1.99343027bf8c3p-16"))
-_S1, _S2, _S3 = (float.fromhex("-0x1.555545995a603p-3"), float.fromhex("0x1.1107605230bc4p-7"),
-                 float.fromhex("-0x1.994eb3774cf24p-13"))
-_INV_PIO4 = np.array([
+_SC_HPI_INV = float.fromhex("0x1.45f306dc9c883p+23")  # 2/pi 2^24
+_SC_HPI = float.fromhex("0x1.921fb54442d18p+0")
+_SC_PI64 = float.fromhex("0x1.921fb54442d18p-62")  # pi 2^-63 (glibc's pi64)
+_SC_C0, _SC_C1, _SC_C2, _SC_C3, _SC_C4 = (
+    1.0, float.fromhex("-0x1.ffffffd0c621cp-2"), float.fromhex("0x1.55553e1068f19p-5"),
+    float.fromhex("-0x1.6c087e89a359dp-10"), float.fromhex("0x1.99343027bf8c3p-16"))
+_SC_S1, _SC_S2, _SC_S3 = (
+    float.fromhex("-0x1.555545995a603p-3"), float.fromhex("0x1.1107605230bc4p-7"),
+    float.fromhex("-0x1.994eb3774cf24p-13"))
+_SC_INV_PIO4 = np.array([
     0xa2, 0xa2f9, 0xa2f983, 0xa2f9836e, 0xf9836e4e, 0x836e4e44, 0x6e4e4415, 0x4e441529,
     0x441529fc, 0x1529fc27, 0x29fc2757, 0xfc2757d1, 0x2757d1f5, 0x57d1f534, 0xd1f534dd,
     0xf534ddc0, 0x34ddc0db, 0xddc0db62, 0xc0db6295, 0xdb629599, 0x6295993c, 0x95993c43,
@@ -84,19 +85,19 @@ def _sincos_parts(y):
     x = np.float64(y)
     # |y| < 120: n = ((int)(x 2^24 2/pi) + 2^23) >> 24; r = x - n pi/2 (one FMA)
     xm = x if top < np.uint64(0x42F) else 0.0
-    nm = (np.int64(np.int32(xm * _HPI_INV)) + np.int64(0x800000)) >> np.int64(24)
-    rm = _llvm_fma_f64(-np.float64(nm), _HPI, xm)
+    nm = (np.int64(np.int32(xm * _SC_HPI_INV)) + np.int64(0x800000)) >> np.int64(24)
+    rm = _llvm_fma_f64(-np.float64(nm), _SC_HPI, xm)
     # larger: y's 24-bit mantissa times 4/pi (96 of its bits, from the table), modulo 4
     k = np.int64((u >> np.uint64(26)) & np.uint64(15))
     xi = ((((u & np.uint64(0xFFFFFF)) | np.uint64(0x800000))
            << ((u >> np.uint64(23)) & np.uint64(7))) & m32)
-    res0 = (xi * _INV_PIO4[k]) & m32
-    res1 = xi * _INV_PIO4[k + 4]
-    res2 = xi * _INV_PIO4[k + 8]
+    res0 = (xi * _SC_INV_PIO4[k]) & m32
+    res1 = xi * _SC_INV_PIO4[k + 4]
+    res2 = xi * _SC_INV_PIO4[k + 8]
     res0 = ((res2 >> np.uint64(32)) | (res0 << np.uint64(32))) + res1
     nl = (res0 + np.uint64(1 << 61)) >> np.uint64(62)
     res0 = res0 - (nl << np.uint64(62))
-    rl = np.float64(np.int64(res0)) * _PI64
+    rl = np.float64(np.int64(res0)) * _SC_PI64
     small = top < np.uint64(0x3F4)  # |y| < pi/4 (its top bits): no reduction
     medium = top < np.uint64(0x42F)
     r = x if small else (rm if medium else rl)
@@ -106,10 +107,10 @@ def _sincos_parts(y):
     xs = -r if ((q ^ (q >> np.int64(1))) & np.int64(1)) != 0 else r
     x2 = r * r
     x3 = xs * x2
-    ps = _llvm_fma_f64(_llvm_fma_f64(x2, _S3, _S2), x3 * x2, _llvm_fma_f64(x3, _S1, xs))
+    ps = _llvm_fma_f64(_llvm_fma_f64(x2, _SC_S3, _SC_S2), x3 * x2, _llvm_fma_f64(x3, _SC_S1, xs))
     x4 = x2 * x2
-    c = _llvm_fma_f64(x4, _C2, _llvm_fma_f64(x2, _C1, _C0))
-    pc = _llvm_fma_f64(_llvm_fma_f64(x2, _C4, _C3), x4 * x2, c)
+    c = _llvm_fma_f64(x4, _SC_C2, _llvm_fma_f64(x2, _SC_C1, _SC_C0))
+    pc = _llvm_fma_f64(_llvm_fma_f64(x2, _SC_C4, _SC_C3), x4 * x2, c)
     pc = -pc if (q & np.int64(2)) != 0 else pc
     return ps, pc, (n & np.int64(1)) != 0, top
 
