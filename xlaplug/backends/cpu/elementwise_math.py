@@ -1,8 +1,8 @@
 """Unary float kernels (XLA:CPU semantics; see elementwise.py): the transcendentals, rounding,
 sign, abs, negate and is-finite.  The binary arithmetic is elementwise_arith.py's.
 
-f32 exp, log, tanh and erf are XLA:CPU's own approximations and f32 sin and cos libm's f32
-functions, as XLA calls them: XLA's bits (f64 erf is libm's, as XLA's).  Other
+f32 exp, log, tanh and erf are XLA:CPU's own approximations and f32 sin and cos glibc's sinf
+and cosf (which XLA calls) written out in f64 lanes: XLA's bits (f64 erf is libm's, as XLA's).  Other
 transcendentals (tan, cbrt ...) are computed here (nearly) correctly rounded -- f32 through
 f64 -- so they agree with XLA to a few ULP (tests/test_elementwise.py ULP_BOUNDS).
 Ops XLA defines by a formula -- logistic = 1/(1+exp(-x)), expm1, log1p -- follow that formula
@@ -107,7 +107,8 @@ def _scalar_loop(fn: str, x, out_dtype):
 
 
 def _sin(x):
-    """f32: libm's sinf, as XLA:CPU (common.scalar_libm._xsin32); f64: libm's sin."""
+    """f32: glibc's sinf, which XLA:CPU calls, as vector code (common.scalar_libm._xsin32);
+    f64: libm's sin."""
     return _by_width(x, "sin", "math.sin")
 
 
