@@ -15,6 +15,16 @@ is it written here, every case computed and one selected, so that a loop of sine
 cosines vectorizes (f64 lanes, no calls) where XLA's makes a libm call per element.
 Bit for bit glibc's on every f32 (tests/test_libm32.py checks against jax).
 
+Two forms, the same bits where glibc's FMA variant is the process's libm: `_xsin32` /
+`_xcos32` call the libm (the SCALAR_OPS templates name these; safe on any machine), and
+`_xsin32v` / `_xcos32v` are the written-out vector form.  The vector form computes all
+three reductions for every element, so it wins in long loops (f32[4M]: 6.7 ms against
+sinf's 29), not in short ones, where sincosf's single path for the element's range is
+quicker (a 2,000-step loop over f32[16]: 1.41x XLA with calls, 1.66x vector); and it is
+glibc's FMA variant, which another machine's libm need not be.  So code generators that
+know a loop is long rename the calls to the vector form, and only where a self-check in
+this process found it equal to the libm (cpu/trig_vector.py).
+
 The plain functions are what plain Python and CUDA run (cuda/scalar_cuda.py re-executes
 their source: the f64 function rounded -- within 1 ULP); numba on the CPU compiles the
 overloads.  Subnormal inputs: the sine is x unchanged (callers do not flush it); the cosine
@@ -41,6 +51,26 @@ def _xcos32(x):
     return np.float32(np.cos(np.float64(x)))
 
 
+def _xsin32v(x):
+    return np.float32(np.sin(np.float64(x)))
+
+
+def _xcos32v(x):
+    return np.float32(np.cos(np.float64(x)))
+
+
+# The libm form: numpy's f32 scalar function, which numba lowers to llvm.sin.f32 /
+# llvm.cos.f32 -- the process's sinf, cosf (or one sincosf for both), as XLA's code.
+@overload(_xsin32)
+def _sin32_libm(x):
+    return lambda x: np.sin(np.float32(x))
+
+
+@overload(_xcos32)
+def _cos32_libm(x):
+    return lambda x: np.cos(np.float32(x))
+
+
 @intrinsic
 def _llvm_fma_f64(typingctx, a, b, c):
     """llvm.fma.f64: a*b + c rounded once (the hardware FMA)."""
@@ -53,6 +83,20 @@ def _llvm_fma_f64(typingctx, a, b, c):
             "llvm.fma", [dbl], fnty=llvm_ir.FunctionType(dbl, [dbl, dbl, dbl]))
         return builder.call(fn, args)
     return types.float64(types.float64, types.float64, types.float64), codegen
+
+
+@intrinsic
+def _llvm_select(typingctx, c, a, b):
+    """LLVM's select: a if c else b, both computed, no branch.  (A conditional expression is
+    a branch in numba's IR; in a loop that also or-s a flag (trig_vector.far_loop), LLVM's
+    jump threading left those branches in place and the loop did not vectorize: 35 ns an
+    element, against 1.3 with selects.)"""
+    if not isinstance(c, types.Boolean) or a != b:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.select(args[0], args[1], args[2])
+    return a(c, a, b), codegen
 
 
 # (_SC_: these names join the CUDA helpers' shared namespace, cuda/scalar_cuda.py.)
@@ -75,18 +119,47 @@ _SC_INV_PIO4 = np.array([
 
 
 @register_jitable(inline="always")
+def _polys(r, q, n):
+    """(sine polynomial, cosine polynomial, odd quadrant) of the reduced r in quadrant q
+    (n: the reduction's count, whose parity picks the polynomial)."""
+    # the sine's sign by quadrant q: + - - +; the cosine's table negated from q & 2
+    xs = _llvm_select(((q ^ (q >> np.int64(1))) & np.int64(1)) != 0, -r, r)
+    x2 = r * r
+    x3 = xs * x2
+    ps = _llvm_fma_f64(_llvm_fma_f64(x2, _SC_S3, _SC_S2), x3 * x2, _llvm_fma_f64(x3, _SC_S1, xs))
+    x4 = x2 * x2
+    c = _llvm_fma_f64(x4, _SC_C2, _llvm_fma_f64(x2, _SC_C1, _SC_C0))
+    pc = _llvm_fma_f64(_llvm_fma_f64(x2, _SC_C4, _SC_C3), x4 * x2, c)
+    pc = _llvm_select((q & np.int64(2)) != 0, -pc, pc)
+    return ps, pc, (n & np.int64(1)) != 0
+
+
+@register_jitable(inline="always")
+def _top(y):
+    """The top 12 bits of |f32 y| as glibc's sinf compares them (exponent, 3 bits more)."""
+    return (np.uint64(np.uint32(_llvm_bitcast(y, np.int32))) >> np.uint64(20)) & np.uint64(0x7FF)
+
+
+@register_jitable(inline="always")
+def _medium(x, top):
+    """|y| < 120: n = ((int)(x 2^24 2/pi) + 2^23) >> 24; r = x - n pi/2 (one FMA); below
+    pi/4 (its top bits) no reduction.  (x is 0 for a larger |y|: no overflow to convert.)"""
+    xm = _llvm_select(top < np.uint64(0x42F), x, 0.0)
+    nm = (np.int64(np.int32(xm * _SC_HPI_INV)) + np.int64(0x800000)) >> np.int64(24)
+    rm = _llvm_fma_f64(-np.float64(nm), _SC_HPI, xm)
+    small = top < np.uint64(0x3F4)
+    return _llvm_select(small, x, rm), _llvm_select(small, np.int64(0), nm)
+
+
+@register_jitable(inline="always")
 def _sincos_parts(y):
     """(sine polynomial, cosine polynomial, odd quadrant, top 12 bits of |y|) of f32 y:
     glibc's three reductions all computed, the one for |y| selected.  The sine of y is the
     first for an even quadrant, else the second; the cosine the other way round."""
     m32 = np.uint64(0xFFFFFFFF)
     u = np.uint64(np.uint32(_llvm_bitcast(y, np.int32)))
-    top = (u >> np.uint64(20)) & np.uint64(0x7FF)
-    x = np.float64(y)
-    # |y| < 120: n = ((int)(x 2^24 2/pi) + 2^23) >> 24; r = x - n pi/2 (one FMA)
-    xm = x if top < np.uint64(0x42F) else 0.0
-    nm = (np.int64(np.int32(xm * _SC_HPI_INV)) + np.int64(0x800000)) >> np.int64(24)
-    rm = _llvm_fma_f64(-np.float64(nm), _SC_HPI, xm)
+    top = _top(y)
+    rm, nm = _medium(np.float64(y), top)
     # larger: y's 24-bit mantissa times 4/pi (96 of its bits, from the table), modulo 4
     k = np.int64((u >> np.uint64(26)) & np.uint64(15))
     xi = ((((u & np.uint64(0xFFFFFF)) | np.uint64(0x800000))
@@ -98,40 +171,84 @@ def _sincos_parts(y):
     nl = (res0 + np.uint64(1 << 61)) >> np.uint64(62)
     res0 = res0 - (nl << np.uint64(62))
     rl = np.float64(np.int64(res0)) * _SC_PI64
-    small = top < np.uint64(0x3F4)  # |y| < pi/4 (its top bits): no reduction
     medium = top < np.uint64(0x42F)
-    r = x if small else (rm if medium else rl)
-    n = np.int64(0) if small else (nm if medium else np.int64(nl))
-    q = n if (small or medium) else n + np.int64(u >> np.uint64(31))  # y's sign, mod 4
-    # the sine's sign by quadrant q: + - - +; the cosine's table negated from q & 2
-    xs = -r if ((q ^ (q >> np.int64(1))) & np.int64(1)) != 0 else r
-    x2 = r * r
-    x3 = xs * x2
-    ps = _llvm_fma_f64(_llvm_fma_f64(x2, _SC_S3, _SC_S2), x3 * x2, _llvm_fma_f64(x3, _SC_S1, xs))
-    x4 = x2 * x2
-    c = _llvm_fma_f64(x4, _SC_C2, _llvm_fma_f64(x2, _SC_C1, _SC_C0))
-    pc = _llvm_fma_f64(_llvm_fma_f64(x2, _SC_C4, _SC_C3), x4 * x2, c)
-    pc = -pc if (q & np.int64(2)) != 0 else pc
-    return ps, pc, (n & np.int64(1)) != 0, top
+    r = _llvm_select(medium, rm, rl)
+    n = _llvm_select(medium, nm, np.int64(nl))
+    q = _llvm_select(medium, n, n + np.int64(u >> np.uint64(31)))  # y's sign, mod 4
+    ps, pc, odd = _polys(r, q, n)
+    return ps, pc, odd, top
 
 
-@overload(_xsin32, inline="always")
+@register_jitable(inline="always")
+def _sin_of(y, ps, pc, odd, top):
+    r = np.float32(_llvm_select(odd, pc, ps))
+    r = _llvm_select(top < np.uint64(0x398), y, r)  # |y| < 2^-12: y itself
+    return _llvm_select(top < np.uint64(0x7F8), r, y - y)  # inf, NaN: NaN
+
+
+@register_jitable(inline="always")
+def _cos_of(y, ps, pc, odd, top):
+    r = np.float32(_llvm_select(odd, ps, pc))
+    r = _llvm_select(top < np.uint64(0x398), np.float32(1.0), r)
+    return _llvm_select(top < np.uint64(0x7F8), r, y - y)
+
+
+@overload(_xsin32v, inline="always")
 def _sin32_glibc(x):
     def sin32(x):
         y = np.float32(x)
         ps, pc, odd, top = _sincos_parts(y)
-        r = np.float32(pc if odd else ps)
-        r = y if top < np.uint64(0x398) else r  # |y| < 2^-12: y itself
-        return r if top < np.uint64(0x7F8) else y - y  # inf, NaN: NaN
+        return _sin_of(y, ps, pc, odd, top)
     return sin32
 
 
-@overload(_xcos32, inline="always")
+@overload(_xcos32v, inline="always")
 def _cos32_glibc(x):
     def cos32(x):
         y = np.float32(x)
         ps, pc, odd, top = _sincos_parts(y)
-        r = np.float32(ps if odd else pc)
-        r = np.float32(1.0) if top < np.uint64(0x398) else r
-        return r if top < np.uint64(0x7F8) else y - y
+        return _cos_of(y, ps, pc, odd, top)
     return cos32
+
+
+# The medium-range form: glibc's result for |x| < 120 only (the one-step reduction, no
+# 4/pi table: a third of the vector form's work), and the test for the rest.  A loop
+# computes it for every element and, if any element was outside, runs again with the libm
+# calls (cpu/trig_vector.py).
+def _xsin32m(x):
+    return np.float32(np.sin(np.float64(x)))
+
+
+def _xcos32m(x):
+    return np.float32(np.cos(np.float64(x)))
+
+
+def _xtrig_far(x):
+    return not abs(np.float64(x)) < 120.0
+
+
+@overload(_xsin32m, inline="always")
+def _sin32_medium(x):
+    def sin32(x):
+        y = np.float32(x)
+        top = _top(y)
+        r, n = _medium(np.float64(y), top)
+        ps, pc, odd = _polys(r, n, n)
+        return _sin_of(y, ps, pc, odd, top)
+    return sin32
+
+
+@overload(_xcos32m, inline="always")
+def _cos32_medium(x):
+    def cos32(x):
+        y = np.float32(x)
+        top = _top(y)
+        r, n = _medium(np.float64(y), top)
+        ps, pc, odd = _polys(r, n, n)
+        return _cos_of(y, ps, pc, odd, top)
+    return cos32
+
+
+@overload(_xtrig_far, inline="always")
+def _trig_far(x):
+    return lambda x: _top(np.float32(x)) >= np.uint64(0x42F)

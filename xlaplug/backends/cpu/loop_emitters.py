@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from ...hlo.ir import Instruction
 from .jit_drivers import numba_dtype
 from .loop_index import _dims, _lin
+from . import trig_vector
 
 if TYPE_CHECKING:
     from .loop_codegen import ArrayCodegen
@@ -133,6 +134,10 @@ def outline(lines: list[str], pieces: list[str], prefix: str) -> list[str]:
             out += block
             k = end
             continue
+        # Sines and cosines in vector code, with a libm rerun for far arguments, where this
+        # process's libm is glibc's FMA sinf (trig_vector.py).
+        if trig_vector.vector_trig_ok():
+            block = trig_vector.far_loop(block) or block
         args = list(dict.fromkeys(m.group(1) for b in block[1:] for m in _ARRAY.finditer(b)))
         fn = f"{prefix}E{len(pieces)}"
         pieces.append("\n".join(["from numba import njit as _njit",
