@@ -59,12 +59,14 @@ def far_loop(block: list[str]) -> list[str] | None:
                                              for ln in block)
     if any(re.search(rf"\b{a}\[", text) for a in stored):
         return None
-    fast = []
+    fast, seen = [], set()
     for ln in block:
-        spans = _calls(ln)
         pad = ln[:len(ln) - len(ln.lstrip())]
         fast.append(_LIBM_CALL.sub(lambda m: f"_x{m.group(1)}32m(", ln))
-        fast += [f"{pad}far |= _xtrig_far({ln[a:b]})" for a, b in spans]
+        for arg in dict.fromkeys(ln[a:b] for a, b in _calls(ln)):
+            if arg not in seen:  # (a sine and a cosine of one value: one test)
+                seen.add(arg)
+                fast.append(f"{pad}far |= _xtrig_far({arg})")
     return ["far = False", *fast, "if far:", *("    " + ln for ln in block)]
 
 
