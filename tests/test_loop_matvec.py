@@ -1,4 +1,4 @@
-"""A compiled loop's matrix-times-vector dot over a matrix the loop never changes
+"""A scan step in a compiled loop: its matrix-times-vector dot over a matrix the loop never changes
 (backends/cpu/loop_matvec.py): vector code over the matrix transposed once per run.  Its
 sums are in its own order (two chains of vector multiply-adds), so results are compared
 with jax within rounding, and with the sum in f64."""
@@ -82,3 +82,25 @@ def test_matvec_t_sums_every_term(dt, n, k):
     want = x.astype(np.float64) @ wt.astype(np.float64).reshape(k, n)
     np.testing.assert_allclose(out, want, rtol=1e-5 if dt == np.float32 else 1e-13,
                                atol=1e-5 if dt == np.float32 else 1e-13)
+
+
+def test_a_sum_of_tanh_in_a_scan_step_gives_the_interpreters_bits(monkeypatch):
+    """An RNN step's tanh feeds its sum: tanh of a flushed value holds no subnormal
+    (loop_daz), so the fold loads it unflushed -- the interpreter's bits all the same, with
+    state values at the smallest normals, subnormals, and around tanh's |x| = 0.0004."""
+    def f(h, w):
+        return lax.scan(lambda c, x: (jnp.tanh(w @ c * x + c * 0.5), jnp.tanh(c * 1.0).sum()),
+                        h, jnp.linspace(0.5, 1.0, 40, dtype=jnp.float32))
+    h = np.array([1.2e-38, -1.1754944e-38, 1e-40, -3e-42, 3.9e-4, 4e-4, -4.1e-4, 0.3] * 2,
+                 np.float32)
+    w = (np.eye(16) * 0.01).astype(np.float32)
+    m = parse_module(jax.jit(f).lower(h, w).as_text(dialect="hlo"))
+    compile_module(m, None)
+    (loop,) = [i for c in m.computations for i in c.instructions if i.opcode == "while"]
+    got = execute(m, [h, w]).outputs
+    monkeypatch.setattr(CW, "_switch_at", lambda ctx, ins, state: -1)
+    m2 = parse_module(jax.jit(f).lower(h, w).as_text(dialect="hlo"))
+    compile_module(m2, None)
+    want = execute(m2, [h, w]).outputs
+    for g, i in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g).view(np.uint32), np.asarray(i).view(np.uint32))
