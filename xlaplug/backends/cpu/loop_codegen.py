@@ -19,9 +19,11 @@ reads that loop's values.  The body returns
 nothing: `returned` names each leaf's new value (a buffer, a leaf, a constant), which
 compiled_while.py moves into the state.  A dynamic-update-slice of a state leaf that nothing
 else reads and that the body returns in the same place writes into that leaf (`owned`), as
-XLA updates a loop's buffer in place -- the scan's output rows (loop_emitters.py).  A dot
-of rows contracted along their contiguous dimension (a matrix times a vector) sums each row
-in vector lanes; a small f32 dot is a tiled loop where that gives BLAS's bits (tile_dot.py);
+XLA updates a loop's buffer in place -- the scan's output rows (loop_emitters.py).  A matrix
+the body never changes times a vector is vector code over the matrix transposed once per
+run (loop_matvec.py: `invariant` leaves, `hoisted` lines of `run`); another dot of rows
+contracted along their contiguous dimension sums each row in vector lanes; a small f32 dot
+is a tiled loop where that gives BLAS's bits (tile_dot.py);
 another of at least BLAS_MIN_MACS multiply-adds on f32/f64 calls BLAS (loop_sums.py).
 
 Expressed: the state (an array or a flat tuple of arrays, read by get-tuple-element),

@@ -1,7 +1,9 @@
 """Loop code (loop_codegen.py) of the ops that sum: reduce (folded in row-major order of the
 reduced dimensions, as the HloEvaluator does; a plain f32/f64 sum runs its add chain
-unflushed while no partial sum is subnormal) and dot on f32/f64 (a matrix times a vector
-summed in vector lanes; a small f32 dot a tiled loop in BLAS's order, tile_dot.py; from
+unflushed while no partial sum is subnormal) and dot on f32/f64 (a matrix the loop never
+changes times a vector as vector code over its transpose, loop_matvec.py; another matrix
+times a vector summed in vector lanes; a small f32 dot a tiled loop in BLAS's order,
+tile_dot.py; from
 BLAS_MIN_MACS multiply-adds BLAS, when scipy is installed; else a loop in contraction
 order)."""
 from __future__ import annotations
