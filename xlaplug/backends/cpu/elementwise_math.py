@@ -185,9 +185,11 @@ def _unary_loop(op: str, x: np.ndarray, t: str, ctx) -> np.ndarray:
     from .jit_cache import cached_function
     parallel = x.size >= DEFAULT_MIN_ELEMENTS and not devices_at_once(ctx)
     expr = SCALAR_OPS[op](ScalarSig(t, (t,))).format("x[i]")
-    loop = cached_function(f"def loop(x, out):\n    for i in {'prange' if parallel else 'range'}"
-                           f"(out.shape[0]):\n        out[i] = {expr}\n", {}, "loop",
-                           nogil=True, parallel=parallel, error_model="numpy")
+    src = (f"def loop(x, out):\n    for i in {'prange' if parallel else 'range'}"
+           f"(out.shape[0]):\n        out[i] = {expr}\n")
+    # (a long loop: f32 sine and cosine as vector code, trig_vector.py)
+    loop = cached_function(trig_vector.long_loop(src), {}, "loop", nogil=True,
+                           parallel=parallel, error_model="numpy")
     out = np.empty(x.size, x.dtype)
     loop(np.ascontiguousarray(x).reshape(-1), out)
     return out.reshape(x.shape)
