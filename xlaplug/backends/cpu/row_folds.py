@@ -67,7 +67,8 @@ def fast_fold(op: str, buf: str, K: int, init_v: str, res: str, ct: str, j: int,
                 f"{pad}for q in range(8, {n8}, 8):",
                 *[f"{p2}{r[t]} = {f(f'{r[t]} + ' + ld(f'{buf}[q + {t}]'))}" for t in range(8)],
                 f"{pad}rs{j} = {lanes if flush else lanes[1:-1]}",
-                f"{pad}for q in range({n8}, {K}):", f"{p2}rs{j} = {f(f'rs{j} + ' + ld(f'{buf}[q]'))}",
+                f"{pad}for q in range({n8}, {K}):",
+                f"{p2}rs{j} = {f(f'rs{j} + ' + ld(f'{buf}[q]'))}",
                 f"{pad}{res} = {f(f'{init_v} + rs{j}')}"], [], {}
     if op == "add" and K >= 8:
         starts, lens, prog = pairwise_program(K)
