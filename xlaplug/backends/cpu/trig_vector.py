@@ -12,7 +12,7 @@ same bits as vector code, in two forms:
     loop computes it for every element and notes any element outside (`_xtrig_far`); if
     there is one, the loop runs again with the libm calls.  An element loop of a compiled
     while (loop_emitters.outline) takes this form at any length: the benchmark's 16 sines
-    and cosines a step, 1.3 ns an element against sincosf's 2.5 (CPU time, 2026-12-06).
+    and cosines a step, 0.8 ns an element against sincosf's 2.5 (CPU time, 2026-12-06).
 
 Both are glibc 2.28+'s FMA variant; the process's libm may be another (glibc without FMA
 hardware, musl, macOS's), whose bits XLA would give.  So `vector_trig_ok` compares both
