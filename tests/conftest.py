@@ -241,7 +241,7 @@ SLOW = {
         "test_nothing_below_the_cli_prints_or_exits"},
     "test_libm32": {
         "test_compiled_loop_gives_xlas_bits", "test_narrow_floats_every_value",
-        "test_sine_and_cosine_of_one_value_share_a_sincosf_call"},
+        "test_f32_sweep_is_xlas_bit_for_bit"},
     "test_mpi_agreement": {
         "test_a_rank_that_fails_before_the_run_is_heard_at_once",
         "test_different_modules_or_options_are_named",

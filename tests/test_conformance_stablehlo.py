@@ -38,7 +38,7 @@ KNOWN_FAILURES = {
         "pow_complex64_20_30_complex64_20_30": "check.expect_almost_eq",
         "sin_complex128_20_20": "check.expect_close",
         "sinh_complex64_20_20_chlo": "check.expect_almost_eq",
-        # a complex exp written with f32 sine and cosine: ours are libm's sinf and cosf, as
+        # a complex exp written with f32 sine and cosine: ours are the libm's sinf and cosf, as
         # XLA's (common/scalar_libm.py), 2 ULP off in 2 of 400 elements with XLA's bits
         "exp_complex64_20_20": "check.expect_close",
         # f16 inverse hyperbolics and log1p: XLA expands them in f32 and rounds once more;

@@ -69,7 +69,7 @@ _UNARY_F32 = {"exponential-minus-one": "_xexpm1_32({x})", "log-plus-one": "_xlog
 # and cos).  XLA's f64 erf, log, sin, cos and pow are libm calls too.
 # XLA passes subnormal inputs of these straight through (no flushing); f64 tanh flushes.
 # (cosine: the cosine of a subnormal is 1, as of 0, and no cosine is subnormal -- flushing
-# changes nothing, and left out, a sine and a cosine of one value share one sincosf call.)
+# changes nothing, and left out, a sine and a cosine of one value share their reduction.)
 
 _UNARY_NO_FLUSH = {"sine", "cosine", "tan", "tanh", "exponential-minus-one"}
 

@@ -132,6 +132,7 @@ def _run_source(leaves: list, cg_cond: ArrayCodegen, cg_body: ArrayCodegen) -> s
     for prefix, cg in (("c", cg_cond), ("b", cg_body)):
         pre += [f"    {prefix}_{name} = np.empty({n}, {dt})"
                 for name, (n, dt) in cg.buffers.items()]
+    pre += ["    " + ln for ln in cg_body.hoisted]  # (a loop-invariant transpose)
     temps, back = _write_back(leaves, cg_body)
     cargs = "".join(f", c_{b}" for b in cg_cond.buffers)
     bargs = "".join(f", b_{b}" for b in cg_body.buffers)

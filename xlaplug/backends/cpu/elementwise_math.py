@@ -1,8 +1,9 @@
 """Unary float kernels (XLA:CPU semantics; see elementwise.py): the transcendentals, rounding,
 sign, abs, negate and is-finite.  The binary arithmetic is elementwise_arith.py's.
 
-f32 exp, log, tanh and erf are XLA:CPU's own approximations and f32 sin and cos libm's f32
-functions, as XLA calls them: XLA's bits (f64 erf is libm's, as XLA's).  Other
+f32 exp, log, tanh and erf are XLA:CPU's own approximations and f32 sin and cos the libm's
+sinf and cosf, which XLA calls (in long loops glibc's written out in f64 lanes, where this
+process's libm is that: trig_vector.py): XLA's bits (f64 erf is libm's, as XLA's).  Other
 transcendentals (tan, cbrt ...) are computed here (nearly) correctly rounded -- f32 through
 f64 -- so they agree with XLA to a few ULP (tests/test_elementwise.py ULP_BOUNDS).
 Ops XLA defines by a formula -- logistic = 1/(1+exp(-x)), expm1, log1p -- follow that formula
@@ -17,7 +18,7 @@ from ...hlo import dtypes as D
 from ..registry import kernel
 from .elementwise import (F32, F64, et, fin, flush, fout, iin, iout, is_complex, is_float, is_int,
                           is_signed, result)
-from . import elementwise_complex as C
+from . import elementwise_complex as C, trig_vector
 
 
 def _via64(fn):
@@ -98,16 +99,18 @@ def _scalar_loop(fn: str, x, out_dtype):
     # error_model="numpy": numba's default checks every float division for a zero divisor,
     # a branch that keeps the loop from vectorizing (tanh: 120 us for 32k values, 10 us
     # vectorized); the helpers divide as IEEE does and want no exception.
-    loop = cached_function(f"def loop(x, out):\n    for i in range(x.shape[0]):\n"
-                           f"        out[i] = {fn}(x[i])\n", {}, "loop", nogil=True,
-                           error_model="numpy")
+    src = f"def loop(x, out):\n    for i in range(x.shape[0]):\n        out[i] = {fn}(x[i])\n"
+    if x.size >= trig_vector.LONG_LOOP:  # f32 sine, cosine: vector code (trig_vector.py)
+        src = trig_vector.long_loop(src)
+    loop = cached_function(src, {}, "loop", nogil=True, error_model="numpy")
     out = np.empty(x.size, out_dtype)
     loop(np.ascontiguousarray(x).reshape(-1), out)
     return out.reshape(x.shape)
 
 
 def _sin(x):
-    """f32: libm's sinf, as XLA:CPU (common.scalar_libm._xsin32); f64: libm's sin."""
+    """f32: the libm's sinf, which XLA:CPU calls (common.scalar_libm._xsin32; vector code in
+    long loops, trig_vector.py); f64: libm's sin."""
     return _by_width(x, "sin", "math.sin")
 
 
@@ -182,9 +185,11 @@ def _unary_loop(op: str, x: np.ndarray, t: str, ctx) -> np.ndarray:
     from .jit_cache import cached_function
     parallel = x.size >= DEFAULT_MIN_ELEMENTS and not devices_at_once(ctx)
     expr = SCALAR_OPS[op](ScalarSig(t, (t,))).format("x[i]")
-    loop = cached_function(f"def loop(x, out):\n    for i in {'prange' if parallel else 'range'}"
-                           f"(out.shape[0]):\n        out[i] = {expr}\n", {}, "loop",
-                           nogil=True, parallel=parallel, error_model="numpy")
+    src = (f"def loop(x, out):\n    for i in {'prange' if parallel else 'range'}"
+           f"(out.shape[0]):\n        out[i] = {expr}\n")
+    # (a long loop: f32 sine and cosine as vector code, trig_vector.py)
+    loop = cached_function(trig_vector.long_loop(src), {}, "loop", nogil=True,
+                           parallel=parallel, error_model="numpy")
     out = np.empty(x.size, x.dtype)
     loop(np.ascontiguousarray(x).reshape(-1), out)
     return out.reshape(x.shape)

@@ -38,6 +38,7 @@ from .jit_cache import HOT_CALLS, cached_function, hot_call, scalar_piece
 from .jit_drivers import from_loop, loop_array, loop_storage, numba_scalar
 from .region_code import is_region, run_region
 from .row_fusion import compiled_rows, run_row_fusion
+from . import trig_vector
 
 # Below this many elements a small fusion's serial loop calls its body's functions instead of
 # inlining them into the loop: numba types an inlined body anew in every loop, and that
@@ -57,6 +58,8 @@ def compiled_loop_fn(comp, roles: tuple[str, ...], parallel: bool = True,
     -- given as two pointers, LLVM's overlap check sends the loop to its scalar form (the
     bf16 GELU: 61 ms a run on one thread against 2.4 vectorized)."""
     body, consts, fname = scalar_piece(comp, "F", elementwise=True, inline=inline)
+    if inline:  # a long loop: f32 sines and cosines as vector code (trig_vector.py)
+        body = trig_vector.long_loop(body)
     names = [f"p{k}" for k in range(len(roles))]
     head = f"def loop(out{''.join(', ' + x for x in names)}):\n"
     if inplace:

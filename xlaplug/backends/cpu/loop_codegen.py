@@ -19,9 +19,11 @@ reads that loop's values.  The body returns
 nothing: `returned` names each leaf's new value (a buffer, a leaf, a constant), which
 compiled_while.py moves into the state.  A dynamic-update-slice of a state leaf that nothing
 else reads and that the body returns in the same place writes into that leaf (`owned`), as
-XLA updates a loop's buffer in place -- the scan's output rows (loop_emitters.py).  A dot
-of rows contracted along their contiguous dimension (a matrix times a vector) sums each row
-in vector lanes; a small f32 dot is a tiled loop where that gives BLAS's bits (tile_dot.py);
+XLA updates a loop's buffer in place -- the scan's output rows (loop_emitters.py).  A matrix
+the body never changes times a vector is vector code over the matrix transposed once per
+run (loop_matvec.py: `invariant` leaves, `hoisted` lines of `run`); another dot of rows
+contracted along their contiguous dimension sums each row in vector lanes; a small f32 dot
+is a tiled loop where that gives BLAS's bits (tile_dot.py);
 another of at least BLAS_MIN_MACS multiply-adds on f32/f64 calls BLAS (loop_sums.py).
 
 Expressed: the state (an array or a flat tuple of arrays, read by get-tuple-element),
@@ -42,7 +44,7 @@ from ...hlo.ir import Computation, Instruction
 from .jit_drivers import numba_array, numba_dtype
 from ..common.fusion_contents import LOOP_OPS
 from ..common.scalar_codegen import ScalarCompileError, ScalarGen
-from . import loop_daz, loop_emitters, loop_sums, loop_views
+from . import loop_daz, loop_emitters, loop_matvec, loop_sums, loop_views
 from .loop_elements import ElementLoops
 from .loop_index import Unsupported, _dims, _lin
 
@@ -64,6 +66,8 @@ class ArrayCodegen(ElementLoops):
         self.owned: set[int] = set()                    # leaves updated in place
         self._in_place: dict[int, int] = {}             # id(dynamic-update-slice) -> leaf
         self.clean: set[str] = set()                    # values with no subnormal (loop_daz)
+        self.invariant: set[int] = set()                # leaves the body passes on unchanged
+        self.hoisted: list[str] = []                    # `run`'s lines before the loop
         self._init_loops()
 
     # ---- the function ---------------------------------------------------------------------
@@ -76,6 +80,7 @@ class ArrayCodegen(ElementLoops):
             self.names[id(param)] = "p0"
         if returns_leaves:
             self._find_in_place(comp)
+            self.invariant = loop_matvec.passed_through(comp)
         self._view_ids = loop_views.find_views(comp)
         for k, ins in enumerate(comp.instructions):
             if ins.opcode == "parameter":

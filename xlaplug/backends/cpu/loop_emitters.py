@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from ...hlo.ir import Instruction
 from .jit_drivers import numba_dtype
 from .loop_index import _dims, _lin
+from . import trig_vector
 
 if TYPE_CHECKING:
     from .loop_codegen import ArrayCodegen
@@ -113,6 +114,19 @@ _CALL = re.compile(r"\b_x\w+\(")
 _PLAIN = {"_xftz32", "_xftz64", "_xfma32", "_xfma64"}
 
 
+INLINE_ELEMENTS = 64
+
+
+def _elements(block: list[str]) -> int:
+    """The iterations of an element loop (`for o in range(n):`, or rows and columns)."""
+    n = 1
+    for ln in block[:2]:
+        m = re.match(r"\s*for [or] in range\((\d+)\):$", ln) or \
+            (re.match(r"\s*for c in range\((\d+)\):$", ln) if ln is block[1] else None)
+        n *= int(m.group(1)) if m else 1
+    return n
+
+
 def _calls_template(block: list[str]) -> bool:
     return any(m.group(0)[:-1] not in _PLAIN for ln in block for m in _CALL.finditer(ln))
 
@@ -133,12 +147,23 @@ def outline(lines: list[str], pieces: list[str], prefix: str) -> list[str]:
             out += block
             k = end
             continue
+        # Sines and cosines in vector code, with a libm rerun for far arguments, where this
+        # process's libm is glibc's FMA sinf (trig_vector.py).
+        short = _elements(block) <= INLINE_ELEMENTS
+        if trig_vector.vector_trig_ok():
+            block = trig_vector.far_loop(block) or block
         args = list(dict.fromkeys(m.group(1) for b in block[1:] for m in _ARRAY.finditer(b)))
         fn = f"{prefix}E{len(pieces)}"
+        # A short loop's function is inlined back into its caller in numba's IR: its call
+        # cost as much as its work (the scan RNN's 64 tanh: a step 180 -> 153 ns; the
+        # benchmark fori_loop's 16 sines and cosines 57 -> 42 ns, CPU time, 2026-12-06),
+        # and inlined it still vectorizes, the templates being inlined into it alike.
+        how = ', inline="always"' if short else ""
         pieces.append("\n".join(["from numba import njit as _njit",
                                  f"def {fn}({', '.join(args)}):",
                                  *("    " + b for b in block),
-                                 f'{fn} = _njit(nogil=True, error_model="numpy")({fn})', ""]))
+                                 f'{fn} = _njit(nogil=True, error_model="numpy"{how})({fn})',
+                                 ""]))
         out.append(f"{fn}({', '.join(args)})")
         k = end
     return out

@@ -1,7 +1,9 @@
 """Loop code (loop_codegen.py) of the ops that sum: reduce (folded in row-major order of the
 reduced dimensions, as the HloEvaluator does; a plain f32/f64 sum runs its add chain
-unflushed while no partial sum is subnormal) and dot on f32/f64 (a matrix times a vector
-summed in vector lanes; a small f32 dot a tiled loop in BLAS's order, tile_dot.py; from
+unflushed while no partial sum is subnormal) and dot on f32/f64 (a matrix the loop never
+changes times a vector as vector code over its transpose, loop_matvec.py; another matrix
+times a vector summed in vector lanes; a small f32 dot a tiled loop in BLAS's order,
+tile_dot.py; from
 BLAS_MIN_MACS multiply-adds BLAS, when scipy is installed; else a loop in contraction
 order)."""
 from __future__ import annotations
@@ -14,7 +16,7 @@ import numpy as np
 from ...hlo.ir import Computation, Instruction
 from ..common.scalar_codegen import ScalarCompileError
 from .jit_cache import scalar_piece
-from . import tile_dot
+from . import loop_matvec, tile_dot
 from .jit_drivers import numba_dtype
 from .loop_index import Unsupported, _dims, _lin
 
@@ -92,7 +94,8 @@ def _dot(cg: ArrayCodegen, ins: Instruction, name: str) -> None:
     lf = [d for d in range(lhs.shape.rank) if d not in lb and d not in lc]
     rf = [d for d in range(rhs.shape.rank) if d not in rb and d not in rc]
     out_dims = _dims(ins)
-    if not lb and len(lc) == 1 and (_rows_dot(cg, ins, name, lc[0], rc[0]) or
+    if not lb and len(lc) == 1 and (loop_matvec.emit(cg, ins, name, lc[0], rc[0]) or
+                                     _rows_dot(cg, ins, name, lc[0], rc[0]) or
                                      _tile_dot(cg, ins, name, lc[0], rc[0]) or
                                      _blas_dot(cg, ins, name, lc[0], rc[0])):
         return

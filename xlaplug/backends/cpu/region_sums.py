@@ -233,12 +233,18 @@ def _rows(cg: RegionCodegen, ins: Instruction, op: str, name: str, k: int, m: in
     x = ins.operands[0]
     j = f"{len(cg.pieces)}_{len(cg.lines)}"
     ct = "np." + numba_dtype(ins.shape.dtype).name
-    lines, allocs, consts = fast_fold(op, "rowb", k, init_v, "res", ct, j, "",
+    # One row: the array itself (a slice of it, a view, costs numba ~10 ns of reference
+    # counting: 6% of a scan step's f32[64] sum, 2026-12-06).
+    buf = cg.names[id(x)] if m == 1 else "rowb"
+    lines, allocs, consts = fast_fold(op, buf, k, init_v, "res", ct, j, "",
                                       cg.flusher(ins.shape.element_type),
                                       cg.names[id(x)] not in cg.clean)
     # fast_fold's module constants and scratch get names unique to this reduce.
     cg.consts.update(consts)
     cg.lines += allocs
+    if m == 1:
+        cg.lines += [*lines, f"{name}[0] = res"]
+        return
     if m is not None:
         cg.lines.append(f"for mr in range({m}):")
         cg.lines += ["    " + ln for ln in [f"rowb = {cg.names[id(x)]}[mr * {k}:(mr + 1) * {k}]",
