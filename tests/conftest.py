@@ -144,6 +144,8 @@ SLOW = {
         "test_check_plugins_runs_every_example"},
     "test_jit_cache": {"test_cache_off_or_unwritable_compiles_in_memory",
         "test_second_process_loads_compiled_code"},
+    "test_jit_locks": {"test_processes_missing_one_function_at_once_compile_it_once",
+        "test_signatures_saved_at_once_all_load_with_their_own_code"},
     "test_linalg": {"test_conv_1d_3d_and_no_spatial", "test_conv_batch_groups",
         "test_conv_feature_groups", "test_conv_integer_narrow_and_complex_types",
         "test_conv_large_matches_xla", "test_conv_nchw", "test_conv_nhwc_and_odd_orders",
