@@ -1,6 +1,7 @@
 """@njit plugin kernels served inside XLA by the numba-compiled FFI handler (no Python in
 the call), with jax as the oracle; what the handler cannot serve itself (another dtype, a
 raising kernel) goes through the Python handler, whose calls are counted here."""
+import functools
 import threading
 
 import numpy as np
@@ -17,14 +18,11 @@ from xlaplug.xla.ffi.register import _TARGETS  # noqa: E402
 # Compiling a handler of 9 signatures takes numba several seconds: the module is slow.
 pytestmark = [pytest.mark.jax, pytest.mark.slow]
 
-plugin = Plugin("ffi_test_compiled")
 SIGS = [types.void(*[types.Array(dt, rank, "C")] * 3, types.float64, types.int64, types.boolean)
         for dt, rank in [(types.float32, r) for r in range(5)] +
         [(getattr(types, t), 2) for t in ("float64", "int32", "int64", "uint8")]]
 
 
-@plugin.kernel("ffi_ct.axpy")
-@njit(SIGS)
 def axpy(x, y, out, alpha, shift=0, negate=False):
     if alpha < 0:
         raise ValueError("alpha must not be negative")
@@ -34,9 +32,10 @@ def axpy(x, y, out, alpha, shift=0, negate=False):
         of[i] = -v if negate else v
 
 
-@plugin.kernel("ffi_ct.weighted")
-@njit(["void(float32[:, ::1], float32[:, ::1], float32[::1], float32[::1])",
-       "void(float32[:, ::1], float32[:, ::1], float32[::1], int32[::1])"])
+WEIGHTED_SIGS = ["void(float32[:, ::1], float32[:, ::1], float32[::1], float32[::1])",
+                 "void(float32[:, ::1], float32[:, ::1], float32[::1], int32[::1])"]
+
+
 def weighted(x, out, sums, weights):
     # two results; an array attribute (weights) of either dtype
     for r in range(x.shape[0]):
@@ -47,17 +46,31 @@ def weighted(x, out, sums, weights):
         sums[r] = acc
 
 
-@plugin.kernel("ffi_ct.xor")
-@njit(["void(boolean[::1], boolean[::1], boolean[::1])",
-       "void(boolean[:, :, ::1], boolean[:, :, ::1], boolean[:, :, ::1])"])
+XOR_SIGS = ["void(boolean[::1], boolean[::1], boolean[::1])",
+            "void(boolean[:, :, ::1], boolean[:, :, ::1], boolean[:, :, ::1])"]
+
+
 def xor(a, b, out):
     af, bf, of = a.reshape(a.size), b.reshape(b.size), out.reshape(out.size)
     for i in range(af.size):
         of[i] = af[i] != bf[i]
 
 
+@functools.cache
+def _plugin() -> Plugin:
+    """The plugin, its kernels @njit with their explicit signatures.  numba compiles such a
+    kernel for every signature at once: made here, on a test's first use, rather than at
+    import -- every xdist worker imports this module to collect it (so did the fast loop,
+    which deselects it), and each compiled the 13 signatures (~13 s of a loaded worker)."""
+    plugin = Plugin("ffi_test_compiled")
+    plugin.kernel("ffi_ct.axpy")(njit(SIGS)(axpy))
+    plugin.kernel("ffi_ct.weighted")(njit(WEIGHTED_SIGS)(weighted))
+    plugin.kernel("ffi_ct.xor")(njit(XOR_SIGS)(xor))
+    return plugin
+
+
 def serve(op):
-    s = register_op(op, plugin.kernels[(op, "cpu")])
+    s = register_op(op, _plugin().kernels[(op, "cpu")])
     assert s.how == COMPILED, s
     python = _TARGETS[op].handler.python
     counts = []

@@ -224,8 +224,10 @@ def module_from_file(d: Path, name: str, text: str, scope: dict | None = None):
         check(path)
         why = _damage(path, text)
         if why is not None:  # truncated, edited, foreign: remove it and its numba files
+            # (not their lock files: another process may hold one -- jit_locks.py)
             for p in [path, *(d / "__pycache__").glob(f"{name}.*")]:
-                p.unlink(missing_ok=True)
+                if p.suffix != ".lock":
+                    p.unlink(missing_ok=True)
             healed(path, why)
     if not path.exists():
         tmp = d / f".{name}.{os.getpid()}.tmp"

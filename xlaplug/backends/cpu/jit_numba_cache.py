@@ -11,13 +11,27 @@ from pathlib import Path
 from numba import njit
 from numba.core import caching
 
+from . import jit_locks
 from .jit_store import (DamagedEntry, UnsafeCache, cache_dir, check, healed, refuse, seal,
                         unseal, usable_dir)
 
 
 class _SealedFiles(caching.IndexDataCacheFile):
     """numba's index and data files, each sealed with its checksum (numba writes them
-    through a temporary file and a rename already)."""
+    through a temporary file and a rename already); an index is read with its data under a
+    shared lock and updated under an exclusive one (jit_locks.py: other processes share the
+    directory)."""
+
+    def load(self, key):
+        with jit_locks.index_lock(self._lock_path(), exclusive=False):
+            return super().load(key)
+
+    def save(self, key, data):
+        with jit_locks.index_lock(self._lock_path(), exclusive=True):
+            return super().save(key, data)
+
+    def _lock_path(self) -> str:
+        return self._index_path[:-len(".nbi")] + ".lock"
 
     def _load_index(self):
         try:
@@ -88,12 +102,40 @@ class HealingCache(caching.FunctionCache):
     removed (one warning) and numba compiles the function and writes it again."""
     _impl_class = _Impl
 
+    # Seconds a miss waits for another process compiling the same function (jit_locks.py);
+    # 0: no compile lock.  Set by numba_cached_njit, whose dispatcher releases the lock after
+    # a compile that fails (a compile that succeeds releases it when saved).
+    compile_wait = 0.0
+
     def __init__(self, py_func):
         super().__init__(py_func)
         self._cache_file = _SealedFiles(self._cache_path, self._impl.filename_base,
                                         self._impl.locator.get_source_stamp())
+        self._compile_lock = os.path.join(self._cache_path,
+                                          self._impl.filename_base + ".compile.lock")
 
     def load_overload(self, sig, target_context):
+        found = self._load(sig, target_context)
+        if found is None and self.compile_wait and self._enabled and self._lockable():
+            # A miss: compile under the function's lock, or load what the process that held
+            # it saved meanwhile.
+            if jit_locks.acquire(self._compile_lock, self.compile_wait):
+                found = self._load(sig, target_context)
+                if found is not None:
+                    self.release_compile()
+        return found
+
+    def release_compile(self) -> None:
+        jit_locks.release(self._compile_lock)
+
+    def _lockable(self) -> bool:
+        try:
+            self._impl.locator.ensure_cache_path()
+            return True
+        except (OSError, UnsafeCache):
+            return False
+
+    def _load(self, sig, target_context):
         # numba's FunctionCache.load_overload refreshes the target context first: it imports
         # and installs every lowering registry (numba.np.arraymath, linalg -- which imports
         # scipy.linalg --, npyimpl, ...), 0.25 s of a warm `xlaplug run`.  Linking machine
@@ -114,13 +156,16 @@ class HealingCache(caching.FunctionCache):
         return None
 
     def save_overload(self, sig, data):
-        for attempt in range(2):
-            try:
-                return super().save_overload(sig, data)
-            except (DamagedEntry, pickle.UnpicklingError, EOFError, ValueError) as e:
-                self._remove(e)  # the index it updates is damaged: remove, write afresh
-            except (OSError, UnsafeCache):
-                return None  # cannot be written: the compiled code stays in memory
+        try:
+            for attempt in range(2):
+                try:
+                    return super().save_overload(sig, data)
+                except (DamagedEntry, pickle.UnpicklingError, EOFError, ValueError) as e:
+                    self._remove(e)  # the index it updates is damaged: remove, write afresh
+                except (OSError, UnsafeCache):
+                    return None  # cannot be written: the compiled code stays in memory
+        finally:
+            self.release_compile()
 
     def _remove(self, why: Exception) -> None:
         cf = self._cache_file
@@ -149,4 +194,13 @@ def numba_cached_njit(f, options: dict):
     except RuntimeError:  # no locator: no usable cache directory
         return disp
     disp._cache = cache  # what numba's enable_caching() sets for cache=True
+    cache.compile_wait = jit_locks.COMPILE_WAIT
+    compile_ = disp.compile
+
+    def compile(sig):
+        try:
+            return compile_(sig)
+        finally:  # a compile that raised (a typing error) never saved: let the others on
+            cache.release_compile()
+    disp.compile = compile  # numba compiles through it, from Python and from njit callers
     return disp
