@@ -12,6 +12,17 @@ import time
 
 import numpy as np
 
+
+def same_allocator() -> None:
+    """glibc's malloc under the thresholds xlaplug's CPU contexts set for themselves
+    (backends/device.keep_freed_buffers), set before either engine runs.  They are
+    process-wide, so without this XLA:CPU ran under glibc's moving thresholds until xlaplug's
+    first context and under the fixed ones after: its 16 MB results then came from fresh,
+    page-faulted memory or from kept memory by the process's history -- its one-core softmax
+    1.1 or 3.7-7.0 ms from run to run on a quiet machine (2026-12-06)."""
+    from xlaplug.backends.device import keep_freed_buffers
+    keep_freed_buffers()
+
 # allclose(rtol, atol = ATOL_SCALE * max|ref|) per output, by the workload's element type.
 # bf16 keeps 8 significant bits (a rounding is up to 2^-9 relative) and XLA:CPU computes bf16
 # elementwise ops in f32 inside its fusions, rounding once per fusion output, where xlaplug's

@@ -66,6 +66,10 @@ import one_core  # noqa: E402
 
 one_core.hold()  # the one-core child: on its CPU before numpy, numba and jax start
 
+import measure  # noqa: E402
+
+measure.same_allocator()  # both engines under one malloc (measure.py)
+
 import numpy as np  # noqa: E402
 
 from measure import (ATOL_SCALE, RTOL, checked, close_enough, cuda_missing, jax_gpu,  # noqa: E402

@@ -51,8 +51,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from api_call import uptime  # noqa: E402
-from measure import close_enough, leaves  # noqa: E402
+from measure import close_enough, leaves, same_allocator  # noqa: E402
 from small_programs import PROGRAMS  # noqa: E402
+
+same_allocator()  # both engines under one malloc (measure.py)
 
 
 WARMUP_CALLS = 10   # past fused_loop.HOT_CALLS: a small fusion compiles once it is hot
