@@ -196,22 +196,24 @@ def _cos_of(y, ps, pc, odd, top):
     return _llvm_select(top < np.uint64(0x7F8), r, y - y)
 
 
+def _trig_from(parts, of):
+    """The f32 sine or cosine (`of`: _sin_of, _cos_of) from `parts` (_sincos_parts, every
+    range; _medium_parts, |y| < 120 only): one implementation for the four overloads."""
+    def trig32(x):
+        y = np.float32(x)
+        ps, pc, odd, top = parts(y)
+        return of(y, ps, pc, odd, top)
+    return trig32
+
+
 @overload(_xsin32v)
 def _sin32_glibc(x):
-    def sin32(x):
-        y = np.float32(x)
-        ps, pc, odd, top = _sincos_parts(y)
-        return _sin_of(y, ps, pc, odd, top)
-    return sin32
+    return _trig_from(_sincos_parts, _sin_of)
 
 
 @overload(_xcos32v)
 def _cos32_glibc(x):
-    def cos32(x):
-        y = np.float32(x)
-        ps, pc, odd, top = _sincos_parts(y)
-        return _cos_of(y, ps, pc, odd, top)
-    return cos32
+    return _trig_from(_sincos_parts, _cos_of)
 
 
 # The medium-range form: glibc's result for |x| < 120 only (the one-step reduction, no
@@ -230,26 +232,23 @@ def _xtrig_far(x):
     return not abs(np.float64(x)) < 120.0
 
 
+@register_jitable
+def _medium_parts(y):
+    """_sincos_parts for |y| < 120 only: the one-step reduction, no 4/pi table."""
+    top = _top(y)
+    r, n = _medium(np.float64(y), top)
+    ps, pc, odd = _polys(r, n, n)
+    return ps, pc, odd, top
+
+
 @overload(_xsin32m)
 def _sin32_medium(x):
-    def sin32(x):
-        y = np.float32(x)
-        top = _top(y)
-        r, n = _medium(np.float64(y), top)
-        ps, pc, odd = _polys(r, n, n)
-        return _sin_of(y, ps, pc, odd, top)
-    return sin32
+    return _trig_from(_medium_parts, _sin_of)
 
 
 @overload(_xcos32m)
 def _cos32_medium(x):
-    def cos32(x):
-        y = np.float32(x)
-        top = _top(y)
-        r, n = _medium(np.float64(y), top)
-        ps, pc, odd = _polys(r, n, n)
-        return _cos_of(y, ps, pc, odd, top)
-    return cos32
+    return _trig_from(_medium_parts, _cos_of)
 
 
 @overload(_xtrig_far)
