@@ -364,7 +364,10 @@ def test_ctrl_c_ends_every_rank_with_130(tmp_path):
     # (12 s: two ranks importing numba on a loaded 2-core machine took more than 6 s to start)
     p, codes, took = ranks(tmp_path, argv, argv, sigint_after=12, limit=60)
     assert codes == [130, 130], (codes, p.stderr)
-    assert p.returncode == 130, p.stderr
+    # mpiexec's own code is MPICH's: 130 when both ranks ended before its launcher noticed the
+    # first, else 9 -- it SIGKILLs what is left of a job once one rank has ended non-zero (here
+    # a wrapper that had already recorded its rank's 130).  Which one is a race between ranks.
+    assert p.returncode in (130, 9), (p.returncode, p.stdout, p.stderr)
     assert p.stderr.count("interrupted") == 2, p.stderr
     assert took < 12 + 10, took  # within a second or so of the signal, not at the timeout
 
