@@ -101,6 +101,10 @@ PROGRAMS = {  # name: (function, arguments, rtol against XLA); the first two in 
     "causal_softmax": (lambda x: jax.nn.softmax(jnp.where(jnp.tril(jnp.ones((9, 9), bool)),
                                                           x, -1e9), axis=-1),
                        (_normal(2, 3, 9, 9),), 2e-6),
+    # Lone reduces: a sum of rows of 1,000 (eight leaves of numpy's pairwise sum, of unequal
+    # lengths, as vector code: pairwise_vector.py) and a max, each a fusion of its own.
+    "row_sum": (lambda x: jnp.sum(x, axis=-1), (_normal(6, 1000),), 1e-5),
+    "row_max": (lambda x: jnp.max(x, axis=-1), (_normal(6, 1000),), 0.0),
 }
 FAST = ["softmax", "scaled_layernorm"]
 
@@ -334,8 +338,9 @@ def test_bf16_layernorm_reads_and_writes_bits(monkeypatch):
 
 def test_what_stays_unfused():
     """Below min_elements nothing fuses; a reduce over a leading dimension is not a row
-    reduction; a producer read outside the group stays outside (computed once), and a
-    reduce left alone is no fusion (numpy's reduce runs it as fast)."""
+    reduction; a producer read outside the group stays outside (computed once); a sum left
+    alone is a fusion of its own (its fold is vector code in the row loop), a product left
+    alone none (numpy's reduce runs it as fast)."""
     x = _normal(8, 16)
     lowered = lambda f: parse_module(jax.jit(f).lower(x).as_text(dialect="hlo"))  # noqa: E731
     m = lowered(lambda x: jax.nn.softmax(x, axis=-1))
@@ -350,6 +355,11 @@ def test_what_stays_unfused():
         e = jnp.exp(x)
         return e * 2.0, jnp.sum(e, axis=1)
     m = lowered(shared)
+    compile_module(m, None, "reduce-fusion{min_elements=1}")
+    (f,) = _fusions(m)
+    assert "exponential" not in {i.opcode for i in f.attrs["calls"][0].instructions}
+    assert any(i.opcode == "exponential" for i in m.entry.instructions)
+    m = lowered(lambda x: jnp.prod(x, axis=1))
     compile_module(m, None, "reduce-fusion{min_elements=1}")
     assert not _fusions(m)
     m = lowered(lambda x: jnp.sum(jnp.exp(x), axis=1) * 2.0)

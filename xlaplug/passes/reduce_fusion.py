@@ -17,8 +17,9 @@ from a root upward, like loop-fusion's: an instruction joins when every user of 
 group (nothing computed twice, no cycle through the outside), it is not the computation's
 root, has no control edges or side effects, and no loaded plugin overrides its opcode;
 rank-0 constants and broadcasts are copied in.  A group needs a reduce and more work than it
-(another reduce, or an elementwise op over M*K elements: a lone reduce is as fast through
-numpy), and only reduces of at least `min_elements` elements (M*K) start one: below,
+(another reduce, or an elementwise op over M*K elements), or a reduce whose fold is vector
+code in the row loop (a sum, or an f32 max/min: numpy's folds are several times slower);
+and only reduces of at least `min_elements` elements (M*K) start one: below,
 compiling costs more than it saves.  The pass runs before loop-fusion, which takes the
 elementwise chains left over.
 """
@@ -28,7 +29,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..backends.common.fusion_contents import DEFAULT_MIN_ELEMENTS, LOOP_OPS, SHAPE_OPS, cheap
-from ..backends.common.row_contents import level, reducer_op, row_reduce_dims, value_level
+from ..backends.common.row_contents import (level, reducer_op, row_reduce_dims, value_level,
+                                            vector_fold)
 from ..hlo.attr_types import Word
 from ..hlo.ir import Computation, Instruction, Module
 from .context import PassContext
@@ -109,12 +111,13 @@ def _groups(comp: Computation, min_elements: int, skip: frozenset) -> list[list[
 
 
 def _worth_it(group: list[Instruction], n: int) -> bool:
-    """Two reduces, or a reduce with an elementwise op over all M*K elements: a lone
+    """Two reduces, a reduce with an elementwise op over all M*K elements, or a lone reduce
+    whose fold the row loop runs as vector code (row_contents.vector_fold); any other lone
     reduce (with row-sized consumers) runs as fast through numpy's reduce, uncompiled."""
-    reduces = sum(i.opcode == "reduce" for i in group)
+    reduces = [i for i in group if i.opcode == "reduce"]
     full_ops = any(i.opcode in LOOP_OPS and i.shape.is_array and i.shape.num_elements() == n
                    for i in group)
-    return reduces >= 2 or full_ops
+    return len(reduces) >= 2 or full_ops or vector_fold(reduces[0])
 
 
 def _grow(root, comp, m, k, users, taken, skip, min_elements,

@@ -5,7 +5,8 @@ identity as init), as numba source over a row buffer `buf` of K elements:
   * add: numpy's pairwise sum -- blocks of at most 128 elements summed with 8 accumulators,
     longer ranges split in halves at multiples of 8 (below 8 elements: in order from 0);
     the split depends on K only, so it is worked out here, once, as a program of leaves
-    and adds that the loop runs with a small stack; then added onto init, as numpy does;
+    and adds that the loop runs with a small stack; then added onto init, as numpy does.
+    Without flushes, rows of f32/f64 run it as vector code (pairwise_vector.py);
   * multiply: in order, from init (numpy multiplies plainly, with no pairing);
   * maximum / minimum: the value does not depend on the order (a NaN anywhere wins), but a
     0's sign does (-0 and +0 compare equal: the first in its lane stays), so 8 lanes in
@@ -18,38 +19,20 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def pairwise_program(n: int) -> tuple[list[int], list[int], list[int]]:
-    """numpy's pairwise sum of n >= 8 elements as (leaf starts, leaf lengths, program): the
-    program lists leaves (index >= 0) and adds (-1: the two values on top of the stack)
-    in postfix order -- a leaf is at most 128 elements, a longer range splits at
-    n2 = n // 2 rounded down to a multiple of 8."""
-    starts, lens, prog = [], [], []
-
-    def walk(s: int, n: int) -> None:
-        if n <= 128:
-            prog.append(len(starts))
-            starts.append(s)
-            lens.append(n)
-            return
-        n2 = n // 2
-        n2 -= n2 % 8
-        walk(s, n2)
-        walk(s + n2, n - n2)
-        prog.append(-1)
-    walk(0, n)
-    return starts, lens, prog
+from .pairwise_vector import pairwise_program, vectorizable
 
 
 def fast_fold(op: str, buf: str, K: int, init_v: str, res: str, ct: str, j: int,
-              pad: str, flush: str | None = None,
-              flush_loads: bool = True) -> tuple[list[str], list[str], dict]:
+              pad: str, flush: str | None = None, flush_loads: bool = True,
+              vector: bool = False) -> tuple[list[str], list[str], dict]:
     """(lines setting `res`, scratch allocations, module constants) for reduce number j.
-    The 8 accumulators are scalar locals, which LLVM keeps in one vector register.
+    The 8 accumulators are scalar locals, which stay scalar (numba runs no SLP vectorizer).
     `flush`: a function that flushes a subnormal to a signed 0, applied to every element
     and every partial sum or product, as numpy runs under the kernel's FTZ and DAZ
     (cpu/denormals.py); None: IEEE arithmetic.  `flush_loads` False: the elements hold no
-    subnormal already (loop_daz.py), and are loaded as they are."""
+    subnormal already (loop_daz.py), and are loaded as they are.  `vector`: an add without
+    flushes may call pairwise_vector.pairwise_sum as `_xpairwise` (the caller's module
+    imports it: pairwise_vector.IMPORT)."""
     p2, p3 = pad + "    ", pad + "        "
     r = [f"r{j}_{t}" for t in range(8)]
 
@@ -74,6 +57,9 @@ def fast_fold(op: str, buf: str, K: int, init_v: str, res: str, ct: str, j: int,
                 f"{pad}for q in range({n8}, {K}):",
                 f"{p2}rs{j} = {f(f'rs{j} + ' + ld(f'{buf}[q]'))}",
                 f"{pad}{res} = {f(f'{init_v} + rs{j}')}"], [], {}
+    if op == "add" and vector and flush is None and vectorizable(ct, K):
+        # numpy's sum as vector code (pairwise_vector.py; the caller imports it)
+        return [f"{pad}{res} = {init_v} + _xpairwise({buf}, {K})"], [], {}
     if op == "add" and K >= 8:
         starts, lens, prog = pairwise_program(K)
         consts = {f"RPS{j}": np.asarray(starts, np.int64), f"RPL{j}": np.asarray(lens, np.int64),

@@ -17,7 +17,7 @@ from numba.core.errors import TypingError
 from ...hlo.ir import Computation
 from ..common.errors import ScalarCompileError
 from ..common.fusion_contents import DEFAULT_MIN_ELEMENTS, LOOP_OPS, computation_contracts
-from ..common.row_contents import FULL, row_shape
+from ..common.row_contents import FULL, row_shape, vector_fold
 from . import comp_patterns as P
 from .blas_threads import devices_at_once
 from .jit_drivers import from_loop, loop_array, loop_storage
@@ -28,15 +28,16 @@ _NO_PLAN = object()
 
 def row_work(comp: Computation):
     """row_shape, when the body has work beyond a lone reduce (an elementwise op over the
-    full rows, or two reduces): a bare reduce runs as fast through numpy, uncompiled."""
+    full rows, or two reduces) or its reduce folds as vector code (row_contents.vector_fold):
+    any other bare reduce runs as fast through numpy, uncompiled."""
     shape = row_shape(comp)
     if shape is None:
         return None
     levels = shape[2]
-    reduces = sum(i.opcode == "reduce" for i in comp.instructions)
+    reduces = [i for i in comp.instructions if i.opcode == "reduce"]
     full_ops = any(levels.get(id(i)) == FULL and i.opcode in LOOP_OPS
                    for i in comp.instructions)
-    return shape if reduces != 1 or full_ops else None
+    return shape if len(reduces) != 1 or full_ops or vector_fold(reduces[0]) else None
 
 
 def _shape(ctx, comp: Computation):

@@ -43,6 +43,7 @@ from .bf16_convert import is_bf16
 from .jit_cache import cached_function, scalar_piece
 from .jit_drivers import numba_dtype
 from .row_flush import note, note_constant, strip
+from .pairwise_vector import IMPORT
 from .row_folds import fast_fold
 
 
@@ -217,7 +218,9 @@ class RowLoopGen:
                 self.clean.add(f"{buf}[k]")
         op = self._fast(ins)
         if op is not None:  # as the unfused kernel's numpy fast path folds
-            lines, allocs, consts = fast_fold(op, buf, K, init_v, res, ct, j, pad)
+            lines, allocs, consts = fast_fold(op, buf, K, init_v, res, ct, j, pad, vector=True)
+            if any("_xpairwise(" in ln for ln in lines) and IMPORT not in self.pieces:
+                self.pieces.append(IMPORT)
             out += lines
             self.allocs += allocs
             self.consts.update(consts)
