@@ -149,13 +149,14 @@ def _daz(t: str, x: str) -> str:
 
 
 def _fres(t: str, x: str) -> str:
-    """A float result computed in f32/f64 -> t's compute value (FTZ, narrow rounding)."""
+    """A float result computed in f32/f64 -> t's compute value (FTZ, narrow rounding).  The
+    flush is a result's (`_xftzr32`: see scalar_float_round)."""
     if t == "f64":
-        return f"_xftz64(np.float64({x}))"
+        return f"_xftzr64(np.float64({x}))"
     if t == "f32":
-        return f"_xftz32(np.float32({x}))"
+        return f"_xftzr32(np.float32({x}))"
     if t == "bf16":  # (inline: scalar_float_round._xrbf16)
-        return f"_xrbf16(_xftz32(np.float32({x})))"
+        return f"_xrbf16(_xftzr32(np.float32({x})))"
     if t in NARROW_FORMATS:
         m, e, mx, k = NARROW_FORMATS[t]
         return f"_xround({x}, {m}, {e}, {mx!r}, {k})"

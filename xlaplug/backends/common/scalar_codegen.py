@@ -178,7 +178,7 @@ class ScalarGen:
             e = f"{fma}({x}, {y}, -{other})"
         else:         # other - x*y
             e = f"{fma}(-{x}, {y}, {other})"
-        return f"{daz}({e})"
+        return f"{daz[:5]}r{daz[5:]}({e})"  # the result's flush (_xftzr32)
 
     def expr(self, ins: Instruction, names) -> str:
         op = ins.opcode
@@ -222,9 +222,11 @@ class ScalarGen:
 # ops flushes each result once instead of again as every user's operand (in a bf16 fused
 # loop, 2 of every op's 3 flushes).  Values that end flushed: a whole expression
 # `_xftz32(...)`, `_xftz64(...)`, or `_xrbf16(_xftz32(...))` (rounding a flushed f32 to bf16
-# gives no subnormal: bf16's smallest normal is f32's).
+# gives no subnormal: bf16's smallest normal is f32's), or the same with a result's flush
+# (`_xftzr32`; under the MXCSR's FTZ the arithmetic inside has flushed it).
 _FLUSH_OF = re.compile(r"_xftz(32|64)\((v\d+)\)")
-_FLUSH_HEADS = (("_xrbf16(_xftz32(", "32"), ("_xftz32(", "32"), ("_xftz64(", "64"))
+_FLUSH_HEADS = (("_xrbf16(_xftz32(", "32"), ("_xftz32(", "32"), ("_xftz64(", "64"),
+                ("_xrbf16(_xftzr32(", "32"), ("_xftzr32(", "32"), ("_xftzr64(", "64"))
 
 
 def _flushes(expr: str) -> str | None:

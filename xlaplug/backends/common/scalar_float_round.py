@@ -64,6 +64,25 @@ overload(_xftz32)(_ftz_llvm(32, _TINY32))
 overload(_xftz64)(_ftz_llvm(64, _TINY64))
 
 
+# A result's flush (scalar_base._fres: an op's value as XLA's FTZ leaves it) has a name of
+# its own, apart from the operands' (denormals-are-zero): a loop that runs with the MXCSR's
+# FTZ and DAZ bits set (cpu/hardware_flush.py) binds these two to `_xkeep` -- its float
+# arithmetic flushes its results itself -- and keeps every other flush.
+@register_jitable(inline="always")
+def _xftzr32(x):
+    return _xftz32(x)
+
+
+@register_jitable(inline="always")
+def _xftzr64(x):
+    return _xftz64(x)
+
+
+@register_jitable(inline="always")
+def _xkeep(x):
+    return x
+
+
 @register_jitable
 def _xu64_odd(a):
     """uint64 -> float64, exact below 2^53, else rounded to odd at bit 11 (elementwise_convert's

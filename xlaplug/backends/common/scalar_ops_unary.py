@@ -93,7 +93,7 @@ def _unary_float(op: str):
                 return f"np.float64({e})"
             if t == "f32":
                 return f"np.float32({e})"
-            return _fres(t, e).replace("_xftz32(np.float32(", "(np.float32(", 1)
+            return _fres(t, e).replace("_xftzr32(np.float32(", "(np.float32(", 1)
         return _fres(t, e)
     return emit
 

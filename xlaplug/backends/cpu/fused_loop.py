@@ -38,7 +38,7 @@ from .jit_cache import HOT_CALLS, cached_function, hot_call, scalar_piece
 from .jit_drivers import from_loop, loop_array, loop_storage, numba_scalar
 from .region_code import is_region, run_region
 from .row_fusion import compiled_rows, run_row_fusion
-from . import trig_vector
+from . import hardware_flush, trig_vector
 
 # Below this many elements a small fusion's serial loop calls its body's functions instead of
 # inlining them into the loop: numba types an inlined body anew in every loop, and that
@@ -48,7 +48,7 @@ INLINE_FROM_ELEMENTS = 4096
 
 
 def compiled_loop_fn(comp, roles: tuple[str, ...], parallel: bool = True,
-                     inline: bool = True, inplace: bool = False):
+                     inline: bool = True, inplace: bool = False, hardware: bool | None = None):
     """The fusion as one loop (parallel: over numba's threads) -- its body (scalar_jit's
     elementwise source) called with each array parameter at i and each scalar once -- in a
     module numba caches on disk (jit_cache.py), so later processes skip the compile.
@@ -56,8 +56,14 @@ def compiled_loop_fn(comp, roles: tuple[str, ...], parallel: bool = True,
     broadcast operands, a loop over rows (row_split).  `inplace`: parameter 0 (an array) is
     `out` itself, and read from it (a product's epilogue in place on it: cpu/dot_epilogue.py)
     -- given as two pointers, LLVM's overlap check sends the loop to its scalar form (the
-    bf16 GELU: 61 ms a run on one thread against 2.4 vectorized)."""
+    bf16 GELU: 61 ms a run on one thread against 2.4 vectorized).  `hardware`: blocks of
+    elements run with the MXCSR's FTZ and DAZ bits set, results not flushed in software
+    (hardware_flush.py); None: where the body is eligible."""
+    if hardware is None:
+        hardware = hardware_flush.eligible(comp)
     body, consts, fname = scalar_piece(comp, "F", elementwise=True, inline=inline)
+    if hardware:
+        body = hardware_flush.PRELUDE + body
     if inline:  # a long loop: f32 sines and cosines as vector code (trig_vector.py)
         body = trig_vector.long_loop(body)
     names = [f"p{k}" for k in range(len(roles))]
@@ -70,7 +76,27 @@ def compiled_loop_fn(comp, roles: tuple[str, ...], parallel: bool = True,
             for p, r in zip(comp.parameters, roles)]
     store = "_xbf16_store" if is_bf16(comp.root.shape.dtype) else ""
     split = row_split(comp, roles)
-    if split is None:
+    if split is None and hardware:  # blocks of elements, each operand a slice of its own
+        B = hardware_flush.BLOCK
+        lines = ["        o = out[s:e]\n"]
+        args = []
+        for k, (x, r, w) in enumerate(zip(names, roles, load)):
+            if r == "scalar":
+                args.append(x)
+            elif r == "array" and x == "out":
+                args.append(f"{w}(o[j])")
+            elif r == "array":
+                lines.append(f"        a{k} = {x}[s:e]\n")
+                args.append(f"{w}(a{k}[j])")
+            else:
+                at = re.sub(r"\bi\b", "(s + j)", element_index(r))
+                args.append(f"{w}({x}[{at}])")
+        inner = [*lines, "        for j in range(e - s):\n",
+                 f"            o[j] = {store}({fname}({', '.join(args)}))\n"]
+        loop = head + (f"    n = out.shape[0]\n    for b in {rng}((n + {B - 1}) // {B}):\n"
+                       f"        s = b * {B}\n        e = min(s + {B}, n)\n"
+                       + "".join(hardware_flush.wrap(inner, "        ")))
+    elif split is None:
         call = ", ".join(x if r == "scalar" else f"{w}({x}[{element_index(r)}])"
                          for x, r, w in zip(names, roles, load))
         loop = head + (f"    for i in {rng}(out.shape[0]):\n"
@@ -102,9 +128,17 @@ def compiled_loop_fn(comp, roles: tuple[str, ...], parallel: bool = True,
             else:
                 args.append(f"{x}[b{k} + j * {steps[k]}]")
         args = [a if r == "scalar" else f"{w}({a})" for a, r, w in zip(args, roles, load)]
-        loop = head + (f"    for r in {rng}(out.shape[0] // {row}):\n" + "".join(lines)
-                       + f"        for j in range({row}):\n"
-                       f"            o[j] = {store}({fname}({', '.join(args)}))\n")
+        rows = lines + [f"        for j in range({row}):\n",
+                        f"            o[j] = {store}({fname}({', '.join(args)}))\n"]
+        if hardware:  # blocks of rows (of at least one row)
+            rb = max(1, hardware_flush.BLOCK // row)
+            inner = [f"        for r in range(b * {rb}, min(b * {rb} + {rb}, nr)):\n",
+                     *["    " + ln for ln in rows]]
+            loop = head + (f"    nr = out.shape[0] // {row}\n"
+                           f"    for b in {rng}((nr + {rb - 1}) // {rb}):\n"
+                           + "".join(hardware_flush.wrap(inner, "        ")))
+        else:
+            loop = head + f"    for r in {rng}(out.shape[0] // {row}):\n" + "".join(rows)
     return cached_function(body + "\n" + loop, consts, "loop", nogil=True, parallel=parallel,
                            error_model="numpy")
 

@@ -1,0 +1,188 @@
+"""Fused loops under the MXCSR's FTZ and DAZ bits (cpu/hardware_flush.py) give XLA:CPU's bits
+for every eligible op, on inputs made to hit the flushes: subnormal operands, results that
+underflow (and the products that round up to the smallest normal only without FTZ), zeros
+of both signs, infinities, NaN; the thread's MXCSR is put back after the loop, on the
+calling thread and on numba's."""
+from __future__ import annotations
+
+import ctypes
+
+import ml_dtypes
+import numba
+import numpy as np
+import pytest
+
+from xlaplug.backends.common.fusion_contents import loop_shape
+from xlaplug.backends.cpu import denormals, hardware_flush
+from xlaplug.backends.cpu.fused_loop import compiled_loop_fn
+from xlaplug.hlo import parse_module
+
+jax = pytest.importorskip("jax")
+import jax.numpy as jnp  # noqa: E402
+
+pytestmark = [pytest.mark.jax, pytest.mark.skipif(
+    not (hardware_flush.available() and denormals.available()),
+    reason="the MXCSR's FTZ and DAZ bits are x86-64's; this machine has none")]
+
+N = 4099  # vector blocks and a remainder
+
+
+def _edges(rng, n: int) -> np.ndarray:
+    """f32 values around the flushes: subnormals, the smallest normals, values whose
+    products and quotients land around 2^-126, exp's underflow range, zeros, inf, NaN."""
+    tiny = np.finfo(np.float32).tiny
+    pool = [np.float32(v) for v in (0.0, -0.0, np.inf, -np.inf, np.nan, tiny, -tiny,
+                                    tiny * 1.5, 1.0, -1.0, 2.0 ** 63, 1e30, -1e30)]
+    special = np.array(pool, np.float32)
+    sub = (rng.integers(1, 1 << 23, n) * rng.choice([-1, 1], n)).astype(np.int32).view(
+        np.float32)  # subnormal bit patterns, both signs
+    near = (2.0 ** -63 * (1 + rng.uniform(-2 ** -20, 2 ** -20, n))).astype(np.float32)
+    expo = rng.uniform(-110, -80, n).astype(np.float32)  # exp's results: subnormal, flushed
+    normal = rng.standard_normal(n).astype(np.float32)
+    out = np.concatenate([special, sub, near, -near, expo, normal * 1e-19, normal])
+    return rng.permutation(out)[:n]
+
+
+def _loop(body: str, params: int, dtype: str = "f32", hardware: bool = True):
+    """The compiled loop (hardware: under the bits) of fusion `body` over [N] parameters."""
+    decl = "".join(f"  p{k} = {dtype}[{N}] parameter({k})\n" for k in range(params))
+    args = ", ".join(f"a{k}" for k in range(params))
+    text = ("HloModule h\n\nfused {\n" + decl + body + "}\n\nENTRY main {\n"
+            + "".join(f"  a{k} = {dtype}[{N}] parameter({k})\n" for k in range(params))
+            + f"  ROOT f = {dtype}[{N}] fusion({args}), kind=kLoop, calls=fused\n}}\n")
+    comp = next(c for c in parse_module(text).computations if c.name == "fused")
+    assert hardware_flush.eligible(comp)
+    return compiled_loop_fn(comp, tuple(loop_shape(comp)), parallel=False, hardware=hardware)
+
+
+def _same(got: np.ndarray, want: np.ndarray, what: str) -> None:
+    got, want = np.asarray(got), np.asarray(want)
+    nan = np.isnan(got.astype(np.float32)) & np.isnan(want.astype(np.float32))
+    bad = (got.view(np.uint16 if got.itemsize == 2 else np.uint32) !=
+           want.view(np.uint16 if want.itemsize == 2 else np.uint32)) & ~nan
+    assert not bad.any(), (what, np.flatnonzero(bad)[:5], got[bad][:5], want[bad][:5])
+
+
+UNARY = {"exponential": jnp.exp, "tanh": jnp.tanh, "logistic": jax.nn.sigmoid,
+         "sqrt": jnp.sqrt, "rsqrt": jax.lax.rsqrt, "log": jnp.log, "negate": jnp.negative,
+         "abs": jnp.abs}
+BINARY = {"add": jnp.add, "subtract": jnp.subtract, "multiply": jnp.multiply,
+          "divide": jnp.divide, "maximum": jnp.maximum, "minimum": jnp.minimum}
+
+
+@pytest.mark.parametrize("op", sorted(UNARY))
+def test_unary_ops_are_xlas_bits(op):
+    x = _edges(np.random.default_rng(1), N)
+    if op in ("sqrt", "rsqrt", "log"):
+        x = np.abs(x)  # (and the NaNs of negative inputs, below, from the specials)
+        x[:3] = [-1.0, -0.0, -np.finfo(np.float32).tiny]
+    fn = _loop(f"  ROOT r = f32[{N}] {op}(p0)\n", 1)
+    out = np.empty(N, np.float32)
+    fn(out, x)
+    if op != "rsqrt":
+        _same(out, jax.jit(UNARY[op])(x), op)
+        return
+    # rsqrt is 1/sqrt correctly rounded, up to 1 ULP from XLA's (tests/test_elementwise.py):
+    # the bits are the software-flushed loop's, and no result of it is subnormal.
+    soft = np.empty(N, np.float32)
+    _loop(f"  ROOT r = f32[{N}] {op}(p0)\n", 1, hardware=False)(soft, x)
+    _same(out, soft, op)
+
+
+@pytest.mark.parametrize("op", sorted(BINARY))
+def test_binary_ops_are_xlas_bits(op):
+    rng = np.random.default_rng(2)
+    x, y = _edges(rng, N), _edges(rng, N)
+    if op == "divide":
+        y = np.where(rng.random(N) < 0.3, np.float32(2.0 ** 63), y).astype(np.float32)
+    fn = _loop(f"  ROOT r = f32[{N}] {op}(p0, p1)\n", 2)
+    out = np.empty(N, np.float32)
+    fn(out, x, y)
+    _same(out, jax.jit(BINARY[op])(x, y), op)
+
+
+def test_products_rounding_up_to_the_smallest_normal_are_flushed_as_xla():
+    """0.99999994 * 2^-126 (a product of two values near 2^-63) is 0 under FTZ -- XLA's
+    answer -- where a flush after rounding kept the 2^-126 it rounds to."""
+    a = np.full(N, np.float32(2.0 ** -63), np.float32)
+    b = np.full(N, np.nextafter(np.float32(2.0 ** -63), np.float32(0)), np.float32)
+    out = np.empty(N, np.float32)
+    _loop(f"  ROOT r = f32[{N}] multiply(p0, p1)\n", 2)(out, a, b)
+    assert (out == 0).all()
+    _same(out, jax.jit(lambda a, b: a * b)(a, b), "multiply")
+    soft = np.empty(N, np.float32)  # the software flush's answer, and why it is not used
+    _loop(f"  ROOT r = f32[{N}] multiply(p0, p1)\n", 2, hardware=False)(soft, a, b)
+    assert (soft == np.finfo(np.float32).tiny).all()
+
+
+def test_chains_compares_selects_and_bf16_are_xlas_bits():
+    rng = np.random.default_rng(3)
+    x, y = _edges(rng, N), _edges(rng, N)
+    body = (f"  e = f32[{N}] exponential(p0)\n  t = f32[{N}] tanh(p1)\n"
+            f"  m = f32[{N}] multiply(e, t)\n  c = pred[{N}] compare(p0, p1), direction=GT\n"
+            f"  s = f32[{N}] select(c, m, p1)\n  k = f32[] constant(0.5)\n"
+            f"  kb = f32[{N}] broadcast(k), dimensions={{}}\n"
+            f"  q = f32[{N}] clamp(kb, s, p0)\n  b = bf16[{N}] convert(q)\n"
+            f"  ROOT r = f32[{N}] convert(b)\n")
+    fn = _loop(body, 2)
+    out = np.empty(N, np.float32)
+    fn(out, x, y)
+
+    def f(x, y):
+        s = jnp.where(x > y, jnp.exp(x) * jnp.tanh(y), y)
+        return jnp.clip(s, 0.5, x).astype(jnp.bfloat16).astype(jnp.float32)
+    _same(out, jax.jit(f)(x, y), "chain")
+
+
+def test_bf16_loop_is_xlas_bits():
+    rng = np.random.default_rng(4)
+    with np.errstate(invalid="ignore"):
+        x = _edges(rng, N).astype(ml_dtypes.bfloat16)
+        y = _edges(rng, N).astype(ml_dtypes.bfloat16)
+    fn = _loop(f"  m = bf16[{N}] multiply(p0, p1)\n  ROOT r = bf16[{N}] add(m, p0)\n",
+               2, "bf16")
+    out = np.empty(N, np.uint16)  # bf16 loops read and write bits (jit_drivers.loop_storage)
+    fn(out, x.view(np.uint16), y.view(np.uint16))
+    _same(out, np.asarray(jax.jit(lambda a, b: a * b + a)(x, y)).view(np.uint16), "bf16")
+
+
+def _mxcsr_flush_bits() -> int:
+    env = ctypes.create_string_buffer(32)
+    denormals._libm().fegetenv(env)
+    return int.from_bytes(env.raw[28:32], "little") & (denormals.FTZ | denormals.DAZ)
+
+
+@numba.njit(parallel=True)
+def _products(a, b, out):
+    for i in numba.prange(out.shape[0]):
+        out[i] = a[i] * b[i]
+
+
+def test_the_threads_mxcsr_is_restored():
+    fn = _loop(f"  ROOT r = f32[{N}] multiply(p0, p1)\n", 2)
+    before = _mxcsr_flush_bits()
+    a = np.full(N, np.float32(2.0 ** -70), np.float32)
+    out = np.empty(N, np.float32)
+    fn(out, a, a)
+    assert (out == 0).all()  # flushed inside
+    assert _mxcsr_flush_bits() == before
+    comp = next(c for c in parse_module(
+        "HloModule h\n\nfused {\n  p0 = f32[65536] parameter(0)\n  ROOT r = f32[65536] "
+        "multiply(p0, p0)\n}\n\nENTRY main {\n  a = f32[65536] parameter(0)\n  ROOT f = "
+        "f32[65536] fusion(a), kind=kLoop, calls=fused\n}\n").computations if c.name == "fused")
+    big = np.full(65536, np.float32(2.0 ** -70), np.float32)
+    wide = compiled_loop_fn(comp, tuple(loop_shape(comp)), parallel=True, hardware=True)
+    got = np.empty_like(big)
+    wide(got, big)
+    assert (got == 0).all()
+    plain = np.empty_like(big)  # numba's threads after the loop: IEEE subnormal products
+    _products(big, np.full_like(big, 2.0 ** -60), plain)
+    assert (plain == np.float32(2.0 ** -130)).all()
+
+
+def test_libm_ops_are_not_eligible():
+    text = ("HloModule h\n\nfused {\n  p0 = f32[8] parameter(0)\n  ROOT r = f32[8] sine(p0)\n"
+            "}\n\nENTRY main {\n  a = f32[8] parameter(0)\n  ROOT f = f32[8] fusion(a), "
+            "kind=kLoop, calls=fused\n}\n")
+    comp = next(c for c in parse_module(text).computations if c.name == "fused")
+    assert not hardware_flush.eligible(comp)

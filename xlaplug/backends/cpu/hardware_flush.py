@@ -1,0 +1,69 @@
+"""Fused loops that flush subnormals with the MXCSR's FTZ and DAZ bits, as XLA:CPU runs them.
+
+XLA:CPU runs a module with FTZ and DAZ set: every float instruction reads a subnormal
+operand as a signed 0 and writes a subnormal result as one.  The generated loops do it in
+software (the SCALAR_OPS templates' `_xftz32`: an integer test and a select per operand and
+per result); in the elementwise benchmark's chain (tanh, multiply, exp, max, sqrt: 8 ops
+over f32[2048,2048]) those flushes took half of the loop's time, one core: 4.35 ms with
+them, 2.30 without any, XLA:CPU 2.97 (2026-12-06, load 0.5).
+
+Here the loop sets both bits on each thread for each block of elements it runs (and puts
+the thread's own MXCSR back after it), and its result flushes (`_xftzr32`, `_xftzr64`: the
+value an op leaves) become the identity: the arithmetic that made the value flushed it.
+The operands' flushes (`_xftz32`) stay: an operand may reach an op through no float
+instruction at all (a parameter read into a select, a max, a bit view), where XLA's op
+reads it through one.  The bits are XLA's: FTZ flushes a result whose value, rounded with an
+unbounded exponent, is under the smallest normal -- so 0.99999994 * 2^-126 is 0, as in
+XLA, where the software flush (after rounding to the subnormal grid: 2^-126) kept it.
+
+Only loops made of ops whose code is float arithmetic, compares, selects and bit views
+(`ELIGIBLE`), over f32 and bf16 values: a libm call (sin, pow, erf, ...) under these bits
+would read and round its own intermediate values differently, and narrow formats round in
+f64.  Only on x86-64 (the bits are SSE's).
+"""
+from __future__ import annotations
+
+import hashlib
+import platform
+from pathlib import Path
+
+from ...hlo.ir import Computation
+
+# Ops whose templates are float arithmetic, compares, selects and bit operations only.
+ELIGIBLE = frozenset({
+    "parameter", "constant", "broadcast", "reshape", "copy", "add", "subtract", "multiply",
+    "divide", "maximum", "minimum", "negate", "abs", "exponential", "tanh", "logistic",
+    "sqrt", "rsqrt", "log", "select", "compare", "clamp", "convert", "and", "or", "not"})
+_TYPES = frozenset({"f32", "bf16", "pred", "s32"})
+# Elements a thread runs between setting the bits and putting its MXCSR back (two register
+# writes, a few dozen cycles each: nothing against 16,384 elements).
+BLOCK = 16384
+_INTRINSICS = Path(__file__).with_name("gang_intrinsics.py")
+_DIGEST = hashlib.sha256(_INTRINSICS.read_bytes()).hexdigest()[:16]
+# The module lines a hardware-flushed loop's text starts with: the MXCSR intrinsics, and the
+# result flushes bound to the identity for the functions defined in that module.
+PRELUDE = ("from xlaplug.backends.cpu.gang_intrinsics import flush_on as _xflush_on, "
+           f"mxcsr_set as _xmxcsr_set  # {_DIGEST}\n"
+           "_xftzr32 = _xkeep\n_xftzr64 = _xkeep\n")
+
+
+def available() -> bool:
+    """x86-64: the MXCSR and its FTZ and DAZ bits exist."""
+    return platform.machine().lower() in ("x86_64", "amd64")
+
+
+def eligible(comp: Computation) -> bool:
+    """Whether fusion body `comp` may run under the bits (see the module docstring)."""
+    if not available():
+        return False
+    for ins in comp.instructions:
+        if ins.opcode not in ELIGIBLE or not ins.shape.is_array or \
+                ins.shape.element_type not in _TYPES:
+            return False
+    return True
+
+
+def wrap(lines: list[str], pad: str) -> list[str]:
+    """`lines` (one block's work, at indent `pad`, each ending in a newline) between setting
+    the bits and putting the thread's MXCSR back."""
+    return [f"{pad}mx = _xflush_on()\n", *lines, f"{pad}_xmxcsr_set(mx)\n"]
