@@ -148,6 +148,12 @@ def _daz(t: str, x: str) -> str:
     return x
 
 
+def _dazfp(t: str, x: str) -> str:
+    """A float operand the op reads only through float instructions (arithmetic, compares):
+    its flush is `_xftzd32` (see scalar_float_round)."""
+    return _daz(t, x).replace("_xftz", "_xftzd", 1)
+
+
 def _fres(t: str, x: str) -> str:
     """A float result computed in f32/f64 -> t's compute value (FTZ, narrow rounding).  The
     flush is a result's (`_xftzr32`: see scalar_float_round)."""

@@ -170,8 +170,9 @@ class ScalarGen:
         t = ins.shape.element_type
         daz = "_xftz64" if t == "f64" else "_xftz32"
         fma = "_xfma64" if t == "f64" else "_xfma32"
-        x, y = (f"{daz}({names[id(o)]})" for o in m.operands)
-        other = f"{daz}({names[id(ins.operands[1 - k])]})"
+        dazfp = daz.replace("_xftz", "_xftzd")  # (an FMA reads its operands: see _dazfp)
+        x, y = (f"{dazfp}({names[id(o)]})" for o in m.operands)
+        other = f"{dazfp}({names[id(ins.operands[1 - k])]})"
         if ins.opcode == "add":
             e = f"{fma}({x}, {y}, {other})"
         elif k == 0:  # x*y - other
@@ -224,7 +225,7 @@ class ScalarGen:
 # `_xftz32(...)`, `_xftz64(...)`, or `_xrbf16(_xftz32(...))` (rounding a flushed f32 to bf16
 # gives no subnormal: bf16's smallest normal is f32's), or the same with a result's flush
 # (`_xftzr32`; under the MXCSR's FTZ the arithmetic inside has flushed it).
-_FLUSH_OF = re.compile(r"_xftz(32|64)\((v\d+)\)")
+_FLUSH_OF = re.compile(r"_xftzd?(32|64)\((v\d+)\)")
 _FLUSH_HEADS = (("_xrbf16(_xftz32(", "32"), ("_xftz32(", "32"), ("_xftz64(", "64"),
                 ("_xrbf16(_xftzr32(", "32"), ("_xftzr32(", "32"), ("_xftzr64(", "64"))
 

@@ -78,6 +78,20 @@ def _xftzr64(x):
     return _xftz64(x)
 
 
+# An operand's flush where the op reads it only through float instructions (arithmetic,
+# compares): under DAZ they read a subnormal as its signed 0 themselves, so those loops bind
+# these to `_xkeep` too.  (An op that may pass an operand on as it is -- max, select, a bit
+# view -- flushes it with _xftz32 in every loop.)
+@register_jitable(inline="always")
+def _xftzd32(x):
+    return _xftz32(x)
+
+
+@register_jitable(inline="always")
+def _xftzd64(x):
+    return _xftz64(x)
+
+
 @register_jitable(inline="always")
 def _xkeep(x):
     return x

@@ -47,7 +47,8 @@ from ...hlo import dtypes as D
 from . import scalar_complex, scalar_complex_fn, scalar_float_approx32, scalar_float_bits
 from . import scalar_float_math, scalar_float_round, scalar_int, scalar_libm
 from . import scalar_ops_complex as C
-from .scalar_base import (SCALAR_COMPUTE_DTYPES, ScalarOpError, ScalarSig, _daz, _fkind,
+from .scalar_base import (SCALAR_COMPUTE_DTYPES, ScalarOpError, ScalarSig, _daz, _dazfp,
+                          _fkind,
                           _fres, _fres_norflush, _from_pat, _from_wide, _mask, _pat, _w,
                           _wide)
 from .scalar_convert import _bitcast, _complex, _convert, _imag, _real, _reduce_precision
@@ -103,6 +104,7 @@ def _arith(op: str):
             if t == "f64":
                 return _fres(t, f"math.atan2({a}, {b})")
             return _fres(t, f"_xatan2f({a}, {b})")
+        a, b = _dazfp(t, "{0}"), _dazfp(t, "{1}")  # (read by the arithmetic alone)
         if t == "f64":
             return _fres(t, f"({a} {_BIN_PY[op]} {b})")
         # f32 and narrow floats: f32 arithmetic is exactly rounded once

@@ -8,8 +8,8 @@ count-leading-zeros on the bit pattern."""
 from __future__ import annotations
 
 from ...hlo import dtypes as D
-from .scalar_base import (ScalarOpError, ScalarSig, _daz, _fkind, _from_pat, _from_wide, _mask,
-                          _pat, _w, _wide)
+from .scalar_base import (ScalarOpError, ScalarSig, _dazfp, _fkind, _from_pat, _from_wide,
+                          _mask, _pat, _w, _wide)
 
 _CMP_PY = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
 
@@ -26,7 +26,7 @@ def _compare(sig: ScalarSig) -> str:
         key = "_xkey64" if t == "f64" else "_xkey32"
         return f"({key}({{0}}) {c} {key}({{1}}))"
     if k in ("f32", "f64", "narrow"):
-        return f"({_daz(t, '{0}')} {c} {_daz(t, '{1}')})"
+        return f"({_dazfp(t, '{0}')} {c} {_dazfp(t, '{1}')})"  # (a float compare reads them)
     if k == "complex":
         if d not in ("EQ", "NE"):
             raise ScalarOpError(f"complex compare {d}")

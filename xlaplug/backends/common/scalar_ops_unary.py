@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from ...hlo import dtypes as D
 from . import scalar_ops_complex as C
-from .scalar_base import ScalarOpError, ScalarSig, _ct, _daz, _fkind, _fres, _from_wide, _w, _wide
+from .scalar_base import (ScalarOpError, ScalarSig, _ct, _daz, _dazfp, _fkind, _fres,
+                          _from_wide, _w, _wide)
 
 
 def _negate(sig: ScalarSig) -> str:
@@ -72,6 +73,9 @@ _UNARY_F32 = {"exponential-minus-one": "_xexpm1_32({x})", "log-plus-one": "_xlog
 # changes nothing, and left out, a sine and a cosine of one value share their reduction.)
 
 _UNARY_NO_FLUSH = {"sine", "cosine", "tan", "tanh", "exponential-minus-one"}
+# f32 forms that read their operand only through float instructions (compares, multiply-
+# adds; a bit view only past a compare that has sent 0 elsewhere): see _dazfp.
+_FLOAT_READS = {"exponential", "log", "sqrt", "rsqrt", "logistic"}
 
 
 def _unary_float(op: str):
@@ -83,7 +87,7 @@ def _unary_float(op: str):
         if k not in ("f32", "f64", "narrow"):
             raise ScalarOpError(f"{op} on {t} is not supported in compiled scalar code")
         flush = op not in _UNARY_NO_FLUSH or (op == "tanh" and t == "f64")
-        x = _daz(t, "{0}") if flush else "{0}"
+        x = (_dazfp if op in _FLOAT_READS else _daz)(t, "{0}") if flush else "{0}"
         if t != "f64" and op in _UNARY_F32:  # XLA evaluates these formulas in f32
             e = _UNARY_F32[op].format(x=f"np.float32({x})")
         else:

@@ -8,11 +8,13 @@ over f32[2048,2048]) those flushes took half of the loop's time, one core: 4.35 
 them, 2.30 without any, XLA:CPU 2.97 (2026-12-06, load 0.5).
 
 Here the loop sets both bits on each thread for each block of elements it runs (and puts
-the thread's own MXCSR back after it), and its result flushes (`_xftzr32`, `_xftzr64`: the
-value an op leaves) become the identity: the arithmetic that made the value flushed it.
-The operands' flushes (`_xftz32`) stay: an operand may reach an op through no float
-instruction at all (a parameter read into a select, a max, a bit view), where XLA's op
-reads it through one.  The bits are XLA's: FTZ flushes a result whose value, rounded with an
+the thread's own MXCSR back after it), and two kinds of flush become the identity: a
+result's (`_xftzr32`: the arithmetic that made the value flushed it) and an operand's where
+the op reads it only through float instructions (`_xftzd32`: add, multiply, an FMA, a
+compare, exp, log, sqrt, rsqrt, logistic -- DAZ reads a subnormal as 0 there).  The other
+operand flushes (`_xftz32`) stay: a max, a select or a bit view may pass an operand on
+through no float instruction at all, where XLA's op reads it through one.  The bits are
+XLA's: FTZ flushes a result whose value, rounded with an
 unbounded exponent, is under the smallest normal -- so 0.99999994 * 2^-126 is 0, as in
 XLA, where the software flush (after rounding to the subnormal grid: 2^-126) kept it.
 
@@ -41,10 +43,11 @@ BLOCK = 16384
 _INTRINSICS = Path(__file__).with_name("gang_intrinsics.py")
 _DIGEST = hashlib.sha256(_INTRINSICS.read_bytes()).hexdigest()[:16]
 # The module lines a hardware-flushed loop's text starts with: the MXCSR intrinsics, and the
-# result flushes bound to the identity for the functions defined in that module.
+# result and float-read operand flushes bound to the identity for the functions defined in
+# that module.
 PRELUDE = ("from xlaplug.backends.cpu.gang_intrinsics import flush_on as _xflush_on, "
            f"mxcsr_set as _xmxcsr_set  # {_DIGEST}\n"
-           "_xftzr32 = _xkeep\n_xftzr64 = _xkeep\n")
+           "_xftzr32 = _xkeep\n_xftzr64 = _xkeep\n_xftzd32 = _xkeep\n_xftzd64 = _xkeep\n")
 
 
 def available() -> bool:

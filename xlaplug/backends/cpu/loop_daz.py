@@ -38,7 +38,7 @@ MOVES = frozenset({"broadcast", "slice", "transpose", "concatenate", "dynamic-sl
 
 # An operand flush of an element-loop value (s_v12), a buffer read at the loop index or a
 # one-element value (v12[o], v12[0], rK3[0]).
-_OPERAND_FLUSH = re.compile(r"_xftz(?:32|64)\((s_(\w+)|(\w+)\[[o0]\])\)")
+_OPERAND_FLUSH = re.compile(r"_xftzd?(?:32|64)\((s_(\w+)|(\w+)\[[o0]\])\)")
 _REF = re.compile(r"s_(\w+)|(\w+)\[[o0]\]")
 
 

@@ -111,7 +111,8 @@ EMITTERS = {"broadcast": _broadcast, "slice": _slice, "transpose": _transpose,
 # (_xexp32) are module globals.
 _ARRAY = re.compile(r"\b(p\d+|v\d+(?:_\d+)*)\b")
 _CALL = re.compile(r"\b_x\w+\(")
-_PLAIN = {"_xftz32", "_xftz64", "_xftzr32", "_xftzr64", "_xfma32", "_xfma64"}
+_PLAIN = {"_xftz32", "_xftz64", "_xftzr32", "_xftzr64", "_xftzd32", "_xftzd64", "_xfma32",
+          "_xfma64"}
 
 
 INLINE_ELEMENTS = 64

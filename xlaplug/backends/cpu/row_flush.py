@@ -31,7 +31,7 @@ from ..common.scalar_codegen import _flushes
 from .loop_daz import constant_clean
 
 # An operand flush of a name (e12, r3, RK0) or of a row buffer's element at k (t1[k]).
-_OPERAND_FLUSH = re.compile(r"_xftz(?:32|64)\(([A-Za-z_]\w*(?:\[k\])?)\)")
+_OPERAND_FLUSH = re.compile(r"_xftzd?(?:32|64)\(([A-Za-z_]\w*(?:\[k\])?)\)")
 
 
 def strip(expr: str, clean: set[str]) -> str:
