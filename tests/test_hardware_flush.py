@@ -27,6 +27,13 @@ pytestmark = [pytest.mark.jax, pytest.mark.skipif(
 N = 4099  # vector blocks and a remainder
 
 
+def _subnormals(rng, shape) -> np.ndarray:
+    """f32 subnormals of both signs (a mantissa, and the sign bit)."""
+    bits = rng.integers(1, 1 << 23, shape).astype(np.uint32) | \
+        (rng.integers(0, 2, shape).astype(np.uint32) << np.uint32(31))
+    return bits.view(np.float32)
+
+
 def _edges(rng, n: int) -> np.ndarray:
     """f32 values around the flushes: subnormals, the smallest normals, values whose
     products and quotients land around 2^-126, exp's underflow range, zeros, inf, NaN."""
@@ -34,8 +41,7 @@ def _edges(rng, n: int) -> np.ndarray:
     pool = [np.float32(v) for v in (0.0, -0.0, np.inf, -np.inf, np.nan, tiny, -tiny,
                                     tiny * 1.5, 1.0, -1.0, 2.0 ** 63, 1e30, -1e30)]
     special = np.array(pool, np.float32)
-    sub = (rng.integers(1, 1 << 23, n) * rng.choice([-1, 1], n)).astype(np.int32).view(
-        np.float32)  # subnormal bit patterns, both signs
+    sub = _subnormals(rng, n)
     near = (2.0 ** -63 * (1 + rng.uniform(-2 ** -20, 2 ** -20, n))).astype(np.float32)
     expo = rng.uniform(-110, -80, n).astype(np.float32)  # exp's results: subnormal, flushed
     normal = rng.standard_normal(n).astype(np.float32)
@@ -186,3 +192,42 @@ def test_libm_ops_are_not_eligible():
             "kind=kLoop, calls=fused\n}\n")
     comp = next(c for c in parse_module(text).computations if c.name == "fused")
     assert not hardware_flush.eligible(comp)
+
+
+def test_row_loops_run_under_the_bits_with_the_interpreters_bits(monkeypatch):
+    """A softmax and a layer norm as row loops (row_loop.py) under the bits: the same bits as
+    the interpreter's kernels (numpy's reduces under FTZ and DAZ, denormals.py) on rows
+    holding subnormals and values whose exp underflows, and close to XLA's."""
+    from xlaplug.backends.common.row_contents import row_shape
+    from xlaplug.backends.cpu import row_loop
+    from xlaplug.runtime.driver import compile_module
+    from xlaplug.runtime.runner import execute
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((64, 300)).astype(np.float32)
+    x[:, ::7] = _subnormals(rng, (64, 43))
+    x[:, 1::7] *= np.float32(1e-36)  # tiny normals: their squares and products underflow
+    x[:, 5] = -100.0  # exp(x - max) underflows: flushed
+    x[3] = np.finfo(np.float32).tiny / 8  # a row of subnormals (DAZ: zeros)
+    assert np.isfinite(x).all()
+
+    def layer_norm(x):
+        m = x.mean(-1, keepdims=True)
+        return (x - m) * jax.lax.rsqrt(((x - m) ** 2).mean(-1, keepdims=True) + 1e-5)
+    gens = []
+    real = row_loop.RowLoopGen.source
+
+    def spy(self, parallel):
+        gens.append(self.hardware)
+        return real(self, parallel)
+    monkeypatch.setattr(row_loop.RowLoopGen, "source", spy)
+    for f in (lambda x: jax.nn.softmax(x, axis=-1), layer_norm):
+        jf = jax.jit(f)
+        m = parse_module(jf.lower(x).as_text(dialect="hlo"))
+        compile_module(m, None, options={"reduce-fusion": {"min_elements": 1}})
+        assert any(row_shape(i.attrs["calls"][0]) for c in m.computations
+                   for i in c.instructions if i.opcode == "fusion")
+        got = execute(m, [x], fusion_min_elements=1).outputs[0]
+        ref = execute(m, [x], interpret=True).outputs[0]
+        np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32))
+        np.testing.assert_allclose(got, np.asarray(jf(x)), rtol=2e-5, atol=2e-6)
+    assert gens and all(gens)

@@ -56,12 +56,17 @@ def available() -> bool:
 
 
 def eligible(comp: Computation) -> bool:
-    """Whether fusion body `comp` may run under the bits (see the module docstring)."""
+    """Whether fusion body `comp` may run under the bits (see the module docstring): its
+    ops, and a row fusion's reduces with a reducer of such ops."""
     if not available():
         return False
     for ins in comp.instructions:
-        if ins.opcode not in ELIGIBLE or not ins.shape.is_array or \
-                ins.shape.element_type not in _TYPES:
+        if not ins.shape.is_array or ins.shape.element_type not in _TYPES:
+            return False
+        if ins.opcode == "reduce":
+            if len(ins.operands) != 2 or not eligible(ins.attrs["to_apply"]):
+                return False
+        elif ins.opcode not in ELIGIBLE:
             return False
     return True
 

@@ -24,7 +24,7 @@ from .pairwise_vector import pairwise_program, vectorizable
 
 def fast_fold(op: str, buf: str, K: int, init_v: str, res: str, ct: str, j: int,
               pad: str, flush: str | None = None, flush_loads: bool = True,
-              vector: bool = False) -> tuple[list[str], list[str], dict]:
+              vector: bool = False, daz: bool = False) -> tuple[list[str], list[str], dict]:
     """(lines setting `res`, scratch allocations, module constants) for reduce number j.
     The 8 accumulators are scalar locals, which stay scalar (numba runs no SLP vectorizer).
     `flush`: a function that flushes a subnormal to a signed 0, applied to every element
@@ -32,7 +32,8 @@ def fast_fold(op: str, buf: str, K: int, init_v: str, res: str, ct: str, j: int,
     (cpu/denormals.py); None: IEEE arithmetic.  `flush_loads` False: the elements hold no
     subnormal already (loop_daz.py), and are loaded as they are.  `vector`: an add without
     flushes may call pairwise_vector.pairwise_sum as `_xpairwise` (the caller's module
-    imports it: pairwise_vector.IMPORT)."""
+    imports it: pairwise_vector.IMPORT).  `daz`: the loop runs under the MXCSR's DAZ
+    (hardware_flush.py), where the lanes' compares read a subnormal as 0."""
     p2, p3 = pad + "    ", pad + "        "
     r = [f"r{j}_{t}" for t in range(8)]
 
@@ -107,7 +108,7 @@ def fast_fold(op: str, buf: str, K: int, init_v: str, res: str, ct: str, j: int,
               f"{p2}{nn} |= {v} != {v}",
               f"{pad}if {nn}:", f"{p2}{res} = {ct}(np.nan)"]
     if coded:
-        lines = coded_extreme(op, buf, K, init_v, res, j, pad[:-4], lines)
+        lines = coded_extreme(op, buf, K, init_v, res, j, pad[:-4], lines, daz)
     return lines, [], {}
 
 
@@ -117,7 +118,7 @@ _CODE = "{b} ^ (({b} >> np.int32(31)) & np.int32(0x7FFFFFFF))"
 
 
 def coded_extreme(op: str, buf: str, K: int, init_v: str, res: str, j: int, pad: str,
-                  lanes: list[str]) -> list[str]:
+                  lanes: list[str], daz: bool = False) -> list[str]:
     """Lines setting `res` to the f32 fold of `buf` (maximum or minimum from init, its
     identity) as `lanes` (the 8-lane fold) gives it: the row's largest and smallest codes
     in one loop LLVM vectorizes (integer max and min reorder freely); the value they name
@@ -125,16 +126,19 @@ def coded_extreme(op: str, buf: str, K: int, init_v: str, res: str, j: int, pad:
     is a 0 (its sign is the lanes' order's) or a NaN is there: then `lanes` runs.  The
     transformer block's causal softmax loop (f32[4096,128], a max and a sum a row): 0.47
     -> 0.40 ms on one core (CPU time, load 8).  The codes are int32 in the source; numba
-    may widen them to int64, which holds the same values."""
+    may widen them to int64, which holds the same values.  `daz`: under the MXCSR's DAZ the
+    lanes read a subnormal as a 0 of its sign, so a subnormal result runs them too."""
     p2, hi, lo, b = pad + "    ", f"hi{j}", f"lo{j}", f"b{j}"
     pick = hi if op == "maximum" else lo
     cmp = ">" if op == "maximum" else "<"
+    # codes of +-0 (0 and -1), and with them under DAZ the subnormals' (-0x800000..0x7FFFFF)
+    zero = (f"(np.int32(-8388608) <= {pick} <= np.int32(8388607))" if daz else
+            f"{pick} == np.int32(0) or {pick} == np.int32(-1)")
     return [f"{pad}{hi} = np.int32(-2147483648)", f"{pad}{lo} = np.int32(2147483647)",
             f"{pad}for k in range({K}):", f"{p2}{b} = _xbits32({buf}[k])",
             f"{p2}{b} = {_CODE.format(b=b)}",
             f"{p2}{hi} = max({hi}, {b})", f"{p2}{lo} = min({lo}, {b})",
-            f"{pad}if {hi} > np.int32(0x7F800000) or {lo} < np.int32(-2139095041) or "
-            f"{pick} == np.int32(0) or {pick} == np.int32(-1):",
+            f"{pad}if {hi} > np.int32(0x7F800000) or {lo} < np.int32(-2139095041) or {zero}:",
             *lanes,
             f"{pad}else:", f"{p2}{res} = _xfrom_bits32({_CODE.format(b=pick)})",
             f"{p2}{res} = {res} if {res} {cmp} {init_v} else {init_v}"]

@@ -43,6 +43,7 @@ from .bf16_convert import is_bf16
 from .jit_cache import cached_function, scalar_piece
 from .jit_drivers import numba_dtype
 from .row_flush import note, note_constant, strip
+from . import hardware_flush
 from .pairwise_vector import IMPORT
 from .row_folds import fast_fold
 
@@ -58,6 +59,10 @@ class RowLoopGen:
                  identity_params: frozenset = frozenset()):
         self.comp, self.m, self.k, self.levels = comp, m, k, levels
         self.identity_params = identity_params  # scalar parameters holding their reduce's identity
+        # Blocks of rows under the MXCSR's FTZ and DAZ (hardware_flush.py); its prelude is
+        # the module's first piece.
+        self.hardware = hardware_flush.eligible(comp)
+        self.pieces: list[str] = [hardware_flush.PRELUDE] if self.hardware else []
         self.order = postorder(comp)
         self.g = ScalarGen()
         self.g.elementwise = True
@@ -68,7 +73,6 @@ class RowLoopGen:
         self.contract = ScalarGen._contractions(self.order, users, comp, True)
         self.fused = {id(x) for mul, _, via in self.contract.values() for x in (mul, *via)}
         self.consts: dict = {}
-        self.pieces: list[str] = []
         self.row_names: dict[int, str] = {}
         # Full values a reduce's loop left in its row buffer: later loops read them there
         # (softmax's output reads exp(x - max) from the sum's buffer, not computing it again).
@@ -218,7 +222,8 @@ class RowLoopGen:
                 self.clean.add(f"{buf}[k]")
         op = self._fast(ins)
         if op is not None:  # as the unfused kernel's numpy fast path folds
-            lines, allocs, consts = fast_fold(op, buf, K, init_v, res, ct, j, pad, vector=True)
+            lines, allocs, consts = fast_fold(op, buf, K, init_v, res, ct, j, pad, vector=True,
+                                              daz=self.hardware)
             if any("_xpairwise(" in ln for ln in lines) and IMPORT not in self.pieces:
                 self.pieces.append(IMPORT)
             out += lines
@@ -267,12 +272,14 @@ class RowLoopGen:
                          [f"p{t}" for t in range(len(comp.parameters))])
         loop = "prange" if parallel else "range"
         block = self.block or max(1, min(32, self.m // 32))
+        call = [f"        RB_rows(b * {block}, min((b + 1) * {block}, {self.m}), {args})\n"]
+        if self.hardware:  # each block of rows under the MXCSR's FTZ and DAZ
+            call = hardware_flush.wrap(call, "        ")
         return (f"def RB_rows(m0, m1, {args}):\n" + "".join(f"    {a}\n" for a in self.allocs)
                 + "    for m in range(m0, m1):\n" + "\n".join(lines) + "\n"
                 "RB_rows = register_jitable(RB_rows)\n\n"
                 f"def rowloop({args}):\n"
-                f"    for b in {loop}({-(-self.m // block)}):\n"
-                f"        RB_rows(b * {block}, min((b + 1) * {block}, {self.m}), {args})\n")
+                f"    for b in {loop}({-(-self.m // block)}):\n" + "".join(call))
 
 
 def _store(o: Instruction, v: str) -> str:
