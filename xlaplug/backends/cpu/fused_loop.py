@@ -58,9 +58,10 @@ def compiled_loop_fn(comp, roles: tuple[str, ...], parallel: bool = True,
     -- given as two pointers, LLVM's overlap check sends the loop to its scalar form (the
     bf16 GELU: 61 ms a run on one thread against 2.4 vectorized).  `hardware`: blocks of
     elements run with the MXCSR's FTZ and DAZ bits set, results not flushed in software
-    (hardware_flush.py); None: where the body is eligible."""
+    (hardware_flush.py); None: where the body is eligible, in inlined (long) loops -- a loop
+    of a few hundred elements would spend what it saves on the two MXCSR writes."""
     if hardware is None:
-        hardware = hardware_flush.eligible(comp)
+        hardware = inline and hardware_flush.eligible(comp)
     body, consts, fname = scalar_piece(comp, "F", elementwise=True, inline=inline)
     if hardware:
         body = hardware_flush.PRELUDE + body
