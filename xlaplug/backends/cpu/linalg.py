@@ -24,7 +24,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..registry import kernel
-from ..common.errors import ExecutionError
 from ..common.plans import dot_plan
 from .bf16_convert import is_bf16, to_bf16, to_f32
 from .blas_threads import devices_at_once
