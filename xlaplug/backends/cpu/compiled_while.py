@@ -111,15 +111,22 @@ def _write_back(leaves: list, cg_body: ArrayCodegen) -> tuple[list[str], list[st
             if rets.count(r) == 1 and size * np.dtype(dt[3:]).itemsize >= SWAP_BYTES:
                 then.append(f"        p{i}, b_{r} = b_{r}, p{i}")
             else:
-                then.append(f"        p{i}[:] = b_{r}")
+                then.append(_copy(f"p{i}", f"b_{r}", size))
         elif r.startswith("p"):  # another leaf, passed on
             n, dt = leaves[i]
             pre.append(f"    t{i} = np.empty({n}, {dt})")
-            first.append(f"        t{i}[:] = {r}")
-            last.append(f"        p{i}[:] = t{i}")
+            first.append(_copy(f"t{i}", r, n))
+            last.append(_copy(f"p{i}", f"t{i}", n))
         else:  # a constant (a read-only global)
             then.append(f"        p{i}[:] = {r}")
     return pre, first + then + last
+
+
+def _copy(dst: str, src: str, n: int) -> str:
+    """`dst[:] = src` for two flat arrays of n elements, as an element loop: numba's slice
+    assignment checks the shapes and formats its error message in compiled code, ~0.9 s of
+    CPU (its string helpers) in every process that compiles a loop with such a copy."""
+    return f"        for k in range({n}): {dst}[k] = {src}[k]"
 
 
 def _run_source(leaves: list, cg_cond: ArrayCodegen, cg_body: ArrayCodegen) -> str:

@@ -131,5 +131,24 @@ def _compile(fn, key: str, python, cached: bool) -> CFunc:
             cf._cache = HealingCache(fn)  # what numba's enable_caching() sets for cache=True
         except RuntimeError:  # no locator: no usable cache directory
             pass
-    cf.compile()
+    compile_once(cf)
     return cf
+
+
+def compile_once(cf: CFunc) -> None:
+    """`cf.compile()`, where processes that start together (`mpiexec -n 4`, a worker per
+    device) and miss the cache at once compile the handler once: the first takes the
+    function's compile lock (jit_locks.py, as cached @njit functions do), the others wait
+    and load the machine code it saved -- rather than each paying numba's 2-8 s (the MPI
+    handler: ~8 s of CPU a rank)."""
+    from ...backends.cpu import jit_locks
+    from ...backends.cpu.jit_numba_cache import HealingCache
+    cache = cf._cache
+    if not isinstance(cache, HealingCache):  # no usable cache directory: in memory
+        cf.compile()
+        return
+    cache.compile_wait = jit_locks.COMPILE_WAIT
+    try:
+        cf.compile()
+    finally:  # saved (which releases it) or failed: let the others on
+        cache.release_compile()

@@ -43,7 +43,7 @@ def compile_handler(python_address: int, resume_address: int):
     from numba.core.compiler_lock import global_compiler_lock
 
     from ...backends.spmd.mpi import mpi_module
-    from .handler_cache import SIGNATURE
+    from .handler_cache import SIGNATURE, compile_once
     mpi = ctypes.CDLL(mpi_module().__file__)  # (dlsym searches its libmpi too)
     libc = ctypes.CDLL(None)
     symbols = {f"xlaplug_{n}": getattr(mpi, n) for n in N.SYMBOLS}
@@ -59,7 +59,7 @@ def compile_handler(python_address: int, resume_address: int):
             cf._cache = _cache(N.handler)
         except RuntimeError:  # no usable cache directory: compiled in every process
             pass
-        cf.compile()
+        compile_once(cf)
     return cf
 
 
