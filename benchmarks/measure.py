@@ -79,6 +79,23 @@ def time_calls(fn, repeat: int, warmup: int) -> tuple[list[float], object]:
     return times, out
 
 
+# XLA:CPU's warm-up: up to this many calls, or this many seconds of them.  Its large results
+# come from memory its allocator either reuses or faults in afresh, and which of the two it
+# settles on takes a few calls to tell: one-core exp of f32[2048,2048] ran 7.3-8.2 ms for
+# the 15 calls after 3 warm-ups and 1.45-1.5 ms after 30 (2026-12-06, load 0.6) -- a median
+# taken before it settles flatters xlaplug up to 5x.
+SETTLE_CALLS, SETTLE_S = 30, 0.5
+
+
+def settle(call) -> None:
+    """Calls `call` until XLA's allocator has settled (SETTLE_CALLS calls or SETTLE_S s)."""
+    t0 = time.perf_counter()
+    for _ in range(SETTLE_CALLS):
+        call()
+        if time.perf_counter() - t0 > SETTLE_S:
+            break
+
+
 def checked(name, who, rec, out, ref, dtype) -> dict:
     ok, err = close_enough(out, ref, dtype)
     rec.update(matches_xla=ok, max_abs_err=err)
@@ -143,7 +160,9 @@ def time_compiled(jax, compiled, dev_args, repeat: int, check_only: bool):
     first_s = time.perf_counter() - t0
     times = [first_s]
     if not check_only:
-        times, out = time_calls(lambda: jax.block_until_ready(compiled(*dev_args)), repeat, 1)
+        call = lambda: jax.block_until_ready(compiled(*dev_args))  # noqa: E731
+        settle(call)
+        times, out = time_calls(call, repeat, 0)
     rec = {"first_call_ms": ms(first_s),
            "run_ms": None if check_only else ms(statistics.median(times)),
            "run_times_ms": [ms(t) for t in times], "peak_bytes": xla_peak_bytes(compiled)}

@@ -16,7 +16,7 @@ it, runs its pass pipeline and executes it.  Every implementation is timed as th
 
   xlaplug   execute(repeat=1) once (the first run: kernel setup and numba JIT land here),
             then execute(repeat=N); the number is the median of its N run_times.
-  XLA:CPU   lowered.compile(), one call (the reference output), one warm-up, then N calls of compiled(*device_args)
+  XLA:CPU   lowered.compile(), one call (the reference output), warm-up calls until its allocator settles (measure.settle), then N calls of compiled(*device_args)
             followed by block_until_ready(); inputs are placed on the device beforehand.
   XLA:GPU   (--device cuda, when jax has a GPU backend) the same, with the inputs on the
             GPU; otherwise the column says why it is absent.
