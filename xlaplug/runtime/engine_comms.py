@@ -11,9 +11,14 @@ nothing of xlaplug's calls: its communicator ops are decomposed when it is lower
 from __future__ import annotations
 
 import copy
+import time
 import weakref
 
 from ..hlo.errors import HloError
+
+# How long a run's report waits for the failing device's own error when only a device it
+# stopped has reported (Communicators.failure).
+ROOT_WAIT_S = 5.0
 
 
 class Communicators:
@@ -58,12 +63,23 @@ class Communicators:
         if self.binding.failure is None:
             return None
         device, error = self.binding.failure
-        first = self.binding.rendezvous.failure if self.binding.rendezvous else None
-        if isinstance(error, Aborted) and first is not None:
-            # A device stopped by another's failure was recorded first (seen once in the
-            # suite: XLA can return the stopped device's error before the failing device's
-            # thread records its own); the rendezvous knows which device failed first.
-            device, error = first
+        if isinstance(error, Aborted):
+            # A device stopped by another's failure was recorded first: XLA can return the
+            # stopped device's error before the failing device's thread has recorded its
+            # own (twice in loaded suite runs, 2026-12-06: 'device 3: device 3: stopped
+            # because device 1 failed').  The failing device's report is the run's: wait a
+            # moment for it (the Aborted says it exists), from the binding or the rendezvous.
+            deadline = time.monotonic() + ROOT_WAIT_S
+            while True:
+                rendezvous = self.binding.rendezvous
+                for got in (self.binding.failure,
+                            rendezvous.failure if rendezvous is not None else None):
+                    if got is not None and not isinstance(got[1], Aborted):
+                        device, error = got
+                        return DeviceError(device, error) if device is not None else error
+                if time.monotonic() > deadline:
+                    return error  # (its message names its device already)
+                time.sleep(0.005)
         return DeviceError(device, error) if device is not None else error
 
 
