@@ -67,20 +67,26 @@ class Communicators:
             # A device stopped by another's failure was recorded first: XLA can return the
             # stopped device's error before the failing device's thread has recorded its
             # own (twice in loaded suite runs, 2026-12-06: 'device 3: device 3: stopped
-            # because device 1 failed').  The failing device's report is the run's: wait a
-            # moment for it (the Aborted says it exists), from the binding or the rendezvous.
-            deadline = time.monotonic() + ROOT_WAIT_S
-            while True:
-                rendezvous = self.binding.rendezvous
-                for got in (self.binding.failure,
-                            rendezvous.failure if rendezvous is not None else None):
-                    if got is not None and not isinstance(got[1], Aborted):
-                        device, error = got
-                        return DeviceError(device, error) if device is not None else error
-                if time.monotonic() > deadline:
-                    return error  # (its message names its device already)
-                time.sleep(0.005)
+            # because device 1 failed').  The failing device's report is the run's.
+            root = self._root_failure(Aborted)
+            if root is None:
+                return error  # (its message names its device already)
+            device, error = root
         return DeviceError(device, error) if device is not None else error
+
+    def _root_failure(self, aborted: type) -> tuple | None:
+        """The first failure that is not an `aborted` one, from the binding or the
+        rendezvous, waited for up to ROOT_WAIT_S (an Aborted says it exists); else None."""
+        deadline = time.monotonic() + ROOT_WAIT_S
+        while True:
+            rendezvous = self.binding.rendezvous
+            for got in (self.binding.failure,
+                        rendezvous.failure if rendezvous is not None else None):
+                if got is not None and not isinstance(got[1], aborted):
+                    return got
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.005)
 
 
 def xla_program(module, session, grid, whole: bool):

@@ -168,18 +168,19 @@ class ScalarGen:
     @staticmethod
     def _fma_expr(ins, m, k, names) -> str:
         t = ins.shape.element_type
-        daz = "_xftz64" if t == "f64" else "_xftz32"
-        fma = "_xfma64" if t == "f64" else "_xfma32"
-        dazfp = daz.replace("_xftz", "_xftzd")  # (an FMA reads its operands: see _dazfp)
-        x, y = (f"{dazfp}({names[id(o)]})" for o in m.operands)
-        other = f"{dazfp}({names[id(ins.operands[1 - k])]})"
+        # The operands' flush is a float-read one (an FMA reads them: see _dazfp), the
+        # result's a result's (see _fres).
+        daz, flush, fma = (("_xftzd64", "_xftzr64", "_xfma64") if t == "f64" else
+                           ("_xftzd32", "_xftzr32", "_xfma32"))
+        x, y = (f"{daz}({names[id(o)]})" for o in m.operands)
+        other = f"{daz}({names[id(ins.operands[1 - k])]})"
         if ins.opcode == "add":
             e = f"{fma}({x}, {y}, {other})"
         elif k == 0:  # x*y - other
             e = f"{fma}({x}, {y}, -{other})"
         else:         # other - x*y
             e = f"{fma}(-{x}, {y}, {other})"
-        return f"{daz[:5]}r{daz[5:]}({e})"  # the result's flush (_xftzr32)
+        return f"{flush}({e})"
 
     def expr(self, ins: Instruction, names) -> str:
         op = ins.opcode

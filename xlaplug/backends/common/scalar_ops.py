@@ -48,9 +48,8 @@ from . import scalar_complex, scalar_complex_fn, scalar_float_approx32, scalar_f
 from . import scalar_float_math, scalar_float_round, scalar_int, scalar_libm
 from . import scalar_ops_complex as C
 from .scalar_base import (SCALAR_COMPUTE_DTYPES, ScalarOpError, ScalarSig, _daz, _dazfp,
-                          _fkind,
-                          _fres, _fres_norflush, _from_pat, _from_wide, _mask, _pat, _w,
-                          _wide)
+                          _fkind, _fres, _fres_norflush, _from_pat, _from_wide, _mask, _pat,
+                          _w, _wide)
 from .scalar_convert import _bitcast, _complex, _convert, _imag, _real, _reduce_precision
 from .scalar_ops_logic import _bitwise, _clz, _compare, _not, _popcnt, _select, _shift
 from .scalar_ops_unary import _UNARY_F, _abs, _is_finite, _negate, _sign, _unary_float
