@@ -4,6 +4,11 @@ logic (backends/cpu/blas_threads.py), so its expectations are hand-written; that
 give XLA's values is test_linalg.py's business."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
+
 import numpy as np
 import pytest
 
@@ -33,6 +38,7 @@ def lib(monkeypatch):
     monkeypatch.setattr(B, "blas_libraries", lambda: ((fake, 8),))
     monkeypatch.setattr(B, "cores", lambda: 8, raising=False)
     monkeypatch.setattr(runner, "_cores", lambda: 8)
+    monkeypatch.setattr(B, "busy_elsewhere", lambda: 0)  # a quiet machine
     return fake
 
 
@@ -130,3 +136,49 @@ def test_set_and_restore_report_what_changed():
         assert all(lib.num_threads == most for lib, most in libs)
     finally:
         B.restore(before)
+
+
+def test_a_derived_count_yields_the_cores_other_processes_hold_when_a_run_starts(lib,
+                                                                                 monkeypatch):
+    busy = {"n": 6}
+    monkeypatch.setattr(B, "busy_elsewhere", lambda: busy["n"])
+    exe = xlaplug.compile(_dots(512, 2))
+    exe.run(*_args(512))               # 8 cores, 6 taken elsewhere: 2 threads
+    busy["n"] = 0
+    exe.run(*_args(512))               # quiet again: all 8, decided per run
+    busy["n"] = 9
+    exe.run(*_args(512))               # more busy than cores: still one
+    assert lib.calls == [2, 8, 1, 8]   # (8 is the library's own count: nothing to set)
+    lib.calls.clear()
+    exe.run(*_args(512), options=RunOptions(blas_threads=5))
+    assert lib.calls == [5, 8]         # RunOptions' count is the user's: never cut
+    lib.calls.clear()
+    busy["n"] = 4
+    exe4 = xlaplug.compile(_dots(512, 2, replicas=4))
+    exe4.run(*_args(512))              # (8 - 4) // 4 devices
+    assert lib.calls == [1, 8]
+
+
+def test_busy_elsewhere_counts_other_processes_runnable_threads_not_ours(tmp_path):
+    (tmp_path / "loadavg").write_text("3.10 2.00 1.50 5/210 4242\n")
+    for tid, state in ((11, "R"), (12, "S"), (13, "R")):
+        (tmp_path / "task" / str(tid)).mkdir(parents=True)
+        # a thread's name may hold spaces and parentheses: the state follows the last ")"
+        (tmp_path / "task" / str(tid) / "stat").write_text(f"{tid} (numba (w) 1) {state} 1 2")
+    assert B.busy_elsewhere(str(tmp_path / "loadavg"), str(tmp_path / "task")) == 3
+    assert B.busy_elsewhere(str(tmp_path / "absent"), str(tmp_path / "task")) == 0
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/loadavg"), reason="needs Linux's /proc")
+def test_busy_elsewhere_sees_a_spinning_process():
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        seen = []
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any(seen):
+            seen.append(B.busy_elsewhere())
+            time.sleep(0.01)
+        assert any(seen), seen
+    finally:
+        spin.kill()
+        spin.wait()

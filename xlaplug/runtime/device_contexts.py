@@ -164,13 +164,14 @@ class DeviceContexts:
         missing kernels, and the bytes its thunk sequence holds at most)."""
         if options is self._last[0]:  # the same options object as the last call's
             return self._last[1]
-        key = self.settings(options)
+        settings = self.settings(options)
+        key = (settings, options.blas_threads)  # a Prepared holds its runs' BLAS threads
         prep = self._prepared.get(key)
         if prep is None:
             from .runner import prepare
             prep = self._prepared[key] = prepare(self.module, self.session, options,
                                                  rng=self.rng(options.draw_seed, 0))
-            self._contexts[(key, 0)] = prep.ctx
+            self._contexts.setdefault((settings, 0), prep.ctx)
         self._last = (options, prep)
         return prep
 

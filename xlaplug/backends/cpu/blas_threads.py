@@ -12,6 +12,14 @@ once per executable: `largest_product`), at most the cores this process may use 
 among the devices that call BLAS at once, and at most what the library chose at load time
 (OPENBLAS_NUM_THREADS and the like).  A module with no product leaves the libraries alone.
 
+A derived count (`Derived`, not RunOptions') yields to other processes when each run starts:
+it is cut to the cores not taken by other processes' runnable threads at that moment
+(`busy_elsewhere`, from /proc).  OpenBLAS splits a gemm into one fixed share per thread and
+the caller waits for every share, so one share on a core another process holds waits for
+the scheduler: a transformer training step took 100-650 ms on two BLAS threads and 31-66 ms
+on one, with two other processes busy on this 2-core machine (XLA:CPU, whose thread pool
+hands out work as threads come free, 42-93 ms).  On a quiet machine nothing changes.
+
 Small products under a large count: OpenBLAS itself runs a gemm with M*N*K <= 2^18 on the
 calling thread, and larger ones on at most M*N*K / 2^18 threads (interface/gemm.c), so a
 64x64x64 product costs the same with 1 or many threads (measured, benchmarks/blas_threads.py);
@@ -55,9 +63,48 @@ def _libraries(scipy_loaded: bool) -> tuple:
                  for lib in ThreadpoolController().select(user_api="blas").lib_controllers)
 
 
+class Derived(int):
+    """A count run_threads derived from the module, for `sharing` devices calling BLAS at
+    once; `now()` is what a run starting now takes."""
+
+    def __new__(cls, n: int, sharing: int):
+        self = super().__new__(cls, n)
+        self.sharing = sharing
+        return self
+
+    def now(self) -> int:
+        if self <= 1:
+            return int(self)
+        return max(1, min(int(self), (cores() - busy_elsewhere()) // self.sharing))
+
+
+def busy_elsewhere(loadavg: str = "/proc/loadavg", tasks: str = "/proc/self/task") -> int:
+    """Runnable threads of other processes now: the kernel's count of runnable threads
+    (loadavg's fourth field) less this process's own (its OpenBLAS and numba workers spin
+    between calls, so they are often among them).  0 where /proc cannot tell (not Linux)."""
+    try:
+        with open(loadavg) as f:
+            running = int(f.read().split()[3].split("/")[0])
+        names = os.listdir(tasks)
+    except (OSError, ValueError, IndexError):
+        return 0
+    mine = 0
+    for name in names:
+        try:
+            with open(f"{tasks}/{name}/stat") as f:
+                stat = f.read()
+        except OSError:  # the thread ended meanwhile
+            continue
+        state = stat[stat.rfind(")") + 2:stat.rfind(")") + 3]  # after "pid (comm) "
+        mine += state == "R"
+    return max(0, running - mine)
+
+
 def set_threads(n: int | None) -> list:
-    """Every BLAS library on n threads (None: its own first count, at most); returns
-    [(library, previous count)] of those changed."""
+    """Every BLAS library on n threads (None: its own first count, at most; a Derived count:
+    what it takes now); returns [(library, previous count)] of those changed."""
+    if isinstance(n, Derived):
+        n = n.now()
     changed = []
     for lib, most in blas_libraries():
         want = most if n is None else min(n, most)
@@ -116,12 +163,14 @@ def run_threads(largest: int, fixed: int | None, sharing: int = 1) -> int | None
     """The BLAS threads of a run: `fixed` (RunOptions.blas_threads) when given; else one per
     FLOPS_PER_THREAD of `largest` (the module's largest product), at most the cores shared
     by `sharing` devices calling BLAS at once; None (leave the libraries as they are) for a
-    module with no product.  set_threads caps it at what each library has."""
+    module with no product.  set_threads caps it at what each library has, and a derived
+    count at the cores other processes leave free when the run starts (Derived.now)."""
     if fixed is not None:
         return fixed
     if largest <= 0:
         return None
-    return max(1, min(largest // FLOPS_PER_THREAD, cores() // max(sharing, 1)))
+    sharing = max(sharing, 1)
+    return Derived(max(1, min(largest // FLOPS_PER_THREAD, cores() // sharing)), sharing)
 
 
 @contextlib.contextmanager
