@@ -30,7 +30,7 @@ from typing import ClassVar
 
 from ..backends.common.fusion_contents import DEFAULT_MIN_ELEMENTS, LOOP_OPS, SHAPE_OPS, cheap
 from ..backends.common.row_contents import (level, reducer_op, row_reduce_dims, value_level,
-                                            vector_fold)
+                                            worth_a_row_loop)
 from ..hlo.attr_types import Word
 from ..hlo.ir import Computation, Instruction, Module
 from .context import PassContext
@@ -111,13 +111,11 @@ def _groups(comp: Computation, min_elements: int, skip: frozenset) -> list[list[
 
 
 def _worth_it(group: list[Instruction], n: int) -> bool:
-    """Two reduces, a reduce with an elementwise op over all M*K elements, or a lone reduce
-    whose fold the row loop runs as vector code (row_contents.vector_fold); any other lone
-    reduce (with row-sized consumers) runs as fast through numpy's reduce, uncompiled."""
-    reduces = [i for i in group if i.opcode == "reduce"]
+    """row_contents.worth_a_row_loop, an op over all M*K = n elements being a full-row op
+    (a lone reduce with only row-sized consumers runs as fast through numpy's reduce)."""
     full_ops = any(i.opcode in LOOP_OPS and i.shape.is_array and i.shape.num_elements() == n
                    for i in group)
-    return len(reduces) >= 2 or full_ops or vector_fold(reduces[0])
+    return worth_a_row_loop([i for i in group if i.opcode == "reduce"], full_ops)
 
 
 def _grow(root, comp, m, k, users, taken, skip, min_elements,

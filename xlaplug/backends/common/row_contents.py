@@ -95,6 +95,14 @@ def vector_fold(ins: Instruction) -> bool:
         np.asarray(init.literal).reshape(()).tobytes() == ident.tobytes()
 
 
+def worth_a_row_loop(reduces: list[Instruction], full_ops: bool) -> bool:
+    """Is a row group worth compiling: two reduces or more, a reduce with an elementwise op
+    over the full rows (`full_ops`), or a lone reduce that folds as vector code
+    (vector_fold)?  Any other lone reduce runs as fast through numpy's reduce, uncompiled.
+    The row-fusion pass (whole groups) and the CPU's row fusion (a fused body) ask this."""
+    return len(reduces) >= 2 or full_ops or (len(reduces) == 1 and vector_fold(reduces[0]))
+
+
 def reducer_op(comp: Computation) -> str | None:
     """The opcode when the reducer `comp` is one binary op of its two scalar parameters."""
     root, params = comp.root, comp.parameters

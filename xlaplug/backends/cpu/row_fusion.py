@@ -17,7 +17,7 @@ from numba.core.errors import TypingError
 from ...hlo.ir import Computation
 from ..common.errors import ScalarCompileError
 from ..common.fusion_contents import DEFAULT_MIN_ELEMENTS, LOOP_OPS, computation_contracts
-from ..common.row_contents import FULL, row_shape, vector_fold
+from ..common.row_contents import FULL, row_shape, worth_a_row_loop
 from . import comp_patterns as P
 from .blas_threads import devices_at_once
 from .jit_drivers import from_loop, loop_array, loop_storage
@@ -27,9 +27,7 @@ _NO_PLAN = object()
 
 
 def row_work(comp: Computation):
-    """row_shape, when the body has work beyond a lone reduce (an elementwise op over the
-    full rows, or two reduces) or its reduce folds as vector code (row_contents.vector_fold):
-    any other bare reduce runs as fast through numpy, uncompiled."""
+    """row_shape, when the body is worth a row loop (row_contents.worth_a_row_loop)."""
     shape = row_shape(comp)
     if shape is None:
         return None
@@ -37,7 +35,7 @@ def row_work(comp: Computation):
     reduces = [i for i in comp.instructions if i.opcode == "reduce"]
     full_ops = any(levels.get(id(i)) == FULL and i.opcode in LOOP_OPS
                    for i in comp.instructions)
-    return shape if len(reduces) != 1 or full_ops or vector_fold(reduces[0]) else None
+    return shape if worth_a_row_loop(reduces, full_ops) else None
 
 
 def _shape(ctx, comp: Computation):
