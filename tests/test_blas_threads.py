@@ -167,6 +167,8 @@ def test_busy_elsewhere_counts_other_processes_runnable_threads_not_ours(tmp_pat
         (tmp_path / "task" / str(tid) / "stat").write_text(f"{tid} (numba (w) 1) {state} 1 2")
     assert B.busy_elsewhere(str(tmp_path / "loadavg"), str(tmp_path / "task")) == 3
     assert B.busy_elsewhere(str(tmp_path / "absent"), str(tmp_path / "task")) == 0
+    (tmp_path / "loadavg").write_text("0.00 0.00 0.00 0/0 0\n")  # as gVisor reports it
+    assert B.busy_elsewhere(str(tmp_path / "loadavg"), str(tmp_path / "absent")) == 0
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/loadavg"), reason="needs Linux's /proc")
