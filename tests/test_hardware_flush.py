@@ -95,23 +95,28 @@ def test_unary_ops_are_xlas_bits(op):
     _same(out, soft, op)
 
 
-def test_exp_under_the_bits_is_xlas_on_a_sweep_of_every_kind_of_f32():
-    """Under the bits f32 exp is XLA's own expansion, its flushes, overflow and NaNs left to
-    the FTZ bit and IEEE arithmetic (cpu/exp_ftz.py), not the software form's selects: XLA's
-    bits on a strided sweep of all 2^32 patterns (NaN payloads, infinities, subnormals) and
-    on every f32 around the underflow and the overflow, and the software-flushed loop's too.
-    (Run once on all 2^32 inputs, 2026-12-06, with AVX-512 and with AVX2 code: none differs.)"""
+@pytest.mark.parametrize("op", ["exponential", "logistic"])
+def test_exp_under_the_bits_is_xlas_on_a_sweep_of_every_kind_of_f32(op):
+    """Under the bits f32 exp (and the logistic, 1 / (1 + exp(-x))) is XLA's own expansion,
+    its flushes, overflow and NaNs left to the FTZ bit and IEEE arithmetic (cpu/exp_ftz.py),
+    not the software form's selects: XLA's bits on a strided sweep of all 2^32 patterns (NaN
+    payloads, infinities, subnormals) and on every f32 around exp's underflow and overflow,
+    and the software-flushed loop's too.  (Run once on all 2^32 inputs, 2026-12-06, with
+    AVX-512 and with AVX2 code: none differs.)"""
     sweep = (np.arange(0, 1 << 32, 1009, dtype=np.uint64) + 7).astype(np.uint32).view(np.float32)
     under = np.arange(np.float32(-87.9), np.float32(-86.4), np.float32(2.0 ** -17))
     over = np.arange(np.float32(88.3), np.float32(88.9), np.float32(2.0 ** -17))
-    x = np.concatenate([sweep, under.astype(np.float32), over.astype(np.float32)])
-    body = f"  ROOT r = f32[{x.size}] exponential(p0)\n"
+    edges = np.concatenate([under, over]).astype(np.float32)
+    x = np.concatenate([sweep, edges, -edges])  # (the logistic's are exp(-x)'s)
+    body = f"  ROOT r = f32[{x.size}] {op}(p0)\n"
     out, soft = np.empty_like(x), np.empty_like(x)
     _loop(body, 1, n=x.size)(out, x)
     _loop(body, 1, n=x.size, hardware=False)(soft, x)
-    want = np.asarray(jax.jit(jnp.exp)(x))
-    assert np.array_equal(out.view(np.uint32), want.view(np.uint32))  # NaN payloads too
-    _same(soft, want, "exp without the bits")
+    want = np.asarray(jax.jit(UNARY[op])(x))
+    _same(out, want, op)
+    _same(soft, want, f"{op} without the bits")
+    if op == "exponential":  # (a logistic's NaN is its own: 1 / NaN)
+        assert np.array_equal(out.view(np.uint32), want.view(np.uint32))  # NaN payloads
 
 
 @pytest.mark.parametrize("op", sorted(BINARY))

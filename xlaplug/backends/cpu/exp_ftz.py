@@ -53,3 +53,11 @@ def xexp32_ftz(x):
     y = np.float32(_xfma32(_horner(r), np.float32(r * r), r) + np.float32(1.0))
     scale = _xfrom_bits32((np.int32(m) + np.int32(127)) << np.int32(23))
     return np.float32(y * scale)
+
+
+@njit(inline="always")
+def xlogistic32_ftz(x):
+    """XLA's f32 logistic, 1 / (1 + exp(-x)), where the bits are set: the exp above, and no
+    flush in software (the FTZ bit flushes the quotient; 1 + e^-x is at least 1)."""
+    one = np.float32(1.0)
+    return one / (one + xexp32_ftz(-np.float32(x)))

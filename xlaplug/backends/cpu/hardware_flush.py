@@ -46,10 +46,12 @@ _DIGEST = hashlib.sha256(_INTRINSICS.read_bytes()).hexdigest()[:16]
 _EXP_DIGEST = hashlib.sha256(_INTRINSICS.with_name("exp_ftz.py").read_bytes()).hexdigest()[:16]
 # The module lines a hardware-flushed loop's text starts with: the MXCSR intrinsics, the
 # result and float-read operand flushes bound to the identity for the functions defined in
-# that module, and f32 exp as XLA's loops compute it under the bits (exp_ftz.py).
+# that module, and f32 exp and logistic as XLA's loops compute them under the bits
+# (exp_ftz.py).
 PRELUDE = ("from xlaplug.backends.cpu.gang_intrinsics import flush_on as _xflush_on, "
            f"mxcsr_set as _xmxcsr_set  # {_DIGEST}\n"
-           f"from xlaplug.backends.cpu.exp_ftz import xexp32_ftz as _xexp32  # {_EXP_DIGEST}\n"
+           "from xlaplug.backends.cpu.exp_ftz import xexp32_ftz as _xexp32, "
+           f"xlogistic32_ftz as _xlogistic32  # {_EXP_DIGEST}\n"
            "_xftzr32 = _xkeep\n_xftzr64 = _xkeep\n_xftzd32 = _xkeep\n_xftzd64 = _xkeep\n")
 
 
