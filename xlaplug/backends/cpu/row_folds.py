@@ -136,8 +136,8 @@ def coded_extreme(op: str, buf: str, K: int, init_v: str, res: str, j: int, pad:
             f"{pick} == np.int32(0) or {pick} == np.int32(-1)")
     return [f"{pad}{hi} = np.int32(-2147483648)", f"{pad}{lo} = np.int32(2147483647)",
             f"{pad}for k in range({K}):", f"{p2}{b} = _xbits32({buf}[k])",
-            f"{p2}{b} = {_CODE.format(b=b)}",
-            f"{p2}{hi} = max({hi}, {b})", f"{p2}{lo} = min({lo}, {b})",
+            f"{p2}{b} = np.int32({_CODE.format(b=b)})",
+            f"{p2}{hi} = np.int32(max({hi}, {b}))", f"{p2}{lo} = np.int32(min({lo}, {b}))",
             f"{pad}if {hi} > np.int32(0x7F800000) or {lo} < np.int32(-2139095041) or {zero}:",
             *lanes,
             f"{pad}else:", f"{p2}{res} = _xfrom_bits32({_CODE.format(b=pick)})",
