@@ -83,6 +83,8 @@ def environment() -> dict:
         "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
         "OPENBLAS_L2_SIZE": os.environ.get("OPENBLAS_L2_SIZE"),
         "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS"),
+        "NUMBA_CPU_NAME": os.environ.get("NUMBA_CPU_NAME"),
+        "XLA_FLAGS": os.environ.get("XLA_FLAGS"),
         "loadavg_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "cpu_held": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
         and usable == 1 else None,
@@ -103,7 +105,10 @@ def print_header(env: dict, opts) -> None:
     if getattr(opts, "cores", "every") != "every" and opts.device == "cpu":
         print("one-core column: a child process on one CPU (its affinity), numba, OpenBLAS, "
               "OpenMP and MKL set to 1 thread; XLA sizes its pools from the affinity")
-    if env["OPENBLAS_CORETYPE"]:
+    if env.get("NUMBA_CPU_NAME"):
+        print(f"code for: numba NUMBA_CPU_NAME={env['NUMBA_CPU_NAME']}, XLA_FLAGS="
+              f"{env.get('XLA_FLAGS')} (not this CPU's own instruction set)")
+    elif env["OPENBLAS_CORETYPE"]:
         # Some machines set these for old OpenBLAS builds that miscompute on their CPU; a
         # current numpy then runs an older kernel than on a user's machine (Haswell's AVX2
         # sgemm at half the speed of SkylakeX's AVX-512 one on a Zen 4), and every product

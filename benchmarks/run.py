@@ -42,7 +42,7 @@ same way.  --check-only runs each implementation once and checks it, timing noth
 
 Run:  python benchmarks/run.py [--repeat N] [--only NAME[,NAME]] [--device cpu|cuda]
                                [--passes SPEC] [--json] [--quick] [--check-only]
-                               [--cores both|every|one]
+                               [--cores both|every|one] [--isa native|avx2]
 
 This file is the driver (options, one workload's record, the worker process); the workloads
 are workloads.py's and models.py's, the checks and timing measure.py's (shared with the other
@@ -62,8 +62,10 @@ import time
 # column then pins jax's default device to the CPU).
 if "cuda" not in sys.argv[1:] and "--device=cuda" not in sys.argv[1:]:
     os.environ["JAX_PLATFORMS"] = "cpu"
+import isa  # noqa: E402
 import one_core  # noqa: E402
 
+isa.hold(sys.argv[1:])  # --isa avx2: both engines' code for AVX2, set before either starts
 one_core.hold()  # the one-core child: on its CPU before numpy, numba and jax start
 
 import measure  # noqa: E402
@@ -190,6 +192,9 @@ def main(argv=None) -> int:
     ap.add_argument("--passes", default=None, help="xlaplug pass pipeline (default: the "
                     "default pipeline; e.g. custom-call-lowering,inline-calls,tuple-simplify,"
                     "dce runs without loop fusion)")
+    ap.add_argument("--isa", choices=isa.CHOICES, default="native",
+                    help="the instruction set both engines generate code for: the machine's "
+                    "own, or AVX2 only (as on a CPU without AVX-512; benchmarks/isa.py)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead")
     ap.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
     ap.add_argument("--check-only", action="store_true", help="run each implementation once "

@@ -37,6 +37,20 @@ def test_model_workloads_run_and_match_xla():
         assert "numpy vs XLA: ok" in r.stdout.split(f"  {name:<17} ", 1)[1].splitlines()[0]
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux") or os.uname().machine != "x86_64",
+                    reason="AVX2 code is x86-64's")
+def test_avx2_code_on_both_engines_matches_xla():
+    """--isa avx2 (benchmarks/isa.py): numba's loops and XLA's both compiled for AVX2, as on
+    a CPU without AVX-512; xlaplug's outputs still agree with XLA's."""
+    r = _script("run.py", "--quick", "--check-only", "--isa", "avx2", "--only",
+                "elementwise,softmax")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "code for: numba NUMBA_CPU_NAME=haswell, XLA_FLAGS=--xla_cpu_max_isa=AVX2" in r.stdout
+    assert r.stdout.count("xlaplug vs XLA: ok") == 2, r.stdout
+    bad = _script("run.py", "--quick", "--check-only", "--isa", "sse2")
+    assert bad.returncode == 2 and "invalid choice: 'sse2'" in bad.stderr
+
+
 def test_scaling_sizes_match_xla():
     r = _script("scaling.py", "--quick", "--check-only")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
