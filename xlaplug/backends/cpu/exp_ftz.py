@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..common.scalar_float_approx32 import _EXP_P32
+from ..common.scalar_float_approx32 import _EXP_P32, _xhorner32
 from ..common.scalar_float_bits import _xfrom_bits32
 from ..common.scalar_float_round import _xfma32
 
@@ -29,14 +29,6 @@ _LOG2E = np.float32(1.44269504088896341)
 _LN2_HI = np.float32(-0.693359375)
 _LN2_LO = np.float32(2.12194440e-4)
 _M_MAX = np.float32(127.0)
-
-
-@njit(inline="always")
-def _horner(r):
-    y = np.float32(_EXP_P32[0])
-    for k in range(1, len(_EXP_P32)):
-        y = _xfma32(r, y, np.float32(_EXP_P32[k]))
-    return y
 
 
 @njit(inline="always")
@@ -50,7 +42,7 @@ def xexp32_ftz(x):
     m = _M_MAX if m > _M_MAX else m
     r = _xfma32(m, _LN2_HI, xc)
     r = _xfma32(m, _LN2_LO, r)
-    y = np.float32(_xfma32(_horner(r), np.float32(r * r), r) + np.float32(1.0))
+    y = np.float32(_xfma32(_xhorner32(r, _EXP_P32), np.float32(r * r), r) + np.float32(1.0))
     scale = _xfrom_bits32((np.int32(m) + np.int32(127)) << np.int32(23))
     return np.float32(y * scale)
 
