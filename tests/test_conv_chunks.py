@@ -5,6 +5,8 @@ input, a strided slice per tap, one matmul on one BLAS thread), the same bits at
 count, XLA's values (padding, strides, dilation, 1-D, f64), and XLA's flushed subnormals."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -14,6 +16,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 from xlaplug.backends.cpu import conv_chunks  # noqa: E402
 from xlaplug.backends.cpu.gang_gemm import gemm_library  # noqa: E402
+from xlaplug.backends.cpu.transpose_copy import omatcopy_transposed  # noqa: E402
 from xlaplug.hlo.text.parser import parse_module  # noqa: E402
 from xlaplug.runtime.executor import ExecContext  # noqa: E402
 
@@ -23,6 +26,18 @@ needs_gemm = pytest.mark.skipif(gemm_library() is None,
                                 reason="no ILP64 OpenBLAS of numpy's to call (x86-64 Linux)")
 
 RNG = np.random.default_rng(23)
+
+
+@contextlib.contextmanager
+def numba_threads(n: int):
+    """numba's thread count (the chunks' threads) n inside, as it was after."""
+    import numba
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
 
 
 def _conv(dn, **kw):
@@ -116,7 +131,9 @@ def test_chunks_give_the_whole_products_bits(case, monkeypatch):
         got, ran = _run(module, (x, w), True, monkeypatch)
     assert ran, "the chunked path did not run"
     np.testing.assert_array_equal(got, whole)
-    with threadpool_limits(2):  # two threads, each its own chunks: the same bits
+    with numba_threads(2):  # two threads, each its own chunks: the same bits
+        np.testing.assert_array_equal(_run(module, (x, w), True, monkeypatch)[0], whole)
+    with numba_threads(1):
         np.testing.assert_array_equal(_run(module, (x, w), True, monkeypatch)[0], whole)
     want = np.asarray(jax.jit(f)(x, w))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
@@ -195,7 +212,7 @@ def test_chunks_flush_subnormals_as_xla(monkeypatch):
     module = _module(f, x, w)
     want = np.asarray(jax.jit(f)(x, w))
     for threads in (1, 2):
-        with threadpool_limits(threads):
+        with numba_threads(threads):
             got, ran = _run(module, (x, w), True, monkeypatch)
         assert ran
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
@@ -242,9 +259,9 @@ def test_transposed_planes_are_numpys_transpose():
     for dt in (np.float32, np.float64):
         src = RNG.standard_normal((3, 17, 40)).astype(dt)
         src[0, 0, :4] = [-0.0, np.inf, -np.inf, np.nan]
-        got = conv_chunks.transposed(src)
+        got = omatcopy_transposed(src)
         want = np.ascontiguousarray(src.transpose(0, 2, 1))
         np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
         into = np.empty_like(want)
-        assert conv_chunks.transposed(src, into) is into
+        assert omatcopy_transposed(src, into) is into
         np.testing.assert_array_equal(into.view(np.uint8), want.view(np.uint8))

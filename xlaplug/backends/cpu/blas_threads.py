@@ -8,9 +8,10 @@ get the run's count.  A count set through threadpoolctl is process-wide.
 
 The count (`run_threads`): RunOptions.blas_threads when given; else one thread per
 FLOPS_PER_THREAD of the module's largest product (2*M*N*K of one matrix of a batch, found
-once per executable: `largest_product`), at most the cores this process may use divided
-among the devices that call BLAS at once, and at most what the library chose at load time
-(OPENBLAS_NUM_THREADS and the like).  A module with no product leaves the libraries alone.
+once per executable: `largest_product`; not of the convolutions that run their gemms on
+numba's threads, one BLAS thread each: conv_phases.threads_itself), at most the cores this
+process may use divided among the devices that call BLAS at once, and at most what the
+library chose at load time (OPENBLAS_NUM_THREADS and the like).  A module with no product leaves the libraries alone.
 
 Small products under a large count: OpenBLAS itself runs a gemm with M*N*K <= 2^18 on the
 calling thread, and larger ones on at most M*N*K / 2^18 threads (interface/gemm.c), so a
@@ -107,9 +108,14 @@ def product_flops(ins) -> tuple[int, int]:
 
 
 def largest_product(module) -> int:
-    """2*M*N*K of the module's largest single gemm (any computation: loop bodies, fusions)."""
+    """2*M*N*K of the module's largest single gemm (any computation: loop bodies, fusions),
+    but for the convolutions that run their gemms on numba's threads, one BLAS thread each
+    (conv_phases.threads_itself): the BLAS count is not theirs, and OpenBLAS's team woken
+    for nothing but them spins between products against numba's threads."""
+    from .conv_phases import threads_itself
     return max((product_flops(ins)[1] for comp in module.computations
-                for ins in comp.instructions), default=0)
+                for ins in comp.instructions
+                if ins.opcode != "convolution" or not threads_itself(ins)), default=0)
 
 
 def run_threads(largest: int, fixed: int | None, sharing: int = 1) -> int | None:
