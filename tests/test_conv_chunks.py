@@ -227,11 +227,13 @@ def test_chunk_count_leaves_small_products_whole():
     """A product under two chunks' worth of multiply-adds keeps the whole-matrix path; a
     chunk is never below MIN_MNK multiply-adds, nor starts off a TILE_ROWS boundary."""
     assert conv_chunks.chunk_count(200, 27, 32, 4) < 2
-    m, k, o = 25088, 576, 64
-    n = conv_chunks.chunk_count(m, k, o, 4)
-    starts = [(i * m // n) // conv_chunks.TILE_ROWS * conv_chunks.TILE_ROWS for i in range(n)]
-    sizes = np.diff(starts + [m])
-    assert n >= 2 and sizes.min() * k * o >= conv_chunks.MIN_MNK
+    for m, k, o in [(25088, 576, 64), (288, 4096, 64), (4096, 288, 64), (20000, 27, 1000)]:
+        starts = conv_chunks.chunk_starts(m, k, o, 4)
+        sizes = np.diff(starts)
+        assert len(sizes) >= 2 and sizes.min() * k * o >= conv_chunks.MIN_MNK
+        assert sizes.min() * k * 4 >= conv_chunks.BLOCK_BYTES or sizes.min() == 48
+        assert all(s % conv_chunks.TILE_ROWS == 0 for s in starts[:-1]) and starts[-1] == m
+    assert len(conv_chunks.chunk_starts(288, 4096, 64, 4)) == 7  # 6 chunks of 48 rows
 
 
 @needs_gemm

@@ -148,3 +148,32 @@ def devices_at_once(ctx) -> bool:
     threads, or fibers on several threads), which then share the cores among them."""
     place = ctx.spmd
     return place is not None and getattr(place.transport, "parallel", False)
+
+
+@contextlib.contextmanager
+def one_blas_thread(threads: int):
+    """numba on `threads` threads and numpy's OpenBLAS on one inside, as they were after: a
+    gemm called from a numba thread would otherwise start OpenBLAS's own team
+    (process-wide, from every numba thread at once)."""
+    import numba
+    blas = _numpy_blas()
+    before_numba = numba.get_num_threads()
+    before_blas = blas.num_threads if blas is not None else 1
+    if before_blas != 1:
+        blas.set_num_threads(1)
+    numba.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before_numba)
+        if before_blas != 1:
+            blas.set_num_threads(before_blas)
+
+
+@functools.lru_cache(maxsize=1)
+def _numpy_blas():
+    """threadpoolctl's controller of numpy's OpenBLAS (the library gang_gemm calls)."""
+    for lib, _ in blas_libraries():
+        if "numpy" in os.path.basename(os.path.dirname(lib.filepath)):
+            return lib
+    return None

@@ -6,11 +6,12 @@ a 3x3 convolution of f32[8,56,56,64]) and multiplies it once: every patch goes o
 and comes back for the product.  Here each thread gathers rows [r0, r1) of that matrix into
 a buffer of its own (~0.5 MB: in its core's L2) and calls the very gemm numpy's matmul makes
 for the whole product on those rows, into rows [r0, r1) of the result -- one BLAS thread per
-gemm, numba's threads each taking chunks (the gemm call, the MXCSR's FTZ and DAZ bits per
-gemm and numpy's OpenBLAS: gang_gemm.py).  Measured (one core, 2026-12-06,
-load 3-5): the whole-matrix gemm of that convolution 14.4 ms, its gather 7.9 ms; 110 chunk
-gemms of cache-resident rows 8.5 ms.  The gather reads the channels-last input directly,
-writing zeros where a tap falls in the padding, so there is no padded copy either.
+gemm, numba's threads each taking the next chunk as it is free (atomic_counter.py; the gemm
+call, the MXCSR's FTZ and DAZ bits per gemm and numpy's OpenBLAS: gang_gemm.py).  Measured
+(one core, 2026-12-06, load 3-5): the whole-matrix gemm of that convolution 14.4 ms, its
+gather 7.9 ms; 110 chunk gemms of cache-resident rows 8.5 ms.  The gather reads the
+channels-last input directly, writing zeros where a tap falls in the padding, so there is
+no padded copy either.
 
 Where there are too few rows for two chunks (or no gemm to call from numba) the same
 gather fills the whole patch matrix (`patches`) for convolution.py's one numpy product:
@@ -32,11 +33,11 @@ kernels its bits differ from one thread's; these are one thread's bits at any co
 """
 from __future__ import annotations
 
-import contextlib
 import functools
-import os
 
 import numpy as np
+
+from .blas_threads import one_blas_thread
 
 # Chunk boundaries: a multiple of every sgemm/dgemm kernel's row tile (see above).
 TILE_ROWS = 48
@@ -45,13 +46,16 @@ MIN_MNK = 8 << 20
 # Bytes of one chunk's patches: well inside a core's L2 (1-2 MB on current x86 parts),
 # leaving room for the gemm's packed copies.
 BLOCK_BYTES = 512 << 10
-VERSION = 3
+VERSION = 4
 
 
 def chunk_count(m: int, k: int, o: int, itemsize: int) -> int:
     """How many chunks the m rows of a [m, k] @ [k, o] product take (< 2: none)."""
     rows = max(-(-MIN_MNK // max(o * k, 1)), BLOCK_BYTES // max(k * itemsize, 1), TILE_ROWS)
-    return m // (rows + TILE_ROWS)  # rounding starts down to TILE_ROWS keeps each >= rows
+    # Whole tiles: m / count >= rows, so starts rounded down to TILE_ROWS (chunk_starts)
+    # keep every chunk at rows or more.  (It was m // (rows + TILE_ROWS): 3 chunks of a
+    # weight gradient's 288 rows where 6 of 48 hold MIN_MNK each -- 2 and 1 on 2 threads.)
+    return m // (-(-rows // TILE_ROWS) * TILE_ROWS)
 
 
 def chunk_starts(m: int, k: int, o: int, itemsize: int) -> list[int]:
@@ -179,7 +183,7 @@ def chunked(x: np.ndarray, w: np.ndarray, win, s_out, ctx) -> np.ndarray | None:
     with one_blas_thread(threads):
         _loop("chunks", x.dtype == np.float32)(
             gemm_library()[x.dtype], x, wm.__array_interface__["data"][0],
-            y.__array_interface__["data"][0], bufs, starts, dims)
+            y.__array_interface__["data"][0], bufs, starts, dims, np.zeros(1, np.int64))
     return y
 
 
@@ -199,38 +203,9 @@ def thread_buffers(table: dict, name: str, items: int, size: int, dtype):
     return bufs, threads
 
 
-@contextlib.contextmanager
-def one_blas_thread(threads: int):
-    """numba on `threads` threads and numpy's OpenBLAS on one inside, as they were after: a
-    gemm called from a numba thread would otherwise start OpenBLAS's own team
-    (process-wide, from every numba thread at once)."""
-    import numba
-    blas = _numpy_blas()
-    before_numba = numba.get_num_threads()
-    before_blas = blas.num_threads if blas is not None else 1
-    if before_blas != 1:
-        blas.set_num_threads(1)
-    numba.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        numba.set_num_threads(before_numba)
-        if before_blas != 1:
-            blas.set_num_threads(before_blas)
-
-
-@functools.lru_cache(maxsize=1)
-def _numpy_blas():
-    """threadpoolctl's controller of numpy's OpenBLAS (the library gang_gemm calls)."""
-    from .blas_threads import blas_libraries
-    for lib, _ in blas_libraries():
-        if "numpy" in os.path.basename(os.path.dirname(lib.filepath)):
-            return lib
-    return None
-
-
 # The patch gather, also conv_phases.py's (its loop's text starts with this one).
 GATHER = """
+from xlaplug.backends.cpu.atomic_counter import fetch_add
 from xlaplug.backends.cpu.gang_intrinsics import (call_gemm, copy_bytes, flush_on, ieee,
                                                   mxcsr_set, zero_bytes)
 # conv_chunks version {version}
@@ -269,18 +244,21 @@ def whole(x, cols, dims):
     gather(x, dims, 0, cols.shape[0], np.int64(cols.ctypes.data))
 
 
-def chunks(fn, x, w, y, bufs, starts, dims):
+def chunks(fn, x, w, y, bufs, starts, dims, taken):
     k, o, size = dims[2] * dims[3] * x.shape[3], dims[10], x.itemsize
     nt, nch, step = bufs.shape[0], starts.shape[0] - 1, bufs.shape[1] * size
+    counter = np.int64(taken.ctypes.data)  # the next chunk to take (atomic_counter.py)
     caller = ieee()  # threads numba starts now inherit IEEE arithmetic (gang_gemm.py)
     for t in prange(nt):
         base = np.int64(bufs.ctypes.data) + t * step
         old = flush_on()
-        for ch in range(t, nch, nt):
+        ch = fetch_add(counter, 1)
+        while ch < nch:
             r0, r1 = starts[ch], starts[ch + 1]
             gather(x, dims, r0, r1, base)
             call_gemm(fn, 111, 111, r1 - r0, o, k, {one}, base, k, w, o, {zero},
                       y + r0 * o * size, o)
+            ch = fetch_add(counter, 1)
         mxcsr_set(old)
     mxcsr_set(caller)
 """

@@ -9,11 +9,12 @@ too: an inf tap over a hole gives no NaN there.)  `phases` says each phase's win
 convolution.py multiplies them one numpy product each, or, for a 1-D or 2-D one, `chunked`
 runs every phase's patch rows in chunks on numba's threads (conv_chunks.py's gather and
 gemm, one BLAS thread each): the chunks of all phases are one list of work, largest first,
-so the threads share it evenly -- a phase alone has too few rows for two chunks of
-conv_chunks' size (the 2-D input gradient of a stride-2 3x3 convolution: phases of 4, 2, 2
-and 1 taps).  Each chunk's result rows are copied to their phase's strided outputs by the
-thread that made them.  A chunk is whole rows of its phase's product, started and sized as
-conv_chunks says, so the bits are the per-phase numpy product's, at any thread count.
+each thread taking the next one as it is free, so the threads share it evenly -- a phase
+alone has too few rows for two chunks of conv_chunks' size (the 2-D input gradient of a
+stride-2 3x3 convolution: phases of 4, 2, 2 and 1 taps).  Each chunk's result rows are
+copied to their phase's strided outputs by the thread that made them.  A chunk is whole
+rows of its phase's product, started and sized as conv_chunks says, so the bits are the
+per-phase numpy product's, at any thread count.
 
 `threads_itself`: the convolutions that run this way (or conv_chunks' way), which
 blas_threads.largest_product leaves out of the run's BLAS count: OpenBLAS's own team spins
@@ -28,6 +29,7 @@ import itertools
 import numpy as np
 
 from . import conv_chunks
+from .blas_threads import one_blas_thread
 
 
 class Phase:
@@ -99,7 +101,7 @@ def chunked(x: np.ndarray, w: np.ndarray, wdims, s_out, ctx) -> np.ndarray | Non
         items += [(p, r0, r1, (r1 - r0) * k) for r0, r1 in zip(starts[:-1], starts[1:])]
     if not items:
         return y
-    items.sort(key=lambda t: -t[3])  # largest first: the threads take them in turn
+    items.sort(key=lambda t: -t[3])  # largest first: the threads take them as they are free
     table = ctx.kernel_cache.table("conv_patches")
     most = max(r1 - r0 for _, r0, r1, _ in items)
     bufs, threads = conv_chunks.thread_buffers(
@@ -108,11 +110,11 @@ def chunked(x: np.ndarray, w: np.ndarray, wdims, s_out, ctx) -> np.ndarray | Non
     outs, _ = conv_chunks.thread_buffers(table, "phase rows", len(items), most * o, x.dtype)
     y4 = y.reshape((n,) + (1,) * (2 - nsp) + tuple(s_out) + (o,))
     addr = np.array([a.__array_interface__["data"][0] for a in mats], np.int64)
-    with conv_chunks.one_blas_thread(threads):
+    with one_blas_thread(threads):
         _loop(x.dtype == np.float32)(
             gemm_library()[x.dtype], conv_chunks.as_2d(x), addr, y4, bufs, outs,
             np.array([t[:3] for t in items], np.int64), np.array(dims, np.int64),
-            np.array(place, np.int64))
+            np.array(place, np.int64), np.zeros(1, np.int64))
     return y
 
 
@@ -148,19 +150,23 @@ def threads_itself(ins) -> bool:
 
 _LOOP = """
 
-def phases(fn, x, w, y, bufs, outs, items, dims, place):
+def phases(fn, x, w, y, bufs, outs, items, dims, place, taken):
     # items[t] = (phase, r0, r1); dims[p]: the phase's gather geometry; place[p] = (row0,
     # row step, col0, col step): its output (b, i, j) is y[b, row0 + step*i, col0 + step*j]
     nt, size = bufs.shape[0], x.itemsize
     o = y.shape[3]
     ya = np.int64(y.ctypes.data)
     sn, sh, sw = y.strides[0], y.strides[1], y.strides[2]
+    counter = np.int64(taken.ctypes.data)  # the next item to take (atomic_counter.py)
     caller = ieee()  # threads numba starts now inherit IEEE arithmetic (gang_gemm.py)
     for t in prange(nt):
         base = np.int64(bufs.ctypes.data) + t * bufs.shape[1] * size
         rows = np.int64(outs.ctypes.data) + t * outs.shape[1] * size
         old = flush_on()
-        for it in range(t, items.shape[0], nt):
+        while True:
+            it = fetch_add(counter, 1)
+            if it >= items.shape[0]:
+                break
             p, r0, r1 = items[it, 0], items[it, 1], items[it, 2]
             d = dims[p]
             k = d[2] * d[3] * x.shape[3]
