@@ -14,7 +14,7 @@ jax = pytest.importorskip("jax")
 from jax import lax  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-from xlaplug.backends.cpu import conv_chunks  # noqa: E402
+from xlaplug.backends.cpu import conv_chunks, conv_wgrad  # noqa: E402
 from xlaplug.backends.cpu.gang_gemm import gemm_library  # noqa: E402
 from xlaplug.backends.cpu.transpose_copy import omatcopy_transposed  # noqa: E402
 from xlaplug.hlo.text.parser import parse_module  # noqa: E402
@@ -109,6 +109,7 @@ def _run(module, args, chunked: bool, monkeypatch) -> tuple[np.ndarray, bool]:
     """The result on a fresh context, with the chunked path allowed or not, and whether it
     ran (its buffers are the context's scratch)."""
     with monkeypatch.context() as m:
+        m.setattr(conv_wgrad, "applies", lambda *a: False)  # its own test: test_conv_wgrad
         if not chunked:
             m.setattr(conv_chunks, "applies", lambda *a: False)
         ctx = ExecContext("cpu")

@@ -28,7 +28,7 @@ import itertools
 
 import numpy as np
 
-from . import conv_chunks
+from . import conv_chunks, conv_wgrad
 from .blas_threads import one_blas_thread
 
 
@@ -126,8 +126,8 @@ class _Undilated:
 def threads_itself(ins) -> bool:
     """Whether the convolution `ins` runs its products on numba's threads, one BLAS thread
     each, wherever the gemm is there to call (conv_chunks.chunked: rows enough for two
-    chunks of the whole product; or by phases, `chunked` above): 1-D or 2-D, no groups, a
-    float compute type."""
+    chunks of the whole product; a weight gradient's form, conv_wgrad.py; or by phases,
+    `chunked` above): 1-D or 2-D, no groups, a float compute type."""
     from ..common.plans import conv_plan
     from .gang_gemm import gemm_library
     if gemm_library() is None:
@@ -144,6 +144,8 @@ def threads_itself(ins) -> bool:
         return True
     if any(wd.lhs_dilate != 1 for wd in cp.window):
         return False
+    if conv_wgrad.form(cp):
+        return True
     m, k = cp.n * cp.p, cp.kk * cp.i
     return conv_chunks.chunk_count(m, k, cp.o, np.dtype(cp.compute_dtype).itemsize) >= 2
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..common.plans import conv_plan
 from ..registry import kernel
-from . import conv_chunks, conv_phases
+from . import conv_chunks, conv_phases, conv_wgrad
 from .linalg import _finish, _to_compute
 from .transpose_copy import contiguous, omatcopy_transposed
 
@@ -149,6 +149,8 @@ def _convolution(ins, args, ctx):
     rev = [d for d, wd in enumerate(wdims) if wd.reversal]
     if rev:
         w = np.flip(w, axis=rev)
+    if conv_wgrad.applies(cp, x.dtype, ctx):
+        return _output(conv_wgrad.gradient(x, w, wdims, s_out, ctx), cp, dn, out_dt)
     if conv_chunks.applies(x.dtype, wdims, G, BG, ctx):
         y = conv_chunks.chunked(x, w, conv_chunks.window(wdims), s_out, ctx)
         if y is not None:
