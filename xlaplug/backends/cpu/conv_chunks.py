@@ -46,7 +46,7 @@ MIN_MNK = 8 << 20
 # Bytes of one chunk's patches: well inside a core's L2 (1-2 MB on current x86 parts),
 # leaving room for the gemm's packed copies.
 BLOCK_BYTES = 512 << 10
-VERSION = 4
+VERSION = 5
 
 
 def chunk_count(m: int, k: int, o: int, itemsize: int) -> int:
@@ -218,10 +218,17 @@ def gather(x, dims, r0, r1, at):
     sn, sy, sx = dims[11], dims[12], dims[13]  # x's byte strides (channels: unit)
     xa, row = np.int64(x.ctypes.data), c * x.itemsize  # bytes of one position's channels
     at = np.int64(at)
+    b = r0 // (oh * ow)  # row r0's image and position; the rows after it count on from
+    i = (r0 - b * oh * ow) // ow  # there (two integer divisions a row cost more than the
+    j = r0 - b * oh * ow - i * ow - 1  # copies of a 3-channel image's patch)
     for r in range(r0, r1):
-        b = r // (oh * ow)
-        i = (r - b * oh * ow) // ow
-        j = r - b * oh * ow - i * ow
+        j += 1
+        if j == ow:
+            j = 0
+            i += 1
+            if i == oh:
+                i = 0
+                b += 1
         x0 = j * sw - pw
         for a in range(kh):
             yy = i * sh + a * dh - ph
