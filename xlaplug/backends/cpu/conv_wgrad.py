@@ -20,8 +20,12 @@ thread each, the next chunk taken as a thread is free), and the partials added i
 order: the same bits at any thread count.  Not the whole product's bits: the contraction is
 cut, as XLA's own kernels cut it in their order.
 
-Only where B*P*O is small (WHERE_MOST outputs: the partials cost a pass each) and the patch
-rows' runs are long (SHORTEST_RUN); others take conv_chunks' row chunks.
+Only where B*P*O is small (WHERE_MOST outputs: the partials cost a pass each); larger ones
+take conv_chunks' row chunks.  Measured (2026-12-06, load 1.2-1.7, medians of 7 x 20
+calls): the gradient of convnet_train's stride-2 layer (f32[16,32,32,32] with
+[16,16,16,64]) 0.87-0.90 ms against 1.27-1.29 by the row chunks, on one core or two; its
+first layer's (an RGB image: runs of 3 positions x 3 channels) 0.43 both ways on one
+core, and this way it has chunks for a second thread.
 """
 from __future__ import annotations
 
@@ -35,12 +39,6 @@ from .blas_threads import one_blas_thread
 # Outputs (B*P*O) of the convolutions taken this way: each chunk writes a partial of this
 # many elements, against its ~BLOCK_BYTES of patches.
 WHERE_MOST = 1 << 16
-# Bytes of the shortest run of adjacent values a patch row is gathered in (a memcpy each):
-# under it the gather's calls cost more than the copies the transposed product saves (the
-# 3x3 convolution of an RGB image's gradient, runs of 3 positions x 3 channels: 0.55-0.58
-# ms this way, 0.42-0.43 by conv_chunks' patch rows; its next layer's, 3 x 32 channels:
-# 0.92-1.04 against 1.37-1.56; one core and two, 2026-12-06, load 1.2).
-SHORTEST_RUN = 128
 
 
 def applies(cp, x_dtype, ctx) -> bool:
@@ -51,14 +49,9 @@ def applies(cp, x_dtype, ctx) -> bool:
 
 
 def form(cp) -> bool:
-    """The shape condition alone: more taps than output positions, B*P*O <= WHERE_MOST,
-    patch runs of SHORTEST_RUN bytes or more."""
-    if not (cp.kk > cp.p and cp.n * cp.p * cp.o <= WHERE_MOST and cp.groups == 1
-            and cp.batch_groups == 1 and cp.window):
-        return False
-    last = cp.window[-1]
-    run = (cp.out_spatial[-1] if last.stride == 1 else 1) * cp.n
-    return run * np.dtype(cp.compute_dtype).itemsize >= SHORTEST_RUN
+    """The shape condition alone: more taps than output positions, B*P*O <= WHERE_MOST."""
+    return cp.kk > cp.p and cp.n * cp.p * cp.o <= WHERE_MOST and cp.groups == 1 \
+        and cp.batch_groups == 1
 
 
 def gradient(x: np.ndarray, w: np.ndarray, wdims, s_out, ctx) -> np.ndarray:
