@@ -18,7 +18,12 @@ is gathered, on numba's threads (an implicit GEMM: the whole patch matrix never 
 memory), with the whole product's bits.  Other ranks copy contiguous channel rows with numpy:
 a strided slice of x per tap when there are fewer taps than output positions (a forward
 convolution: 9 taps, 1,024 positions), else a window of x per output position (a weight
-gradient: 1,024 taps, 9 positions).
+gradient: 1,024 taps, 9 positions).  Two forms take paths of their own, on numba's threads
+too: a 1-D or 2-D weight gradient with few outputs as the transposed product, its
+contraction in chunks (conv_wgrad.py), and an input-dilated convolution (a strided one's
+input gradient) by output phases, all phases' chunks one list of work (conv_phases.py).
+The convolutions that run on numba's threads stay out of the run's BLAS count
+(conv_phases.threads_itself).
 
 feature_group_count G: a batch of G products (each group's I channels, its O/G outputs);
 batch_group_count BG: a batch of BG products (each group's N/BG images, its O/BG outputs).
