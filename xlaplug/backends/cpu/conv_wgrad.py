@@ -80,7 +80,7 @@ def gradient(x: np.ndarray, w: np.ndarray, wdims, s_out, ctx) -> np.ndarray:
         _loop(x.dtype == np.float32)(
             gemm_library()[x.dtype], conv_chunks.as_2d(xt), wt.__array_interface__["data"][0],
             parts, bufs, starts, dims, np.zeros(1, np.int64))
-    y = parts[0]
+    y = parts[0].copy()  # the result holds no view of the partials
     for i in range(1, nch):  # in chunk order: the same bits at any thread count
         y += parts[i]
     return y.reshape((p, b, o)).transpose(1, 0, 2).reshape((b,) + tuple(s_out) + (o,))
