@@ -111,11 +111,19 @@ def largest_product(module) -> int:
     """2*M*N*K of the module's largest single gemm (any computation: loop bodies, fusions),
     but for the convolutions that run their gemms on numba's threads, one BLAS thread each
     (conv_phases.threads_itself): the BLAS count is not theirs, and OpenBLAS's team woken
-    for nothing but them spins between products against numba's threads."""
+    for nothing but them spins between products against numba's threads.  A module whose
+    only products are those counts 1 (one BLAS thread: where devices run at once, such a
+    convolution falls back to numpy's product, one thread per device), not 0 (the
+    libraries left as they are)."""
     from .conv_phases import threads_itself
-    return max((product_flops(ins)[1] for comp in module.computations
-                for ins in comp.instructions
-                if ins.opcode != "convolution" or not threads_itself(ins)), default=0)
+    largest, own = 0, False
+    for comp in module.computations:
+        for ins in comp.instructions:
+            if ins.opcode == "convolution" and threads_itself(ins):
+                own = True
+            else:
+                largest = max(largest, product_flops(ins)[1])
+    return largest or int(own)
 
 
 def run_threads(largest: int, fixed: int | None, sharing: int = 1) -> int | None:
