@@ -5,6 +5,8 @@ input, a strided slice per tap, one matmul on one BLAS thread), the same bits at
 count, XLA's values (padding, strides, dilation, 1-D, f64), and XLA's flushed subnormals."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -12,8 +14,9 @@ jax = pytest.importorskip("jax")
 from jax import lax  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-from xlaplug.backends.cpu import conv_chunks  # noqa: E402
+from xlaplug.backends.cpu import conv_chunks, conv_wgrad  # noqa: E402
 from xlaplug.backends.cpu.gang_gemm import gemm_library  # noqa: E402
+from xlaplug.backends.cpu.transpose_copy import omatcopy_transposed  # noqa: E402
 from xlaplug.hlo.text.parser import parse_module  # noqa: E402
 from xlaplug.runtime.executor import ExecContext  # noqa: E402
 
@@ -23,6 +26,18 @@ needs_gemm = pytest.mark.skipif(gemm_library() is None,
                                 reason="no ILP64 OpenBLAS of numpy's to call (x86-64 Linux)")
 
 RNG = np.random.default_rng(23)
+
+
+@contextlib.contextmanager
+def numba_threads(n: int):
+    """numba's thread count (the chunks' threads) n inside, as it was after."""
+    import numba
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
 
 
 def _conv(dn, **kw):
@@ -94,6 +109,7 @@ def _run(module, args, chunked: bool, monkeypatch) -> tuple[np.ndarray, bool]:
     """The result on a fresh context, with the chunked path allowed or not, and whether it
     ran (its buffers are the context's scratch)."""
     with monkeypatch.context() as m:
+        m.setattr(conv_wgrad, "applies", lambda *a: False)  # its own test: test_conv_wgrad
         if not chunked:
             m.setattr(conv_chunks, "applies", lambda *a: False)
         ctx = ExecContext("cpu")
@@ -116,7 +132,9 @@ def test_chunks_give_the_whole_products_bits(case, monkeypatch):
         got, ran = _run(module, (x, w), True, monkeypatch)
     assert ran, "the chunked path did not run"
     np.testing.assert_array_equal(got, whole)
-    with threadpool_limits(2):  # two threads, each its own chunks: the same bits
+    with numba_threads(2):  # two threads, each its own chunks: the same bits
+        np.testing.assert_array_equal(_run(module, (x, w), True, monkeypatch)[0], whole)
+    with numba_threads(1):
         np.testing.assert_array_equal(_run(module, (x, w), True, monkeypatch)[0], whole)
     want = np.asarray(jax.jit(f)(x, w))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
@@ -195,7 +213,7 @@ def test_chunks_flush_subnormals_as_xla(monkeypatch):
     module = _module(f, x, w)
     want = np.asarray(jax.jit(f)(x, w))
     for threads in (1, 2):
-        with threadpool_limits(threads):
+        with numba_threads(threads):
             got, ran = _run(module, (x, w), True, monkeypatch)
         assert ran
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
@@ -210,11 +228,13 @@ def test_chunk_count_leaves_small_products_whole():
     """A product under two chunks' worth of multiply-adds keeps the whole-matrix path; a
     chunk is never below MIN_MNK multiply-adds, nor starts off a TILE_ROWS boundary."""
     assert conv_chunks.chunk_count(200, 27, 32, 4) < 2
-    m, k, o = 25088, 576, 64
-    n = conv_chunks.chunk_count(m, k, o, 4)
-    starts = [(i * m // n) // conv_chunks.TILE_ROWS * conv_chunks.TILE_ROWS for i in range(n)]
-    sizes = np.diff(starts + [m])
-    assert n >= 2 and sizes.min() * k * o >= conv_chunks.MIN_MNK
+    for m, k, o in [(25088, 576, 64), (288, 4096, 64), (4096, 288, 64), (20000, 27, 1000)]:
+        starts = conv_chunks.chunk_starts(m, k, o, 4)
+        sizes = np.diff(starts)
+        assert len(sizes) >= 2 and sizes.min() * k * o >= conv_chunks.MIN_MNK
+        assert sizes.min() * k * 4 >= conv_chunks.BLOCK_BYTES or sizes.min() == 48
+        assert all(s % conv_chunks.TILE_ROWS == 0 for s in starts[:-1]) and starts[-1] == m
+    assert len(conv_chunks.chunk_starts(288, 4096, 64, 4)) == 7  # 6 chunks of 48 rows
 
 
 @needs_gemm
@@ -242,9 +262,9 @@ def test_transposed_planes_are_numpys_transpose():
     for dt in (np.float32, np.float64):
         src = RNG.standard_normal((3, 17, 40)).astype(dt)
         src[0, 0, :4] = [-0.0, np.inf, -np.inf, np.nan]
-        got = conv_chunks.transposed(src)
+        got = omatcopy_transposed(src)
         want = np.ascontiguousarray(src.transpose(0, 2, 1))
         np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
         into = np.empty_like(want)
-        assert conv_chunks.transposed(src, into) is into
+        assert omatcopy_transposed(src, into) is into
         np.testing.assert_array_equal(into.view(np.uint8), want.view(np.uint8))

@@ -24,7 +24,9 @@ no loaded plugin overrides its opcode (the plugin's kernel must still run).  Onl
 elements start a fusion: below that, the one-time compile of a fused loop costs more than
 it saves -- except a chain holding a multiply-add XLA:CPU contracts into an FMA
 (fusion_split.contracts), fused at any size from 2 elements so its rounding is XLA's.
-A fusion needs two pieces of work (elementwise ops or array broadcasts).  Inside each
+A fusion needs two pieces of work (elementwise ops or array broadcasts), or one op that reads
+a scalar broadcast to its whole shape (a relu's maximum with zeros: fused, no n-element
+array of zeros is written and read back).  Inside each
 fusion body, a cheap value that XLA:CPU would recompute in several of its own (smaller)
 fusions gets a copy per such fusion (backends/common/fusion_split.py), so that a multiply
 is contracted into an FMA exactly where XLA's kernels contract it; the check above for
@@ -138,6 +140,8 @@ def _groups(comp: Computation, min_elements: int, skip: frozenset,
             if not _edge_broadcast(p) and not copy:  # (their operands stay parameters)
                 work.extend(p.operands)
         work_done = sum(1 for i in group if i.opcode in LOOP_OPS or _edge_broadcast(i))
+        if work_done == 1 and not small and _fills(group, n):
+            work_done = 2  # the loop saves writing (and reading) an n-element broadcast
         if work_done < 2 or (small and not _holds_multiply(group)):
             # Rejected, and with no multiply (no copies, no FMA): every member is in
             # because all its readers are, so the group of any member, as a root later,
@@ -154,6 +158,13 @@ def _groups(comp: Computation, min_elements: int, skip: frozenset,
             id(u) in members for u in users.get(id(i), [])))}
         groups.extend(pieces(group, users, max_instructions))
     return groups
+
+
+def _fills(group: list[Instruction], n: int) -> bool:
+    """Whether the group holds a broadcast of one element to all n (a relu's zeros): alone,
+    its kernel writes the n elements out for the one op to read back."""
+    return any(i.opcode == "broadcast" and not _edge_broadcast(i) and _n(i.shape) == n
+               for i in group)
 
 
 def _holds_multiply(group: list[Instruction]) -> bool:

@@ -8,9 +8,10 @@ get the run's count.  A count set through threadpoolctl is process-wide.
 
 The count (`run_threads`): RunOptions.blas_threads when given; else one thread per
 FLOPS_PER_THREAD of the module's largest product (2*M*N*K of one matrix of a batch, found
-once per executable: `largest_product`), at most the cores this process may use divided
-among the devices that call BLAS at once, and at most what the library chose at load time
-(OPENBLAS_NUM_THREADS and the like).  A module with no product leaves the libraries alone.
+once per executable: `largest_product`; not of the convolutions that run their gemms on
+numba's threads, one BLAS thread each: conv_phases.threads_itself), at most the cores this
+process may use divided among the devices that call BLAS at once, and at most what the
+library chose at load time (OPENBLAS_NUM_THREADS and the like).  A module with no product leaves the libraries alone.
 
 A derived count (`Derived`, not RunOptions') yields to other processes when each run starts:
 it is cut to the cores not taken by other processes' runnable threads at that moment
@@ -158,9 +159,22 @@ def product_flops(ins) -> tuple[int, int]:
 
 
 def largest_product(module) -> int:
-    """2*M*N*K of the module's largest single gemm (any computation: loop bodies, fusions)."""
-    return max((product_flops(ins)[1] for comp in module.computations
-                for ins in comp.instructions), default=0)
+    """2*M*N*K of the module's largest single gemm (any computation: loop bodies, fusions),
+    but for the convolutions that run their gemms on numba's threads, one BLAS thread each
+    (conv_phases.threads_itself): the BLAS count is not theirs, and OpenBLAS's team woken
+    for nothing but them spins between products against numba's threads.  A module whose
+    only products are those counts 1 (one BLAS thread: where devices run at once, such a
+    convolution falls back to numpy's product, one thread per device), not 0 (the
+    libraries left as they are)."""
+    from .conv_phases import threads_itself
+    largest, own = 0, False
+    for comp in module.computations:
+        for ins in comp.instructions:
+            if ins.opcode == "convolution" and threads_itself(ins):
+                own = True
+            else:
+                largest = max(largest, product_flops(ins)[1])
+    return largest or int(own)
 
 
 def run_threads(largest: int, fixed: int | None, sharing: int = 1) -> int | None:
@@ -195,3 +209,32 @@ def devices_at_once(ctx) -> bool:
     threads, or fibers on several threads), which then share the cores among them."""
     place = ctx.spmd
     return place is not None and getattr(place.transport, "parallel", False)
+
+
+@contextlib.contextmanager
+def one_blas_thread(threads: int):
+    """numba on `threads` threads and numpy's OpenBLAS on one inside, as they were after: a
+    gemm called from a numba thread would otherwise start OpenBLAS's own team
+    (process-wide, from every numba thread at once)."""
+    import numba
+    blas = _numpy_blas()
+    before_numba = numba.get_num_threads()
+    before_blas = blas.num_threads if blas is not None else 1
+    if before_blas != 1:
+        blas.set_num_threads(1)
+    numba.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before_numba)
+        if before_blas != 1:
+            blas.set_num_threads(before_blas)
+
+
+@functools.lru_cache(maxsize=1)
+def _numpy_blas():
+    """threadpoolctl's controller of numpy's OpenBLAS (the library gang_gemm calls)."""
+    for lib, _ in blas_libraries():
+        if "numpy" in os.path.basename(os.path.dirname(lib.filepath)):
+            return lib
+    return None

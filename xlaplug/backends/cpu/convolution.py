@@ -18,7 +18,12 @@ is gathered, on numba's threads (an implicit GEMM: the whole patch matrix never 
 memory), with the whole product's bits.  Other ranks copy contiguous channel rows with numpy:
 a strided slice of x per tap when there are fewer taps than output positions (a forward
 convolution: 9 taps, 1,024 positions), else a window of x per output position (a weight
-gradient: 1,024 taps, 9 positions).
+gradient: 1,024 taps, 9 positions).  Two forms take paths of their own, on numba's threads
+too: a 1-D or 2-D weight gradient with few outputs as the transposed product, its
+contraction in chunks (conv_wgrad.py), and an input-dilated convolution (a strided one's
+input gradient) by output phases, all phases' chunks one list of work (conv_phases.py).
+The convolutions that run on numba's threads stay out of the run's BLAS count
+(conv_phases.threads_itself).
 
 feature_group_count G: a batch of G products (each group's I channels, its O/G outputs);
 batch_group_count BG: a batch of BG products (each group's N/BG images, its O/BG outputs).
@@ -33,9 +38,9 @@ import numpy as np
 
 from ..common.plans import conv_plan
 from ..registry import kernel
-from . import conv_chunks
+from . import conv_chunks, conv_phases, conv_wgrad
 from .linalg import _finish, _to_compute
-from .transpose_copy import contiguous
+from .transpose_copy import contiguous, omatcopy_transposed
 
 
 def _dilate_pad(x: np.ndarray, pads) -> np.ndarray:
@@ -102,60 +107,35 @@ class _Dim:
         self.stride, self.rhs_dilate = stride, rhs_dilate
 
 
-def _phases_apply(wdims, G: int, BG: int) -> bool:
-    """Whether an input-dilated convolution (a strided one's input gradient) runs by output
-    phases (_by_phases): every dilated dimension at stride 1 without kernel dilation, and no
-    groups.  (XLA's sums skip the holes too: an inf tap over a hole gives no NaN there.)"""
-    dilated = [wd for wd in wdims if wd.lhs_dilate > 1]
-    return bool(dilated) and G == 1 and BG == 1 and \
-        all(wd.stride == 1 and wd.rhs_dilate == 1 for wd in dilated)
-
-
-def _by_phases(x, w, wdims, ksz, s_out, scratch: dict | None = None) -> np.ndarray:
-    """[N, S_out..., O] of a convolution whose input is dilated by D along some dimensions:
-    output positions o = D*m + r of one phase r read only the taps k = k0, k0 + D, ... that
-    land on input samples (k0 = (pad_lo - r) mod D), at consecutive input positions -- an
-    undilated convolution with the kernel's taps k0::D -- so the zeros between samples (3 of
-    4 of the products at D = 2 in 2-D) are neither gathered nor multiplied.  Every phase
-    writes its own outputs, so `y` starts empty; `scratch` keeps the phases' patches from
-    run to run (as _patches says: a fresh buffer's page faults cost more than its gather)."""
+def _by_phases(x, w, wdims, ksz, s_out, ctx, scratch: dict | None = None) -> np.ndarray:
+    """[N, S_out..., O] of an input-dilated convolution by output phases (conv_phases.py):
+    in chunks on numba's threads where conv_phases.chunked runs, else each phase an
+    undilated convolution of its own, one numpy product.  Every phase writes its own
+    outputs, so `y` starts empty; `scratch` keeps the phases' patches from run to run (as
+    _patches says: a fresh buffer's page faults cost more than its gather)."""
+    if len(wdims) in (1, 2):
+        y = conv_phases.chunked(x, w, wdims, s_out, ctx)
+        if y is not None:
+            return y
     n, c, o = x.shape[0], x.shape[-1], w.shape[-1]
     y = np.empty((n,) + tuple(s_out) + (o,), x.dtype)
     x = contiguous(x)  # once, not per phase
-    for phase in itertools.product(*(range(wd.lhs_dilate) for wd in wdims)):
-        pads, dims, taps, outs, sub_out = [], [], [], [], []
-        for r, wd, k, od, xd in zip(phase, wdims, ksz, s_out, x.shape[1:-1]):
-            dd = wd.lhs_dilate
-            if dd == 1:
-                pads.append((wd.pad_lo, wd.pad_hi, 0))
-                dims.append(_Dim(wd.stride, wd.rhs_dilate))
-                taps.append(slice(None))
-                outs.append(slice(None))
-                sub_out.append(od)
-                continue
-            k0 = (wd.pad_lo - r) % dd
-            nt, nm = len(range(k0, k, dd)), len(range(r, od, dd))
-            e0 = (r + k0 - wd.pad_lo) // dd  # input position of output m = 0's first tap
-            pads.append((-e0, nm + nt - 1 + e0 - xd, 0))
-            dims.append(_Dim(1, 1))
-            taps.append(slice(k0, k, dd))
-            outs.append(slice(r, od, dd))
-            sub_out.append(nm)
-        ws = w[tuple(taps)]
+    for ph in conv_phases.phases(wdims, ksz, s_out, x.shape[1:-1]):
+        ws = w[ph.taps]
         sub_k = ws.shape[:-2]
-        if 0 in sub_out:
-            continue  # no output of this phase
         if 0 in sub_k:
-            y[(slice(None),) + tuple(outs)] = 0  # no tap meets a sample: sums of zeros
+            y[(slice(None),) + ph.outs] = 0  # no tap meets a sample: sums of zeros
             continue
-        if len(dims) in (1, 2):  # the phase's window straight from x, as a crop or pad
-            win = [(d.stride, d.rhs_dilate, lo) for d, (lo, _, _) in zip(dims, pads)]
-            cols = conv_chunks.patches(x, sub_k, win, sub_out, scratch)
+        if len(wdims) in (1, 2):  # the phase's window straight from x, as a crop or pad
+            cols = conv_chunks.patches(x, sub_k, ph.win, ph.sub_out, scratch)
         else:
-            cols = _patches(_dilate_pad(x, pads), dims, sub_k, sub_out, scratch)
+            pads = [(lo, (m - 1) * s + (k - 1) * d + 1 - lo - xd, 0) for (s, d, lo), m, k, xd
+                    in zip(ph.win, ph.sub_out, sub_k, x.shape[1:-1])]
+            dims = [_Dim(s, d) for s, d, _ in ph.win]
+            cols = _patches(_dilate_pad(x, pads), dims, sub_k, ph.sub_out, scratch)
         kk = int(np.prod(sub_k, dtype=np.int64))
         ys = cols.reshape(-1, kk * c) @ np.ascontiguousarray(ws).reshape(kk * c, o)
-        y[(slice(None),) + tuple(outs)] = ys.reshape((n,) + tuple(sub_out) + (o,))
+        y[(slice(None),) + ph.outs] = ys.reshape((n,) + tuple(ph.sub_out) + (o,))
     return y
 
 
@@ -174,13 +154,15 @@ def _convolution(ins, args, ctx):
     rev = [d for d, wd in enumerate(wdims) if wd.reversal]
     if rev:
         w = np.flip(w, axis=rev)
+    if conv_wgrad.applies(cp, x.dtype, ctx):
+        return _output(conv_wgrad.gradient(x, w, wdims, s_out, ctx), cp, dn, out_dt)
     if conv_chunks.applies(x.dtype, wdims, G, BG, ctx):
         y = conv_chunks.chunked(x, w, conv_chunks.window(wdims), s_out, ctx)
         if y is not None:
             return _output(y, cp, dn, out_dt, planes=True)
     scratch = ctx.kernel_cache.table("conv_patches") if ctx is not None else None
-    if _phases_apply(wdims, G, BG):
-        y = _by_phases(x, w, wdims, ksz, s_out, scratch)
+    if conv_phases.applies(wdims, G, BG):
+        y = _by_phases(x, w, wdims, ksz, s_out, ctx, scratch)
         return _output(y, cp, dn, out_dt)
     if conv_chunks.gathers(wdims):
         cols = conv_chunks.patches(x, ksz, conv_chunks.window(wdims), s_out, scratch)
@@ -195,13 +177,13 @@ def _convolution(ins, args, ctx):
 
 def _output(y, cp, dn, out_dt, planes: bool = False) -> np.ndarray:
     """[N, S_out..., O] in the compute type -> the result, in its own dimension order;
-    `planes`: a channels-first result of the chunked path's by conv_chunks.transposed."""
+    `planes`: a channels-first result of the chunked path's, by omatcopy_transposed."""
     y = _finish(y, cp.kind, out_dt).reshape((cp.n_out,) + tuple(cp.out_spatial) + (cp.o,))
     canon = (dn.output_batch,) + tuple(dn.output_spatial) + (dn.output_feature,)
     order = np.argsort(canon)
     nsp = len(cp.out_spatial)
     if planes and nsp and list(order) == [0, nsp + 1] + list(range(1, nsp + 1)):
-        res = conv_chunks.transposed(y.reshape(cp.n_out, -1, cp.o))
+        res = omatcopy_transposed(y.reshape(cp.n_out, -1, cp.o))
         if res is not None:
             return res.reshape(tuple(y.shape[d] for d in order))
     return contiguous(y.transpose(order))

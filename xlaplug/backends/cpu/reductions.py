@@ -14,6 +14,7 @@ import numpy as np
 
 from ..registry import kernel
 from . import comp_patterns as P
+from .jit_store import cached_njit
 from .jit_drivers import (from_numba, map_driver, numba_array, numba_dtype, numba_scalar, pick,
                           reduce_driver, scalar_callable)
 
@@ -56,8 +57,46 @@ def _fast_reduce(comp, x, init, dims, shape):
             return x.copy()
         return np.full(shape.dims, init, shape.dtype)
     work = numba_array(x)  # narrow floats as f32: exact for max/min
-    r = uf.reduce(work, axis=dims, dtype=work.dtype if work.dtype != np.bool_ else None)
+    r = _leading_sums(work, dims) if uf is np.add else None
+    if r is None:
+        r = uf.reduce(work, axis=dims, dtype=work.dtype if work.dtype != np.bool_ else None)
     return np.asarray(r).astype(shape.dtype, copy=False).reshape(shape.dims)
+
+
+# Sums over a block of dimensions with a short kept block after it: numpy's reduction then
+# runs an inner loop of the kept block's length per reduced row (a bias gradient: f32
+# [16,32,32,32] over {0,1,2}, 0.22 ms), the compiled loop below the same adds in the same
+# order (0.05 ms; one core, 2026-12-06).
+_SUMS_FROM, _SUMS_MOST_KEPT = 1 << 12, 1 << 12
+
+
+def _leading_sums(x: np.ndarray, dims) -> np.ndarray | None:
+    """x [A..., R..., C...] summed over the R block `dims` as numpy's add.reduce sums it
+    -- every output element in the reduced rows' order, one add at a time (its pairwise
+    sum is along a reduced innermost dimension only, which this never is) -- but from the
+    init 0 as XLA folds, where numpy starts from the first row (a column of -0.0 only: +0.0
+    here and in XLA, -0.0 in numpy); for a C-contiguous f32/f64 x whose kept inner block C
+    holds 2.._SUMS_MOST_KEPT elements; else None."""
+    if x.dtype not in (np.float32, np.float64) or x.size < _SUMS_FROM \
+            or not x.flags.c_contiguous or list(dims) != list(range(dims[0], dims[-1] + 1)):
+        return None
+    a = int(np.prod(x.shape[:dims[0]], dtype=np.int64))
+    c = int(np.prod(x.shape[dims[-1] + 1:], dtype=np.int64))
+    if not 2 <= c <= _SUMS_MOST_KEPT:
+        return None
+    out = np.empty((a, c), x.dtype)
+    _sum_rows(x.reshape(a, -1, c), out)
+    return out
+
+
+@cached_njit(lazy=True, nogil=True)
+def _sum_rows(x, out):
+    """out[a, :] = 0 + x[a, 0, :] + x[a, 1, :] + ... in that order."""
+    for a in range(x.shape[0]):
+        out[a, :] = 0
+        for r in range(x.shape[1]):
+            for j in range(x.shape[2]):
+                out[a, j] += x[a, r, j]
 
 
 @kernel("map")
