@@ -52,7 +52,7 @@ import math
 import numpy as np
 from numba import njit as _njit, prange
 from numba.extending import register_jitable
-from xlaplug.backends.common.scalar_ops import SCALAR_NAMESPACE as _NS
+from xlaplug.backends.common.scalar_ops import GENERATED_NAMESPACE as _NS
 globals().update(_NS)
 """
 
