@@ -38,6 +38,15 @@ def _signals_left_as_found():
         pytest.fail(f"the test left this worker's signals changed: {before} -> {after}")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _cuda_simulator_waits():
+    """Under numba's CUDA simulator, its block manager waits for a block's threads instead
+    of polling them (tests/cudasim_threads.py): the same kernels, without the spin."""
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        import cudasim_threads
+        cudasim_threads.install()
+
+
 @pytest.fixture(scope="session")
 def jax_corpus():
     """Every program of tests/jax_corpus.py as an Entry (name, lowered_hlo, compiled_hlo,

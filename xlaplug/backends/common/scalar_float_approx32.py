@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 from numba.extending import register_jitable
 
+from .scalar_inline import inlined
+
 from .scalar_float_bits import _xbits32, _xfrom_bits32
 from .scalar_float_round import _xfma32, _xftz32
 
@@ -25,7 +27,7 @@ def _xpoly32(x, c0, c1, c2, c3, c4, c5, c6):
     return _xftz32(_xfma32(acc, x, np.float32(c6)))
 
 
-@register_jitable(inline="always")
+@inlined
 def _xlog1p32(x):
     """_xlog1p evaluated in f32 arithmetic, as XLA does for f32.  Both forms are computed and
     one is selected (no early return), and the function is inlined into its loop: a branch or
@@ -57,7 +59,7 @@ _TANH_Q32 = (1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03,
              4.89352518554385e-03)
 
 
-@register_jitable(inline="always")
+@inlined
 def _xhorner32(x, coeffs):
     """coeffs[0] x^n + ... + coeffs[n] by Horner's rule in f32, each step one FMA (the
     contracted form XLA's polynomials take)."""
@@ -67,7 +69,7 @@ def _xhorner32(x, coeffs):
     return y
 
 
-@register_jitable(inline="always")
+@inlined
 def _xtanh32(x):
     x = np.float32(x)
     if x != x or abs(x) < np.float32(0.0004):
@@ -95,7 +97,7 @@ _EXP_INF32 = np.float32(88.72283935546875)
 _ONE_BELOW32 = np.float32(1.0 - 2.0 ** -24)  # the largest f32 below 1
 
 
-@register_jitable(inline="always")
+@inlined
 def _xexp32(x):
     x = np.float32(x)
     xc = x if x > _EXP_LO32 else _EXP_LO32  # (NaN takes the low clamp; picked out below)
@@ -169,7 +171,7 @@ def _xlog32(x):
     return _xfma32(np.float32(0.693359375), e, r)
 
 
-@register_jitable(inline="always")
+@inlined
 def _xlogistic32(x):
     """XLA's logistic in f32 steps: 1 / (1 + exp(-x)), each step flushed."""
     one = np.float32(1.0)
@@ -202,7 +204,7 @@ _ERF_Q32 = (-1.1791602954361697e-7, 0.000023547966471313185, 0.00101796252789148
 _ERF_CLAMP32 = np.float32(3.832506856900711)
 
 
-@register_jitable(inline="always")
+@inlined
 def _xerf32(x):
     x = np.float32(x)
     x2 = np.float32(x * x)

@@ -12,6 +12,8 @@ from llvmlite import ir as llvm_ir
 from numba.core import types
 from numba.extending import intrinsic, overload, register_jitable
 
+from .scalar_inline import inlined, inlined_as
+
 
 # Bit views.  These bodies (through a one-element array) are what plain Python runs (CUDA
 # has its own, device_helpers.py); numba on the CPU compiles the overloads below instead: an
@@ -83,7 +85,7 @@ def _from_bits64_llvm(i):
 # instead of through f32 copies (cpu/fused_loop.py, cpu/row_loop.py), and for the array
 # conversions (cpu/bf16_convert.py): the bit rules written once, in integer lanes with no
 # branch or call, so that loops vectorize.
-@register_jitable(inline="always")
+@inlined
 def _bf16_round_bits(u):
     """The bf16 bits of the float32 bits `u` (uint32): NaN (|bits| > 0x7F800000) -> its
     sign | 0x7FC0 (ml_dtypes' quiet NaN); anything else rounded to nearest even on the bits
@@ -95,7 +97,7 @@ def _bf16_round_bits(u):
                      >> np.uint32(16))
 
 
-@register_jitable(inline="always")
+@inlined
 def _bf16_widen_bits(h):
     """The float32 bits of the bf16 bits `h` (exact: the high half)."""
     return np.uint32(np.uint32(h) << np.uint32(16))
@@ -113,14 +115,24 @@ def _xbf16_store(x):
     return _bf16_round_bits(np.array([x], np.float32).view(np.uint32)[0])
 
 
+@inlined_as("_xbf16_load")
+def _bf16_load_numba(h):
+    return _llvm_bitcast(_bf16_widen_bits(h), np.float32)
+
+
+@inlined_as("_xbf16_store")
+def _bf16_store_numba(x):
+    return _bf16_round_bits(_llvm_bitcast(np.float32(x), np.uint32))
+
+
 @overload(_xbf16_load, inline="always")
 def _bf16_load_llvm(h):
-    return lambda h: _llvm_bitcast(_bf16_widen_bits(h), np.float32)
+    return _bf16_load_numba
 
 
 @overload(_xbf16_store, inline="always")
 def _bf16_store_llvm(x):
-    return lambda x: _bf16_round_bits(_llvm_bitcast(np.float32(x), np.uint32))
+    return _bf16_store_numba
 
 
 @register_jitable

@@ -45,7 +45,7 @@ import numpy as np
 
 from ...hlo import dtypes as D
 from . import scalar_complex, scalar_complex_fn, scalar_float_approx32, scalar_float_bits
-from . import scalar_float_math, scalar_float_round, scalar_int, scalar_libm
+from . import scalar_float_math, scalar_float_round, scalar_inline, scalar_int, scalar_libm
 from . import scalar_ops_complex as C
 from .scalar_base import (SCALAR_COMPUTE_DTYPES, ScalarOpError, ScalarSig, _daz, _dazfp,
                           _fkind, _fres, _fres_norflush, _from_pat, _from_wide, _mask, _pat,
@@ -161,6 +161,12 @@ SCALAR_NAMESPACE: dict[str, Any] = {"np": np, "math": math}
 for _m in SCALAR_HELPER_MODULES:
     SCALAR_NAMESPACE.update({k: v for k, v in vars(_m).items()
                              if k.startswith(("_x", "_y")) and callable(v)})
+# The globals of generated modules (cpu/jit_cache.py), which only numba runs: the loop
+# helpers as their njit twins (scalar_inline.py).  SCALAR_NAMESPACE itself stays callable
+# from plain Python (scalar_jit's `.py_func`, run uncompiled).
+GENERATED_NAMESPACE: dict[str, Any] = {
+    **SCALAR_NAMESPACE, **{k: v for k, v in scalar_inline.twins().items()
+                           if k in SCALAR_NAMESPACE}}
 
-__all__ = ["SCALAR_OPS", "SCALAR_NAMESPACE", "SCALAR_HELPER_MODULES", "SCALAR_COMPUTE_DTYPES",
-           "ScalarOpError", "ScalarSig"]
+__all__ = ["SCALAR_OPS", "SCALAR_NAMESPACE", "GENERATED_NAMESPACE", "SCALAR_HELPER_MODULES",
+           "SCALAR_COMPUTE_DTYPES", "ScalarOpError", "ScalarSig"]

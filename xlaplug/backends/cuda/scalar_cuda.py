@@ -123,7 +123,8 @@ def _libm_atan2f():
 
 def _helper_sources() -> list[tuple[str, str]]:
     """(name, source) of every `_x` / `_y` helper of the common scalar modules, decorators
-    removed (the bit views and libm primitives excepted: they get device versions)."""
+    removed (the bit views and libm primitives excepted: they get device versions).  A
+    helper that is another's second name (`_xftzr32 = _xftz32`) is left to `_helper_aliases`."""
     out = []
     for mod in SCALAR_HELPER_MODULES:
         for name, fn in vars(mod).items():
@@ -131,10 +132,19 @@ def _helper_sources() -> list[tuple[str, str]]:
                 continue
             if fn.__module__ != mod.__name__ or name in _DEVICE_VERSIONS:
                 continue
+            if fn.__name__ != name:
+                continue
             src = textwrap.dedent(inspect.getsource(fn))
             src = "\n".join(ln for ln in src.splitlines() if not ln.startswith("@"))
             out.append((name, src + "\n"))
     return out
+
+
+def _helper_aliases() -> dict[str, str]:
+    """{second name: the helper's own name} of the helpers bound under two names."""
+    return {name: fn.__name__ for mod in SCALAR_HELPER_MODULES for name, fn in vars(mod).items()
+            if name.startswith(("_x", "_y")) and inspect.isfunction(fn)
+            and fn.__module__ == mod.__name__ and fn.__name__ != name}
 
 
 def _helper_constants() -> dict:
@@ -179,6 +189,8 @@ def _build_namespace() -> dict:
         names.append(name)
     for name in names:
         ns[name] = cuda.jit(device=True)(ns[name])
+    for alias, name in _helper_aliases().items():
+        ns[alias] = ns[name]
     return ns
 
 
