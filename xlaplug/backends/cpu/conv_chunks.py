@@ -278,3 +278,14 @@ def _loop(entry: str, single: bool):
     one, zero = ("np.float32(1.0)", "np.float32(0.0)") if single else ("1.0", "0.0")
     src = _LOOP.format(version=VERSION, one=one, zero=zero)
     return cached_function(src, {}, entry, nogil=True, parallel=entry == "chunks")
+
+
+@functools.lru_cache(maxsize=8)
+def gathered_loop(template: str, entry: str, single: bool):
+    """The compiled parallel `entry` of GATHER followed by `template`, whose `{one}` and
+    `{zero}` are the gemm's alpha and beta (f32 when `single`: sgemm, else dgemm) -- the
+    input gradient's phases (conv_phases.py) and the weight gradient (conv_wgrad.py)."""
+    from .jit_cache import cached_function
+    one, zero = ("np.float32(1.0)", "np.float32(0.0)") if single else ("1.0", "0.0")
+    src = GATHER.format(version=VERSION) + template.format(one=one, zero=zero)
+    return cached_function(src, {}, entry, nogil=True, parallel=True)

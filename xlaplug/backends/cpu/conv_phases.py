@@ -23,7 +23,6 @@ a step with two BLAS threads against 7 ms with one, load 1.7 from another proces
 """
 from __future__ import annotations
 
-import functools
 import itertools
 
 import numpy as np
@@ -111,7 +110,7 @@ def chunked(x: np.ndarray, w: np.ndarray, wdims, s_out, ctx) -> np.ndarray | Non
     y4 = y.reshape((n,) + (1,) * (2 - nsp) + tuple(s_out) + (o,))
     addr = np.array([a.__array_interface__["data"][0] for a in mats], np.int64)
     with one_blas_thread(threads):
-        _loop(x.dtype == np.float32)(
+        conv_chunks.gathered_loop(_LOOP, "phases", x.dtype == np.float32)(
             gemm_library()[x.dtype], conv_chunks.as_2d(x), addr, y4, bufs, outs,
             np.array([t[:3] for t in items], np.int64), np.array(dims, np.int64),
             np.array(place, np.int64), np.zeros(1, np.int64))
@@ -186,12 +185,3 @@ def phases(fn, x, w, y, bufs, outs, items, dims, place, taken):
     mxcsr_set(caller)
 """
 
-
-@functools.lru_cache(maxsize=2)
-def _loop(single: bool):
-    """The compiled `phases` (parallel; sgemm when `single`, else dgemm)."""
-    from .jit_cache import cached_function
-    one, zero = ("np.float32(1.0)", "np.float32(0.0)") if single else ("1.0", "0.0")
-    src = conv_chunks.GATHER.format(version=conv_chunks.VERSION) + _LOOP.format(
-        one=one, zero=zero)
-    return cached_function(src, {}, "phases", nogil=True, parallel=True)

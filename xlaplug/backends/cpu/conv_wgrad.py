@@ -29,7 +29,6 @@ core, and this way it has chunks for a second thread.
 """
 from __future__ import annotations
 
-import functools
 
 import numpy as np
 
@@ -77,7 +76,7 @@ def gradient(x: np.ndarray, w: np.ndarray, wdims, s_out, ctx) -> np.ndarray:
                                                x.dtype)
     parts = np.empty((nch, m, o), x.dtype)
     with one_blas_thread(threads):
-        _loop(x.dtype == np.float32)(
+        conv_chunks.gathered_loop(_LOOP, "gradient", x.dtype == np.float32)(
             gemm_library()[x.dtype], conv_chunks.as_2d(xt), wt.__array_interface__["data"][0],
             parts, bufs, starts, dims, np.zeros(1, np.int64))
     y = parts[0].copy()  # the result holds no view of the partials
@@ -109,12 +108,3 @@ def gradient(fn, x, w, parts, bufs, starts, dims, taken):
     mxcsr_set(caller)
 """
 
-
-@functools.lru_cache(maxsize=2)
-def _loop(single: bool):
-    """The compiled `gradient` (parallel; sgemm when `single`, else dgemm)."""
-    from .jit_cache import cached_function
-    one, zero = ("np.float32(1.0)", "np.float32(0.0)") if single else ("1.0", "0.0")
-    src = conv_chunks.GATHER.format(version=conv_chunks.VERSION) + _LOOP.format(
-        one=one, zero=zero)
-    return cached_function(src, {}, "gradient", nogil=True, parallel=True)
