@@ -159,7 +159,7 @@ def patches(x: np.ndarray, ksz, win, s_out, scratch: dict | None) -> np.ndarray:
         if scratch is not None:
             scratch[key] = cols
     if cols.size:
-        _loop("whole", False)(x, cols, dims)
+        gathered_loop(_LOOP, "whole", False, parallel=False)(x, cols, dims)
     return cols
 
 
@@ -181,7 +181,7 @@ def chunked(x: np.ndarray, w: np.ndarray, win, s_out, ctx) -> np.ndarray | None:
                                    x.dtype)
     y = np.empty((m, o), x.dtype)
     with one_blas_thread(threads):
-        _loop("chunks", x.dtype == np.float32)(
+        gathered_loop(_LOOP, "chunks", x.dtype == np.float32)(
             gemm_library()[x.dtype], x, wm.__array_interface__["data"][0],
             y.__array_interface__["data"][0], bufs, starts, dims, np.zeros(1, np.int64))
     return y
@@ -245,7 +245,7 @@ def gather(x, dims, r0, r1, at):
                 at += row
 """
 
-_LOOP = GATHER + """
+_LOOP = """
 
 def whole(x, cols, dims):
     gather(x, dims, 0, cols.shape[0], np.int64(cols.ctypes.data))
@@ -271,21 +271,13 @@ def chunks(fn, x, w, y, bufs, starts, dims, taken):
 """
 
 
-@functools.lru_cache(maxsize=4)
-def _loop(entry: str, single: bool):
-    """The compiled `chunks` (parallel; sgemm when `single`, else dgemm) or `whole`."""
-    from .jit_cache import cached_function
-    one, zero = ("np.float32(1.0)", "np.float32(0.0)") if single else ("1.0", "0.0")
-    src = _LOOP.format(version=VERSION, one=one, zero=zero)
-    return cached_function(src, {}, entry, nogil=True, parallel=entry == "chunks")
-
-
 @functools.lru_cache(maxsize=8)
-def gathered_loop(template: str, entry: str, single: bool):
-    """The compiled parallel `entry` of GATHER followed by `template`, whose `{one}` and
-    `{zero}` are the gemm's alpha and beta (f32 when `single`: sgemm, else dgemm) -- the
-    input gradient's phases (conv_phases.py) and the weight gradient (conv_wgrad.py)."""
+def gathered_loop(template: str, entry: str, single: bool, parallel: bool = True):
+    """The compiled `entry` of GATHER followed by `template`, whose `{one}` and `{zero}` are
+    the gemm's alpha and beta (f32 when `single`: sgemm, else dgemm): this module's `whole`
+    (serial) and `chunks`, the input gradient's phases (conv_phases.py), the weight
+    gradient (conv_wgrad.py)."""
     from .jit_cache import cached_function
     one, zero = ("np.float32(1.0)", "np.float32(0.0)") if single else ("1.0", "0.0")
     src = GATHER.format(version=VERSION) + template.format(one=one, zero=zero)
-    return cached_function(src, {}, entry, nogil=True, parallel=True)
+    return cached_function(src, {}, entry, nogil=True, parallel=parallel)
