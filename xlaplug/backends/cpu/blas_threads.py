@@ -100,8 +100,8 @@ def busy_elsewhere(loadavg: str = "/proc/loadavg", tasks: str = "/proc/self/task
                 stat = f.read()
         except OSError:  # the thread ended meanwhile
             continue
-        state = stat[stat.rfind(")") + 2:stat.rfind(")") + 3]  # after "pid (comm) "
-        mine += state == "R"
+        end = stat.rfind(")")  # the state follows "pid (comm) "; comm may hold ")"
+        mine += stat[end + 2:end + 3] == "R"
     return max(0, running - mine)
 
 
