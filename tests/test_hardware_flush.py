@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from xlaplug.backends.common.fusion_contents import loop_shape
-from xlaplug.backends.cpu import denormals, hardware_flush
+from xlaplug.backends.cpu import denormals, exp_ftz, hardware_flush
 from xlaplug.backends.cpu.fused_loop import compiled_loop_fn
 from xlaplug.hlo import parse_module
 
@@ -110,7 +110,11 @@ def test_exp_under_the_bits_is_xlas_on_a_sweep_of_every_kind_of_f32(op):
     x = np.concatenate([sweep, edges, -edges])  # (the logistic's are exp(-x)'s)
     body = f"  ROOT r = f32[{x.size}] {op}(p0)\n"
     out, soft = np.empty_like(x), np.empty_like(x)
-    _loop(body, 1, n=x.size)(out, x)
+    fn = _loop(body, 1, n=x.size)
+    # the loop's module calls exp_ftz's forms, not the software-flushed ones
+    assert fn.py_func.__globals__["_xexp32"] is exp_ftz.xexp32_ftz
+    assert fn.py_func.__globals__["_xlogistic32"] is exp_ftz.xlogistic32_ftz
+    fn(out, x)
     _loop(body, 1, n=x.size, hardware=False)(soft, x)
     want = np.asarray(jax.jit(UNARY[op])(x))
     _same(out, want, op)
