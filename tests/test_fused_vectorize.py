@@ -136,3 +136,45 @@ def test_epilogue_in_place_has_no_overlap_check(monkeypatch):
     ir = _loop_ir(_BIAS_GELU, monkeypatch, inplace=True)
     assert "diff.check" not in ir
     assert re.search(r"@llvm\.fma\.v(8|16)f32", ir), "the in-place loop ran scalar"
+
+
+_ROW_MAX = """HloModule rowmax
+mx {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+fused {
+  p0 = f32[64,1024] parameter(0)
+  i = f32[] constant(-inf)
+  r = f32[64] reduce(p0, i), dimensions={1}, to_apply=mx
+  b = f32[64,1024] broadcast(r), dimensions={0}
+  ROOT s = f32[64,1024] subtract(p0, b)
+}
+ENTRY main {
+  x = f32[64,1024] parameter(0)
+  ROOT f = f32[64,1024] fusion(x), kind=kInput, calls=fused
+}
+"""
+
+
+def test_row_max_folds_int32_codes_in_vector_lanes(monkeypatch):
+    """row_folds.coded_extreme: a row's f32 max is the max of its elements' int32 order
+    codes.  Widened to int64 (numba's default for integer arithmetic), the fold gives the
+    same bits but AVX2 has no packed int64 max: f32[4096,1024] 0.61 -> 0.24 ms with AVX2
+    code once the codes stayed int32.  The IR must fold i32 lanes, and no i64 ones."""
+    from xlaplug.backends.cpu.row_fusion import row_work
+    from xlaplug.backends.cpu.row_loop import compile_row_loop
+    monkeypatch.setenv("XLAPLUG_JIT_CACHE", "0")
+    comp = next(c for c in parse_module(_ROW_MAX).computations if c.name == "fused")
+    m, k, levels = row_work(comp)
+    fn = compile_row_loop(comp, m, k, levels, False)
+    x = np.linspace(-2, 2, m * k, dtype=np.float32)
+    out = np.empty(m * k, np.float32)
+    fn(out, x)
+    np.testing.assert_array_equal(out.reshape(m, k), (x.reshape(m, k) - x.reshape(m, k).max(
+        1, keepdims=True)))
+    ir = fn.inspect_llvm(fn.signatures[0])
+    assert re.search(r"@llvm\.smax\.v(8|16)i32", ir), "the codes' max ran scalar"
+    assert not re.search(r"(@llvm\.[su](max|min)\.v\d+i64|icmp s[gl][te] <\d+ x i64>)", ir), \
+        "the codes were widened to int64"
