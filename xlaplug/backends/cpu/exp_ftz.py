@@ -19,9 +19,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..common.scalar_float_approx32 import _EXP_P32, _xhorner32
-from ..common.scalar_float_bits import _xfrom_bits32
-from ..common.scalar_float_round import _xfma32
+from ..common.scalar_float_approx32 import _EXP_P32
+from ..common.scalar_ops import GENERATED_NAMESPACE
+
+# The helpers' njit twins, as generated loops call them (common/scalar_inline.py): spliced
+# in untyped and typed once with the loop, not typed again at each call site.
+_xhorner32 = GENERATED_NAMESPACE["_xhorner32"]
+_xfrom_bits32 = GENERATED_NAMESPACE["_xfrom_bits32"]
+_xfma32 = GENERATED_NAMESPACE["_xfma32"]
 
 _LO = np.float32(-87.8)
 _HI = np.float32(88.8)
