@@ -17,7 +17,9 @@ with selects of its own, about a dozen more vector instructions per element.  Wi
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 from ..common.scalar_float_approx32 import _EXP_P32
 from ..common.scalar_ops import GENERATED_NAMESPACE
@@ -36,15 +38,36 @@ _LN2_LO = np.float32(2.12194440e-4)
 _M_MAX = np.float32(127.0)
 
 
+def _nan_passing(name: str):
+    """llvm.maximum / llvm.minimum of two floats: a NaN operand gives a NaN, as XLA's clamps
+    do.  Against a constant that is neither NaN nor 0 each is one vmaxps / vminps of the
+    constant and x, x86's own NaN-passing order; the same clamp as two compares and selects
+    is merged by LLVM's instcombine with the next one into compares and blends (four
+    instructions where XLA has two, per clamp pair)."""
+    @intrinsic
+    def clamp(typingctx, a, b):
+        if not (isinstance(a, types.Float) and a == b):
+            return None
+
+        def codegen(context, builder, sig, args):
+            t = args[0].type
+            return builder.call(builder.module.declare_intrinsic(
+                name, [t], ir.FunctionType(t, [t, t])), args)
+        return a(a, b), codegen
+    return clamp
+
+
+_maximum = _nan_passing("llvm.maximum")
+_minimum = _nan_passing("llvm.minimum")
+
+
 @njit(inline="always")
 def xexp32_ftz(x):
     """f32 exp with XLA's bits, where the FTZ and DAZ bits are set (not without them)."""
     x = np.float32(x)
-    xc = _LO if x < _LO else x  # not (x >= lo): a NaN stays
-    xc = _HI if xc > _HI else xc
+    xc = _minimum(_maximum(x, _LO), _HI)  # a NaN stays
     m = np.float32(np.floor(_xfma32(xc, _LOG2E, np.float32(0.5))))
-    m = -_M_MAX if m < -_M_MAX else m
-    m = _M_MAX if m > _M_MAX else m
+    m = _minimum(_maximum(m, -_M_MAX), _M_MAX)
     r = _xfma32(m, _LN2_HI, xc)
     r = _xfma32(m, _LN2_LO, r)
     y = np.float32(_xfma32(_xhorner32(r, _EXP_P32), np.float32(r * r), r) + np.float32(1.0))
