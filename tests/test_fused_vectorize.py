@@ -178,3 +178,53 @@ def test_row_max_folds_int32_codes_in_vector_lanes(monkeypatch):
     assert re.search(r"@llvm\.smax\.v(8|16)i32", ir), "the codes' max ran scalar"
     assert not re.search(r"(@llvm\.[su](max|min)\.v\d+i64|icmp s[gl][te] <\d+ x i64>)", ir), \
         "the codes were widened to int64"
+
+
+# A process whose numba makes AVX2 code (as on a CPU without AVX-512) compiles a
+# hardware-flushed tanh loop and prints, for the block of its vector loop (the one with the
+# packed FMAs), how many FMAs and how many broadcasts of constants it holds.
+_AVX2_TANH = r"""
+import re, sys
+import numpy as np
+from xlaplug.backends.common.fusion_contents import loop_shape
+from xlaplug.backends.cpu.fused_loop import compiled_loop_fn
+from xlaplug.hlo import parse_module
+text = ("HloModule t\n\nfused {\n  p0 = f32[4096] parameter(0)\n"
+        "  ROOT r = f32[4096] tanh(p0)\n}\n\nENTRY main {\n  a = f32[4096] parameter(0)\n"
+        "  ROOT f = f32[4096] fusion(a), kind=kLoop, calls=fused\n}\n")
+comp = next(c for c in parse_module(text).computations if c.name == "fused")
+fn = compiled_loop_fn(comp, tuple(loop_shape(comp)), parallel=False, hardware=True)
+x = np.linspace(-3, 3, 4096, dtype=np.float32)
+fn(np.empty(4096, np.float32), x)
+blocks, at = {}, None
+for line in fn.inspect_asm(fn.signatures[0]).splitlines():
+    if re.match(r"^\.LBB\d+_\d+:", line):
+        at = line
+    counts = blocks.setdefault(at, [0, 0])
+    counts[0] += bool(re.search(r"vfn?madd\w*ps\s.*%ymm", line))
+    counts[1] += "vbroadcastss" in line
+print(*max(blocks.values()))
+"""
+
+
+def test_avx2_loops_keep_their_constants_in_registers(tmp_path):
+    """llvm_tuning.py: in AVX2 code (no embedded broadcasts) a blocked loop's polynomial
+    constants are hoisted out of the vector loop; LLVM's default reloaded each one every
+    iteration (about 20 of a tanh loop's 48 instructions per 8 elements)."""
+    import os
+    import subprocess
+    import sys
+    from xlaplug.backends.cpu import llvm_tuning
+    features = ",".join(f"+{f}" for f in ("64bit", "sse", "sse2", "sse3", "ssse3", "sse4.1",
+                                          "sse4.2", "popcnt", "avx", "avx2", "fma", "f16c"))
+    assert llvm_tuning.hoists_constants(features)
+    assert not llvm_tuning.hoists_constants(features + ",+avx512f")
+    assert not llvm_tuning.hoists_constants("+neon,+fp-armv8")
+    env = {**os.environ, "NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": features,
+           "XLAPLUG_JIT_CACHE": "0", "XLAPLUG_CACHE_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", _AVX2_TANH], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    fmas, broadcasts = map(int, out.stdout.split())
+    assert fmas >= 9, "the tanh loop ran scalar"
+    assert broadcasts == 0, f"{broadcasts} constants broadcast in every iteration"

@@ -40,7 +40,10 @@ from numba import njit
 from ...hlo.ir import Computation
 from ..common.scalar_codegen import generate_source
 from .jit_store import UnsafeCache, cache_dir, cached_njit, check, healed, refuse, usable_dir
-from . import jit_store
+from . import jit_store, llvm_tuning
+
+# Before any loop compiles: LLVM's hoisting of loop constants on AVX2 code (llvm_tuning.py).
+llvm_tuning.apply()
 
 # numba's "internal pedantic check" on the IR of loops whose bodies it inlined ("variable
 # ... is not in scope. Please report ...") fires on generated fused loops that compile and
@@ -62,10 +65,11 @@ _DIGEST = None
 
 
 def _helpers_digest() -> str:
-    """Hash of the scalar helper sources and numba's version: part of every file name."""
+    """Hash of the scalar helper sources, numba's version and the LLVM setting the code
+    was made with: part of every file name."""
     global _DIGEST
     if _DIGEST is None:
-        h = hashlib.sha256(numba.__version__.encode())
+        h = hashlib.sha256((numba.__version__ + llvm_tuning.apply()).encode())
         common = Path(__file__).resolve().parent.parent / "common"
         for p in sorted(common.glob("scalar_*.py")):
             h.update(p.read_bytes())
