@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from xlaplug.backends.common.fusion_contents import loop_shape
-from xlaplug.backends.cpu import denormals, exp_ftz, hardware_flush
+from xlaplug.backends.cpu import denormals, ftz_forms, hardware_flush
 from xlaplug.backends.cpu.fused_loop import compiled_loop_fn
 from xlaplug.hlo import parse_module
 
@@ -98,7 +98,7 @@ def test_unary_ops_are_xlas_bits(op):
 @pytest.mark.parametrize("op", ["exponential", "logistic"])
 def test_exp_under_the_bits_is_xlas_on_a_sweep_of_every_kind_of_f32(op):
     """Under the bits f32 exp (and the logistic, 1 / (1 + exp(-x))) is XLA's own expansion,
-    its flushes, overflow and NaNs left to the FTZ bit and IEEE arithmetic (cpu/exp_ftz.py),
+    its flushes, overflow and NaNs left to the FTZ bit and IEEE arithmetic (cpu/ftz_forms.py),
     not the software form's selects: XLA's bits on a strided sweep of all 2^32 patterns (NaN
     payloads, infinities, subnormals) and on every f32 around exp's underflow and overflow,
     and the software-flushed loop's too.  (Run once on all 2^32 inputs, 2026-12-06, with
@@ -111,9 +111,9 @@ def test_exp_under_the_bits_is_xlas_on_a_sweep_of_every_kind_of_f32(op):
     body = f"  ROOT r = f32[{x.size}] {op}(p0)\n"
     out, soft = np.empty_like(x), np.empty_like(x)
     fn = _loop(body, 1, n=x.size)
-    # the loop's module calls exp_ftz's forms, not the software-flushed ones
-    assert fn.py_func.__globals__["_xexp32"] is exp_ftz.xexp32_ftz
-    assert fn.py_func.__globals__["_xlogistic32"] is exp_ftz.xlogistic32_ftz
+    # the loop's module calls ftz_forms's forms, not the software-flushed ones
+    assert fn.py_func.__globals__["_xexp32"] is ftz_forms.xexp32_ftz
+    assert fn.py_func.__globals__["_xlogistic32"] is ftz_forms.xlogistic32_ftz
     fn(out, x)
     _loop(body, 1, n=x.size, hardware=False)(soft, x)
     want = np.asarray(jax.jit(UNARY[op])(x))
@@ -133,6 +133,31 @@ def test_binary_ops_are_xlas_bits(op):
     out = np.empty(N, np.float32)
     fn(out, x, y)
     _same(out, jax.jit(BINARY[op])(x, y), op)
+
+
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+def test_maximum_and_minimum_are_xlas_on_every_pair_of_edges(op):
+    """Under the bits f32 maximum and minimum are XLA's own llvm.maximum / llvm.minimum
+    (cpu/ftz_forms.py), the DAZ of their operands the hardware's: XLA's bits on every pair
+    of signed zeros, subnormals (the smallest, the largest, others), normals around them,
+    infinities and NaNs of either sign -- and the software-flushed loop's."""
+    info = np.finfo(np.float32)
+    sub = np.array([1, 2, 12345, (1 << 23) - 1], np.uint32).view(np.float32)
+    pos = np.concatenate([np.array([0.0, info.tiny, info.tiny * 3, 1.0, 2.5, info.max,
+                                    np.inf, np.nan], np.float32), sub])
+    pool = np.concatenate([pos, -pos])
+    x, y = (a.ravel() for a in np.meshgrid(pool, pool))
+    body = f"  ROOT r = f32[{x.size}] {op}(p0, p1)\n"
+    fn = _loop(body, 2, n=x.size)
+    assert fn.py_func.__globals__[f"_xf{op[:3]}d32"] is getattr(ftz_forms, f"x{op}32_ftz")
+    out, soft = np.empty_like(x), np.empty_like(x)
+    fn(out, x, y)
+    _loop(body, 2, n=x.size, hardware=False)(soft, x, y)
+    want = np.asarray(jax.jit(BINARY[op])(x, y))
+    for got, what in ((out, op), (soft, f"{op} without the bits")):
+        assert np.array_equal(np.isnan(got), np.isnan(want)), what
+        bad = (got.view(np.uint32) != want.view(np.uint32)) & ~np.isnan(got)
+        assert not bad.any(), (what, x[bad][:5], y[bad][:5], got[bad][:5], want[bad][:5])
 
 
 def test_products_rounding_up_to_the_smallest_normal_are_flushed_as_xla():

@@ -12,7 +12,7 @@ import math
 import numpy as np
 from numba.extending import register_jitable
 
-from .scalar_float_round import _xfma64, _xftz64
+from .scalar_float_round import _xfma64, _xftz32, _xftz64
 
 
 @register_jitable
@@ -106,6 +106,20 @@ def _xfmin(a, b):
     if a == b:
         return a if math.copysign(1.0, a) < 0 else b
     return a if a < b else b
+
+
+# f32 maximum and minimum as a flushing loop computes them: each operand as DAZ reads it, its
+# subnormals as their signed 0s (max and min pass an operand on as it is, so the flush is
+# the operand's own).  Loops under the MXCSR's FTZ and DAZ bits bind these names to XLA's
+# own instructions instead (cpu/ftz_forms.py), whose DAZ the hardware does.
+@register_jitable
+def _xfmaxd32(a, b):
+    return _xfmax(_xftz32(a), _xftz32(b))
+
+
+@register_jitable
+def _xfmind32(a, b):
+    return _xfmin(_xftz32(a), _xftz32(b))
 
 
 @register_jitable

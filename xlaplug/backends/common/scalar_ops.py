@@ -123,6 +123,8 @@ def _minmax(op: str):
         if k == "complex":
             raise ScalarOpError(f"{op} is not defined on complex numbers")
         f = "_xfmax" if op == "maximum" else "_xfmin"
+        if t in ("f32", "bf16"):  # the operands flushed as DAZ reads them
+            return _fres(t, f"{f}d32({{0}}, {{1}})")
         return _fres(t, f"{f}({_daz(t, '{0}')}, {_daz(t, '{1}')})")
     return emit
 

@@ -42,16 +42,17 @@ _TYPES = frozenset({"f32", "bf16", "pred", "s32"})
 BLOCK = 16384
 _INTRINSICS = Path(__file__).with_name("gang_intrinsics.py")
 _DIGEST = hashlib.sha256(_INTRINSICS.read_bytes()).hexdigest()[:16]
-# (the cached loops' keys are their text: a change to exp_ftz.py changes them)
-_EXP_DIGEST = hashlib.sha256(_INTRINSICS.with_name("exp_ftz.py").read_bytes()).hexdigest()[:16]
+# (the cached loops' keys are their text: a change to ftz_forms.py changes them)
+_FORMS_DIGEST = hashlib.sha256(_INTRINSICS.with_name("ftz_forms.py").read_bytes()).hexdigest()[:16]
 # The module lines a hardware-flushed loop's text starts with: the MXCSR intrinsics, the
 # result and float-read operand flushes bound to the identity for the functions defined in
-# that module, and f32 exp and logistic as XLA's loops compute them under the bits
-# (exp_ftz.py).
+# that module, and f32 exp, logistic, maximum and minimum as XLA's loops compute them under
+# the bits (ftz_forms.py).
 PRELUDE = ("from xlaplug.backends.cpu.gang_intrinsics import flush_on as _xflush_on, "
            f"mxcsr_set as _xmxcsr_set  # {_DIGEST}\n"
-           "from xlaplug.backends.cpu.exp_ftz import xexp32_ftz as _xexp32, "
-           f"xlogistic32_ftz as _xlogistic32  # {_EXP_DIGEST}\n"
+           "from xlaplug.backends.cpu.ftz_forms import xexp32_ftz as _xexp32, "
+           "xlogistic32_ftz as _xlogistic32, xmaximum32_ftz as _xfmaxd32, "
+           f"xminimum32_ftz as _xfmind32  # {_FORMS_DIGEST}\n"
            "_xftzr32 = _xkeep\n_xftzr64 = _xkeep\n_xftzd32 = _xkeep\n_xftzd64 = _xkeep\n")
 
 
