@@ -228,3 +228,20 @@ def test_avx2_loops_keep_their_constants_in_registers(tmp_path):
     fmas, broadcasts = map(int, out.stdout.split())
     assert fmas >= 9, "the tanh loop ran scalar"
     assert broadcasts == 0, f"{broadcasts} constants broadcast in every iteration"
+
+
+def test_flushed_loop_allocates_its_mxcsr_slots_once(monkeypatch):
+    """gang_intrinsics' MXCSR slots are allocas of the function's entry block: made where
+    the intrinsic is called -- once per block of 16,384 elements -- each grew the stack by
+    16 bytes until the loop returned, and a function with such dynamic allocas cannot
+    realign its stack for 64-byte spills."""
+    ir = _loop_ir(_BIAS_GELU.replace("64,1024", "4,65536").replace("[1024]", "[65536]"),
+                  monkeypatch, parallel=False, hardware=True)
+    # the loop itself (not numba's Python wrapper of it, `_ZN7cpython...`)
+    bodies = re.findall(r"^define [^\n]*@\"?_ZN\d+_3cdynamic\w*loop[^\n]*\{\n(.*?)^\}", ir,
+                        re.M | re.S)
+    assert bodies, "no loop function in the IR"
+    for body in bodies:
+        blocks = [b for b in re.split(r"^[\w.\"$-]+:", body, flags=re.M) if b.strip()]
+        assert "llvm.x86.sse.ldmxcsr" in body and len(blocks) > 1
+        assert not any("alloca" in b for b in blocks[1:]), "an alloca outside the entry block"

@@ -46,7 +46,7 @@ MIN_MNK = 8 << 20
 # Bytes of one chunk's patches: well inside a core's L2 (1-2 MB on current x86 parts),
 # leaving room for the gemm's packed copies.
 BLOCK_BYTES = 512 << 10
-VERSION = 5
+VERSION = 6
 
 
 def chunk_count(m: int, k: int, o: int, itemsize: int) -> int:

@@ -27,7 +27,7 @@ import numpy as np
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 # Bumped with any change to the intrinsics below: the compiled loop's cache key is its text.
-_VERSION = 3
+_VERSION = 4
 
 
 def gemm_library() -> dict | None:

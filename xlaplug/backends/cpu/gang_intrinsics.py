@@ -26,7 +26,7 @@ def mxcsr_set(typingctx, value):
         return None
 
     def codegen(context, builder, sig, args):
-        slot = builder.alloca(ir.IntType(32))
+        slot = cgutils.alloca_once(builder, _I32)
         builder.store(builder.trunc(args[0], ir.IntType(32)) if args[0].type.width > 32
                       else builder.zext(args[0], ir.IntType(32))
                       if args[0].type.width < 32 else args[0], slot)
@@ -36,9 +36,13 @@ def mxcsr_set(typingctx, value):
 
 
 def _swap_mxcsr(builder, new_bits):
-    """Loads new_bits(builder, old) into this thread's MXCSR; returns the old value."""
+    """Loads new_bits(builder, old) into this thread's MXCSR; returns the old value.  The
+    slot is in the function's entry block (cgutils.alloca_once): an alloca where the call is
+    -- a loop's blocks -- grew the stack by 16 bytes each time (the flushed loops' two per
+    block of elements), and a function with such dynamic allocas cannot realign its stack,
+    so LLVM spilled 64-byte registers to unaligned slots."""
     i8p = ir.IntType(8).as_pointer()
-    slot = builder.alloca(_I32)
+    slot = cgutils.alloca_once(builder, _I32)
     builder.call(_mxcsr_fn(builder, "stmxcsr"), [builder.bitcast(slot, i8p)])
     old = builder.load(slot)
     builder.store(new_bits(builder, old), slot)
