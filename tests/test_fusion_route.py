@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from xlaplug.backends.cpu.fusion_route import (ROUTES, LoopRoute, ProductRoute, one_product)
+from xlaplug.backends.cpu.jit_cache import HOT_CALLS
 from xlaplug.hlo.text.parser import parse_module
 from xlaplug.runtime.executor import ExecContext
 from xlaplug.runtime.profiler import Profiler
@@ -136,3 +137,43 @@ ENTRY e {{
 """
     module = parse_module(text)
     assert one_product(module.entry.root.attrs["calls"][0]) is expected
+
+
+_SHAPES = """HloModule m
+f {
+  x = T[64,32] parameter(0)
+  b = T[32] parameter(1)
+  k = T[64,32] broadcast(b), dimensions={1}
+  m = T[64,32] multiply(x, k)
+  ROOT s = T[64,32] add(m, x)
+}
+ENTRY e {
+  a = T[32,64] parameter(0)
+  b = T[32] parameter(1)
+  t = T[64,32] transpose(a), dimensions={1,0}
+  ROOT r = T[64,32] fusion(t, b), kind=kLoop, calls=f
+}
+"""
+
+
+@pytest.mark.parametrize("t", ["f32", "f64", "bf16", "f16"])
+def test_a_kept_loop_reads_views_broadcasts_and_narrow_types_as_before(t):
+    """Operands the route cannot hand in as they are (a transposed view, a type numba
+    computes in another) and results it cannot return as written (bf16, f16) go the
+    general way: the bits of the first call, every call."""
+    import ml_dtypes
+    dt = {"f32": np.float32, "f64": np.float64, "bf16": ml_dtypes.bfloat16,
+          "f16": np.float16}[t]
+    module = parse_module(_SHAPES.replace("T[", f"{t}["))
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((32, 64)).astype(dt)
+    b = rng.standard_normal(32).astype(dt)
+    ctx = ExecContext("cpu", {})
+    for _ in range(HOT_CALLS + 1):  # a small loop without an FMA compiles once hot
+        first = ctx.run(module.entry, [a, b])  # (the call that finds the loop: no route)
+        if "r" in _routes(ctx):
+            break
+    assert isinstance(_routes(ctx)["r"], LoopRoute)
+    for _ in range(2):
+        again = ctx.run(module.entry, [a, b])
+        assert again.dtype == first.dtype and again.tobytes() == first.tobytes()

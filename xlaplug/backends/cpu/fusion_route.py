@@ -18,25 +18,68 @@ loop, or the same kernel on the same operands.
 """
 from __future__ import annotations
 
+import numpy as np
+from numba.core.errors import TypingError
+
+from .bf16_convert import is_bf16
 from .blas_threads import devices_at_once
+from .jit_drivers import loop_array, loop_storage, numba_dtype, numba_scalar
 
 ROUTES = "_fusion_routes"  # the kernel cache table: fusion instruction -> its route
 
 
 class LoopRoute:
-    """A loop fusion whose compiled loop is known (fused_loop.loop_choice's plan)."""
+    """A loop fusion whose compiled loop is known (fused_loop.loop_choice's plan).  An array
+    operand already flat-able in the type the loop reads (`direct`: a C-contiguous array
+    of a type numba computes in as it is) goes in as a flat view, as loop_array would make
+    it; any other operand, and a loop numba cannot type, take `call` (fused_loop.call_loop)."""
 
-    __slots__ = ("comp", "shape", "plan", "threads", "at_once", "call")
+    __slots__ = ("comp", "shape", "plan", "threads", "at_once", "call", "direct", "n",
+                 "storage", "dims")
 
     def __init__(self, comp, shape, plan, threads: bool, at_once: bool, call):
         self.comp, self.shape, self.plan = comp, shape, plan
         self.threads, self.at_once, self.call = threads, at_once, call
+        self.direct = tuple(None if r == "scalar" else _direct_type(p.shape)
+                            for p, r in zip(comp.parameters, plan[1]))
+        self.n = shape.num_elements()
+        self.storage = loop_storage(shape.dtype)
+        # the result as the loop writes it (else from_loop converts it: call_loop)
+        self.dims = shape.dims if self.storage == shape.dtype else None
 
     def fits(self, ctx) -> bool:
         return devices_at_once(ctx) == self.at_once
 
     def __call__(self, args, ctx):
-        return self.call(self.comp, self.shape, args, ctx, self.plan, self.threads, None)
+        fn, roles = self.plan
+        vals = []
+        for a, r, dt in zip(args, roles, self.direct):
+            if dt is not None and type(a) is np.ndarray and a.dtype == dt and \
+                    a.flags.c_contiguous:
+                vals.append(a.reshape(-1))
+            elif r == "scalar":
+                vals.append(numba_scalar(a))
+            else:
+                vals.append(loop_array(a, self.threads))
+        if self.dims is None:
+            return self.call(self.comp, self.shape, args, ctx, self.plan, self.threads, None)
+        out = np.empty(self.n, self.storage)
+        try:
+            fn(out, *vals)
+        except TypingError:  # (call_loop then interprets it, and forgets the plans)
+            return self.call(self.comp, self.shape, args, ctx, self.plan, self.threads, None)
+        return out.reshape(self.dims)
+
+
+def _direct_type(shape):
+    """The dtype an array parameter of `shape` is read in as it is, or None."""
+    dt = shape.dtype if shape.is_array else None
+    if dt is None or is_bf16(dt) or dt.kind not in "fiub":
+        return None
+    try:
+        return dt if numba_dtype(dt) == dt and loop_storage(dt) == dt else None
+    except TypeError:  # a type no compiled loop reads (the loop itself then says so)
+        return None
 
 
 class ProductRoute:
