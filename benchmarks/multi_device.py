@@ -1,6 +1,7 @@
 """run.py's workloads on D devices: XLA:CPU with D host devices and xlaplug with its devices as
-`xlaplug run` runs them (threads, or fibers for small arrays), on XLA's partitioned module (`compiled.as_text()`: num_partitions=D, the collectives
-written out), in a worker process whose XLA device count is set before jax starts.
+`xlaplug run` runs them (threads, or fibers for small arrays; BLAS on the threads it sets),
+on XLA's partitioned module (`compiled.as_text()`: num_partitions=D, the collectives written
+out), in a worker process whose XLA device count is set before jax starts.
 
     python benchmarks/run.py --worker data_parallel [--quick] [--repeat N] [--check-only]
 
