@@ -14,8 +14,8 @@ Sizes (full / --quick):
   convnet_train       conv3x3 3->32 relu, conv3x3 stride 2 32->64 relu, mean pool, dense 10,
                       softmax cross-entropy, SGD: NHWC 16x32x32x3 / 2x8x8x3 (channels 4, 8)
   data_parallel       MLP tanh(x @ w1) @ w2 256x512x64, MSE, grads pmean'd over D = 4 devices
-                      (batch 64 per device), SGD: XLA's partitioned module, one thread per
-                      device / 32x64x16, batch 8, D = 2
+                      (batch 64 per device), SGD: XLA's partitioned module, the devices as
+                      `xlaplug run` runs them / 32x64x16, batch 8, D = 2
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """run.py's workloads on D devices: XLA:CPU with D host devices and xlaplug with its devices as
-`xlaplug run` runs them (threads, or fibers for small arrays), on XLA's partitioned module (`compiled.as_text()`: num_partitions=D, the collectives
-written out), in a worker process whose XLA device count is set before jax starts.
+`xlaplug run` runs them (threads, or fibers for small arrays; BLAS on the threads it sets),
+on XLA's partitioned module (`compiled.as_text()`: num_partitions=D, the collectives written
+out), in a worker process whose XLA device count is set before jax starts.
 
     python benchmarks/run.py --worker data_parallel [--quick] [--repeat N] [--check-only]
 
@@ -42,7 +43,8 @@ def bench_devices(name, w, repeat: int, device: str, passes, check_only: bool) -
 
     from xlaplug.runtime.executor import ExecContext
     from xlaplug.backends.spmd.groups import DeviceGrid
-    from xlaplug.runtime.spmd.runner import devices_for, run_devices
+    from xlaplug.backends.cpu.blas_threads import largest_product
+    from xlaplug.runtime.spmd.runner import blas_for_devices, devices_for, run_devices
     from xlaplug.runtime.driver import compile_module
     from xlaplug.hlo import parse_module
     d = w.devices
@@ -75,13 +77,19 @@ def bench_devices(name, w, repeat: int, device: str, passes, check_only: bool) -
     t0 = time.perf_counter()
     contexts = [ExecContext(device, {}) for _ in range(d)]
     threads = devices_for(module, d)  # threads or fibers, as `xlaplug run` chooses; kept
+    # and BLAS's threads as `xlaplug run` sets them for those (multi_run.run_in_process):
+    # left at the library's count, every device thread's product also woke OpenBLAS's
+    # workers, which spun on the cores the other device threads needed (2 cores, load 3.4:
+    # 2.39 ms a step against 1.82 with the run's count, XLA 1.73).
+    blas = blas_for_devices(largest_product(module), None, d, threads)
     x["peak_bytes"] = (contexts[0].sequence(module.entry).total_peak_bytes()
                        + sum(a.nbytes for a in args[0]))
     x["setup_ms"] = measure.ms(time.perf_counter() - t0)
     x["compile_ms"] = x["parse_ms"] + x["pipeline_ms"] + x["setup_ms"]
 
     def once():
-        return run_devices(module, args, grid, lambda k: contexts[k], 60.0, threads)
+        return run_devices(module, args, grid, lambda k: contexts[k], 60.0, threads,
+                           blas_threads=blas)
     t0 = time.perf_counter()
     outs = once()
     x["first_run_ms"] = measure.ms(time.perf_counter() - t0)

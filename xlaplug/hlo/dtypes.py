@@ -129,6 +129,9 @@ def bit_width(element_type: str) -> int:
 
 
 def to_dtype(element_type: str) -> np.dtype:
+    dt = _NUMPY_DTYPES.get(element_type)  # (numpy's own types without the Mapping's calls:
+    if dt is not None:  # every kernel call reads its shape's dtype)
+        return dt
     try:
         return ELEMENT_DTYPES[element_type]
     except KeyError:

@@ -78,7 +78,7 @@ class Env:
 
     def __init__(self, lib=None):
         lib = lib or _libm()
-        self._get, self._set, self._copy = lib.fegetenv, lib.fesetenv, ctypes.memmove
+        self._get, self._set = lib.fegetenv, lib.fesetenv
         self._old = ctypes.create_string_buffer(_ENV_BYTES)
         self._new = ctypes.create_string_buffer(_ENV_BYTES)
         self._new_mxcsr = ctypes.c_uint32.from_buffer(self._new, _MXCSR_AT)
@@ -90,7 +90,12 @@ class Env:
         mx = self._new_mxcsr.value
         if mx & (FTZ | DAZ) == FTZ | DAZ:
             return False
-        self._copy(self._old, self._new, _ENV_BYTES)
+        # The saved copy read by fegetenv again (libm through PyDLL: the GIL kept), not
+        # copied with ctypes.memmove: that is a CFUNCTYPE function, which gives the GIL up
+        # and takes it back.  Where device threads contend for it, taking it back waited
+        # for the other thread to let go: a flushed kernel call took 32 us against 1.9 on
+        # one thread (the data-parallel MLP step on 4 devices, 2 threads).
+        self._get(self._old)
         self._new_mxcsr.value = mx | FTZ | DAZ
         self._set(self._new)
         return True

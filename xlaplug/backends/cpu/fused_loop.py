@@ -34,6 +34,7 @@ from ..registry import kernel
 from .bf16_convert import is_bf16
 from .blas_threads import devices_at_once
 from .dot_epilogue import output_compiled, run_output_fusion
+from .fusion_route import ROUTES, LoopRoute, keep, kept, one_product, product_route
 from .jit_cache import HOT_CALLS, cached_function, hot_call, scalar_piece
 from .jit_drivers import from_loop, loop_array, loop_storage, numba_scalar
 from .region_code import is_region, run_region
@@ -211,16 +212,27 @@ def _compiled_loop(ins) -> bool:
 
 @kernel("fusion")
 def _fusion(ins, args, ctx):
+    route = kept(ctx, ins)  # what an earlier call found (fusion_route.py)
+    if route is not None:
+        return route(args, ctx)
     comp = ins.attrs["calls"][0]
     if is_region(ins):
         return run_region(ins, args, ctx)  # passes/small_regions.py: region_code.py
     if str(ins.attrs.get("kind", "")) == "kOutput":
         return run_output_fusion(ins, args, ctx, run_loop, loop_storage)  # a product and its epilogue
-    y = run_loop(comp, ins.shape, args, ctx)
-    if y is None:
-        rows = run_row_fusion(ins, args, ctx)  # a reduction fusion: row_fusion.py
-        return ctx.run(comp, args) if rows is None else rows
-    return y
+    plan, threads, inplace = loop_choice(comp, ins.shape, ctx)
+    if plan is not None:
+        keep(ctx, ins, LoopRoute(comp, ins.shape, plan, threads, devices_at_once(ctx),
+                                 call_loop))
+        return call_loop(comp, ins.shape, args, ctx, plan, threads, inplace)
+    rows = run_row_fusion(ins, args, ctx)  # a reduction fusion: row_fusion.py
+    if rows is not None:
+        return rows
+    if one_product(comp):
+        route = product_route(ctx, comp)
+        if route is not None:
+            keep(ctx, ins, route)
+    return ctx.run(comp, args)
 
 
 def run_loop(comp, shape, args, ctx, into=None):
@@ -229,6 +241,16 @@ def run_loop(comp, shape, args, ctx, into=None):
     worth compiling).  `into`: a flat array of the result's loop_storage dtype and size to write
     (it may be one of `args` read at the loop index: each element is read before it is
     written, by the same iteration); else a new one."""
+    plan, threads, inplace = loop_choice(comp, shape, ctx)
+    if plan is None:
+        return None
+    return call_loop(comp, shape, args, ctx, plan, threads, inplace, into)
+
+
+def loop_choice(comp, shape, ctx):
+    """(plan, threads, inplace) of a run of loop fusion `comp` in this context now: its
+    compiled loop and parameter roles (None: it runs no loop), whether the loop runs on
+    numba's threads, and the in-place variant's (compile function, plan table) or None."""
     n = shape.num_elements() if shape.is_array else 0
     threads = False  # the loop on numba's threads: its bf16 conversions too
     inplace = None  # the same loop reading parameter 0 from `out`, and its plan table
@@ -247,11 +269,15 @@ def run_loop(comp, shape, args, ctx, into=None):
     else:
         plan, threads = loop_plan(ctx, comp, compiled_loop_fn), True
         inplace = (_inplace_loop_fn, "_fused_inplace_plans")
-    if plan is None:
-        return None
+    return plan, threads, inplace
+
+
+def call_loop(comp, shape, args, ctx, plan, threads: bool, inplace, into=None):
+    """run_loop's call of the loop `plan` (loop_choice's three, then `into` as run_loop's)."""
     fn, roles = plan
     vals = [numba_scalar(a) if r == "scalar" else loop_array(a, threads)
             for a, r in zip(args, roles)]
+    n = shape.num_elements() if shape.is_array else 0
     out = np.empty(n, loop_storage(shape.dtype)) if into is None else into
     if inplace is not None and into is not None and roles[0] == "array" and \
             vals[0].__array_interface__["data"][0] == into.__array_interface__["data"][0]:
@@ -264,6 +290,7 @@ def run_loop(comp, shape, args, ctx, into=None):
                       "_fused_serial_inplace_plans", "_fused_small_inplace_plans",
                       "_fused_tiny_inplace_plans"):
             ctx.kernel_cache.table(table)[id(comp)] = None
+        ctx.kernel_cache.table(ROUTES).clear()  # fusion_route.py's, which hold the plans
         return ctx.run(comp, args)
     return from_loop(out, shape.dtype, threads).reshape(shape.dims)
 
