@@ -138,25 +138,41 @@ def test_set_and_restore_report_what_changed():
         B.restore(before)
 
 
-def test_a_derived_count_yields_the_cores_other_processes_hold_when_a_run_starts(lib,
-                                                                                 monkeypatch):
+def test_with_blas_yield_a_derived_count_yields_the_cores_other_processes_hold(lib,
+                                                                              monkeypatch):
     busy = {"n": 6}
     monkeypatch.setattr(B, "busy_elsewhere", lambda: busy["n"])
     exe = xlaplug.compile(_dots(512, 2))
-    exe.run(*_args(512))               # 8 cores, 6 taken elsewhere: 2 threads
+    exe.run(*_args(512))               # by default the count does not follow the load
+    assert lib.calls == []             # (8, the library's own count: nothing to set)
+    yielding = RunOptions(blas_yield=True)
+    exe.run(*_args(512), options=yielding)  # 8 cores, 6 taken elsewhere: 2 threads
     busy["n"] = 0
-    exe.run(*_args(512))               # quiet again: all 8, decided per run
+    exe.run(*_args(512), options=yielding)  # quiet again: all 8, decided per run
     busy["n"] = 9
-    exe.run(*_args(512))               # more busy than cores: still one
-    assert lib.calls == [2, 8, 1, 8]   # (8 is the library's own count: nothing to set)
+    exe.run(*_args(512), options=yielding)  # more busy than cores: still one
+    assert lib.calls == [2, 8, 1, 8]
     lib.calls.clear()
-    exe.run(*_args(512), options=RunOptions(blas_threads=5))
+    exe.run(*_args(512), options=RunOptions(blas_threads=5, blas_yield=True))
     assert lib.calls == [5, 8]         # RunOptions' count is the user's: never cut
     lib.calls.clear()
     busy["n"] = 4
     exe4 = xlaplug.compile(_dots(512, 2, replicas=4))
-    exe4.run(*_args(512))              # (8 - 4) // 4 devices
+    exe4.run(*_args(512), options=yielding)  # (8 - 4) // 4 devices
     assert lib.calls == [1, 8]
+
+
+def test_products_round_the_same_whatever_the_load_by_default(monkeypatch):
+    """OpenBLAS's bits depend on its thread count, so the count a run takes by default is
+    the module's, not the load's: a run with every core busy elsewhere gives the bits of a
+    run on a quiet machine.  (With blas_yield it takes one thread there: other bits.)"""
+    rng = np.random.default_rng(0)
+    x, w = (rng.standard_normal((512, 512)).astype(np.float32) for _ in range(2))
+    exe = xlaplug.compile(_dots(512, 2))
+    monkeypatch.setattr(B, "busy_elsewhere", lambda: 0)
+    quiet = exe.run(x, w).outputs[0]
+    monkeypatch.setattr(B, "busy_elsewhere", lambda: 64)
+    assert exe.run(x, w).outputs[0].tobytes() == quiet.tobytes()
 
 
 def test_busy_elsewhere_counts_other_processes_runnable_threads_not_ours(tmp_path):

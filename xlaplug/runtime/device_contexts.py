@@ -165,7 +165,8 @@ class DeviceContexts:
         if options is self._last[0]:  # the same options object as the last call's
             return self._last[1]
         settings = self.settings(options)
-        key = (settings, options.blas_threads)  # a Prepared holds its runs' BLAS threads
+        # a Prepared holds its runs' BLAS threads
+        key = (settings, options.blas_threads, options.blas_yield)
         prep = self._prepared.get(key)
         if prep is None:
             from .runner import prepare

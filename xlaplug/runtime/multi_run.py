@@ -45,7 +45,8 @@ def run_in_process(module: Module, grid: DeviceGrid, args: list[list], *, option
     with (contextlib.nullcontext(threads) if threads is not None
           else devices_for(module, grid.count, options.device_threads)) as threads:
         blas = blas_for_devices(largest_product(module) if largest is None else largest,
-                                options.blas_threads, grid.count, threads)
+                                options.blas_threads, grid.count, threads,
+                                options.blas_yield)
         for _ in range(options.repeat):
             t0 = time.perf_counter()
             try:
@@ -76,7 +77,8 @@ def _rank_blas_threads(module: Module, options: RunOptions, k: int, ranks: int,
     from .mpi_engine import local_ranks
     if not host:
         return None
-    return run_threads(largest_product(module), options.blas_threads, k * local_ranks(ranks))
+    return run_threads(largest_product(module), options.blas_threads, k * local_ranks(ranks),
+                       options.blas_yield)
 
 
 class QuietStop(Exception):

@@ -32,6 +32,9 @@ class RunOptions:
     it ends (None: one per 2^24 flops of the module's largest product, at most the cores
     divided among the devices running at once and the library's own count:
     backends/cpu/blas_threads.py);
+    blas_yield: that derived count is cut, when each run starts, to the cores other
+    processes' runnable threads leave free -- faster on a busy machine, but OpenBLAS's bits
+    depend on its thread count, so products may then round differently run to run;
     device_threads: the threads that carry the devices of a run in this process (None: as
     runtime/spmd/runner.devices_for decides from the module; 1: the devices take turns on
     one thread as fibers, their large products computed together on numba's threads,
@@ -51,6 +54,7 @@ class RunOptions:
     profile: bool = False
     trace: bool = False
     blas_threads: int | None = None
+    blas_yield: bool = False
     device_threads: int | None = None
     gather: bool = False
     engine: str = "interpreter"

@@ -109,7 +109,8 @@ def run_blas_threads(module: Module, options: RunOptions, ctx) -> int | None:
     from .spmd.shard_map import region_devices
     if not ctx.backend.on_host:
         return None
-    return run_threads(largest_product(module), options.blas_threads, region_devices(module))
+    return run_threads(largest_product(module), options.blas_threads, region_devices(module),
+                       options.blas_yield)
 
 
 def prepare(module: Module, session, options: RunOptions,

@@ -13,13 +13,16 @@ numba's threads, one BLAS thread each: conv_phases.threads_itself), at most the 
 process may use divided among the devices that call BLAS at once, and at most what the
 library chose at load time (OPENBLAS_NUM_THREADS and the like).  A module with no product leaves the libraries alone.
 
-A derived count (`Derived`, not RunOptions') yields to other processes when each run starts:
-it is cut to the cores not taken by other processes' runnable threads at that moment
-(`busy_elsewhere`, from /proc).  OpenBLAS splits a gemm into one fixed share per thread and
-the caller waits for every share, so one share on a core another process holds waits for
-the scheduler: a transformer training step took 100-650 ms on two BLAS threads and 31-66 ms
-on one, with two other processes busy on this 2-core machine (XLA:CPU, whose thread pool
-hands out work as threads come free, 42-93 ms).  On a quiet machine nothing changes.
+With RunOptions.blas_yield, a derived count (`Derived`, not RunOptions' blas_threads)
+yields to other processes when each run starts: it is cut to the cores not taken by other
+processes' runnable threads at that moment (`busy_elsewhere`, from /proc).  OpenBLAS splits a
+gemm into one fixed share per thread and the caller waits for every share, so one share on a
+core another process holds waits for the scheduler: a transformer training step took 100-650
+ms on two BLAS threads and 31-66 ms on one, with two other processes busy on this 2-core
+machine (XLA:CPU, whose thread pool hands out work as threads come free, 42-93 ms).  It is
+not the default: OpenBLAS's bits depend on its thread count (sgemm 512x128x128 on 1 and on
+2 threads: 7% of the results differ in their last bits), so a count that follows the load
+would make two runs of one program on one machine round differently.
 
 Small products under a large count: OpenBLAS itself runs a gemm with M*N*K <= 2^18 on the
 calling thread, and larger ones on at most M*N*K / 2^18 threads (interface/gemm.c), so a
@@ -177,18 +180,21 @@ def largest_product(module) -> int:
     return largest or int(own)
 
 
-def run_threads(largest: int, fixed: int | None, sharing: int = 1) -> int | None:
+def run_threads(largest: int, fixed: int | None, sharing: int = 1,
+                yielding: bool = False) -> int | None:
     """The BLAS threads of a run: `fixed` (RunOptions.blas_threads) when given; else one per
     FLOPS_PER_THREAD of `largest` (the module's largest product), at most the cores shared
     by `sharing` devices calling BLAS at once; None (leave the libraries as they are) for a
-    module with no product.  set_threads caps it at what each library has, and a derived
-    count at the cores other processes leave free when the run starts (Derived.now)."""
+    module with no product.  set_threads caps it at what each library has, and, `yielding`
+    (RunOptions.blas_yield), a derived count at the cores other processes leave free when
+    the run starts (Derived.now)."""
     if fixed is not None:
         return fixed
     if largest <= 0:
         return None
     sharing = max(sharing, 1)
-    return Derived(max(1, min(largest // FLOPS_PER_THREAD, cores() // sharing)), sharing)
+    n = max(1, min(largest // FLOPS_PER_THREAD, cores() // sharing))
+    return Derived(n, sharing) if yielding else n
 
 
 @contextlib.contextmanager

@@ -192,7 +192,8 @@ def run_devices(module: Module, device_args: list[list], grid: DeviceGrid,
 
 
 def blas_for_devices(largest: int, fixed: int | None, n: int,
-                     threads: DeviceThreads | DeviceFibers | None) -> int | None:
+                     threads: DeviceThreads | DeviceFibers | None,
+                     yielding: bool = False) -> int | None:
     """The BLAS threads of a run of n devices in this process (blas_threads.run_threads;
     `largest`: the module's largest product): the cores divided among the threads calling
     BLAS at once -- a thread each, or the fibers' threads.  Fibers on one thread divide by
@@ -200,7 +201,7 @@ def blas_for_devices(largest: int, fixed: int | None, n: int,
     devices: 94 ms with 2 BLAS threads, 8 ms with 1, at load 5 on 2 cores)."""
     fibers = threads if isinstance(threads, DeviceFibers) else None
     sharing = fibers.threads if fibers is not None and fibers.parallel else n
-    return run_threads(largest, fixed, sharing)
+    return run_threads(largest, fixed, sharing, yielding)
 
 
 def run_module_devices(module: Module, device_args: list[list], grid: DeviceGrid | None = None,
