@@ -42,3 +42,39 @@ def test_narrow_types_still_resolve_on_first_use():
                          cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["30", "2"]
+
+
+def test_a_paused_block_hands_what_it_made_to_the_oldest_generation():
+    """After cyclic_gc_paused the module's objects sit in the oldest generation, the young
+    one empty, the collector on again; objects someone else froze stay frozen."""
+    import gc
+
+    from xlaplug.passes.manager import cyclic_gc_paused
+
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    with cyclic_gc_paused():
+        assert not gc.isenabled()
+        made = [[k] for k in range(2000)]  # more than a young generation's threshold
+    assert gc.isenabled()
+    oldest = {id(o) for o in gc.get_objects(generation=2)}
+    assert id(made) in oldest and all(id(x) in oldest for x in made)
+    assert gc.get_count()[0] < 10  # the young generation starts over
+    gc.disable()  # a caller's own pause is left as it was: nothing moves
+    try:
+        with cyclic_gc_paused():
+            young = [[k] for k in range(10)]
+        assert not gc.isenabled() and id(young) in {id(o) for o in gc.get_objects(generation=0)}
+    finally:
+        gc.enable()
+    mine = [[1]]
+    gc.freeze()  # someone else's frozen objects
+    try:
+        frozen = gc.get_freeze_count()
+        with cyclic_gc_paused():
+            later = [[2]]
+        assert gc.get_freeze_count() == frozen  # not thawed ...
+        assert id(mine) not in {id(o) for o in gc.get_objects()}  # ... still out of reach
+        assert id(later) not in {id(o) for o in gc.get_objects(generation=2)}  # not moved
+    finally:
+        gc.unfreeze()
+

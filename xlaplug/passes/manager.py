@@ -204,14 +204,30 @@ def cyclic_gc_paused():
     whole module again (a third of the default pipeline's time at 40,000 instructions).
     Passes make no garbage cycles -- reference counting frees what they drop -- so pausing
     it costs no memory.  Process-wide, but never left off: whoever turned it off turns it
-    back on."""
+    back on -- and then hands what the block made straight to the oldest generation
+    (`promote_to_oldest`)."""
     was = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if was:
+            promote_to_oldest()
             gc.enable()
+
+
+def promote_to_oldest() -> None:
+    """Every object the collector tracks moved to its oldest generation, unexamined.  After
+    a paused block the youngest generation holds all it made -- a whole module, 90,000
+    tracked objects at 22,500 instructions -- and the first allocation once the collector
+    is back would walk them all to free nothing (30 ms of a 0.75 s `compile`).  They are
+    long-lived, so they go where long-lived objects end up anyway; any cycle among them is
+    freed by the next full collection.  gc.freeze() then gc.unfreeze() does it in constant
+    time (two list splices).  Not when someone else has frozen objects: unfreeze would thaw
+    theirs."""
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()
 
 
 @dataclass
