@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+MLP_PATH = ROOT / "examples" / "mlp.hlo"
 
 PROBE = """
 import sys
@@ -78,3 +79,29 @@ def test_a_paused_block_hands_what_it_made_to_the_oldest_generation():
     finally:
         gc.unfreeze()
 
+
+EXIT_PROBE = """
+import atexit, gc, sys
+atexit.register(lambda: print("atexit, frozen:", gc.get_freeze_count() > 0, file=sys.stderr))
+sys.argv = ["xlaplug"] + {args!r}
+import runpy
+runpy.run_module("xlaplug", run_name="__main__")
+"""
+
+
+def test_the_program_ends_as_the_command_says_with_the_collector_frozen(tmp_path):
+    """`python -m xlaplug` (the console script's `program`): the command's exit status and
+    output, atexit handlers run -- after everything was frozen out of the collector's way."""
+    bad = tmp_path / "bad.hlo"
+    bad.write_text("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT r = f32[2] "
+                   "add(p p)\n}\n")
+    out = tmp_path / "out.hlo"
+    for args, code in ((["compile", "--passes", "none", str(MLP_PATH), "-o", str(out)], 0),
+                       (["compile", str(bad)], 2)):
+        proc = subprocess.run([sys.executable, "-c", EXIT_PROBE.format(args=args)],
+                              capture_output=True, text=True, cwd=ROOT, timeout=300)
+        assert proc.returncode == code, proc.stderr
+        assert proc.stderr.splitlines()[-1] == "atexit, frozen: True"
+        if code == 2:
+            assert proc.stderr.startswith(f"{bad}:4:") and "Traceback" not in proc.stderr
+    assert "ENTRY main.3" in out.read_text()
