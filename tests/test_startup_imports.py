@@ -27,7 +27,7 @@ try:
 except SystemExit as e:
     code = e.code
 heavy = ["numba", "numba.np.arraymath", "jax", "jaxlib", "scipy", "scipy.linalg", "mpi4py",
-         "lark"]
+         "lark", "importlib.metadata"]
 print({{"exit": code, "loaded": [m for m in heavy if m in sys.modules]}}, file=sys.stderr)
 """
 
@@ -61,6 +61,37 @@ def test_lark_reads_only_text_off_the_common_path(tmp_path):
     assert proc.stderr.startswith(f"{bad}:4:")
     got = _probe(["compile", str(bad)], tmp_path / "cache")
     assert got == {"exit": 2, "loaded": ["lark"]}
+
+
+def test_entry_points_are_read_only_where_a_distribution_may_declare_them(tmp_path,
+                                                                         monkeypatch):
+    """importlib.metadata is imported (above: not by compile) only when a distribution on
+    sys.path may declare an `xlaplug.plugins` entry point, or the path holds what the quick
+    search does not read (a zip archive, a zipped egg)."""
+    from xlaplug.plugin.loader import entry_points_declared
+
+    site = tmp_path / "site"
+    (site / "other-1.0.dist-info").mkdir(parents=True)
+    (site / "other-1.0.dist-info" / "entry_points.txt").write_text(
+        "[console_scripts]\nother = other:main\n")
+    (site / "bare-1.0.dist-info").mkdir()  # no entry_points.txt
+    (site / "old.egg-info").write_text("Name: old\n")  # an .egg-info file: no entry points
+    monkeypatch.setattr(sys, "path", [str(site), str(tmp_path / "absent")])
+    assert not entry_points_declared()
+    for where in ("acme-1.0.dist-info", "acme.egg-info", "acme-1.0.egg/EGG-INFO"):
+        d = site / where
+        d.mkdir(parents=True)
+        (d / "entry_points.txt").write_text("[ xlaplug.plugins ]\nacme = acme:plugin\n")
+        assert entry_points_declared(), where
+        (d / "entry_points.txt").unlink()
+    assert not entry_points_declared()
+    (site / "zipped-1.0.egg").write_bytes(b"PK")
+    assert entry_points_declared()
+    (site / "zipped-1.0.egg").unlink()
+    archive = tmp_path / "lib.zip"
+    archive.write_bytes(b"PK")
+    monkeypatch.setattr(sys, "path", [str(site), str(archive)])
+    assert entry_points_declared()
 
 
 def test_list_plugins_loads_no_numba(tmp_path):
