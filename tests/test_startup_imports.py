@@ -27,7 +27,7 @@ try:
 except SystemExit as e:
     code = e.code
 heavy = ["numba", "numba.np.arraymath", "jax", "jaxlib", "scipy", "scipy.linalg", "mpi4py",
-         "lark", "importlib.metadata"]
+         "lark", "importlib.metadata", "xlaplug.passes.loop_fusion", "xlaplug.runtime.run_paths"]
 print({{"exit": code, "loaded": [m for m in heavy if m in sys.modules]}}, file=sys.stderr)
 """
 

@@ -20,7 +20,6 @@ from ..hlo.errors import HloError, plural
 from ..hlo.ir import Module
 from .options import RunError, RunOptions, RunResult
 from .outputs import tolerance
-from .run_paths import run_executable
 
 # A run's options when none are given (RunOptions is frozen: a value, shared by every call).
 DEFAULT_OPTIONS = RunOptions()
@@ -159,6 +158,9 @@ class Executable:
         elif inputs is not None and not isinstance(inputs, dict):
             raise RunError(f"inputs: expected a dict of in0, in1, ... arrays, got "
                            f"{type(inputs).__name__}")
+        # Imported here: `compile` alone (the CLI's compile, a module only printed) never
+        # loads the run path (its devices, MPI and statistics: 15 ms).
+        from .run_paths import run_executable
         return run_executable(self, inputs, options, expected, rtol, atol, progress)
 
     @property
