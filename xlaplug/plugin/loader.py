@@ -123,14 +123,16 @@ def load_plugins(extra_dirs=(), *, no_plugins: bool = False, strict: bool = Fals
 
 def entry_points_declared() -> bool:
     """Whether a distribution on sys.path may declare an `xlaplug.plugins` entry point: the
-    places importlib.metadata reads (`*.dist-info`, `*.egg-info`, `*.egg/EGG-INFO` in each
-    sys.path folder) searched for the group's name.  Importing importlib.metadata (email,
-    csv, zipfile) costs more than its search -- 10-15 ms of every command -- and almost no
-    installation declares one; where one may (the name in a file, a zip archive on the path,
-    a finder of distributions besides Python's own), importlib.metadata reads them."""
+    files importlib.metadata reads (`entry_points.txt` in each sys.path folder's
+    `*.dist-info` and `*.egg-info`, and in an `.egg` folder's `EGG-INFO`) searched for the
+    group's name.  Importing importlib.metadata (email, csv, zipfile) costs more than its
+    search -- 10-15 ms of every command -- and almost no installation declares one; where
+    one may (the name in a file, a zip archive on the path, a finder of distributions
+    besides Python's own), importlib.metadata reads them."""
     from importlib.machinery import PathFinder
     if any(f is not PathFinder and hasattr(f, "find_distributions") for f in sys.meta_path):
         return True
+    group = ENTRY_POINT_GROUP.encode()
     for entry in sys.path:
         root = entry or "."
         try:
@@ -139,19 +141,14 @@ def entry_points_declared() -> bool:
             return True
         except OSError:  # absent or unreadable: importlib.metadata finds nothing there either
             continue
+        egg = os.path.basename(root).lower().endswith(".egg")
         for name in names:
             low = name.lower()
-            if low.endswith((".dist-info", ".egg-info")):
-                listed = os.path.join(root, name, "entry_points.txt")
-            elif low.endswith(".egg"):
-                if not os.path.isdir(os.path.join(root, name)):
-                    return True  # a zipped egg
-                listed = os.path.join(root, name, "EGG-INFO", "entry_points.txt")
-            else:
+            if not (low.endswith((".dist-info", ".egg-info")) or egg and low == "egg-info"):
                 continue
             try:
-                with open(listed, "rb") as f:
-                    if ENTRY_POINT_GROUP.encode() in f.read():
+                with open(os.path.join(root, name, "entry_points.txt"), "rb") as f:
+                    if group in f.read():
                         return True
             except OSError:  # no entry points (or an .egg-info file: none)
                 continue
