@@ -69,8 +69,8 @@ def misplaced_attribute(opcode: str, name: str) -> str | None:
 @lru_cache(maxsize=None)
 def misplaced_names(opcode: str) -> frozenset[str]:
     """Every name misplaced_attribute refuses on `opcode`, as one set: the parser's common
-    path checks an instruction's attribute names against it in one call (a call per name
-    was 5% of reading a jax module: 30,000 attributes at 22,500 instructions)."""
+    path checks an instruction's attribute names against it in one call (a call per name,
+    30,000 at 22,500 instructions of a jax module, took twice as long: 2% of its parse)."""
     allowed = ALLOWED.get(opcode)
     if allowed is None:
         return frozenset()
