@@ -79,6 +79,32 @@ def test_plugin_objects_kernel_and_decomposition_report_what_served():
     assert np.array_equal(portable(x)[0], x + x) and calls == [(5,)]  # kernel not called
 
 
+def test_served_ops_count_overrides_and_plugin_ops_with_or_without_passes():
+    """Exe.plugins counts each plugin op and each core opcode a plugin kernel overrides on
+    the device (a kernel for another device does not count) -- the same whether passes ran
+    or not (`passes="none"` reuses the count taken before them)."""
+    p = double_plugin([])
+
+    @p.kernel("negate", device="cpu")
+    def _negate(x, out):
+        np.negative(x, out=out)
+
+    @p.kernel("abs", device="cuda")
+    def _abs(x, out):
+        np.abs(x, out=out)
+
+    text = DOUBLE.replace("ROOT d = f32[5]{0} custom-call(p)",
+                          "n = f32[5]{0} negate(p)\n  m = f32[5]{0} negate(n)\n"
+                          "  a = f32[5]{0} abs(m)\n  ROOT d = f32[5]{0} custom-call(a)")
+    want = [xlaplug.ServedOp("t.double", "t", "kernel", "cpu", 1),
+            xlaplug.ServedOp("negate", "t", "kernel", "cpu", 2)]
+    for passes in (None, "none"):
+        exe = xlaplug.compile(text, plugins=[p], bundled_plugins=False, passes=passes)
+        assert sorted(exe.plugins, key=lambda s: s.op) == sorted(want, key=lambda s: s.op)
+        x = np.arange(5, dtype=np.float32)
+        assert np.array_equal(exe(x)[0], 2 * np.abs(x))
+
+
 def test_plugins_dir_and_bundled_switch(tmp_path):
     (tmp_path / "dbl.py").write_text(
         "import numpy as np\nfrom xlaplug.plugin import Plugin\nplugin = Plugin('dirplug')\n"

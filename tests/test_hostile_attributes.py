@@ -2,7 +2,8 @@
 errors at their position, as in XLA's parser."""
 import pytest
 
-from xlaplug.hlo.text.attr_placement import ALLOWED, COMMON, misplaced_attribute
+from xlaplug.hlo.text.attr_placement import (ALLOWED, COMMON, misplaced_attribute,
+                                              misplaced_names)
 from xlaplug.hlo.errors import HloSyntaxError
 from xlaplug.hlo.text.parser import parse_module
 
@@ -41,6 +42,16 @@ def test_every_common_attribute_is_allowed_everywhere():
     for op in ALLOWED:
         for name in COMMON:
             assert misplaced_attribute(op, name) is None
+
+
+def test_misplaced_names_are_the_names_misplaced_attribute_refuses():
+    """The common path's one-set check (misplaced_names) refuses exactly what the per-name
+    check does, for every opcode with a fixed set and one without."""
+    from xlaplug.hlo.text.attributes import PARSERS
+    for op in [*ALLOWED, "custom-call", "fusion", "no-such-op"]:
+        names = {*PARSERS, *COMMON, "unknown_attr"}
+        assert misplaced_names(op) == {n for n in names if misplaced_attribute(op, n)}, op
+    assert "dimensions" in misplaced_names("abs") and not misplaced_names("custom-call")
 
 
 @pytest.mark.parametrize("layout", ["{-0}", "{+0}", "{0x0}", "{ -0 }"])

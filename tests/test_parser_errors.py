@@ -312,6 +312,19 @@ def test_binary_garbage_file(tmp_path):
     assert out[2] == " " * 16 + "^"
 
 
+@pytest.mark.parametrize("name", ["p", "p\u00e9"])  # ASCII text, and text that is not
+@pytest.mark.parametrize("code", [0x00, 0x08, 0x0e, 0x1f, 0x7f])
+def test_control_characters_anywhere_are_binary_data(name, code):
+    """Every control character _CONTROL names is found, in an ASCII text (the bytes
+    translation finds it) and in one that is not (the expression alone); the whitespace
+    controls (tab to carriage return) are text."""
+    ok = f"HloModule m\r\n\x0b\x0cENTRY e {{\n\t{name} = f32[2] parameter(0)\n}}\n"
+    assert parse_module(ok).entry.root.name == name
+    err = error_of(ok.replace("parameter", f"param{chr(code)}eter"), FILE)
+    assert (err.line, err.column) == (3, 17 + len(name))
+    assert f"binary data in HLO text (control character 0x{code:02x})" in str(err)
+
+
 def test_random_binary_file(tmp_path):
     path = tmp_path / "random.hlo"
     path.write_bytes(bytes(range(256)) * 4)

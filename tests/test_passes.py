@@ -50,6 +50,21 @@ def test_pipeline_specs():
         resolve_pipeline("dce,nope")
 
 
+def test_builtin_pass_table_names_each_class_by_its_own_name():
+    """BUILTIN_PASSES imports a pass class when looked up: its keys are the classes' own
+    names, in the default pipeline's order; `in` and a miss import nothing."""
+    from xlaplug.passes import BUILTIN_PASSES
+
+    assert list(BUILTIN_PASSES) == list(DEFAULT_PIPELINE) and len(BUILTIN_PASSES) == 10
+    assert {name: cls.name for name, cls in BUILTIN_PASSES.items()} == {
+        name: name for name in DEFAULT_PIPELINE}
+    assert BUILTIN_PASSES["loop-fusion"] is LoopFusion
+    assert "dce" in BUILTIN_PASSES and "loop_fusion" not in BUILTIN_PASSES
+    assert BUILTIN_PASSES.get("nope") is None
+    with pytest.raises(PassSpecError, match="unknown pass 'nope' .*dce, dot-epilogue"):
+        resolve_pipeline("nope")
+
+
 def test_pass_options_are_typed_dataclass_fields():
     """`name{option=value ...}` (as xDSL's pipelines): values read as the fields' types."""
     (fusion,) = resolve_pipeline("loop-fusion{min_elements=1}")

@@ -27,7 +27,7 @@ try:
 except SystemExit as e:
     code = e.code
 heavy = ["numba", "numba.np.arraymath", "jax", "jaxlib", "scipy", "scipy.linalg", "mpi4py",
-         "lark"]
+         "lark", "importlib.metadata", "xlaplug.passes.loop_fusion", "xlaplug.runtime.run_paths"]
 print({{"exit": code, "loaded": [m for m in heavy if m in sys.modules]}}, file=sys.stderr)
 """
 
@@ -61,6 +61,49 @@ def test_lark_reads_only_text_off_the_common_path(tmp_path):
     assert proc.stderr.startswith(f"{bad}:4:")
     got = _probe(["compile", str(bad)], tmp_path / "cache")
     assert got == {"exit": 2, "loaded": ["lark"]}
+
+
+def test_entry_points_are_read_only_where_a_distribution_may_declare_them(tmp_path,
+                                                                         monkeypatch):
+    """importlib.metadata is imported (above: not by compile) only when a distribution on
+    sys.path may declare an `xlaplug.plugins` entry point -- in the files it reads -- or the
+    path holds what the quick search does not read (a zip archive)."""
+    import importlib
+    from importlib.metadata import entry_points
+
+    from xlaplug.plugin.loader import ENTRY_POINT_GROUP, entry_points_declared
+
+    def declared() -> bool:  # and importlib.metadata finds what the search finds
+        importlib.invalidate_caches()
+        found = entry_points_declared()
+        assert found == bool(entry_points(group=ENTRY_POINT_GROUP))
+        return found
+
+    def dist(d, name: str):
+        d.mkdir(parents=True, exist_ok=True)
+        meta = "METADATA" if d.name.endswith(".dist-info") else "PKG-INFO"
+        (d / meta).write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+        return d
+
+    site = tmp_path / "site"
+    (dist(site / "other-1.0.dist-info", "other") / "entry_points.txt").write_text(
+        "[console_scripts]\nother = other:main\n")
+    dist(site / "bare-1.0.dist-info", "bare")  # no entry_points.txt
+    egg = tmp_path / "acme-1.0.egg"  # an .egg folder on the path: its EGG-INFO is read
+    dist(egg / "EGG-INFO", "acme")
+    monkeypatch.setattr(sys, "path", [str(site), str(egg), str(tmp_path / "absent")])
+    assert not declared()
+    for d, name in ((site / "one-1.0.dist-info", "one"), (site / "two.egg-info", "two"),
+                    (egg / "EGG-INFO", "acme")):
+        (dist(d, name) / "entry_points.txt").write_text(
+            "[xlaplug.plugins]\nacme = acme:plugin\n")
+        assert declared(), d
+        (d / "entry_points.txt").unlink()
+    assert not declared()
+    archive = tmp_path / "lib.zip"
+    archive.write_bytes(b"PK")
+    monkeypatch.setattr(sys, "path", [str(site), str(archive)])
+    assert entry_points_declared()
 
 
 def test_list_plugins_loads_no_numba(tmp_path):

@@ -113,12 +113,46 @@ def load_plugins(extra_dirs=(), *, no_plugins: bool = False, strict: bool = Fals
     for obj in objects:
         _load_one(reg, Path(obj.source or obj.name), lambda obj=obj: [obj], strict,
                   label=f"Python object {obj.name}")
-    if entry_points:
+    if entry_points and entry_points_declared():
         from importlib.metadata import entry_points as eps
         for ep in eps(group=ENTRY_POINT_GROUP):
             _load_one(reg, Path(ep.value), lambda ep=ep: _entry_point_plugins(ep), strict,
                       label=f"entry point {ep.name} ({ep.value})")
     return reg
+
+
+def entry_points_declared() -> bool:
+    """Whether a distribution on sys.path may declare an `xlaplug.plugins` entry point: the
+    files importlib.metadata reads (`entry_points.txt` in each sys.path folder's
+    `*.dist-info` and `*.egg-info`, and in an `.egg` folder's `EGG-INFO`) searched for the
+    group's name.  Importing importlib.metadata (email, csv, zipfile) costs more than its
+    search -- 10-15 ms of every command -- and almost no installation declares one; where
+    one may (the name in a file, a zip archive on the path, a finder of distributions
+    besides Python's own), importlib.metadata reads them."""
+    from importlib.machinery import PathFinder
+    if any(f is not PathFinder and hasattr(f, "find_distributions") for f in sys.meta_path):
+        return True
+    group = ENTRY_POINT_GROUP.encode()
+    for entry in sys.path:
+        root = entry or "."
+        try:
+            names = os.listdir(root)
+        except NotADirectoryError:  # a zip archive
+            return True
+        except OSError:  # absent or unreadable: importlib.metadata finds nothing there either
+            continue
+        egg = os.path.basename(root).lower().endswith(".egg")
+        for name in names:
+            low = name.lower()
+            if not (low.endswith((".dist-info", ".egg-info")) or egg and low == "egg-info"):
+                continue
+            try:
+                with open(os.path.join(root, name, "entry_points.txt"), "rb") as f:
+                    if group in f.read():
+                        return True
+            except OSError:  # no entry points (or an .egg-info file: none)
+                continue
+    return False
 
 
 def load_sources(sources) -> Registry:

@@ -164,13 +164,18 @@ class _Builder:
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+# The ASCII characters _CONTROL does not match: deleted from an ASCII text's bytes, they
+# leave its control characters -- found at C speed (1 ms for 2.4 MB where the expression's
+# search takes 5); the expression then says where the first one is.
+_NOT_CONTROL = bytes(c for c in range(128) if not _CONTROL.match(chr(c)))
 
 
 def _check_text(text: str) -> None:
     if not text.strip():
         raise HloSyntaxError("empty module: no HloModule header and no computations", line=1,
                              column=1)
-    m = _CONTROL.search(text)
+    m = (_CONTROL.search(text)
+         if not text.isascii() or text.encode("ascii").translate(None, _NOT_CONTROL) else None)
     if m:
         line, col = position_of(text, m.start())
         raise HloSyntaxError(f"binary data in HLO text (control character 0x{ord(m.group(0)):02x})",

@@ -12,7 +12,7 @@ from ..errors import position_of
 from ..ir import Instruction, Shape
 from ..opcodes import ALL_OPCODES
 from .attr_config import RESULT_ACCURACY_OPS
-from .attr_placement import misplaced_attribute
+from .attr_placement import misplaced_names
 from .literals import LiteralError, parse_literal
 from .parser_attrs import typed_attrs
 from .parser_state import _Ctx, _err, current_parse
@@ -187,9 +187,8 @@ def line_instruction(m, attr_matches: list, line: int, line_start: int) -> Instr
     if attrs:
         if "result_accuracy" in attrs and opcode not in RESULT_ACCURACY_OPS:
             raise ValueError("result_accuracy")  # lark's path says where
-        for k in attrs:
-            if misplaced_attribute(opcode, k):
-                raise ValueError(k)
+        if not misplaced_names(opcode).isdisjoint(attrs):
+            raise ValueError("misplaced attribute")  # lark's path says which, and where
     if root is not None:
         instr._is_root = True
         instr._root_at = (line, m.start("root") - line_start + 1)

@@ -48,7 +48,8 @@ _SIGNIFICANT = re.compile(r'(?:\s|//[^\n]*|/\*.*?\*/|,)*', re.S)
 def check_limits(text: str) -> None:
     """Raise HloSyntaxError (with line and column) at the first non-ASCII numeral outside
     strings and comments, or where the text nests deeper than XLA's parser reads."""
-    if text.isascii() and (text.count("(") + text.count("={") < MAX_DEPTH
+    # `={` counted only when the `(` leave room (a large module has thousands of them).
+    if text.isascii() and ((n := text.count("(")) < MAX_DEPTH and n + text.count("={") < MAX_DEPTH
                            or _bracket_depth(text) < MAX_DEPTH):
         return  # the common case: nothing to find (the tests run at C speed)
     depth = 0
