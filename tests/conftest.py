@@ -46,6 +46,16 @@ def _cuda_simulator_waits():
         cudasim_threads.install()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _xla_executables_shared(tmp_path_factory):
+    """XLA compiles a program once per run, not once per test file that needs it: its
+    executable is shared by the run's workers (tests/xla_session_cache.py)."""
+    import xla_session_cache
+    with pytest.MonkeyPatch.context() as mp:
+        xla_session_cache.install(xla_session_cache.session_dir(tmp_path_factory), mp)
+        yield
+
+
 @pytest.fixture(scope="session")
 def jax_corpus():
     """Every program of tests/jax_corpus.py as an Entry (name, lowered_hlo, compiled_hlo,
