@@ -108,12 +108,23 @@ def mutant(programs: list[tuple[str, str]], seed: int, k: int) -> tuple[str, str
 
 # ---- one mutant, one process ----------------------------------------------------------
 
-def _limit_memory() -> None:
-    import resource
-    try:
-        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
-    except (ValueError, OSError):
-        pass
+# Each mutant's process gets the limit from a small launcher that sets it and execs the
+# command, not from a preexec_fn: that makes subprocess fork() the whole calling process
+# (no vfork), which in a test worker holding jax, numba and their compiled code costs
+# 40-100 ms a process -- most of a minimization's time, a process per candidate -- and
+# forks a multithreaded process (jax warns it may deadlock).  `-S -I`: no site, ~10 ms.
+_LAUNCHER = ("import os, resource, sys\n"
+             "limit = int(sys.argv[1])\n"
+             "try:\n"
+             "    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n"
+             "except (ValueError, OSError):\n"
+             "    pass\n"
+             "os.execvp(sys.argv[2], sys.argv[2:])\n")
+
+
+def _limited(command: list[str]) -> list[str]:
+    """`command` run with its address space limited to MEMORY_LIMIT."""
+    return [sys.executable, "-S", "-I", "-c", _LAUNCHER, str(MEMORY_LIMIT), *command]
 
 
 def default_command(path: str) -> list[str]:
@@ -124,9 +135,8 @@ def classify(path: str, timeout: float, command=default_command) -> tuple[str, s
     """(class, detail) of the mutant file at `path`, run in a fresh process."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "NUMBA_ENABLE_CUDASIM": "0"}
     try:
-        p = subprocess.run(command(path), capture_output=True, text=True, timeout=timeout,
-                           env=env, cwd=ROOT, preexec_fn=_limit_memory,
-                           errors="backslashreplace")
+        p = subprocess.run(_limited(command(path)), capture_output=True, text=True,
+                           timeout=timeout, env=env, cwd=ROOT, errors="backslashreplace")
     except subprocess.TimeoutExpired:
         return "hang", f"past {timeout:g} s"
     verbs = [json.loads(ln) for ln in p.stdout.splitlines() if ln.startswith("{")]

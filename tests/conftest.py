@@ -1,5 +1,4 @@
 """Shared pytest fixtures."""
-import collections
 import os
 import sys
 from pathlib import Path
@@ -45,6 +44,16 @@ def _cuda_simulator_waits():
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
         import cudasim_threads
         cudasim_threads.install()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _xla_executables_shared(tmp_path_factory):
+    """XLA compiles a program once per run, not once per test file that needs it: its
+    executable is shared by the run's workers (tests/xla_session_cache.py)."""
+    import xla_session_cache
+    with pytest.MonkeyPatch.context() as mp:
+        xla_session_cache.install(xla_session_cache.session_dir(tmp_path_factory), mp)
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -300,13 +309,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.suite)
         if item.originalname in SLOW.get(module, ()):
             item.add_marker(pytest.mark.slow)
-    # Longest files first: with two xdist workers taking whole files, the short ones then fill
-    # in around the suite's long runs instead of one worker finishing those alone at the end.
-    # Among files of one rank, those with more slow tests go first.
-    rank: dict = {}
-    slow = collections.Counter()
-    for item in items:
-        r = 0 if item.get_closest_marker("suite") else 1 if item.get_closest_marker("slow") else 2
-        rank[item.module.__name__] = min(rank.get(item.module.__name__, 2), r)
-        slow[item.module.__name__] += bool(item.get_closest_marker("slow"))
-    items.sort(key=lambda it: (rank[it.module.__name__], -slow[it.module.__name__]))
+    # Longest files first (file_order.py): the short ones then fill in around the long
+    # runs instead of one worker finishing a long file alone at the end.
+    import file_order  # (tests/ is on sys.path: see _TESTS above)
+    file_order.order(items)

@@ -39,6 +39,20 @@ cond {
   n = s32[] constant(100)
   ROOT lt = pred[] compare(i, n), direction=LT
 }
+argmax {
+  av = f32[] parameter(0)
+  ai = s32[] parameter(1)
+  bv = f32[] parameter(2)
+  bi = s32[] parameter(3)
+  gt = pred[] compare(av, bv), direction=GT
+  eq = pred[] compare(av, bv), direction=EQ
+  lt = pred[] compare(ai, bi), direction=LT
+  tie = pred[] and(eq, lt)
+  pa = pred[] or(gt, tie)
+  v = f32[] select(pa, av, bv)
+  k = s32[] select(pa, ai, bi)
+  ROOT t = (f32[], s32[]) tuple(v, k)
+}
 ENTRY e {
   x = f32[300,300] parameter(0)
   y = f32[300,300] parameter(1)
@@ -49,7 +63,13 @@ ENTRY e {
   z = s32[] constant(0)
   init = (s32[], f32[300]) tuple(z, r)
   l = (s32[], f32[300]) while(init), condition=cond, body=body
-  ROOT o = f32[300] get-tuple-element(l), index=1
+  o = f32[300] get-tuple-element(l), index=1
+  io = s32[300,300] iota(), iota_dimension=1
+  ninf = f32[] constant(-inf)
+  z0 = s32[] constant(0)
+  am = (f32[300], s32[300]) reduce(y, io, ninf, z0), dimensions={1}, to_apply=argmax
+  ami = s32[300] get-tuple-element(am), index=1
+  ROOT out = (f32[300], s32[300]) tuple(o, ami)
 }
 '''
 m = parse_module(text)
@@ -58,11 +78,13 @@ x = np.full((300, 300), 2.0, np.float32)
 from xlaplug.backends.cpu import compiled_while
 loop = [i for c in m.computations for i in c.instructions if i.opcode == "while"][0]
 ready = compiled_while.generate(loop).ready()  # before the run: in the disk cache?
-out = execute(m, [x, x]).outputs[0]
+y = x.copy()
+y[:, 7] = 3.0  # every row's argmax: column 7
+out, idx = execute(m, [x, y]).outputs
 hits = sum(sum(f.stats.cache_hits.values()) for f in jit_cache._LOADED.values())
 misses = sum(sum(f.stats.cache_misses.values()) for f in jit_cache._LOADED.values())
 print(json.dumps({"hits": hits, "misses": misses, "functions": len(jit_cache._LOADED),
-                  "value": float(out[0]), "ready": ready}))
+                  "value": float(out[0]), "ready": ready, "argmax": sorted(set(idx.tolist()))}))
 """
 
 
@@ -77,13 +99,16 @@ def _run(env_extra: dict) -> dict:
 def test_second_process_loads_compiled_code(tmp_path):
     env = {"XLAPLUG_CACHE_DIR": str(tmp_path)}
     first = _run(env)
-    assert first["functions"] == 2  # the fused loop and the while loop
-    assert first["hits"] == 0 and first["misses"] >= 2 and not first["ready"]
-    assert first["value"] == 6.0 * 0.5 ** 100
+    # the fused loop, the while loop, and the argmax reducer in its reduce driver
+    # (driver_cache.py: both in one module, the driver's machine code kept like the loops')
+    assert first["functions"] == 3
+    assert first["hits"] == 0 and first["misses"] >= 3 and not first["ready"]
+    assert first["value"] == 6.0 * 0.5 ** 100 and first["argmax"] == [7]
     files = sorted(p.name for p in (tmp_path / "jit").glob("xlaplug_jit_*.py"))
-    assert len(files) == 2
+    assert len(files) == 3
     second = _run(env)
-    assert second["hits"] >= 2 and second["misses"] == 0, second
+    assert second["hits"] >= 3 and second["misses"] == 0, second
+    assert second["argmax"] == [7]
     assert second["ready"]  # compiled_while starts such a loop compiled from iteration 0
     assert second["value"] == first["value"]
     assert sorted(p.name for p in (tmp_path / "jit").glob("xlaplug_jit_*.py")) == files
@@ -91,12 +116,13 @@ def test_second_process_loads_compiled_code(tmp_path):
 
 def test_cache_off_or_unwritable_compiles_in_memory(tmp_path):
     off = _run({"XLAPLUG_CACHE_DIR": str(tmp_path), "XLAPLUG_JIT_CACHE": "0"})
-    assert off["functions"] == 2 and off["hits"] == 0
+    assert off["functions"] == 3 and off["hits"] == 0 and off["argmax"] == [7]
     assert not (tmp_path / "jit").exists()
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     bad = _run({"XLAPLUG_CACHE_DIR": str(blocker)})
-    assert bad["functions"] == 2 and bad["value"] == off["value"]
+    assert bad["functions"] == 3 and bad["value"] == off["value"]
+    assert bad["argmax"] == [7]
 
 
 def test_njit_options_are_part_of_the_key(tmp_path, monkeypatch):

@@ -1,7 +1,6 @@
 """Files xlaplug writes (`run --out`, `compile -o`) get the mode any new file gets under the
 user's umask (not mkstemp's 0600), and an output into a folder that does not exist is one
 `error:` line, exit 2, with nothing created; `--dump-dir` creates its own folder only."""
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,10 +11,17 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "rms_norm.hlo"
 
 
+# The umask is set by a small launcher that then execs xlaplug, not by a preexec_fn: that
+# makes subprocess fork() the whole worker (no vfork) -- a multithreaded process holding jax,
+# which warns the fork may deadlock -- instead of starting the child cheaply.
+_UMASK_THEN_EXEC = "import os, sys; os.umask(int(sys.argv[1])); os.execv(sys.argv[2], sys.argv[2:])"
+
+
 def xlaplug(*args, umask=None):
-    pre = (lambda: os.umask(umask)) if umask is not None else None
-    return subprocess.run([sys.executable, "-m", "xlaplug", *map(str, args)],
-                          capture_output=True, text=True, cwd=ROOT, preexec_fn=pre)
+    cmd = [sys.executable, "-m", "xlaplug", *map(str, args)]
+    if umask is not None:
+        cmd = [sys.executable, "-S", "-I", "-c", _UMASK_THEN_EXEC, str(umask), *cmd]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o077])

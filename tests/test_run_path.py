@@ -57,15 +57,22 @@ ENTRY e {
 """
 
 
+_DEFAULT_SIGINT_THEN_EXEC = ("import os, signal, sys\n"
+                             "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
+                             "os.execv(sys.argv[1], sys.argv[1:])\n")
+
+
 def _interrupt_after(tmp_path, header: str, wait_s: float):
     path = tmp_path / "forever.hlo"
     path.write_text(FOREVER.format(header=header))
     # SIGINT as at a terminal: a suite started in the background by a shell without job
     # control (`pytest &`) ignores SIGINT, every child inherits that, and Python keeps an
-    # ignored SIGINT ignored (as `xlaplug run` must: that is how nohup works).
-    p = subprocess.Popen([sys.executable, "-m", "xlaplug", "run", str(path)], cwd=ROOT,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    # ignored SIGINT ignored (as `xlaplug run` must: that is how nohup works).  A launcher
+    # restores it and execs xlaplug (the same process): a preexec_fn would make subprocess
+    # fork() the whole multithreaded worker, which jax warns may deadlock.
+    p = subprocess.Popen([sys.executable, "-S", "-I", "-c", _DEFAULT_SIGINT_THEN_EXEC,
+                          sys.executable, "-m", "xlaplug", "run", str(path)], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(wait_s)
     assert p.poll() is None, p.communicate()
     t0 = time.perf_counter()

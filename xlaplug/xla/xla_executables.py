@@ -67,6 +67,24 @@ def _compile(computation: str | bytes, replicas: int, partitions: int, what: str
     partitions devices.  `shardy`: None for a per-device program (every instruction manual);
     else a global program that XLA's SPMD partitioner cuts, with Shardy (True) or GSPMD.
     `xla_options`: debug options for this compilation (e.g. xla_allow_excess_precision)."""
+    backend, devs, opts = compile_setup(replicas, partitions, what, platform, shardy,
+                                        xla_options)
+    try:
+        return backend.compile_and_load(computation, devs_list(what, devs), opts), devs
+    except Exception as e:
+        raise XlaError(f"XLA:{platform.upper()} cannot compile the module: "
+                       f"{xla_message(e)}") from None
+
+
+def devs_list(what: str, devs):
+    return jaxlib_names.xla_client(what).DeviceList(tuple(devs))
+
+
+def compile_setup(replicas: int, partitions: int, what: str, platform: str = "cpu",
+                  shardy: bool | None = None, xla_options: dict | None = None):
+    """(backend, devices, compile options) of `_compile` -- apart from it so that a
+    serialized executable can be loaded for the same devices and options (the tests share
+    executables between their processes that way: tests/xla_session_cache.py)."""
     get_backend = jaxlib_names.get_backend(what)
     xc = jaxlib_names.xla_client(what)
     n = replicas * partitions
@@ -87,10 +105,7 @@ def _compile(computation: str | bytes, replicas: int, partitions: int, what: str
         opts.executable_build_options.use_shardy_partitioner = shardy
     if xla_options:
         opts.env_option_overrides = list(xla_options.items())
-    try:
-        return backend.compile_and_load(computation, xc.DeviceList(tuple(devs)), opts), devs
-    except Exception as e:
-        raise XlaError(f"{label} cannot compile the module: {xla_message(e)}") from None
+    return backend, devs, opts
 
 
 def _compile_and_run(computation: str | bytes, per_device, replicas: int, partitions: int,

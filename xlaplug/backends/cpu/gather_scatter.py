@@ -16,7 +16,8 @@ from ..common.plans_gather import gather_plan, scatter_plan
 from ..common.plans import row_strides
 from ..registry import kernel
 from . import comp_patterns as P
-from .jit_drivers import from_numba, numba_array, pick, scalar_callable, scatter_driver
+from .driver_cache import run_driver
+from .jit_drivers import from_numba, numba_array, scatter_driver
 
 
 def _index_vectors(indices: np.ndarray, index_vector_dim: int):
@@ -144,10 +145,9 @@ def _apply(comp, outs, flat, ups, out_shapes, ctx):
                 return
             except TypeError:
                 pass
-    fn, jit = scalar_callable(ctx, comp)
     nouts = [numba_array(o) for o in outs]
     nups = [numba_array(u) for u in ups]
-    pick(scatter_driver(n), jit)(fn, flat, *nouts, *nups)
+    run_driver(ctx, scatter_driver(n), [comp], flat, *nouts, *nups)
     for i, (o, no) in enumerate(zip(outs, nouts)):
         if no is not o:
             outs[i][...] = from_numba(no, o.dtype)

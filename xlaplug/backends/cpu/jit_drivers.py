@@ -1,11 +1,13 @@
 """Numba loop drivers that call a compiled scalar computation (reducer, combiner, comparator).
 
 A driver takes the jitted scalar function as its first argument (a first-class dispatcher),
-so numba specialises it per function and the call is direct.  Drivers whose arity depends
-on the number of operands (variadic reduce, sort with several operands, ...) are generated
-from source once per arity and kept in `_DRIVERS`.  They are not disk-cached: a driver's
-signature includes the dispatcher type of the scalar function, which is new in every
-process, so a disk cache could never hit.
+so numba specialises it per function and the call is direct.  Drivers are generated from
+source once per arity (variadic reduce, sort with several operands, ...) and kept in
+`_DRIVERS`.  In this form they are not disk-cached: a driver's signature includes the
+dispatcher type of the scalar function, which is new in every process.  So each keeps its
+source (`bound_source`: source, name, function parameters), from which driver_cache.py
+makes one module of the driver and its computations for the JIT cache -- what the kernels
+run; this form is their fallback.
 
 Values of element types numba lacks (f16, bf16, f8*, s4, u4, ...) travel as a wider type
 (`numba_array`) and are rounded back when the result is built (`from_numba`).
@@ -14,7 +16,6 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
-from numba.core.errors import TypingError
 
 from ..common.scalar_base import numba_dtype  # noqa: F401 - the CPU modules' import point
 from .bf16_convert import is_bf16, to_bf16, to_f32
@@ -64,49 +65,16 @@ def from_numba(a, dt, parallel: bool = False) -> np.ndarray:
     return to_bf16(a, parallel) if is_bf16(dt) else a.astype(dt)
 
 
-def scalar_callable(ctx, comp):
-    """(function, compiled?) for a scalar computation: the numba-compiled one from
-    ctx.scalar_fn, or -- for a computation scalar_jit cannot compile -- one that runs it
-    through the interpreter (drivers then run as plain Python via `.py_func`)."""
-    from ..common.scalar_codegen import ScalarCompileError
-    try:
-        return ctx.scalar_fn(comp), True
-    except ScalarCompileError:
-        pass
-    dts = [p.shape.dtype for p in comp.parameters]
-
-    def interpreted(*vals):
-        r = ctx.run(comp, [np.asarray(v).astype(dt) for v, dt in zip(vals, dts)])
-        if isinstance(r, tuple):
-            return tuple(numba_scalar(x) for x in r)
-        return numba_scalar(r)
-    return interpreted, False
-
-
-def pick(driver, *compiled: bool):
-    """The driver, or its plain-Python form when a function is not compiled (or the driver
-    cannot be typed for these arguments -- that fails before it runs, so nothing is half
-    done)."""
-    if not all(compiled):
-        return driver.py_func
-
-    def run(*args):
-        try:
-            return driver(*args)
-        except TypingError:
-            return driver.py_func(*args)
-    return run
-
-
 _DRIVERS: dict[tuple, object] = {}
 
 
-def _compile(key, src: str, name: str):
+def _compile(key, src: str, name: str, params: tuple[str, ...] = ("fn",)):
     fn = _DRIVERS.get(key)
     if fn is None:
         ns = {"np": np}
         exec(compile(src, f"<xlaplug driver {key}>", "exec"), ns)
         fn = _DRIVERS[key] = njit(nogil=True)(ns[name])
+        fn.bound_source = (src, name, params)  # driver_cache.py's form
     return fn
 
 
@@ -195,11 +163,8 @@ def window_driver(n: int):
     return _compile(("window", n), "\n".join(src) + "\n", "windows")
 
 
-@njit(nogil=True)
-def select_and_scatter_loop(select, scatter, x, src, out, strides, out_dims, win_dims, table,
-                            toff):
-    """For each source element (row-major): pick the window element `select` prefers, then
-    out[picked] = scatter(source, out[picked]).  Windows entirely on padding scatter nothing."""
+_SELECT_AND_SCATTER_SRC = """
+def loop(select, scatter, x, src, out, strides, out_dims, win_dims, table, toff):
     R = out_dims.shape[0]
     oidx = np.zeros(R, np.int64)
     nw = 1
@@ -235,6 +200,15 @@ def select_and_scatter_loop(select, scatter, x, src, out, strides, out_dims, win
                 best = v
         if picked >= 0:
             out[picked] = scatter(src[s], out[picked])
+"""
+
+
+def select_and_scatter_driver():
+    """loop(select, scatter, x, src, out, strides, out_dims, win_dims, table, toff): for each
+    source element (row-major) pick the window element `select` prefers, then out[picked] =
+    scatter(source, out[picked]).  Windows entirely on padding scatter nothing."""
+    return _compile(("select_and_scatter",), _SELECT_AND_SCATTER_SRC, "loop",
+                    ("select", "scatter"))
 
 
 _SORT_SRC = """

@@ -19,8 +19,9 @@ from numpy.lib.stride_tricks import sliding_window_view
 from ..common.plans_window import window_plan
 from ..registry import kernel
 from . import comp_patterns as P
-from .jit_drivers import (from_numba, numba_array, numba_dtype, numba_scalar, pick,
-                          scalar_callable, select_and_scatter_loop, window_driver)
+from .driver_cache import run_driver
+from .jit_drivers import (from_numba, numba_array, numba_dtype, numba_scalar,
+                          select_and_scatter_driver, window_driver)
 
 
 def _reach_table(plan):
@@ -69,9 +70,8 @@ def _reduce_window(ins, args, ctx):
         if flat[0].size == 0:  # every window is on padding
             res = [np.full(s.dims, i, s.dtype) for i, s in zip(inits, shapes)]
             return tuple(res) if ins.shape.is_tuple else res[0]
-        fn, jit = scalar_callable(ctx, comp)
-        pick(window_driver(n), jit)(fn, *flat, *[numba_scalar(i) for i in inits], *outs,
-                                    *_window_args(plan))
+        run_driver(ctx, window_driver(n), [comp], *flat, *[numba_scalar(i) for i in inits],
+                   *outs, *_window_args(plan))
     res = [from_numba(o, s.dtype).reshape(s.dims) for o, s in zip(outs, shapes)]
     return tuple(res) if ins.shape.is_tuple else res[0]
 
@@ -128,10 +128,8 @@ def _select_and_scatter(ins, args, ctx):
     dt = ins.shape.dtype
     out = np.full(operand.size, numba_scalar(init), numba_dtype(dt))
     if operand.size and source.size:
-        sel, jit_sel = scalar_callable(ctx, ins.attrs["select"])
-        sca, jit_sca = scalar_callable(ctx, ins.attrs["scatter"])
         x = np.ascontiguousarray(numba_array(operand)).reshape(-1)
         src = np.ascontiguousarray(numba_array(source)).reshape(-1)
-        pick(select_and_scatter_loop, jit_sel, jit_sca)(
-            sel, sca, x, src, out, *_window_args(plan))
+        run_driver(ctx, select_and_scatter_driver(), [ins.attrs["select"], ins.attrs["scatter"]],
+                   x, src, out, *_window_args(plan))
     return from_numba(out, dt).reshape(ins.shape.dims)

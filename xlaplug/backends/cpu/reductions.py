@@ -15,8 +15,9 @@ import numpy as np
 from ..registry import kernel
 from . import comp_patterns as P
 from .jit_store import cached_njit
-from .jit_drivers import (from_numba, map_driver, numba_array, numba_dtype, numba_scalar, pick,
-                          reduce_driver, scalar_callable)
+from .driver_cache import run_driver
+from .jit_drivers import (from_numba, map_driver, numba_array, numba_dtype, numba_scalar,
+                          reduce_driver)
 
 
 def _out_shapes(ins):
@@ -42,8 +43,8 @@ def _reduce(ins, args, ctx):
     rows = [np.ascontiguousarray(numba_array(x).transpose(perm)).reshape(m, k) for x in xs]
     outs = [np.empty(m, numba_dtype(s.dtype)) for s in shapes]
     if m:
-        fn, jit = scalar_callable(ctx, comp)
-        pick(reduce_driver(n), jit)(fn, *rows, *[numba_scalar(i) for i in inits], *outs)
+        run_driver(ctx, reduce_driver(n), [comp], *rows, *[numba_scalar(i) for i in inits],
+                   *outs)
     res = [from_numba(o, s.dtype).reshape(s.dims) for o, s in zip(outs, shapes)]
     return tuple(res) if ins.shape.is_tuple else res[0]
 
@@ -105,6 +106,6 @@ def _map(ins, args, ctx):
     xs = [numba_array(np.asarray(a)).reshape(-1) for a in args]
     out = np.empty(ins.shape.num_elements(), numba_dtype(ins.shape.dtype))
     if out.size:
-        fn, jit = scalar_callable(ctx, comp)
-        pick(map_driver(len(xs)), jit)(fn, out, *[np.ascontiguousarray(x) for x in xs])
+        run_driver(ctx, map_driver(len(xs)), [comp], out,
+                   *[np.ascontiguousarray(x) for x in xs])
     return from_numba(out, ins.shape.dtype).reshape(ins.shape.dims)

@@ -26,8 +26,8 @@ from ...hlo import dtypes
 from ...hlo.ir import Computation, Instruction
 from ..registry import kernel
 from . import comp_patterns as P
-from .jit_drivers import (from_numba, map_driver, numba_array, numba_dtype, pick,
-                          scalar_callable, sort_driver)
+from .driver_cache import run_driver
+from .jit_drivers import from_numba, map_driver, numba_array, numba_dtype, sort_driver
 
 
 def total_order_key(a: np.ndarray) -> np.ndarray:
@@ -62,8 +62,7 @@ def _sort(ins, args, ctx):
         if perm is None:
             flat = [np.ascontiguousarray(numba_array(m)).reshape(rows, length) for m in moved]
             perm = np.broadcast_to(np.arange(length, dtype=np.int64), (rows, length)).copy()
-            fn, jit = scalar_callable(ctx, comp)
-            pick(sort_driver(len(xs)), jit)(fn, perm, *flat)
+            run_driver(ctx, sort_driver(len(xs)), [comp], perm, *flat)
         perm = perm.reshape(moved[0].shape)
     res = []
     for m, s in zip(moved, shapes):
@@ -108,11 +107,10 @@ def _sort_key(spec: _Key, x, ctx):
     if spec.key_comp is None:
         key = x
     else:
-        fn, jit = scalar_callable(ctx, spec.key_comp)
         out_dt = spec.key_comp.root.shape.dtype
         src = np.ascontiguousarray(numba_array(x)).reshape(-1)
         out = np.empty(src.size, numba_dtype(out_dt))
-        pick(map_driver(1), jit)(fn, out, src)
+        run_driver(ctx, map_driver(1), [spec.key_comp], out, src)
         key = from_numba(out, out_dt).reshape(x.shape)
     et = dtypes.from_dtype(key.dtype)
     if dtypes.is_complex(et):

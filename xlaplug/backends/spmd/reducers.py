@@ -11,8 +11,8 @@ def combiner(ins, ctx):
     """fn(acc, x) applying the reducer computation elementwise (a numpy ufunc when it is a
     plain add / multiply / maximum / minimum / and / or, else the compiled scalar form)."""
     from ..cpu import comp_patterns as P
-    from ..cpu.jit_drivers import (from_numba, map_driver, numba_array, pick,
-                                   scalar_callable)
+    from ..cpu.driver_cache import run_driver
+    from ..cpu.jit_drivers import from_numba, map_driver, numba_array
     comp = ins.attrs["to_apply"]
     op = P.binary_op(comp)
     et = comp.root.shape.element_type
@@ -24,8 +24,7 @@ def combiner(ins, ctx):
         xs = [np.ascontiguousarray(numba_array(v)).reshape(-1) for v in (a, b)]
         out = np.empty(xs[0].size, xs[0].dtype)
         if out.size:
-            fn, jit = scalar_callable(ctx, comp)
-            pick(map_driver(2), jit)(fn, out, *xs)
+            run_driver(ctx, map_driver(2), [comp], out, *xs)
         return from_numba(out, a.dtype).reshape(a.shape)
     return apply
 
