@@ -132,7 +132,7 @@ def run_compiled(compiled, per_device, *, platform: str = "cpu", repeat: int = 1
             for _ in range(repeat):
                 t0 = time.perf_counter()
                 res = exe.execute_sharded(args).disassemble_into_single_device_arrays()
-                out = [[np.asarray(leaf[d]) for leaf in res] for d in range(n)]
+                out = _every_output(res, n)
                 if times is not None:
                     times.append(time.perf_counter() - t0)
                 if runs is not None:
@@ -140,6 +140,27 @@ def run_compiled(compiled, per_device, *, platform: str = "cpu", repeat: int = 1
     except Exception as e:
         raise XlaError(f"XLA:{platform.upper()} failed running the module: "
                        f"{xla_message(e)}") from None
+    return out
+
+
+def _every_output(res, n: int) -> list[list[np.ndarray]]:
+    """[device][leaf] of one execution as numpy arrays, each waited for; a failed output's
+    error is raised only once every device's outputs are done.  Raised at the first, the
+    other devices' executions could still be running -- one blocked in a collective the
+    failed device never reached -- when the caller ends the run's communicator, and the
+    next run's devices then waited for them until the collective timeout (seen once in
+    test_engine_devices under load)."""
+    out, first = [], None
+    for d in range(n):
+        row = []
+        for leaf in res:
+            try:
+                row.append(np.asarray(leaf[d]))
+            except Exception as e:  # noqa: BLE001 - XLA's error, raised below
+                first = first or e
+        out.append(row)
+    if first is not None:
+        raise first
     return out
 
 
