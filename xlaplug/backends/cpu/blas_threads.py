@@ -11,7 +11,8 @@ FLOPS_PER_THREAD of the module's largest product (2*M*N*K of one matrix of a bat
 once per executable: `largest_product`; not of the convolutions that run their gemms on
 numba's threads, one BLAS thread each: conv_phases.threads_itself), at most the cores this
 process may use divided among the devices that call BLAS at once, and at most what the
-library chose at load time (OPENBLAS_NUM_THREADS and the like).  A module with no product leaves the libraries alone.
+library chose at load time (OPENBLAS_NUM_THREADS and the like).  A module with no product
+leaves the libraries alone.
 
 With RunOptions.blas_yield, a derived count (`Derived`, not RunOptions' blas_threads)
 yields to other processes when each run starts: it is cut to the cores not taken by other
