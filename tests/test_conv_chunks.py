@@ -173,14 +173,11 @@ def test_small_products_gather_the_same_patches(case, monkeypatch):
 @needs_gemm
 def test_f64_and_kernel_reversal(monkeypatch):
     """f64 through dgemm; a kernel reversed by the window (an input gradient's form)."""
-    jax.config.update("jax_enable_x64", True)
-    try:
+    with jax.enable_x64(True):  # scoped: other files in this worker set the flag globally
         f, xs, ws = CASES["nchw_same"]
         x, w = RNG.standard_normal(xs), RNG.standard_normal(ws)
         module = _module(f, x, w)
         want = np.asarray(jax.jit(f)(x, w))
-    finally:
-        jax.config.update("jax_enable_x64", False)
     with threadpool_limits(1):
         got, ran = _run(module, (x, w), True, monkeypatch)
         whole, _ = _run(module, (x, w), False, monkeypatch)

@@ -80,15 +80,12 @@ def test_phase_chunks_give_each_phases_product_bits(case, monkeypatch):
 
 @needs_gemm
 def test_f64_phases(monkeypatch):
-    jax.config.update("jax_enable_x64", True)
-    try:
+    with jax.enable_x64(True):  # scoped: other files in this worker set the flag globally
         xs, ws = CASES["stride2_gradient"][:2]
         x, w = RNG.standard_normal(xs), RNG.standard_normal(ws)
         f = _conv("stride2_gradient")
         module = parse_module(jax.jit(f).lower(x, w).as_text(dialect="hlo"))
         want = np.asarray(jax.jit(f)(x, w))
-    finally:
-        jax.config.update("jax_enable_x64", False)
     got, ran = _run(module, (x, w), True, monkeypatch)
     assert ran and got.dtype == np.float64
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())

@@ -50,13 +50,10 @@ CASES = {
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_invariant_matvec_is_vector_code_and_matches_jax(name, monkeypatch):
-    jax.config.update("jax_enable_x64", name.endswith("f64"))
-    try:
+    with jax.enable_x64(name.endswith("f64")):  # scoped: never clobbers another file's setting
         f, args = CASES[name]
         text = jax.jit(f).lower(*args).as_text(dialect="hlo")
         want = jax.jit(f)(*args)
-    finally:
-        jax.config.update("jax_enable_x64", False)
     m = parse_module(text)
     compile_module(m, None)
     (loop,) = [i for c in m.computations for i in c.instructions if i.opcode == "while"]
