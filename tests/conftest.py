@@ -37,6 +37,24 @@ def _signals_left_as_found():
         pytest.fail(f"the test left this worker's signals changed: {before} -> {after}")
 
 
+def _x64_flag():
+    jax = sys.modules.get("jax")  # (a test that never imported jax cannot have changed it)
+    return None if jax is None else bool(jax.config.jax_enable_x64)
+
+
+@pytest.fixture(autouse=True)
+def _jax_x64_left_as_found():
+    """jax_enable_x64 is one flag for the whole worker, and test files set it at import: a
+    test that sets it without restoring it (rather than `with jax.enable_x64(...)`) changes
+    what XLA returns to every later test in the worker -- c128 answers came back as c64 in
+    CI, depending on which files shared a worker.  So the test that changed it fails."""
+    before = _x64_flag()
+    yield
+    after = _x64_flag()
+    if before is not None and after != before:
+        pytest.fail(f"the test left jax_enable_x64 changed: {before} -> {after}")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _cuda_simulator_waits():
     """Under numba's CUDA simulator, its block manager waits for a block's threads instead
