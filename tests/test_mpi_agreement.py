@@ -205,14 +205,15 @@ def module(kind: str, n: int) -> str:
     return (ADD + body).format(**fill)
 
 
-def ranks(tmp_path, *argvs, sigint_after: float = -1, limit: float = 120):
-    """mpiexec -n 1 A : -n 1 B ... (one xlaplug per argv, each under the wrapper), under the
-    launcher; returns (mpiexec's result, each rank's exit code, wall seconds).  With
+def ranks(tmp_path, *argvs, sigint_after: float = -1, limit: float = 120,
+          flags: tuple = ()):
+    """mpiexec FLAGS -n 1 A : -n 1 B ... (one xlaplug per argv, each under the wrapper), under
+    the launcher; returns (mpiexec's result, each rank's exit code, wall seconds).  With
     `sigint_after`, SIGINT goes to mpiexec's process group that many seconds after the
     start (as Ctrl-C at a terminal)."""
     (tmp_path / "wrap.py").write_text(WRAPPER)
     (tmp_path / "launch.py").write_text(LAUNCHER)
-    cmd = [_mpiexec()]
+    cmd = [_mpiexec(), *flags]
     codes = [tmp_path / f"rank{i}.rc" for i in range(len(argvs))]
     for i, argv in enumerate(argvs):
         cmd += (([":"] if i else []) + ["-n", "1", sys.executable, str(tmp_path / "wrap.py"),
@@ -362,12 +363,14 @@ def test_ctrl_c_ends_every_rank_with_130(tmp_path):
     hlo.write_text(WAITS)
     argv = ["run", hlo, "--collective-timeout", 100]
     # (12 s: two ranks importing numba on a loaded 2-core machine took more than 6 s to start)
-    p, codes, took = ranks(tmp_path, argv, argv, sigint_after=12, limit=60)
+    # MPICH's mpiexec SIGKILLs what is left of a job once one rank has ended non-zero: a rank
+    # slower to be scheduled than the other (CI at load 3 on 2 cores) was killed before it
+    # could end 130 on its own.  That race is mpiexec's; what is tested here is that each rank
+    # ends itself, so the clean-up is off.
+    p, codes, took = ranks(tmp_path, argv, argv, sigint_after=12, limit=60,
+                           flags=("-disable-auto-cleanup",))
     assert codes == [130, 130], (codes, p.stderr)
-    # mpiexec's own code is MPICH's: 130 when both ranks ended before its launcher noticed the
-    # first, else 9 -- it SIGKILLs what is left of a job once one rank has ended non-zero (here
-    # a wrapper that had already recorded its rank's 130).  Which one is a race between ranks.
-    assert p.returncode in (130, 9), (p.returncode, p.stdout, p.stderr)
+    assert p.returncode != 0, (p.stdout, p.stderr)  # (MPICH's own code: 10 with no clean-up)
     assert p.stderr.count("interrupted") == 2, p.stderr
     assert took < 12 + 10, took  # within a second or so of the signal, not at the timeout
 
