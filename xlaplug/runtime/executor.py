@@ -67,7 +67,8 @@ class ExecContext:
     """
     __slots__ = ("device", "options", "overrides", "rng", "runtime", "turn",
                  "profiler", "spmd", "_sequences", "_scalar_fns", "_constants",
-                 "kernel_cache", "backend", "memory", "_own_kernels", "destinations")
+                 "kernel_cache", "backend", "memory", "_own_kernels", "destinations",
+                 "product_threads")
 
     def __init__(self, device: str = "cpu", options: dict | None = None,
                  overrides: Callable[[Instruction], Callable | None] | None = None,
@@ -82,6 +83,7 @@ class ExecContext:
         # Per run (begin_run / end_run).
         self.profiler = None
         self.spmd = None
+        self.product_threads = 1
         self._sequences: dict[int, ThunkSequence] = {}
         self._scalar_fns: dict[int, Any] = {}
         self._constants: dict[int, Any] = {}
@@ -98,17 +100,21 @@ class ExecContext:
         # handler (xla/ffi/mpi_handler.py); None: the kernel's own.
         self.destinations = None
 
-    def begin_run(self, *, profiler=None, spmd=None) -> "ExecContext":
-        """This run's per-run state: the profiler timing it (None: untimed) and where the
-        device runs (a Place; None: alone).  Nothing of a previous run's stays."""
+    def begin_run(self, *, profiler=None, spmd=None, product_threads: int = 1) -> "ExecContext":
+        """This run's per-run state: the profiler timing it (None: untimed), where the
+        device runs (a Place; None: alone) and the threads its large products take
+        (backends/cpu/pool_gemm.py; 1: BLAS's own choice).  Nothing of a previous run's
+        stays."""
         self.profiler = profiler
         self.spmd = spmd
+        self.product_threads = product_threads
         return self
 
     def end_run(self) -> None:
         """Drop the run's per-run state (its profiler and its transport)."""
         self.profiler = None
         self.spmd = None
+        self.product_threads = 1
 
     def take_turns(self, turn) -> None:
         """From now on each kernel holds `turn` (a lock) while it runs (see `turn` above);

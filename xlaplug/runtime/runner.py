@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..backends.common.errors import ExecutionError
-from ..backends.cpu.blas_threads import restore, set_threads
+from ..backends.cpu.blas_threads import restore, set_pooled, set_threads
 from ..hlo.host import available_memory
 from ..hlo.ir import Module
 from .options import RunError, RunOptions, RunResult
@@ -159,9 +159,14 @@ def run_prepared(prep: Prepared, module: Module, args: list, options: RunOptions
 def run_once(ctx, module: Module, args: list, profiler=None, blas: int | None = None):
     """One run of the module's entry on `ctx` (host values in, host values out: inputs go to
     the device once, the result comes back once); a kernel's failure is a RunError.
-    `blas`: the BLAS threads, set once for the run and restored after it (Prepared's)."""
-    ctx.begin_run(profiler=profiler)
-    changed = set_threads(blas) if blas is not None else None
+    `blas`: the BLAS threads, set once for the run and restored after it (Prepared's); on
+    the host, the large products take that many of numba's threads instead, numpy's
+    OpenBLAS one (blas_threads.set_pooled)."""
+    if ctx.backend.on_host:
+        changed, pool = set_pooled(blas)
+    else:
+        changed, pool = (set_threads(blas) if blas is not None else None), 1
+    ctx.begin_run(profiler=profiler, product_threads=pool)
     try:
         with np.errstate(all="ignore"):
             return ctx.memory.to_host(ctx.run(module.entry, ctx.memory.to_device(args)),

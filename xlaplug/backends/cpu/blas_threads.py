@@ -124,6 +124,26 @@ def set_threads(n: int | None) -> list:
     return changed
 
 
+def set_pooled(n: int | None) -> tuple[list, int]:
+    """A run on one device whose large products pool on numba's threads (pool_gemm.py):
+    numpy's OpenBLAS on one thread -- its team, which spins between products, never wakes --
+    and the other libraries on `n` as set_threads sets them.  Returns (what set_threads
+    returns, the products' threads: n as a Derived count takes it now; 1 for None)."""
+    if isinstance(n, Derived):
+        n = n.now()
+    if n is None:
+        return [], 1
+    blas = _numpy_blas()
+    before = blas.num_threads if blas is not None else 1
+    changed = set_threads(n)
+    if n > 1 and blas is not None:
+        changed = [(lib, k) for lib, k in changed if lib is not blas]
+        blas.set_num_threads(1)
+        if before != 1:
+            changed.append((blas, before))
+    return changed, n
+
+
 def restore(changed: list) -> None:
     for lib, k in changed:
         lib.set_num_threads(k)

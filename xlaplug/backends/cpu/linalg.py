@@ -29,6 +29,7 @@ from .bf16_convert import is_bf16, to_bf16, to_f32
 from .blas_threads import devices_at_once
 from .dot_complex import complex_matmul
 from .gang_gemm import ganged_product
+from .pool_gemm import matmul as pooled_matmul, pools
 
 def _to_compute(x: np.ndarray, cdt: np.dtype, parallel: bool = False) -> np.ndarray:
     """An operand in the compute type (bf16 widened over numba's threads when `parallel`)."""
@@ -110,6 +111,9 @@ def _dot(ins, args, ctx):
         # The product the general path below makes of two matrices of its result's float
         # type (the same views, the same `@`, so the same bits) without its ~5 us of Python
         # a call (20 calls a step of the data-parallel MLP on 4 devices).
+        if direct[5] and ctx.product_threads > 1:
+            return pooled_matmul(lhs.transpose(direct[3]), rhs.transpose(direct[4]),
+                                 ctx.product_threads)
         return lhs.transpose(direct[3]) @ rhs.transpose(direct[4])
     lhs, rhs = np.asarray(lhs), np.asarray(rhs)
     out_dt = ins.shape.dtype
@@ -121,6 +125,8 @@ def _dot(ins, args, ctx):
     if p is None:
         p = plans[key] = dot_plan(ins, lhs.shape, rhs.shape, lhs.dtype, rhs.dtype, out_dt)
     B, M, K, N, cdt, kind = p.batch, p.m, p.k, p.n, p.compute_dtype, p.kind
+    # large f32/f64 products on numba's threads, with one BLAS thread's bits (pool_gemm.py)
+    pool = ctx.product_threads > 1 and pools(B, M, K, N, cdt)
     # bf16 operands and results convert on numba's threads, unless devices share the cores.
     par = not devices_at_once(ctx)
     bf16 = is_bf16(lhs.dtype) and is_bf16(rhs.dtype) and cdt == np.float32
@@ -132,14 +138,16 @@ def _dot(ins, args, ctx):
         pair = _strided_pair(lhs, rhs, p, nb, (lambda x: to_f32(x, par)) if bf16 else
                              (lambda x: x))
         if pair is not None:
-            y = _finish(np.matmul(*pair), kind, out_dt, par)
+            y = pooled_matmul(*pair, ctx.product_threads) if pool else np.matmul(*pair)
+            y = _finish(y, kind, out_dt, par)
             return np.asarray(y.reshape(ins.shape.dims), order="C")
     if lhs.ndim == rhs.ndim == 2 == len(ins.shape.dims) and K > 0 and cdt.kind == "f" and \
             lhs.dtype == rhs.dtype == cdt == out_dt and \
             len(ins.attrs.get("lhs_contracting_dims", ())) == 1 and \
             not ins.attrs.get("lhs_batch_dims"):  # [M, K] @ [K, N]: the direct form above
         ctx.kernel_cache.table("_dot_direct")[ins] = (lhs.shape, rhs.shape, cdt,
-                                                      p.lhs_perm, p.rhs_perm)
+                                                      p.lhs_perm, p.rhs_perm,
+                                                      pools(B, M, K, N, cdt))
     L = _to_compute(lhs.transpose(p.lhs_perm), cdt, par).reshape(B, M, K)
     R = _to_compute(rhs.transpose(p.rhs_perm), cdt, par).reshape(B, K, N)
     if K == 0:
@@ -149,6 +157,8 @@ def _dot(ins, args, ctx):
     elif B == 1 and ctx.spmd is not None and ctx.spmd.gang is not None and \
             ins in ctx.spmd.gang.products:
         y = ganged_product(ins, L[0], R[0], ctx)[None]
+    elif pool:
+        y = pooled_matmul(L, R, ctx.product_threads)
     else:
         y = (L[0] @ R[0])[None] if B == 1 else np.matmul(L, R)
     y = _finish(y, kind, out_dt, par)

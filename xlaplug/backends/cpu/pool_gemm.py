@@ -1,0 +1,114 @@
+"""Large f32/f64 matrix products on numba's threads, one BLAS thread each: one pool of threads
+for a run's loops and its products, as XLA:CPU has one.
+
+OpenBLAS's own team, once woken for a product, spins for its thread timeout (2^28 cycles,
+~0.1 s) before it sleeps, so every fused loop, row loop and convolution that numba's threads
+run after a multi-threaded product shares the cores with OpenBLAS's spinning workers: on a
+13-core host a layernorm took 1.37 ms after a product and 0.68 with the spinning stopped,
+and a conv net's convolutions ran 2.5-4.5x slower on 13 threads than on one.  Stopping the
+spin (OPENBLAS_THREAD_TIMEOUT, read once when OpenBLAS loads) made every product that
+OpenBLAS threads wake its team from sleep instead: an attention's 32 per-head products a
+dot, each a wake-up.  Here a product splits into gemms that numba's threads take as they
+come free -- the matrices of a batch, and rows of a matrix where a batch has fewer matrices
+than threads -- each the call numpy's matmul makes (gang_gemm.py: the same routine, the same
+operand layouts), on one BLAS thread, under the FTZ and DAZ bits the calling thread has.  One
+wake-up of numba's team (passive waits: backends/cpu/__init__.py) a product; OpenBLAS's team
+never runs (blas_threads.largest_product leaves pooled products out of its count).
+
+Bits: the matrices of a batch are numpy's very gemms.  Rows are split as conv_chunks.py splits
+a patch matrix's: chunks start at multiples of TILE_ROWS and hold MIN_MNK multiply-adds or
+more, so each row is in the same kind of tile as in the whole product on one thread -- the
+whole product's one-thread bits at any thread count (tests/test_pool_gemm.py), where
+OpenBLAS's own threads gave bits that depended on their count.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from .conv_chunks import MIN_MNK, TILE_ROWS
+from .gang_gemm import NO_TRANS, _layout, gemm_library
+
+# 2*M*N*K of a product worth a wake-up of numba's team (blas_threads.FLOPS_PER_THREAD's rule:
+# under two threads' worth the product stays on the calling thread).
+POOL_FLOPS = 2 << 24
+# Bumped with any change to the loop below: its cache key is its text.
+_VERSION = 1
+
+
+def pools(batch: int, m: int, k: int, n: int, dtype) -> bool:
+    """Whether a [batch] x [m, k] @ [k, n] product of `dtype` runs here: f32 or f64, numpy's
+    gemm there to call, and work enough for two threads."""
+    return (np.dtype(dtype) in (np.float32, np.float64) and gemm_library() is not None
+            and 2 * batch * m * k * n >= POOL_FLOPS)
+
+
+def row_starts(m: int, k: int, n: int, parts: int) -> list[int]:
+    """The first row of each of at most `parts` chunks of a [m, k] @ [k, n] product, then m:
+    starts at multiples of TILE_ROWS, each chunk MIN_MNK multiply-adds or more."""
+    rows = max(-(-MIN_MNK // max(k * n, 1)), TILE_ROWS)
+    rows = -(-rows // TILE_ROWS) * TILE_ROWS
+    count = max(1, min(parts, m // rows))
+    return [(i * m // count) // TILE_ROWS * TILE_ROWS for i in range(count)] + [m]
+
+
+def matmul(lhs: np.ndarray, rhs: np.ndarray, threads: int) -> np.ndarray:
+    """lhs @ rhs ([..., m, k] @ [..., k, n]: the same batch dimensions; one float dtype) with
+    one BLAS thread's bits, its gemms on up to `threads` of numba's threads; `@` where numpy
+    would not call gemm on a matrix as it lies (it copies it, or takes syrk)."""
+    batch, (m, k), n = lhs.shape[:-2], lhs.shape[-2:], rhs.shape[-1]
+    out = np.empty(batch + (m, n), lhs.dtype)
+    calls = _calls(lhs, rhs, out, threads) if threads > 1 else None
+    if calls is None:
+        return np.matmul(lhs, rhs)
+    import numba
+    from .blas_threads import one_blas_thread
+    with one_blas_thread(max(1, min(threads, len(calls), numba.config.NUMBA_NUM_THREADS))):
+        _loop(lhs.dtype == np.float32)(gemm_library()[lhs.dtype], calls, k, n)
+    return out
+
+
+def _calls(lhs, rhs, out, threads: int) -> np.ndarray | None:
+    """Per gemm: transpose flags, rows, addresses and leading dimensions of its lhs rows,
+    rhs and out rows (one array: each array argument costs numba's dispatcher microseconds to
+    type), or None where a matrix is not one BLAS takes as it lies."""
+    (m, k), n, size = lhs.shape[-2:], rhs.shape[-1], lhs.itemsize
+    matrices = list(np.ndindex(lhs.shape[:-2]))
+    b = len(matrices)
+    starts = row_starts(m, k, n, -(-threads // b)) if b < threads else [0, m]
+    rows = []
+    for i in matrices:
+        a, w, o = lhs[i], rhs[i], out[i]
+        la, lb = _layout(a), _layout(w)
+        if la is None or lb is None or np.may_share_memory(a, w):
+            return None
+        pa, pb, pc = (x.__array_interface__["data"][0] for x in (a, w, o))
+        # row r of lhs lies r * lda elements on as it is, r elements on transposed
+        step = la[1] if la[0] == NO_TRANS else 1
+        for r0, r1 in zip(starts, starts[1:]):
+            rows.append((la[0], lb[0], r1 - r0, pa + r0 * step * size, la[1], pb, lb[1],
+                         pc + r0 * n * size))
+    return np.array(rows, np.int64)
+
+
+_LOOP = """
+from xlaplug.backends.cpu.gang_intrinsics import call_gemm, flush_on, ieee, mxcsr_set
+# pool_gemm version {version}
+def pooled(fn, calls, k, n):
+    caller = ieee()  # threads numba starts now inherit IEEE arithmetic, not the dot's FTZ
+    for i in prange(calls.shape[0]):
+        old = flush_on()
+        call_gemm(fn, calls[i, 0], calls[i, 1], calls[i, 2], n, k, {one}, calls[i, 3],
+                  calls[i, 4], calls[i, 5], calls[i, 6], {zero}, calls[i, 7], n)
+        mxcsr_set(old)
+    mxcsr_set(caller)
+"""
+
+
+@functools.lru_cache(maxsize=2)
+def _loop(single: bool):
+    from .jit_cache import cached_function
+    one, zero = ("np.float32(1.0)", "np.float32(0.0)") if single else ("1.0", "0.0")
+    src = _LOOP.format(version=_VERSION, one=one, zero=zero)
+    return cached_function(src, {}, "pooled", nogil=True, parallel=True)
