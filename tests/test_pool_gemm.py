@@ -134,3 +134,17 @@ def test_devices_that_run_at_once_do_not_pool(monkeypatch):
     with threadpool_limits(1):
         want = np.tanh(x @ x)
     np.testing.assert_allclose(np.asarray(outs[0]), np.stack([want, want]), rtol=1e-6)
+
+
+def test_a_pooled_product_flushes_subnormals_throughout_as_xla_does():
+    """Products of 1e-20s are subnormal; XLA:CPU's dot flushes them to 0.  OpenBLAS's workers
+    kept IEEE arithmetic (denormals.py), so a product on its team flushed only the calling
+    thread's share; each pooled gemm runs under the bits."""
+    import jax
+    x = np.full((512, 512), 1e-20, np.float32)
+    want = np.asarray(jax.jit(lambda a, b: a @ b)(x, x))
+    exe = xlaplug.compile(_mlp(512).replace("ROOT t = f32[512,512] tanh(d)",
+                                            "ROOT t = f32[512,512] negate(d)"))
+    got = exe.run(x, x, options=RunOptions(blas_threads=2)).outputs[0]
+    np.testing.assert_array_equal(got, -want)
+    assert not want.any()
