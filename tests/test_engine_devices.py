@@ -225,3 +225,28 @@ def test_in_process_against_jax_and_the_interpreter(in_process, case):
     assert str(z[f"served_{case}"]) == ("example.rms_norm" if case == "shard_map_plugin" else "")
     assert str(z[f"comms_{case}"]) == ("HorovodAllreduce" if case == "horovod_kernel" else "")
     assert z["second_compile_s"] == 0.0  # the second run of an executable compiles nothing
+
+
+def test_a_failed_output_is_raised_once_every_devices_outputs_are_done():
+    """XLA's error for one device's output is raised only after the other devices' outputs
+    have been waited for: raised at once, a device still blocked in a collective the failed
+    one never reached outlived the run's communicator, and the next run waited for it until
+    the collective timeout (seen once under load)."""
+    from xlaplug.xla.xla_executables import _every_output
+
+    class Leaf:  # one output of every device, as disassemble_into_single_device_arrays gives
+        def __init__(self, name, failing):
+            self.name, self.failing, self.waited = name, failing, []
+
+        def __getitem__(self, d):
+            self.waited.append(d)
+            if d in self.failing:
+                raise RuntimeError(f"{self.name} on device {d} failed")
+            return np.full(2, d, np.float32)
+
+    a, b = Leaf("a", {0}), Leaf("b", {0, 2})
+    with pytest.raises(RuntimeError, match="^a on device 0 failed$"):  # the first, as it is
+        _every_output([a, b], 3)
+    assert a.waited == b.waited == [0, 1, 2]
+    ok = _every_output([Leaf("c", set())], 2)
+    assert [float(row[0][0]) for row in ok] == [0.0, 1.0]
