@@ -1,5 +1,6 @@
 """Large products on numba's threads (backends/cpu/pool_gemm.py): one BLAS thread's bits at
-any thread count, under each kind of OpenBLAS kernel this CPU can run; a run on one device
+any thread count, under each kind of OpenBLAS kernel this CPU can run (a product split by
+columns: numpy's gemms of its column chunks); a run on one device
 computes its large products there with numpy's OpenBLAS on one thread (its team never
 wakes), and devices that run at once do not."""
 from __future__ import annotations
@@ -21,10 +22,12 @@ pytestmark = pytest.mark.skipif(pool_gemm.gemm_library() is None,
                                 reason="numpy's BLAS has no ILP64 cblas gemm to call here")
 
 # (lhs shape, rhs shape, lhs transposed in memory): the MLP's layer, rows that end off a
-# tile, a tall product, attention heads (one and two batch dimensions), a short wide one.
+# tile, a tall product, attention heads (one and two batch dimensions), a short wide one,
+# and two with too few rows for two chunks (split by columns).
 CASES = [((512, 1024), (1024, 1024), False), ((1000, 300), (300, 500), True),
          ((2048, 256), (256, 256), False), ((32, 128, 64), (32, 64, 128), True),
-         ((2, 4, 200, 512), (2, 4, 512, 512), False), ((96, 2048), (2048, 2048), True)]
+         ((2, 4, 200, 512), (2, 4, 512, 512), False), ((96, 2048), (2048, 2048), True),
+         ((16, 2048), (2048, 4096), False), ((40, 1000), (1000, 3000), True)]
 
 CHECK = """
 import sys, numpy as np
@@ -35,9 +38,14 @@ bad = []
 for case in CASES:
     for dt in (np.float32, np.float64):
         lhs, rhs = operands(*case, dt)
-        with threadpool_limits(1):
-            want = np.matmul(lhs, rhs)
+        (m, k), n = lhs.shape[-2:], rhs.shape[-1]
         for threads in (2, 3, 8):
+            parts = -(-threads // (lhs.size // (m * k)))
+            cols = pool_gemm.col_starts(m, k, n, parts)
+            by_cols = len(pool_gemm.row_starts(m, k, n, parts)) == 2 and len(cols) > 2
+            with threadpool_limits(1):  # the whole product, or numpy's of each column chunk
+                want = np.concatenate([lhs @ rhs[..., a:b] for a, b in zip(cols, cols[1:])],
+                                      axis=-1) if by_cols else np.matmul(lhs, rhs)
             if not np.array_equal(pool_gemm.matmul(lhs, rhs, threads), want):
                 bad.append((case, dt.__name__, threads))
 print(bad)
@@ -79,14 +87,20 @@ def test_pooled_products_have_one_blas_threads_bits(coretype):
     assert p.returncode == 0, (p.stdout, p.stderr[-2000:])
 
 
-def test_rows_split_at_tiles_with_enough_work_each():
+def test_rows_and_columns_split_at_tiles_with_enough_work_each():
     for m, k, n, parts in [(512, 1024, 1024, 2), (1000, 300, 500, 13), (96, 2048, 2048, 8),
-                           (47, 4096, 4096, 4), (5000, 64, 64, 13)]:
-        starts = pool_gemm.row_starts(m, k, n, parts)
-        assert starts[0] == 0 and starts[-1] == m and len(starts) - 1 <= parts
-        assert all(s % pool_gemm.TILE_ROWS == 0 for s in starts[:-1])
-        if len(starts) > 2:
-            assert all((b - a) * k * n >= pool_gemm.MIN_MNK for a, b in zip(starts, starts[1:]))
+                           (47, 4096, 4096, 4), (5000, 64, 64, 13), (16, 2048, 4096, 13)]:
+        for starts, tile, other in [(pool_gemm.row_starts(m, k, n, parts), pool_gemm.TILE_ROWS,
+                                     n),
+                                    (pool_gemm.col_starts(m, k, n, parts), pool_gemm.COL_TILE,
+                                     m)]:
+            assert starts[0] == 0 and len(starts) - 1 <= parts
+            assert all(s % tile == 0 for s in starts[:-1])
+            if len(starts) > 2:
+                assert all((b - a) * k * other >= pool_gemm.MIN_MNK
+                           for a, b in zip(starts, starts[1:]))
+    assert len(pool_gemm.row_starts(16, 2048, 4096, 13)) == 2  # too few rows: columns
+    assert len(pool_gemm.col_starts(16, 2048, 4096, 13)) == 14
 
 
 def test_a_matrix_times_its_own_transpose_is_numpys_syrk():

@@ -19,7 +19,12 @@ Bits: the matrices of a batch are numpy's very gemms.  Rows are split as conv_ch
 a patch matrix's: chunks start at multiples of TILE_ROWS and hold MIN_MNK multiply-adds or
 more, so each row is in the same kind of tile as in the whole product on one thread -- the
 whole product's one-thread bits at any thread count (tests/test_pool_gemm.py), where
-OpenBLAS's own threads gave bits that depended on their count.
+OpenBLAS's own threads gave bits that depended on their count.  A product with too few rows
+for two chunks (a small batch through a wide layer) splits by columns, at multiples of
+COL_TILE: each chunk is numpy's gemm of those columns, but OpenBLAS's Haswell and Zen sgemm
+kernels round a column chunk otherwise than the whole product (every split measured did;
+dgemm's and the SkylakeX kernels did not), so there the bits depend on the thread count, as
+they did on OpenBLAS's own threads.
 """
 from __future__ import annotations
 
@@ -33,15 +38,18 @@ from .gang_gemm import NO_TRANS, _layout, gemm_library
 # 2*M*N*K of a product worth a wake-up of numba's team (blas_threads.FLOPS_PER_THREAD's rule:
 # under two threads' worth the product stays on the calling thread).
 POOL_FLOPS = 2 << 24
+# Column chunks' starts: a multiple of every kernel's column tile.
+COL_TILE = 64
 # Bumped with any change to the loop below: its cache key is its text.
-_VERSION = 1
+_VERSION = 2
 
 
 def pools(batch: int, m: int, k: int, n: int, dtype) -> bool:
     """Whether a [batch] x [m, k] @ [k, n] product of `dtype` runs here: f32 or f64, numpy's
-    gemm there to call, and work enough for two threads."""
+    gemm there to call, and work enough for two threads -- not a vector times a matrix,
+    which numpy computes with gemv."""
     return (np.dtype(dtype) in (np.float32, np.float64) and gemm_library() is not None
-            and 2 * batch * m * k * n >= POOL_FLOPS)
+            and m > 1 and n > 1 and 2 * batch * m * k * n >= POOL_FLOPS)
 
 
 def row_starts(m: int, k: int, n: int, parts: int) -> list[int]:
@@ -51,6 +59,15 @@ def row_starts(m: int, k: int, n: int, parts: int) -> list[int]:
     rows = -(-rows // TILE_ROWS) * TILE_ROWS
     count = max(1, min(parts, m // rows))
     return [(i * m // count) // TILE_ROWS * TILE_ROWS for i in range(count)] + [m]
+
+
+def col_starts(m: int, k: int, n: int, parts: int) -> list[int]:
+    """The first column of each of at most `parts` chunks of a [m, k] @ [k, n] product, then
+    n: starts at multiples of COL_TILE, each chunk MIN_MNK multiply-adds or more."""
+    cols = max(-(-MIN_MNK // max(m * k, 1)), COL_TILE)
+    cols = -(-cols // COL_TILE) * COL_TILE
+    count = max(1, min(parts, n // cols))
+    return [(i * n // count) // COL_TILE * COL_TILE for i in range(count)] + [n]
 
 
 def matmul(lhs: np.ndarray, rhs: np.ndarray, threads: int) -> np.ndarray:
@@ -70,26 +87,35 @@ def matmul(lhs: np.ndarray, rhs: np.ndarray, threads: int) -> np.ndarray:
 
 
 def _calls(lhs, rhs, out, threads: int) -> np.ndarray | None:
-    """Per gemm: transpose flags, rows, addresses and leading dimensions of its lhs rows,
-    rhs and out rows (one array: each array argument costs numba's dispatcher microseconds to
-    type), or None where a matrix is not one BLAS takes as it lies."""
+    """Per gemm: transpose flags, rows, columns, addresses and leading dimensions of its
+    lhs rows, rhs columns and out block (one array: each array argument costs numba's
+    dispatcher microseconds to type), or None where a matrix is not one BLAS takes as it
+    lies.  A batch with fewer matrices than threads splits each by rows, where there are
+    rows enough for two chunks, else by columns."""
     (m, k), n, size = lhs.shape[-2:], rhs.shape[-1], lhs.itemsize
     matrices = list(np.ndindex(lhs.shape[:-2]))
-    b = len(matrices)
-    starts = row_starts(m, k, n, -(-threads // b)) if b < threads else [0, m]
-    rows = []
+    parts = -(-threads // len(matrices))
+    rows, cols = [0, m], [0, n]
+    if parts > 1:
+        rows = row_starts(m, k, n, parts)
+        if len(rows) == 2:
+            cols = col_starts(m, k, n, parts)
+    calls = []
     for i in matrices:
         a, w, o = lhs[i], rhs[i], out[i]
         la, lb = _layout(a), _layout(w)
         if la is None or lb is None or np.may_share_memory(a, w):
             return None
         pa, pb, pc = (x.__array_interface__["data"][0] for x in (a, w, o))
-        # row r of lhs lies r * lda elements on as it is, r elements on transposed
-        step = la[1] if la[0] == NO_TRANS else 1
-        for r0, r1 in zip(starts, starts[1:]):
-            rows.append((la[0], lb[0], r1 - r0, pa + r0 * step * size, la[1], pb, lb[1],
-                         pc + r0 * n * size))
-    return np.array(rows, np.int64)
+        # row r of lhs lies r * lda elements on as it is, r elements on transposed; column c
+        # of rhs c elements on as it is, c * ldb transposed
+        rstep = la[1] if la[0] == NO_TRANS else 1
+        cstep = 1 if lb[0] == NO_TRANS else lb[1]
+        for r0, r1 in zip(rows, rows[1:]):
+            for c0, c1 in zip(cols, cols[1:]):
+                calls.append((la[0], lb[0], r1 - r0, c1 - c0, pa + r0 * rstep * size, la[1],
+                              pb + c0 * cstep * size, lb[1], pc + (r0 * n + c0) * size))
+    return np.array(calls, np.int64)
 
 
 _LOOP = """
@@ -99,8 +125,8 @@ def pooled(fn, calls, k, n):
     caller = ieee()  # threads numba starts now inherit IEEE arithmetic, not the dot's FTZ
     for i in prange(calls.shape[0]):
         old = flush_on()
-        call_gemm(fn, calls[i, 0], calls[i, 1], calls[i, 2], n, k, {one}, calls[i, 3],
-                  calls[i, 4], calls[i, 5], calls[i, 6], {zero}, calls[i, 7], n)
+        call_gemm(fn, calls[i, 0], calls[i, 1], calls[i, 2], calls[i, 3], k, {one},
+                  calls[i, 4], calls[i, 5], calls[i, 6], calls[i, 7], {zero}, calls[i, 8], n)
         mxcsr_set(old)
     mxcsr_set(caller)
 """
