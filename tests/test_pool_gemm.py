@@ -162,3 +162,29 @@ def test_a_pooled_product_flushes_subnormals_throughout_as_xla_does():
     got = exe.run(x, x, options=RunOptions(blas_threads=2)).outputs[0]
     np.testing.assert_array_equal(got, -want)
     assert not want.any()
+
+
+def test_a_grouped_convolutions_products_pool_with_one_threads_bits(monkeypatch):
+    """The convolutions numpy multiplies whole (here grouped: no chunks of its own) pool
+    their products too, with the bits of one thread, and XLA's values."""
+    import jax
+    from jax import lax
+    from xlaplug.backends.cpu import convolution
+    seen = []
+    real = convolution.pooled_matmul
+    monkeypatch.setattr(convolution, "pooled_matmul",
+                        lambda a, b, t: seen.append(t) or real(a, b, t))
+
+    def f(x, w):
+        return lax.conv_general_dilated(x, w, (1, 1), "SAME", feature_group_count=2,
+                                        dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((8, 32, 32, 64)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 32, 64)).astype(np.float32) / 17
+    exe = xlaplug.compile(jax.jit(f).lower(x, w).as_text(dialect="hlo"))
+    got = exe.run(x, w, options=RunOptions(blas_threads=2)).outputs[0]
+    assert seen == [2]
+    one = exe.run(x, w, options=RunOptions(blas_threads=1)).outputs[0]
+    np.testing.assert_array_equal(got, one)
+    np.testing.assert_allclose(got, np.asarray(jax.jit(f)(x, w)), rtol=2e-5, atol=2e-5)

@@ -40,6 +40,7 @@ from ..common.plans import conv_plan
 from ..registry import kernel
 from . import conv_chunks, conv_phases, conv_wgrad
 from .linalg import _finish, _to_compute
+from .pool_gemm import matmul as pooled_matmul, pools
 from .transpose_copy import contiguous, omatcopy_transposed
 
 
@@ -81,22 +82,31 @@ def _patches(x: np.ndarray, wdims, ksz, s_out, scratch: dict | None = None) -> n
     return cols
 
 
-def _products(cols: np.ndarray, w: np.ndarray, G: int, BG: int) -> np.ndarray:
-    """[N*P, O] from the patches [N*P, KK, C] and the kernel [KK, I, O]."""
+def _products(cols: np.ndarray, w: np.ndarray, G: int, BG: int, threads: int = 1) -> np.ndarray:
+    """[N*P, O] from the patches [N*P, KK, C] and the kernel [KK, I, O]; a large product on
+    `threads` of numba's threads (pool_gemm.py: the run's product threads)."""
     npos, kk, c = cols.shape
     o = w.shape[-1]
     if G > 1:
         i, og = c // G, o // G
         xm = cols.reshape(npos, kk, G, i).transpose(2, 0, 1, 3).reshape(G, npos, kk * i)
         wm = w.reshape(kk, i, G, og).transpose(2, 0, 1, 3).reshape(G, kk * i, og)
-        return np.matmul(xm, wm).transpose(1, 0, 2).reshape(npos, o)
+        return _matmul(xm, wm, threads).transpose(1, 0, 2).reshape(npos, o)
     wm = w.reshape(kk * c, o)
     if BG > 1:
         ob = o // BG
         xm = cols.reshape(BG, npos // BG, kk * c)
-        y = np.matmul(xm, wm.reshape(kk * c, BG, ob).transpose(1, 0, 2))  # [BG, Nb*P, Ob]
+        y = _matmul(xm, wm.reshape(kk * c, BG, ob).transpose(1, 0, 2), threads)  # [BG, Nb*P, Ob]
         return y.transpose(1, 0, 2).reshape(npos // BG, o)
-    return cols.reshape(npos, kk * c) @ wm
+    return _matmul(cols.reshape(npos, kk * c), wm, threads)
+
+
+def _matmul(a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray:
+    """a @ b, on `threads` of numba's threads where it pools (pool_gemm.py)."""
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    if threads > 1 and pools(a.size // max(m * k, 1), m, k, n, a.dtype) and a.dtype == b.dtype:
+        return pooled_matmul(a, b, threads)
+    return np.matmul(a, b)
 
 
 class _Dim:
@@ -134,7 +144,8 @@ def _by_phases(x, w, wdims, ksz, s_out, ctx, scratch: dict | None = None) -> np.
             dims = [_Dim(s, d) for s, d, _ in ph.win]
             cols = _patches(_dilate_pad(x, pads), dims, sub_k, ph.sub_out, scratch)
         kk = int(np.prod(sub_k, dtype=np.int64))
-        ys = cols.reshape(-1, kk * c) @ np.ascontiguousarray(ws).reshape(kk * c, o)
+        ys = _matmul(cols.reshape(-1, kk * c), np.ascontiguousarray(ws).reshape(kk * c, o),
+                     getattr(ctx, "product_threads", 1))
         y[(slice(None),) + ph.outs] = ys.reshape((n,) + tuple(ph.sub_out) + (o,))
     return y
 
@@ -171,7 +182,7 @@ def _convolution(ins, args, ctx):
         cols = _patches(x, wdims, ksz, s_out, scratch)
     cols = cols.reshape(cp.n * cp.p, cp.kk, cp.c)
     w = np.ascontiguousarray(w).reshape(cp.kk, cp.i, cp.o)
-    y = _products(cols, w, G, BG)
+    y = _products(cols, w, G, BG, getattr(ctx, "product_threads", 1))
     return _output(y, cp, dn, out_dt)
 
 
