@@ -112,14 +112,17 @@ def busy_elsewhere(loadavg: str = "/proc/loadavg", tasks: str = "/proc/self/task
     return max(0, running - mine)
 
 
-def set_threads(n: int | None) -> list:
+def set_threads(n: int | None, pooled: bool = False) -> list:
     """Every BLAS library on n threads (None: its own first count, at most; a Derived count:
-    what it takes now); returns [(library, previous count)] of those changed."""
+    what it takes now), numpy's on one where `pooled`; returns [(library, previous count)] of
+    those changed."""
     if isinstance(n, Derived):
         n = n.now()
-    changed = []
+    numpy_blas = _numpy_blas() if pooled else None
+    one = numpy_blas.filepath if numpy_blas is not None else None  # (controllers are remade
+    changed = []                                                   # once scipy's BLAS loads)
     for lib, most in blas_libraries():
-        want = most if n is None else min(n, most)
+        want = 1 if lib.filepath == one else most if n is None else min(n, most)
         k = lib.num_threads
         if k != want:
             lib.set_num_threads(want)
@@ -136,15 +139,7 @@ def set_pooled(n: int | None) -> tuple[list, int]:
         n = n.now()
     if n is None:
         return [], 1
-    blas = _numpy_blas()
-    before = blas.num_threads if blas is not None else 1
-    changed = set_threads(n)
-    if n > 1 and blas is not None:
-        changed = [(lib, k) for lib, k in changed if lib is not blas]
-        blas.set_num_threads(1)
-        if before != 1:
-            changed.append((blas, before))
-    return changed, n
+    return set_threads(n, pooled=n > 1), n
 
 
 def restore(changed: list) -> None:
