@@ -9,6 +9,13 @@ every core) is printed beside them.  Each figure is the median of `--rounds` rou
 alternate the variants, enough calls a round for ~20 ms.
 
     python benchmarks/pool_gemm.py [--rounds 9] [--json]
+    python benchmarks/pool_gemm.py --models mlp,transformer_f32,transformer_train [--rounds 7]
+
+`--models` times whole steps of run.py's workloads (benchmarks/workloads.py) instead: the
+executable's call with its products pooled (as runs are now), the same executable with them
+on OpenBLAS's team (runner.set_pooled replaced by set_threads: the runs before pooling),
+and jax.jit; rounds alternate the three, each the best of 5 calls; wall and process CPU time
+(the team's spinning shows in the latter) a step.
 
 The load (`uptime`) is printed before and after: quote figures from a quiet machine only.
 """
@@ -44,12 +51,66 @@ def _timed(fn, budget: float = 0.02) -> float:
     return (time.perf_counter() - t0) / calls
 
 
+def models(names: list[str], rounds: int) -> list[dict]:
+    """Per workload: median wall and CPU ms a step, pooled / team / XLA."""
+    import jax
+    import xlaplug
+    from workloads import make_workload
+    from xlaplug.backends.cpu.blas_threads import set_threads
+    from xlaplug.runtime import runner
+    pooled = runner.set_pooled
+    rows = []
+    for name in names:
+        w = make_workload(name, False, np.random.default_rng(0))
+        exe = xlaplug.compile(jax.jit(w.jf).lower(*w.args).as_text(dialect="hlo"))
+        args = [np.asarray(x) for x in w.args]
+        jf, jargs = jax.jit(w.jf), [jax.device_put(x) for x in w.args]
+        sides = {"pool": (lambda: exe(*args), pooled),
+                 "team": (lambda: exe(*args), lambda n: (set_threads(n), 1)),
+                 "xla": (lambda: jax.block_until_ready(jf(*jargs)), pooled)}
+        wall = {k: [] for k in sides}
+        cpu = {k: [] for k in sides}
+        try:
+            for _ in range(rounds + 1):
+                for k, (fn, how) in sides.items():
+                    runner.set_pooled = how
+                    fn()
+                    ts, c0 = [], time.process_time()
+                    for _ in range(5):
+                        t0 = time.perf_counter()
+                        fn()
+                        ts.append(time.perf_counter() - t0)
+                    wall[k].append(min(ts))
+                    cpu[k].append((time.process_time() - c0) / 5)
+        finally:
+            runner.set_pooled = pooled
+        row = {"name": name, "load": os.getloadavg()[0],
+               "wall_ms": {k: statistics.median(v[1:]) * 1e3 for k, v in wall.items()},
+               "cpu_ms": {k: statistics.median(v[1:]) * 1e3 for k, v in cpu.items()}}
+        rows.append(row)
+        m, c = row["wall_ms"], row["cpu_ms"]
+        print(f"{name:18s} wall pool {m['pool']:7.2f} team {m['team']:7.2f} xla {m['xla']:7.2f} ms"
+              f" (pool/team {m['pool'] / m['team']:.2f}, pool/xla {m['pool'] / m['xla']:.2f},"
+              f" team/xla {m['team'] / m['xla']:.2f});  cpu pool {c['pool']:7.2f} team"
+              f" {c['team']:7.2f} xla {c['xla']:7.2f} ms;  load {row['load']:.2f}", flush=True)
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--models", default="")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    if a.models:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        print(uptime(), file=sys.stderr)
+        rows = models(a.models.split(","), a.rounds)
+        print(uptime(), file=sys.stderr)
+        if a.json:
+            print(json.dumps(rows))
+        return 0
     import jax
     import numba
     from jax import lax
