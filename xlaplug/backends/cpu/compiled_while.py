@@ -118,14 +118,16 @@ def _write_back(leaves: list, cg_body: ArrayCodegen) -> tuple[list[str], list[st
             first.append(_copy(f"t{i}", r, n))
             last.append(_copy(f"p{i}", f"t{i}", n))
         else:  # a constant (a read-only global)
-            then.append(f"        p{i}[:] = {r}")
+            then.append(_copy(f"p{i}", r, leaves[i][0]))
     return pre, first + then + last
 
 
 def _copy(dst: str, src: str, n: int) -> str:
     """`dst[:] = src` for two flat arrays of n elements, as an element loop: numba's slice
     assignment checks the shapes and formats its error message in compiled code, ~0.9 s of
-    CPU (its string helpers) in every process that compiles a loop with such a copy."""
+    CPU (its string helpers) in every process that compiles a loop with such a copy -- 2.0 s
+    for the first one in a process (numba's str, repr and concatenation compiled with it),
+    seen for a constant written back to a leaf (tests/test_compiled_while.py)."""
     return f"        for k in range({n}): {dst}[k] = {src}[k]"
 
 

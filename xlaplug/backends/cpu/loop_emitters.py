@@ -74,7 +74,10 @@ def _dynamic_update_slice(cg: ArrayCodegen, ins: Instruction, name: str) -> None
         name = cg.names[id(x)]
     else:
         cg._alloc(ins, name)
-        cg.lines.append(f"{name}[:] = {cg.names[id(x)]}")
+        # an element loop, not `name[:] = x`: numba's slice assignment compiles its shape
+        # check's error message (~1-2 s of CPU in a process: compiled_while._copy)
+        cg.lines.append(f"for k in range({x.shape.num_elements()}): "
+                        f"{name}[k] = {cg.names[id(x)]}[k]")
     idx = [f"j{d}" for d in range(u.shape.rank)]
     dst = _lin([f"{s} + j{d}" for d, s in enumerate(st)], x.shape.dims)
     cg._nest(tuple(u.shape.dims), [f"{name}[{dst}] = {cg.names[id(u)]}[{_lin(idx, u.shape.dims)}]"])
