@@ -9,6 +9,15 @@ import pytest
 # NUMBA_ENABLE_CUDASIM=0 on a GPU machine).  Set before anything imports numba.
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
+# OpenBLAS's threads spin for 2^28 cycles (~0.1 s) before they sleep: after each product and
+# after they start, in every process that imports numpy -- ~0.1 s of CPU per CLI process or
+# MPI rank (import numpy: 0.16 -> 0.056 s CPU).  The suite's three workers and their
+# subprocesses share two cores in CI, so the spinning takes the cores from the work; 2^20
+# cycles (~0.4 ms) still keeps them awake between back-to-back products.  Only how long
+# they wait changes, not how many there are: the products' bits are the same.  Set before
+# anything imports numpy (the workers' own BLAS) and inherited by every subprocess.
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")
+
 _TESTS = str(Path(__file__).resolve().parent)
 if _TESTS not in sys.path:  # so tests can `import jax_corpus` under any import mode
     sys.path.insert(0, _TESTS)
