@@ -12,10 +12,9 @@ alternate the variants, enough calls a round for ~20 ms.
     python benchmarks/pool_gemm.py --models mlp,transformer_f32,transformer_train [--rounds 7]
 
 `--models` times whole steps of run.py's workloads (benchmarks/workloads.py) instead: the
-executable's call with its products pooled (as runs are now), the same executable with them
-on OpenBLAS's team (runner.set_pooled replaced by set_threads: the runs before pooling),
-and jax.jit; rounds alternate the three, each the best of 5 calls; wall and process CPU time
-(the team's spinning shows in the latter) a step.
+executable's call with RunOptions(blas_pool=True), with the default options (products on
+OpenBLAS's team) and jax.jit; rounds alternate the three, each the best of 5 calls; wall and
+process CPU time (the team's spinning shows in the latter) a step.
 
 The load (`uptime`) is printed before and after: quote figures from a quiet machine only.
 """
@@ -34,6 +33,11 @@ import numpy as np
 # (batch, M, K, N): the MLP's layer, a transformer's projections and attention, a tall one.
 SHAPES = [(1, 512, 1024, 1024), (1, 256, 512, 2048), (1, 2048, 256, 256),
           (8, 128, 64, 128), (32, 128, 64, 128), (1, 96, 2048, 2048)]
+
+
+# Between variants: OpenBLAS's team spins for 2^28 cycles (~0.1 s) after its last product,
+# and would take the cores from whatever variant is timed next.
+SETTLE_S = 0.25
 
 
 def uptime() -> str:
@@ -56,34 +60,30 @@ def models(names: list[str], rounds: int) -> list[dict]:
     import jax
     import xlaplug
     from workloads import make_workload
-    from xlaplug.backends.cpu.blas_threads import set_threads
-    from xlaplug.runtime import runner
-    pooled = runner.set_pooled
+    from xlaplug.runtime.options import RunOptions
     rows = []
     for name in names:
         w = make_workload(name, False, np.random.default_rng(0))
         exe = xlaplug.compile(jax.jit(w.jf).lower(*w.args).as_text(dialect="hlo"))
         args = [np.asarray(x) for x in w.args]
         jf, jargs = jax.jit(w.jf), [jax.device_put(x) for x in w.args]
-        sides = {"pool": (lambda: exe(*args), pooled),
-                 "team": (lambda: exe(*args), lambda n: (set_threads(n), 1)),
-                 "xla": (lambda: jax.block_until_ready(jf(*jargs)), pooled)}
+        sides = {"pool": (lambda: exe(*args), RunOptions(blas_pool=True)),
+                 "team": (lambda: exe(*args), RunOptions()),
+                 "xla": (lambda: jax.block_until_ready(jf(*jargs)), RunOptions())}
         wall = {k: [] for k in sides}
         cpu = {k: [] for k in sides}
-        try:
-            for _ in range(rounds + 1):
-                for k, (fn, how) in sides.items():
-                    runner.set_pooled = how
+        for _ in range(rounds + 1):
+            for k, (fn, options) in sides.items():
+                exe.run_options = options
+                time.sleep(SETTLE_S)  # the previous side's spinning threads asleep
+                fn()
+                ts, c0 = [], time.process_time()
+                for _ in range(5):
+                    t0 = time.perf_counter()
                     fn()
-                    ts, c0 = [], time.process_time()
-                    for _ in range(5):
-                        t0 = time.perf_counter()
-                        fn()
-                        ts.append(time.perf_counter() - t0)
-                    wall[k].append(min(ts))
-                    cpu[k].append((time.process_time() - c0) / 5)
-        finally:
-            runner.set_pooled = pooled
+                    ts.append(time.perf_counter() - t0)
+                wall[k].append(min(ts))
+                cpu[k].append((time.process_time() - c0) / 5)
         row = {"name": name, "load": os.getloadavg()[0],
                "wall_ms": {k: statistics.median(v[1:]) * 1e3 for k, v in wall.items()},
                "cpu_ms": {k: statistics.median(v[1:]) * 1e3 for k, v in cpu.items()}}
@@ -151,6 +151,7 @@ def main() -> int:
                 fn()
             for _ in range(a.rounds):
                 for v, fn in variants.items():
+                    time.sleep(SETTLE_S)  # the previous variant's spinning threads asleep
                     times[v].append(_timed(fn))
         med = {v: statistics.median(t) * 1e3 for v, t in times.items()}
         rows.append({"shape": (b, m, k, n), "ms": med})

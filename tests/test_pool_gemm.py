@@ -1,8 +1,8 @@
 """Large products on numba's threads (backends/cpu/pool_gemm.py): one BLAS thread's bits at
 any thread count, under each kind of OpenBLAS kernel this CPU can run (a product split by
 columns: numpy's gemms of its column chunks); a run on one device
-computes its large products there with numpy's OpenBLAS on one thread (its team never
-wakes), and devices that run at once do not."""
+with RunOptions(blas_pool=True) computes its large products there with numpy's OpenBLAS on
+one thread (its team never wakes); by default, and where devices run at once, it does not."""
 from __future__ import annotations
 
 import os
@@ -128,12 +128,14 @@ def test_a_run_pools_its_large_products_with_openblas_on_one_thread(monkeypatch)
     rng = np.random.default_rng(2)
     x, w = (rng.standard_normal((512, 512)).astype(np.float32) / 16 for _ in range(2))
     exe = xlaplug.compile(_mlp(512))
-    got = exe.run(x, w, options=RunOptions(blas_threads=2)).outputs[0]
+    got = exe.run(x, w, options=RunOptions(blas_threads=2, blas_pool=True)).outputs[0]
     assert seen and all(s == (2, 1) for s in seen), seen
     seen.clear()
-    one = exe.run(x, w, options=RunOptions(blas_threads=1)).outputs[0]
+    one = exe.run(x, w, options=RunOptions(blas_threads=1, blas_pool=True)).outputs[0]
     assert seen == []  # one thread: numpy's own product
     np.testing.assert_array_equal(got, one)  # and the same bits
+    exe.run(x, w, options=RunOptions(blas_threads=2))
+    assert seen == []  # not asked for: OpenBLAS's own threads
 
 
 def test_devices_that_run_at_once_do_not_pool(monkeypatch):
@@ -143,7 +145,7 @@ def test_devices_that_run_at_once_do_not_pool(monkeypatch):
     text = _mlp(512).replace("HloModule mlp", "HloModule mlp, replica_count=2")
     x = np.ones((512, 512), np.float32) / 512
     exe = xlaplug.compile(text)
-    outs = exe.run(x, x, options=RunOptions(blas_threads=2)).outputs
+    outs = exe.run(x, x, options=RunOptions(blas_threads=2, blas_pool=True)).outputs
     assert calls == []
     with threadpool_limits(1):
         want = np.tanh(x @ x)
@@ -159,7 +161,7 @@ def test_a_pooled_product_flushes_subnormals_throughout_as_xla_does():
     want = np.asarray(jax.jit(lambda a, b: a @ b)(x, x))
     exe = xlaplug.compile(_mlp(512).replace("ROOT t = f32[512,512] tanh(d)",
                                             "ROOT t = f32[512,512] negate(d)"))
-    got = exe.run(x, x, options=RunOptions(blas_threads=2)).outputs[0]
+    got = exe.run(x, x, options=RunOptions(blas_threads=2, blas_pool=True)).outputs[0]
     np.testing.assert_array_equal(got, -want)
     assert not want.any()
 
@@ -183,8 +185,8 @@ def test_a_grouped_convolutions_products_pool_with_one_threads_bits(monkeypatch)
     x = rng.standard_normal((8, 32, 32, 64)).astype(np.float32)
     w = rng.standard_normal((3, 3, 32, 64)).astype(np.float32) / 17
     exe = xlaplug.compile(jax.jit(f).lower(x, w).as_text(dialect="hlo"))
-    got = exe.run(x, w, options=RunOptions(blas_threads=2)).outputs[0]
+    got = exe.run(x, w, options=RunOptions(blas_threads=2, blas_pool=True)).outputs[0]
     assert seen == [2]
-    one = exe.run(x, w, options=RunOptions(blas_threads=1)).outputs[0]
+    one = exe.run(x, w, options=RunOptions(blas_threads=1, blas_pool=True)).outputs[0]
     np.testing.assert_array_equal(got, one)
     np.testing.assert_allclose(got, np.asarray(jax.jit(f)(x, w)), rtol=2e-5, atol=2e-5)

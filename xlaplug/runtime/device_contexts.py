@@ -166,7 +166,7 @@ class DeviceContexts:
             return self._last[1]
         settings = self.settings(options)
         # a Prepared holds its runs' BLAS threads
-        key = (settings, options.blas_threads, options.blas_yield)
+        key = (settings, options.blas_threads, options.blas_yield, options.blas_pool)
         prep = self._prepared.get(key)
         if prep is None:
             from .runner import prepare
@@ -213,7 +213,7 @@ class DeviceContexts:
         with self.lock:
             check_memory(need, options.max_memory)  # (the arguments' bytes: their shapes')
             return tuple(leaves(run_once(prep.ctx, self.module, list(args), None,
-                                         prep.blas_threads)))
+                                         prep.blas_threads, prep.blas_pool)))
 
     def _plan_calls(self, options: RunOptions):
         params = self.module.entry.parameters

@@ -104,7 +104,7 @@ def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, options: R
     from ..backends.spmd.mpi import MpiTransport
     from ..backends.spmd.rendezvous import Aborted
     from .spmd.agreement import RankFailedBeforeRun, agree_on_run
-    from ..backends.cpu.blas_threads import restore, set_pooled
+    from ..backends.cpu.blas_threads import for_run
     from .spmd.mpi_threads import run_rank_devices
     from .spmd.runner import DeviceError, collective_groups
     timeout = options.collective_timeout
@@ -149,18 +149,15 @@ def run_over_mpi(module: Module, grid: DeviceGrid, args_of_device, *, options: R
             outs, runs = [last], ()
         for _ in runs:
             t0 = time.perf_counter()
-            if k == 1:  # the rank's one device alone in its process: its large products
-                # on numba's threads (blas_threads.set_pooled), as a one-device run's
-                changed, pool = set_pooled(blas) if ctx.backend.on_host else ([], 1)
+            if k == 1:
                 ctx.begin_run(profiler=(profilers or {}).get(rank),
-                              spmd=Place(grid, rank, transport), product_threads=pool)
+                              spmd=Place(grid, rank, transport))
                 try:
-                    with np.errstate(all="ignore"):
+                    with np.errstate(all="ignore"), for_run(blas):
                         outs = [ctx.memory.to_host(ctx.run(module.entry, args),
                                                    module.entry.root.shape)]
                 finally:
                     ctx.end_run()
-                    restore(changed)
             else:
                 outs = run_rank_devices(module, grid, transport, contexts, args_of_device,
                                         timeout, profilers, blas)

@@ -35,6 +35,12 @@ class RunOptions:
     blas_yield: that derived count is cut, when each run starts, to the cores other
     processes' runnable threads leave free -- faster on a busy machine, but OpenBLAS's bits
     depend on its thread count, so products may then round differently run to run;
+    blas_pool: a run on one device computes its large f32/f64 products on
+    numba's threads, one BLAS thread each, with numpy's OpenBLAS on one thread for the run
+    (backends/cpu/pool_gemm.py): their bits do not depend on the thread count (but for
+    products of few rows), they flush subnormals throughout as XLA does, and OpenBLAS's
+    team never spins between products -- faster on a busy machine, slower on a quiet one
+    (numba's threads sleep between calls, each gemm packs its own operand);
     device_threads: the threads that carry the devices of a run in this process (None: as
     runtime/spmd/runner.devices_for decides from the module; 1: the devices take turns on
     one thread as fibers, their large products computed together on numba's threads,
@@ -55,6 +61,7 @@ class RunOptions:
     trace: bool = False
     blas_threads: int | None = None
     blas_yield: bool = False
+    blas_pool: bool = False
     device_threads: int | None = None
     gather: bool = False
     engine: str = "interpreter"

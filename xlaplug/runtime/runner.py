@@ -94,10 +94,12 @@ def _need_text(need: int, limit: int, unit: str, scale: int) -> str:
 class Prepared:
     """A module ready to run on one device: its context (thunk sequence, compiled kernels,
     per-run caches), the bytes of buffers its sequence holds at most, and the BLAS threads
-    each run sets once (`blas_threads`; None: leaves them as they are)."""
+    each run sets once (`blas_threads`; None: leaves them as they are), and whether its large
+    products take them on numba's threads (`blas_pool`: RunOptions')."""
     ctx: object
     peak: int
     blas_threads: int | None = None
+    blas_pool: bool = False
 
 
 def run_blas_threads(module: Module, options: RunOptions, ctx) -> int | None:
@@ -124,7 +126,8 @@ def prepare(module: Module, session, options: RunOptions,
     ctx = ExecContext(session.device, executor_options, overrides=session.resolve, rng=rng)
     seq = ctx.sequence(module.entry)
     _check_kernels(ctx, seq)
-    return Prepared(ctx, seq.total_peak_bytes(), run_blas_threads(module, options, ctx))
+    return Prepared(ctx, seq.total_peak_bytes(), run_blas_threads(module, options, ctx),
+                    options.blas_pool)
 
 
 def run_prepared(prep: Prepared, module: Module, args: list, options: RunOptions,
@@ -149,24 +152,25 @@ def run_prepared(prep: Prepared, module: Module, args: list, options: RunOptions
             timed.counting = counted
         with timed.run() if timed is not None else contextlib.nullcontext():
             t1 = time.perf_counter()
-            result = run_once(ctx, module, args, timed, prep.blas_threads)
+            result = run_once(ctx, module, args, timed, prep.blas_threads, prep.blas_pool)
             times.append(time.perf_counter() - t1)
         if progress is not None:
             progress(k + 1, options.repeat)
     return leaves(result), times
 
 
-def run_once(ctx, module: Module, args: list, profiler=None, blas: int | None = None):
+def run_once(ctx, module: Module, args: list, profiler=None, blas: int | None = None,
+             pool: bool = False):
     """One run of the module's entry on `ctx` (host values in, host values out: inputs go to
     the device once, the result comes back once); a kernel's failure is a RunError.
-    `blas`: the BLAS threads, set once for the run and restored after it (Prepared's); on
-    the host, the large products take that many of numba's threads instead, numpy's
-    OpenBLAS one (blas_threads.set_pooled)."""
-    if ctx.backend.on_host:
-        changed, pool = set_pooled(blas)
+    `blas`: the BLAS threads, set once for the run and restored after it (Prepared's);
+    `pool`: on the host, the large products take that many of numba's threads instead,
+    numpy's OpenBLAS one (blas_threads.set_pooled)."""
+    if pool and ctx.backend.on_host:
+        changed, threads = set_pooled(blas)
     else:
-        changed, pool = (set_threads(blas) if blas is not None else None), 1
-    ctx.begin_run(profiler=profiler, product_threads=pool)
+        changed, threads = (set_threads(blas) if blas is not None else None), 1
+    ctx.begin_run(profiler=profiler, product_threads=threads)
     try:
         with np.errstate(all="ignore"):
             return ctx.memory.to_host(ctx.run(module.entry, ctx.memory.to_device(args)),

@@ -12,10 +12,10 @@ once per executable: `largest_product`; not of the convolutions that run their g
 numba's threads, one BLAS thread each: conv_phases.threads_itself), at most the cores this
 process may use divided among the devices that call BLAS at once, and at most what the
 library chose at load time (OPENBLAS_NUM_THREADS and the like).  A module with no product
-leaves the libraries alone.  A device alone in its process (a one-device run, an MPI rank's
-one device) takes that count for its large products on numba's threads instead, numpy's
-OpenBLAS on one thread for the run (`set_pooled`, pool_gemm.py): OpenBLAS's team, which spins
-after each product, then never wakes.
+leaves the libraries alone.  With RunOptions.blas_pool a one-device run takes that count
+for its large products on numba's threads instead, numpy's OpenBLAS on one thread for the
+run (`set_pooled`, pool_gemm.py): OpenBLAS's team, which spins after each product, then
+never wakes.
 
 With RunOptions.blas_yield, a derived count (`Derived`, not RunOptions' blas_threads)
 yields to other processes when each run starts: it is cut to the cores not taken by other

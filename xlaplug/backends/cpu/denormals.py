@@ -24,8 +24,8 @@ them would break that.  Threads a kernel starts keep their own MXCSR: OpenBLAS's
 in the worker's) -- so a product on OpenBLAS's team is flushed throughout only where the
 run's BLAS count is 1 (every module whose largest product is under 2 *
 blas_threads.FLOPS_PER_THREAD) or where OpenBLAS keeps it on the calling thread (M*N*K <=
-2^18).  A one-device run's large products run on numba's threads instead, each gemm under
-the bits (pool_gemm.py): flushed throughout.
+2^18).  With RunOptions.blas_pool a one-device run's large products run on numba's threads
+instead, each gemm under the bits (pool_gemm.py): flushed throughout.
 
 Only on x86-64 Linux (the bits are SSE's, the layout is its fenv_t's); elsewhere `available()`
 is False, the CPU backend makes no Env (backend.CpuBackend.own_kernels) and these kernels

@@ -1,5 +1,5 @@
 """Large f32/f64 matrix products on numba's threads, one BLAS thread each: one pool of threads
-for a run's loops and its products, as XLA:CPU has one.
+for a run's loops and its products, as XLA:CPU has one (RunOptions.blas_pool).
 
 OpenBLAS's own team, once woken for a product, spins for its thread timeout (2^28 cycles,
 ~0.1 s) before it sleeps, so every fused loop, row loop and convolution that numba's threads
@@ -13,7 +13,14 @@ come free -- the matrices of a batch, and rows of a matrix where a batch has few
 than threads -- each the call numpy's matmul makes (gang_gemm.py: the same routine, the same
 operand layouts), on one BLAS thread, under the FTZ and DAZ bits the calling thread has.  One
 wake-up of numba's team (passive waits: backends/cpu/__init__.py) a product; OpenBLAS's team
-never runs (blas_threads.largest_product leaves pooled products out of its count).
+never runs (blas_threads.set_pooled sets numpy's OpenBLAS to one thread for the run).
+
+Not the default, measured: on a quiet machine OpenBLAS's spinning team is at hand for the
+next product where numba's sleeping threads must be woken, and it shares its packed copy of
+the other operand where each chunk here packs its own -- a 512x1024x1024 product on 2 cores
+2.6-2.7 ms against the team's 2.3 (load 0.5-0.8, 2026-12-07; benchmarks/pool_gemm.py); on a
+busy one the team's spinning and its fixed shares cost more (an MLP step 9.6 ms against 21.7
+at load 2.4, a third of the CPU time).
 
 Bits: the matrices of a batch are numpy's very gemms.  Rows are split as conv_chunks.py splits
 a patch matrix's: chunks start at multiples of TILE_ROWS and hold MIN_MNK multiply-adds or
