@@ -26,8 +26,6 @@ import sys
 import numpy as np
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
-# Bumped with any change to the intrinsics below: the compiled loop's cache key is its text.
-_VERSION = 4
 
 
 def gemm_library() -> dict | None:
@@ -87,9 +85,10 @@ def run_gang(members: list[tuple[np.ndarray, np.ndarray, np.ndarray]], threads: 
     lhs0, rhs0, _ = members[0]
     m, n = lhs0.shape
     p = rhs0.shape[1]
-    # per gemm: transpose flags, addresses and leading dimensions of lhs, rhs, out (one
-    # array: each array argument costs numba's dispatcher microseconds to type)
-    calls = np.empty((len(members), 7), np.int64)
+    # per gemm, as pool_gemm's loop takes them: transpose flags, rows, columns, addresses
+    # and leading dimensions of lhs, rhs, out (one array: each array argument costs numba's
+    # dispatcher microseconds to type)
+    calls = np.empty((len(members), 9), np.int64)
     ganged = 0
     for lhs, rhs, out in members:
         la, lb = _layout(lhs), _layout(rhs)
@@ -98,17 +97,18 @@ def run_gang(members: list[tuple[np.ndarray, np.ndarray, np.ndarray]], threads: 
                                         and lhs.strides == rhs.strides[::-1]):
             np.matmul(lhs, rhs, out=out)  # numpy copies, or takes syrk: as `@` does
             continue
-        calls[ganged] = (la[0], lb[0], pa, la[1], pb, lb[1],
+        calls[ganged] = (la[0], lb[0], m, p, pa, la[1], pb, lb[1],
                          out.__array_interface__["data"][0])
         ganged += 1
     if ganged == 0:
         return
     import numba
-    loop = _gang_loop(lhs0.dtype == np.float32)
+    from .pool_gemm import gemm_loop
+    loop = gemm_loop(lhs0.dtype == np.float32)
     before = numba.get_num_threads()
     numba.set_num_threads(max(1, min(threads, ganged, numba.config.NUMBA_NUM_THREADS)))
     try:
-        loop(gemm_library()[lhs0.dtype], calls[:ganged], m, p, n)
+        loop(gemm_library()[lhs0.dtype], calls[:ganged], n, p)
     finally:
         numba.set_num_threads(before)
 
@@ -128,25 +128,3 @@ def ganged_product(ins, lhs: np.ndarray, rhs: np.ndarray, ctx) -> np.ndarray:
     place.share_by_last(ins, gang.group, (lhs, rhs, out),
                         lambda every: run_gang(every, gang.threads))
     return out
-
-
-_LOOP = """
-from xlaplug.backends.cpu.gang_intrinsics import call_gemm, flush_on, ieee, mxcsr_set
-# gang_gemm version {version}
-def gang(fn, calls, m, n, k):
-    caller = ieee()  # threads numba starts now inherit IEEE arithmetic, not the dot's FTZ
-    for i in prange(calls.shape[0]):
-        old = flush_on()
-        call_gemm(fn, calls[i, 0], calls[i, 1], m, n, k, {one}, calls[i, 2], calls[i, 3],
-                  calls[i, 4], calls[i, 5], {zero}, calls[i, 6], n)
-        mxcsr_set(old)
-    mxcsr_set(caller)
-"""
-
-
-@functools.lru_cache(maxsize=2)
-def _gang_loop(single: bool):
-    from .jit_cache import cached_function
-    one, zero = ("np.float32(1.0)", "np.float32(0.0)") if single else ("1.0", "0.0")
-    src = _LOOP.format(version=_VERSION, one=one, zero=zero)
-    return cached_function(src, {}, "gang", nogil=True, parallel=True)

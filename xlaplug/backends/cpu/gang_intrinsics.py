@@ -3,7 +3,7 @@ its address (ILP64: 64-bit dimensions, int enums), and this thread's MXCSR read 
 (x86-64), so that a gemm on one of numba's threads runs with the FTZ and DAZ bits the
 calling thread has (denormals.py: threads keep their own MXCSR); memcpy and memset by
 address (the convolution's patch gather).  The loops' cache keys are their texts: a change
-here bumps gang_gemm._VERSION and conv_chunks._VERSION."""
+here bumps pool_gemm._VERSION and conv_chunks._VERSION."""
 from __future__ import annotations
 
 from llvmlite import ir

@@ -47,8 +47,9 @@ from .gang_gemm import NO_TRANS, _layout, gemm_library
 POOL_FLOPS = 2 << 24
 # Column chunks' starts: a multiple of every kernel's column tile.
 COL_TILE = 64
-# Bumped with any change to the loop below: its cache key is its text.
-_VERSION = 2
+# Bumped with any change to the loop below or to gang_intrinsics.py: the loop's cache key is
+# its text.
+_VERSION = 3
 
 
 def pools(batch: int, m: int, k: int, n: int, dtype) -> bool:
@@ -89,7 +90,7 @@ def matmul(lhs: np.ndarray, rhs: np.ndarray, threads: int) -> np.ndarray:
     import numba
     from .blas_threads import one_blas_thread
     with one_blas_thread(max(1, min(threads, len(calls), numba.config.NUMBA_NUM_THREADS))):
-        _loop(lhs.dtype == np.float32)(gemm_library()[lhs.dtype], calls, k, n)
+        gemm_loop(lhs.dtype == np.float32)(gemm_library()[lhs.dtype], calls, k, n)
     return out
 
 
@@ -140,7 +141,9 @@ def pooled(fn, calls, k, n):
 
 
 @functools.lru_cache(maxsize=2)
-def _loop(single: bool):
+def gemm_loop(single: bool):
+    """The compiled loop running every gemm of a `calls` array on numba's threads (this
+    module's and gang_gemm.py's), f32 or f64."""
     from .jit_cache import cached_function
     one, zero = ("np.float32(1.0)", "np.float32(0.0)") if single else ("1.0", "0.0")
     src = _LOOP.format(version=_VERSION, one=one, zero=zero)
