@@ -158,7 +158,8 @@ def main() -> int:
         if not a.json:
             print(f"{b:3d}x{m:5d}x{k:5d}x{n:5d}  team {med['team']:7.3f}  pool {med['pool']:7.3f}"
                   f"  ({med['pool'] / med['team']:.2f}x)  team+loop {med['team+loop']:7.3f}"
-                  f"  pool+loop {med['pool+loop']:7.3f} ({med['pool+loop'] / med['team+loop']:.2f}x)"
+                  f"  pool+loop {med['pool+loop']:7.3f}"
+                  f" ({med['pool+loop'] / med['team+loop']:.2f}x)"
                   f"  xla {med['xla']:7.3f} ms  pool/xla {med['pool'] / med['xla']:.2f}x",
                   flush=True)
     print(uptime(), file=sys.stderr)

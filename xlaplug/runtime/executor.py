@@ -100,7 +100,8 @@ class ExecContext:
         # handler (xla/ffi/mpi_handler.py); None: the kernel's own.
         self.destinations = None
 
-    def begin_run(self, *, profiler=None, spmd=None, product_threads: int = 1) -> "ExecContext":
+    def begin_run(self, *, profiler=None, spmd=None,
+                  product_threads: int = 1) -> "ExecContext":
         """This run's per-run state: the profiler timing it (None: untimed), where the
         device runs (a Place; None: alone) and the threads its large products take
         (backends/cpu/pool_gemm.py; 1: BLAS's own choice).  Nothing of a previous run's
