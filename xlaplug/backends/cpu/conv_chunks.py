@@ -61,10 +61,13 @@ def chunk_count(m: int, k: int, o: int, itemsize: int) -> int:
 def chunk_starts(m: int, k: int, o: int, itemsize: int) -> list[int]:
     """The first row of each chunk of a [m, k] @ [k, o] product, then m: [0, m] where it
     takes fewer than two."""
-    nch = chunk_count(m, k, o, itemsize)
-    if nch < 2:
-        return [0, m]
-    return [(i * m // nch) // TILE_ROWS * TILE_ROWS for i in range(nch)] + [m]
+    return tile_starts(m, max(1, chunk_count(m, k, o, itemsize)), TILE_ROWS)
+
+
+def tile_starts(length: int, count: int, tile: int) -> list[int]:
+    """The starts of `count` near-equal chunks of `length`, each rounded down to a multiple of
+    `tile`, then `length` (also pool_gemm.py's rows and columns)."""
+    return [(i * length // count) // tile * tile for i in range(count)] + [length]
 
 
 def window(wdims) -> list[tuple[int, int, int]]:

@@ -39,7 +39,7 @@ import functools
 
 import numpy as np
 
-from .conv_chunks import MIN_MNK, TILE_ROWS
+from .conv_chunks import MIN_MNK, TILE_ROWS, tile_starts
 from .gang_gemm import NO_TRANS, _layout, gemm_library
 
 # 2*M*N*K of a product worth a wake-up of numba's team (blas_threads.FLOPS_PER_THREAD's rule:
@@ -63,19 +63,21 @@ def pools(batch: int, m: int, k: int, n: int, dtype) -> bool:
 def row_starts(m: int, k: int, n: int, parts: int) -> list[int]:
     """The first row of each of at most `parts` chunks of a [m, k] @ [k, n] product, then m:
     starts at multiples of TILE_ROWS, each chunk MIN_MNK multiply-adds or more."""
-    rows = max(-(-MIN_MNK // max(k * n, 1)), TILE_ROWS)
-    rows = -(-rows // TILE_ROWS) * TILE_ROWS
-    count = max(1, min(parts, m // rows))
-    return [(i * m // count) // TILE_ROWS * TILE_ROWS for i in range(count)] + [m]
+    return _starts(m, k * n, TILE_ROWS, parts)
 
 
 def col_starts(m: int, k: int, n: int, parts: int) -> list[int]:
     """The first column of each of at most `parts` chunks of a [m, k] @ [k, n] product, then
     n: starts at multiples of COL_TILE, each chunk MIN_MNK multiply-adds or more."""
-    cols = max(-(-MIN_MNK // max(m * k, 1)), COL_TILE)
-    cols = -(-cols // COL_TILE) * COL_TILE
-    count = max(1, min(parts, n // cols))
-    return [(i * n // count) // COL_TILE * COL_TILE for i in range(count)] + [n]
+    return _starts(n, m * k, COL_TILE, parts)
+
+
+def _starts(length: int, per_line: int, tile: int, parts: int) -> list[int]:
+    """Chunks of `length` rows (or columns) of `per_line` multiply-adds each: whole tiles,
+    MIN_MNK multiply-adds or more a chunk, at most `parts` of them."""
+    size = max(-(-MIN_MNK // max(per_line, 1)), tile)
+    size = -(-size // tile) * tile
+    return tile_starts(length, max(1, min(parts, length // size)), tile)
 
 
 def matmul(lhs: np.ndarray, rhs: np.ndarray, threads: int) -> np.ndarray:
@@ -83,10 +85,11 @@ def matmul(lhs: np.ndarray, rhs: np.ndarray, threads: int) -> np.ndarray:
     one BLAS thread's bits, its gemms on up to `threads` of numba's threads; `@` where numpy
     would not call gemm on a matrix as it lies (it copies it, or takes syrk)."""
     batch, (m, k), n = lhs.shape[:-2], lhs.shape[-2:], rhs.shape[-1]
-    out = np.empty(batch + (m, n), lhs.dtype)
-    calls = _calls(lhs, rhs, out, threads) if threads > 1 else None
+    calls = _calls(lhs, rhs, threads) if threads > 1 else None
     if calls is None:
         return np.matmul(lhs, rhs)
+    out = np.empty(batch + (m, n), lhs.dtype)
+    calls[:, 8] += out.__array_interface__["data"][0]
     import numba
     from .blas_threads import one_blas_thread
     with one_blas_thread(max(1, min(threads, len(calls), numba.config.NUMBA_NUM_THREADS))):
@@ -94,12 +97,12 @@ def matmul(lhs: np.ndarray, rhs: np.ndarray, threads: int) -> np.ndarray:
     return out
 
 
-def _calls(lhs, rhs, out, threads: int) -> np.ndarray | None:
+def _calls(lhs, rhs, threads: int) -> np.ndarray | None:
     """Per gemm: transpose flags, rows, columns, addresses and leading dimensions of its
-    lhs rows, rhs columns and out block (one array: each array argument costs numba's
-    dispatcher microseconds to type), or None where a matrix is not one BLAS takes as it
-    lies.  A batch with fewer matrices than threads splits each by rows, where there are
-    rows enough for two chunks, else by columns."""
+    lhs rows and rhs columns, and its out block's byte offset in a C-contiguous result (one
+    array: each array argument costs numba's dispatcher microseconds to type), or None where
+    a matrix is not one BLAS takes as it lies.  A batch with fewer matrices than threads
+    splits each by rows, where there are rows enough for two chunks, else by columns."""
     (m, k), n, size = lhs.shape[-2:], rhs.shape[-1], lhs.itemsize
     matrices = list(np.ndindex(lhs.shape[:-2]))
     parts = -(-threads // len(matrices))
@@ -109,12 +112,13 @@ def _calls(lhs, rhs, out, threads: int) -> np.ndarray | None:
         if len(rows) == 2:
             cols = col_starts(m, k, n, parts)
     calls = []
-    for i in matrices:
-        a, w, o = lhs[i], rhs[i], out[i]
+    for j, i in enumerate(matrices):
+        a, w = lhs[i], rhs[i]
         la, lb = _layout(a), _layout(w)
         if la is None or lb is None or np.may_share_memory(a, w):
             return None
-        pa, pb, pc = (x.__array_interface__["data"][0] for x in (a, w, o))
+        pa, pb = (x.__array_interface__["data"][0] for x in (a, w))
+        pc = j * m * n * size
         # row r of lhs lies r * lda elements on as it is, r elements on transposed; column c
         # of rhs c elements on as it is, c * ldb transposed
         rstep = la[1] if la[0] == NO_TRANS else 1
