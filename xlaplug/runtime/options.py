@@ -39,8 +39,8 @@ class RunOptions:
     numba's threads, one BLAS thread each, with numpy's OpenBLAS on one thread for the run
     (backends/cpu/pool_gemm.py): their bits do not depend on the thread count (but for
     products of few rows), they flush subnormals throughout as XLA does, and OpenBLAS's
-    team never spins between products -- faster on a busy machine, slower on a quiet one
-    (numba's threads sleep between calls, each gemm packs its own operand);
+    team never spins between products -- faster on a busy machine, no faster on a quiet
+    one (numba's threads sleep between calls, each gemm packs its own operand);
     device_threads: the threads that carry the devices of a run in this process (None: as
     runtime/spmd/runner.devices_for decides from the module; 1: the devices take turns on
     one thread as fibers, their large products computed together on numba's threads,

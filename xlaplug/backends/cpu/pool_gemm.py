@@ -18,7 +18,7 @@ never runs (blas_threads.set_pooled sets numpy's OpenBLAS to one thread for the 
 Not the default, measured: on a quiet machine OpenBLAS's spinning team is at hand for the
 next product where numba's sleeping threads must be woken, and it shares its packed copy of
 the other operand where each chunk here packs its own -- a 512x1024x1024 product on 2 cores
-2.6-2.7 ms against the team's 2.3 (load 0.5-0.8, 2026-12-07; benchmarks/pool_gemm.py); on a
+2.83-2.91 ms against the team's 2.68 (load 0.23, 2026-12-07; benchmarks/pool_gemm.py); on a
 busy one the team's spinning and its fixed shares cost more (an MLP step 9.6 ms against 21.7
 at load 2.4, a third of the CPU time).
 
