@@ -41,6 +41,10 @@ class RunOptions:
     products of few rows), they flush subnormals throughout as XLA does, and OpenBLAS's
     team never spins between products -- faster on a busy machine, no faster on a quiet
     one (numba's threads sleep between calls, each gemm packs its own operand);
+    loop_teams: how many of numba's threads each parallel kernel (fused loops, row loops)
+    takes -- "cost": as many as XLA:CPU's parallel task assignment gives it from its flops
+    and bytes (memory-bound kernels at most ceil(sqrt(cores)); backends/cpu/team_size.py),
+    "all": every thread;
     device_threads: the threads that carry the devices of a run in this process (None: as
     runtime/spmd/runner.devices_for decides from the module; 1: the devices take turns on
     one thread as fibers, their large products computed together on numba's threads,
@@ -62,6 +66,7 @@ class RunOptions:
     blas_threads: int | None = None
     blas_yield: bool = False
     blas_pool: bool = False
+    loop_teams: str = "cost"
     device_threads: int | None = None
     gather: bool = False
     engine: str = "interpreter"
@@ -75,6 +80,8 @@ class RunOptions:
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or v < 1):
                 raise RunError(f"{name}: must be at least 1, got {v}")
+        if self.loop_teams not in ("cost", "all"):
+            raise RunError(f"loop_teams: must be 'cost' or 'all', got {self.loop_teams!r}")
         if self.engine not in ("interpreter", "xla"):
             raise RunError(f"engine: must be 'interpreter' or 'xla', got {self.engine!r}")
         if self.engine == "xla" and (self.profile or self.interpret or self.trace):
@@ -106,7 +113,8 @@ class RunOptions:
 
     def executor_options(self) -> dict:
         """The executor's settings for this run (ExecContext's `options`)."""
-        out = {"max_while_iterations": self.max_while_iterations, "seed": self.draw_seed}
+        out = {"max_while_iterations": self.max_while_iterations, "seed": self.draw_seed,
+               "loop_teams": self.loop_teams}
         if self.interpret:  # no compiled fusions or while loops: every instruction its own kernel
             out.update(fusion_min_elements=1 << 62, interpret_loops=True)
         return out

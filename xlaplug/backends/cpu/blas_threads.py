@@ -237,21 +237,25 @@ def devices_at_once(ctx) -> bool:
 
 
 @contextlib.contextmanager
-def one_blas_thread(threads: int):
-    """numba on `threads` threads and numpy's OpenBLAS on one inside, as they were after: a
-    gemm called from a numba thread would otherwise start OpenBLAS's own team
-    (process-wide, from every numba thread at once)."""
+def one_blas_thread(threads: int | None = None):
+    """numpy's OpenBLAS on one thread inside, as it was after: a gemm called from a numba
+    thread would otherwise start OpenBLAS's own team (process-wide, from every numba thread
+    at once).  `threads`: numba's count inside too; None leaves it -- a loop over fewer work
+    items than the team leaves the others idle, where a smaller team makes libgomp end
+    threads that the next full loop creates again (team_size.Spread)."""
     import numba
     blas = _numpy_blas()
     before_numba = numba.get_num_threads()
     before_blas = blas.num_threads if blas is not None else 1
     if before_blas != 1:
         blas.set_num_threads(1)
-    numba.set_num_threads(threads)
+    if threads is not None:
+        numba.set_num_threads(threads)
     try:
         yield
     finally:
-        numba.set_num_threads(before_numba)
+        if threads is not None:
+            numba.set_num_threads(before_numba)
         if before_blas != 1:
             blas.set_num_threads(before_blas)
 

@@ -103,13 +103,13 @@ def chunked(x: np.ndarray, w: np.ndarray, wdims, s_out, ctx) -> np.ndarray | Non
     items.sort(key=lambda t: -t[3])  # largest first: the threads take them as they are free
     table = ctx.kernel_cache.table("conv_patches")
     most = max(r1 - r0 for _, r0, r1, _ in items)
-    bufs, threads = conv_chunks.thread_buffers(
+    bufs, _ = conv_chunks.thread_buffers(
         table, "phase patches", len(items), most * max(int(d[2] * d[3]) for d in dims) * c,
         x.dtype)
     outs, _ = conv_chunks.thread_buffers(table, "phase rows", len(items), most * o, x.dtype)
     y4 = y.reshape((n,) + (1,) * (2 - nsp) + tuple(s_out) + (o,))
     addr = np.array([a.__array_interface__["data"][0] for a in mats], np.int64)
-    with one_blas_thread(threads):
+    with one_blas_thread():  # the team as it is (blas_threads.py)
         conv_chunks.gathered_loop(_LOOP, "phases", x.dtype == np.float32)(
             gemm_library()[x.dtype], conv_chunks.as_2d(x), addr, y4, bufs, outs,
             np.array([t[:3] for t in items], np.int64), np.array(dims, np.int64),

@@ -72,10 +72,10 @@ def gradient(x: np.ndarray, w: np.ndarray, wdims, s_out, ctx) -> np.ndarray:
     starts = np.array(list(range(0, rows, step)) + [rows], np.int64)
     nch = len(starts) - 1
     table = ctx.kernel_cache.table("conv_patches")
-    bufs, threads = conv_chunks.thread_buffers(table, "gradient patches", nch, step * m,
+    bufs, _ = conv_chunks.thread_buffers(table, "gradient patches", nch, step * m,
                                                x.dtype)
     parts = np.empty((nch, m, o), x.dtype)
-    with one_blas_thread(threads):
+    with one_blas_thread():  # the team as it is (blas_threads.py)
         conv_chunks.gathered_loop(_LOOP, "gradient", x.dtype == np.float32)(
             gemm_library()[x.dtype], conv_chunks.as_2d(xt), wt.__array_interface__["data"][0],
             parts, bufs, starts, dims, np.zeros(1, np.int64))

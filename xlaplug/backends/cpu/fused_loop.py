@@ -39,6 +39,7 @@ from .jit_cache import HOT_CALLS, cached_function, hot_call, scalar_piece
 from .jit_drivers import from_loop, loop_array, loop_storage, numba_scalar
 from .region_code import is_region, run_region
 from .row_fusion import compiled_rows, run_row_fusion
+from .team_size import Spread, fusion_cost, numba_team
 from . import hardware_flush, trig_vector
 
 # Below this many elements a small fusion's serial loop calls its body's functions instead of
@@ -141,8 +142,14 @@ def compiled_loop_fn(comp, roles: tuple[str, ...], parallel: bool = True,
                            + "".join(hardware_flush.wrap(inner, "        ")))
         else:
             loop = head + f"    for r in {rng}(out.shape[0] // {row}):\n" + "".join(rows)
-    return cached_function(body + "\n" + loop, consts, "loop", nogil=True, parallel=parallel,
-                           error_model="numpy")
+    fn = cached_function(body + "\n" + loop, consts, "loop", nogil=True, parallel=parallel,
+                         error_model="numpy")
+    # the elements of one iteration of its (p)range: what team_size.Spread divides
+    fn.elements_per_iteration = (1 if split is None and not hardware else
+                                 hardware_flush.BLOCK if split is None else
+                                 split[0] * max(1, hardware_flush.BLOCK // split[0])
+                                 if hardware else split[0])
+    return fn
 
 
 def row_split(comp, roles) -> tuple[int, dict[int, int]] | None:
@@ -283,7 +290,12 @@ def call_loop(comp, shape, args, ctx, plan, threads: bool, inplace, into=None):
             vals[0].__array_interface__["data"][0] == into.__array_interface__["data"][0]:
         fn = loop_plan(ctx, comp, *inplace)[0]
     try:
-        fn(out, *vals)
+        if threads:  # on as many threads as XLA's cost model gives it (team_size.py)
+            with Spread(-(-n // fn.elements_per_iteration),
+                        numba_team(ctx, *fusion_cost(ctx, comp))):
+                fn(out, *vals)
+        else:
+            fn(out, *vals)
     except TypingError:  # numba cannot type it after all: interpret, and remember
         for table in ("_fused_loop_plans", "_fused_small_plans", "_fused_tiny_plans",
                       "_fused_serial_plans", "_fused_inplace_plans",

@@ -24,6 +24,7 @@ from numba.core.errors import TypingError
 from .bf16_convert import is_bf16
 from .blas_threads import devices_at_once
 from .jit_drivers import loop_array, loop_storage, numba_dtype, numba_scalar
+from .team_size import Spread, computation_cost, numba_team
 
 ROUTES = "_fusion_routes"  # the kernel cache table: fusion instruction -> its route
 
@@ -35,7 +36,7 @@ class LoopRoute:
     it; any other operand, and a loop numba cannot type, take `call` (fused_loop.call_loop)."""
 
     __slots__ = ("comp", "shape", "plan", "threads", "at_once", "call", "direct", "n",
-                 "storage", "dims")
+                 "storage", "dims", "cost")
 
     def __init__(self, comp, shape, plan, threads: bool, at_once: bool, call):
         self.comp, self.shape, self.plan = comp, shape, plan
@@ -46,6 +47,8 @@ class LoopRoute:
         self.storage = loop_storage(shape.dtype)
         # the result as the loop writes it (else from_loop converts it: call_loop)
         self.dims = shape.dims if self.storage == shape.dtype else None
+        # its flops, transcendentals and bytes, for the team it takes (team_size.py)
+        self.cost = computation_cost(comp) if threads else None
 
     def fits(self, ctx) -> bool:
         return devices_at_once(ctx) == self.at_once
@@ -65,7 +68,12 @@ class LoopRoute:
             return self.call(self.comp, self.shape, args, ctx, self.plan, self.threads, None)
         out = np.empty(self.n, self.storage)
         try:
-            fn(out, *vals)
+            if self.cost is not None:
+                with Spread(-(-self.n // fn.elements_per_iteration),
+                            numba_team(ctx, *self.cost)):
+                    fn(out, *vals)
+            else:
+                fn(out, *vals)
         except TypingError:  # (call_loop then interprets it, and forgets the plans)
             return self.call(self.comp, self.shape, args, ctx, self.plan, self.threads, None)
         return out.reshape(self.dims)

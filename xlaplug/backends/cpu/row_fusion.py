@@ -22,6 +22,7 @@ from . import comp_patterns as P
 from .blas_threads import devices_at_once
 from .jit_drivers import from_loop, loop_array, loop_storage
 from .row_loop import compile_row_loop
+from .team_size import Spread, fusion_cost, numba_team
 
 _NO_PLAN = object()
 
@@ -104,7 +105,11 @@ def run_row_fusion(ins, args, ctx):
     vals = [loop_array(a, parallel) for a in args]
     outs = [np.empty(s.num_elements(), loop_storage(s.dtype)) for s in outs_shapes]
     try:
-        fn(*outs, *vals)
+        if parallel:  # on as many threads as XLA's cost model gives it (team_size.py)
+            with Spread(fn.iterations, numba_team(ctx, *fusion_cost(ctx, comp))):
+                fn(*outs, *vals)
+        else:
+            fn(*outs, *vals)
     except TypingError:  # numba cannot type it after all: interpret, and remember
         ctx.kernel_cache.table("_row_loop_plans")[key] = None
         return None

@@ -302,6 +302,9 @@ def compile_row_loop(comp: Computation, m: int, k: int, levels: dict, parallel: 
     """The compiled `rowloop` of a row fusion (cached on disk like fused loops)."""
     gen = RowLoopGen(comp, m, k, levels, identity_params)
     src = gen.source(parallel)
-    return cached_function("\n".join(gen.pieces) + "\n" + src, gen.consts, "rowloop",
-                           nogil=True, parallel=parallel, error_model="numpy")
+    fn = cached_function("\n".join(gen.pieces) + "\n" + src, gen.consts, "rowloop",
+                         nogil=True, parallel=parallel, error_model="numpy")
+    # the iterations of its (p)range, for team_size.Spread
+    fn.iterations = -(-m // (gen.block or max(1, min(32, m // 32))))
+    return fn
 
