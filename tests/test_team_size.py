@@ -94,10 +94,11 @@ def test_loop_teams_must_be_cost_or_all():
 
 
 # On four numba threads: a memory-bound loop fusion (2 of 4 threads: ceil(sqrt(4))), a
-# compute-bound one (every thread: no chunk size set) and a softmax's row fusion; each
-# chunk size set is recorded, and every output has the bits the whole team gives.
+# compute-bound one (every thread: no chunk size set), a row reduction and a convolution
+# (a gang of chunk gemms); each chunk size set is recorded, every output has the bits the
+# whole team gives, and the process's threads are the same ones throughout.
 SPREAD = r"""
-import json, numpy as np, numba
+import json, os, numpy as np, numba
 import xlaplug
 from xlaplug.runtime.options import RunOptions
 seen = []
@@ -144,23 +145,31 @@ ENTRY main {
   x = f32[1024,1024] parameter(0)
   y = f32[1024,1024] parameter(1)
   z = f32[512,512] parameter(2)
+  v = f32[2,16,16,64] parameter(3)
+  w = f32[3,3,64,64] parameter(4)
+  k = f32[2,16,16,64] convolution(v, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
   m = f32[1024,1024] fusion(x, y), kind=kLoop, calls=mem
   c = f32[512,512] fusion(z), kind=kLoop, calls=busy
   lo = f32[] constant(-inf)
   r = f32[1024] reduce(m, lo), dimensions={1}, to_apply=max
-  ROOT t = (f32[1024,1024], f32[512,512], f32[1024]) tuple(m, c, r)
+  ROOT t = (f32[1024,1024], f32[512,512], f32[1024], f32[2,16,16,64]) tuple(m, c, r, k)
 }
 '''
 rng = np.random.default_rng(0)
-args = [rng.standard_normal((1024, 1024), np.float32), rng.standard_normal((1024, 1024), np.float32),
-        rng.standard_normal((512, 512), np.float32)]
+args = [rng.standard_normal(s, np.float32) for s in
+        ((1024, 1024), (1024, 1024), (512, 512), (2, 16, 16, 64), (3, 3, 64, 64))]
 exe = xlaplug.compile(text)
+for mode in ("all", "cost"):  # warm: compiled, and the team started
+    exe.run(*args, options=RunOptions(loop_teams=mode))
+threads = set(os.listdir("/proc/self/task"))
 outs = {}
 for mode in ("all", "cost"):
     del seen[:]
-    outs[mode] = exe.run(*args, options=RunOptions(loop_teams=mode, repeat=2)).outputs
+    outs[mode] = exe.run(*args, options=RunOptions(loop_teams=mode, repeat=3)).outputs
     outs[mode + "_chunks"] = list(seen)
-print(json.dumps({"threads": numba.get_num_threads(),
+    threads |= set(os.listdir("/proc/self/task"))
+print(json.dumps({"threads": numba.get_num_threads(), "ids": len(threads),
+                  "ids_now": len(os.listdir("/proc/self/task")),
                   "same": all(np.array_equal(a, b) for a, b in zip(outs["all"], outs["cost"])),
                   "all": outs["all_chunks"], "cost": outs["cost_chunks"]}))
 """
@@ -174,6 +183,9 @@ def test_kernels_spread_over_their_share_of_a_team_of_four_with_the_same_bits():
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["threads"] == 4 and got["same"]
+    # no thread ended and was created again between kernels (libgomp ends the threads a
+    # smaller team leaves out: the convolution's gang shrank the team to its chunk count)
+    assert got["ids"] == got["ids_now"], got
     assert got["all"] == []  # every kernel on the whole team: no chunk size set
     # set and put back (0) around each kernel of each run: the memory-bound fusion (1M
     # elements, 12 MiB: 2 of 4 threads) in two chunks of its blocks of hardware_flush.BLOCK
