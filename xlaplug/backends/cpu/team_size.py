@@ -15,9 +15,10 @@ this cost model applied through set_num_threads per kernel; the transformer trai
 threads than on one: each shrank the team to its number of chunks (blas_threads.
 one_blas_thread), and libgomp ends the threads a smaller team leaves out -- the next full
 loop created them again (libgomp's team.c; here, 20 loops on teams of 8 and 2 in turn
-went through 64 threads, on a team of 8 with chunk sizes in turn through 10).  That this
-is what cost the 13-core host its time is likely, not measured.  Hence `Spread` below, and convolutions that keep the team; that
-form was not measured on the 13-core host (its session's device time ran out).
+went through 64 threads, on a team of 8 with chunk sizes in turn through 10).  Hence
+`Spread` below, and convolutions that keep the team.  That the re-created threads are what
+cost the 13-core host its time is likely, not measured: this form was not timed there
+(the session's device time ran out).
 
 A kernel's results do not depend on how many threads run it: the kernels sized here (loop
 and row fusions) give each element or row one thread's arithmetic whatever the count.
