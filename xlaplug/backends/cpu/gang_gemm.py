@@ -102,15 +102,11 @@ def run_gang(members: list[tuple[np.ndarray, np.ndarray, np.ndarray]], threads: 
         ganged += 1
     if ganged == 0:
         return
-    import numba
     from .pool_gemm import gemm_loop
+    from .team_size import Spread
     loop = gemm_loop(lhs0.dtype == np.float32)
-    before = numba.get_num_threads()
-    numba.set_num_threads(max(1, min(threads, ganged, numba.config.NUMBA_NUM_THREADS)))
-    try:
+    with Spread(ganged, threads):  # in `threads` chunks, the team kept (team_size.Spread)
         loop(gemm_library()[lhs0.dtype], calls[:ganged], n, p)
-    finally:
-        numba.set_num_threads(before)
 
 
 def ganged_product(ins, lhs: np.ndarray, rhs: np.ndarray, ctx) -> np.ndarray:

@@ -90,9 +90,10 @@ def matmul(lhs: np.ndarray, rhs: np.ndarray, threads: int) -> np.ndarray:
         return np.matmul(lhs, rhs)
     out = np.empty(batch + (m, n), lhs.dtype)
     calls[:, 8] += out.__array_interface__["data"][0]
-    import numba
     from .blas_threads import one_blas_thread
-    with one_blas_thread(max(1, min(threads, len(calls), numba.config.NUMBA_NUM_THREADS))):
+    from .team_size import Spread
+    # its gemms in `threads` chunks, the team kept (team_size.Spread)
+    with one_blas_thread(), Spread(len(calls), threads):
         gemm_loop(lhs.dtype == np.float32)(gemm_library()[lhs.dtype], calls, k, n)
     return out
 
