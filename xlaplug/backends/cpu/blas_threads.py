@@ -237,25 +237,19 @@ def devices_at_once(ctx) -> bool:
 
 
 @contextlib.contextmanager
-def one_blas_thread(threads: int | None = None):
+def one_blas_thread():
     """numpy's OpenBLAS on one thread inside, as it was after: a gemm called from a numba
     thread would otherwise start OpenBLAS's own team (process-wide, from every numba thread
-    at once).  `threads`: numba's count inside too; None leaves it -- a loop over fewer work
-    items than the team leaves the others idle, where a smaller team makes libgomp end
-    threads that the next full loop creates again (team_size.Spread)."""
-    import numba
+    at once).  numba's team is left as it is: a loop over fewer work items than the team
+    leaves the others idle, where a smaller team makes libgomp end threads that the next
+    full loop creates again (team_size.Spread)."""
     blas = _numpy_blas()
-    before_numba = numba.get_num_threads()
     before_blas = blas.num_threads if blas is not None else 1
     if before_blas != 1:
         blas.set_num_threads(1)
-    if threads is not None:
-        numba.set_num_threads(threads)
     try:
         yield
     finally:
-        if threads is not None:
-            numba.set_num_threads(before_numba)
         if before_blas != 1:
             blas.set_num_threads(before_blas)
 

@@ -183,7 +183,7 @@ def chunked(x: np.ndarray, w: np.ndarray, win, s_out, ctx) -> np.ndarray | None:
     bufs, _ = thread_buffers(table, "chunks", nch, int(np.max(np.diff(starts))) * k,
                                    x.dtype)
     y = np.empty((m, o), x.dtype)
-    with one_blas_thread():  # the team as it is (blas_threads.py)
+    with one_blas_thread():
         gathered_loop(_LOOP, "chunks", x.dtype == np.float32)(
             gemm_library()[x.dtype], x, wm.__array_interface__["data"][0],
             y.__array_interface__["data"][0], bufs, starts, dims, np.zeros(1, np.int64))

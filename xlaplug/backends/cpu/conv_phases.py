@@ -109,7 +109,7 @@ def chunked(x: np.ndarray, w: np.ndarray, wdims, s_out, ctx) -> np.ndarray | Non
     outs, _ = conv_chunks.thread_buffers(table, "phase rows", len(items), most * o, x.dtype)
     y4 = y.reshape((n,) + (1,) * (2 - nsp) + tuple(s_out) + (o,))
     addr = np.array([a.__array_interface__["data"][0] for a in mats], np.int64)
-    with one_blas_thread():  # the team as it is (blas_threads.py)
+    with one_blas_thread():
         conv_chunks.gathered_loop(_LOOP, "phases", x.dtype == np.float32)(
             gemm_library()[x.dtype], conv_chunks.as_2d(x), addr, y4, bufs, outs,
             np.array([t[:3] for t in items], np.int64), np.array(dims, np.int64),

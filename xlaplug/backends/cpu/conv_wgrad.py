@@ -75,7 +75,7 @@ def gradient(x: np.ndarray, w: np.ndarray, wdims, s_out, ctx) -> np.ndarray:
     bufs, _ = conv_chunks.thread_buffers(table, "gradient patches", nch, step * m,
                                                x.dtype)
     parts = np.empty((nch, m, o), x.dtype)
-    with one_blas_thread():  # the team as it is (blas_threads.py)
+    with one_blas_thread():
         conv_chunks.gathered_loop(_LOOP, "gradient", x.dtype == np.float32)(
             gemm_library()[x.dtype], conv_chunks.as_2d(xt), wt.__array_interface__["data"][0],
             parts, bufs, starts, dims, np.zeros(1, np.int64))
