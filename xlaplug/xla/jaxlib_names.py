@@ -7,13 +7,22 @@ and runs modules with the client, gets its names from the accessors below), so a
 upgrade that moves one breaks this file only.  `PRIVATE_NAMES` lists every one of them and `missing_names()` says
 which moved (tests/test_xla_bridge.py asserts none did).
 
-Everything imports jax lazily: without jax (or with a jax whose names moved) the caller gets
-one `error: ... needs jax: pip install 'xlaplug[xla]'` line (`require_jax`).
+Everything imports jaxlib lazily, and jax only where a process has imported it already or a
+path needs it (xlaplug.jax, jax_op, check-plugins --engine xla, other platforms, MLIR text
+printing): XLA:CPU itself -- its client, HLO -> StableHLO, compiling, arrays and FFI targets
+-- is jaxlib's (`cpu_backend`), so `run --engine xla` / `--reference xla` and their worker
+processes do not pay jax's import (1.1-1.4 s of CPU).  Without jax installed (or with a jax
+whose names moved) the caller gets one `error: ... needs jax: pip install 'xlaplug[xla]'` line
+(`require_jax`).
 """
 from __future__ import annotations
 
+import functools
 import importlib
+import importlib.util
+import os
 import re
+import sys
 
 from ..hlo.errors import HloError, one_line
 
@@ -21,14 +30,32 @@ from ..hlo.errors import HloError, one_line
 PRIVATE_NAMES = (
     ("jaxlib._hlo", "hlo_module_from_text"),                # XLA's HLO text parser
     ("jaxlib._hlo", "HloModule.as_serialized_hlo_module_proto"),
-    ("jax._src.lib", "_jax.mlir.hlo_to_stablehlo"),         # HLO proto -> StableHLO bytecode
-    ("jax._src.lib", "_jax.mlir.mlir_module_to_xla_computation"),  # StableHLO/MHLO -> HLO
+    ("jaxlib._jax", "mlir.hlo_to_stablehlo"),               # HLO proto -> StableHLO bytecode
+    ("jaxlib._jax", "mlir.mlir_module_to_xla_computation"),  # StableHLO/MHLO -> HLO
     ("jaxlib._hlo", "XlaComputation.as_hlo_text"),
-    ("jax._src.xla_bridge", "get_backend"),                 # the XLA:CPU client
-    ("jax._src.lib.xla_client", "CompileOptions"),
-    ("jax._src.lib.xla_client", "DeviceAssignment.create"),
-    ("jax._src.lib.xla_client", "DeviceList"),
-    ("jax._src.lib.xla_client", "HloSharding.from_proto"),  # an executable's shardings
+    ("jax._src.xla_bridge", "get_backend"),                 # jax's clients, where jax runs
+    ("jaxlib.xla_client", "make_cpu_client"),               # XLA:CPU's, where it does not
+    ("jaxlib.xla_client", "register_custom_call_target"),   # FFI targets
+    ("jaxlib.xla_client", "register_custom_call_as_batch_partitionable"),
+    ("jaxlib.lapack", "registrations"),                     # jaxlib's LAPACK targets
+    ("jaxlib.lapack", "batch_partitionable_targets"),
+    ("jaxlib.cpu_feature_guard", "check_cpu_features"),
+    ("jaxlib.xla_client", "CompileOptions"),
+    ("jaxlib.xla_client", "DeviceAssignment.create"),
+    ("jaxlib.xla_client", "DeviceList"),
+    ("jaxlib.xla_client", "HloSharding.from_proto"),        # an executable's shardings
+    ("jaxlib.xla_client", "HloSharding.replicate"),
+    # arrays without jax (xla/host_arrays.py)
+    ("jaxlib._jax", "batched_device_put"),
+    ("jaxlib._jax", "ArrayImpl"),
+    ("jaxlib._jax", "SingleDeviceSharding"),
+    ("jaxlib._jax", "GSPMDSharding"),
+    ("jaxlib._jax", "array_result_handler"),
+    ("jaxlib._jax", "ExecuteResults.consume_with_handlers"),
+    ("jaxlib._jax", "reorder_shards"),
+    ("jaxlib._jax", "ArrayCopySemantics.REUSE_INPUT"),
+    ("jaxlib._jax", "buffer_to_dlpack_managed_tensor"),
+    ("jaxlib._jax", "LoadedExecutable.get_output_layouts"),
     ("jax._src.op_shardings", "op_sharding_to_numpy_indices"),
     ("jax._src.sharding_impls", "GSPMDSharding"),
     ("jax._src.interpreters.mlir", "make_ir_context"),      # MLIR bytecode -> text
@@ -88,12 +115,16 @@ def missing_names() -> list[str]:
 
 
 def require_jax(what: str) -> None:
-    """Raise NeedsJax (`error: WHAT needs jax: pip install 'xlaplug[xla]'`) unless jax and
-    jaxlib import."""
+    """Raise NeedsJax (`error: WHAT needs jax: pip install 'xlaplug[xla]'`) unless jax is
+    installed and jaxlib imports -- without importing jax (1.1-1.4 s of CPU) where it is
+    not imported yet: XLA:CPU's paths need jaxlib only (`cpu_backend`)."""
     try:
-        import jax  # noqa: F401
         import jaxlib  # noqa: F401
-    except ImportError:
+        if "jax" not in sys.modules and importlib.util.find_spec("jax") is None:
+            raise ImportError("jax")
+        if sys.modules.get("jax", 0) is None:  # a process that blocked it
+            raise ImportError("jax")
+    except (ImportError, ValueError):
         raise NeedsJax(f"{what} needs jax: {EXTRA}") from None
 
 
@@ -124,8 +155,87 @@ def get_backend(what: str):
 
 def xla_client(what: str):
     """jaxlib's xla_client module (CompileOptions, DeviceAssignment, DeviceList,
-    HloSharding)."""
-    return _name("jax._src.lib", "xla_client", what)
+    HloSharding, FFI registration) -- jax's `jax._src.lib.xla_client` is this module."""
+    return _name("jaxlib", "xla_client", what)
+
+
+def jaxlib_jax(what: str):
+    """jaxlib's `_jax` extension (arrays, shardings, executables: xla/host_arrays.py)."""
+    return _name("jaxlib", "_jax", what)
+
+
+def include_dir(what: str) -> str:
+    """jaxlib's bundled headers (xla/ffi/api/c_api.h), as jax.ffi.include_dir() finds them."""
+    _name("jaxlib", "xla_client", what)
+    jaxlib = sys.modules["jaxlib"]
+    return os.path.join(os.path.dirname(os.path.abspath(jaxlib.__file__)), "include")
+
+
+def cpu_backend(what: str):
+    """The process's XLA:CPU client: jax's where this process has imported jax (so that one
+    process never holds two CPU clients), else jaxlib's own, made once (`own_cpu_client`);
+    once made, it is the one every later call gets, whether jax was imported since or not."""
+    if "jax" in sys.modules and not own_cpu_client.cache_info().currsize:
+        try:
+            return get_backend(what)("cpu")
+        except RuntimeError as e:
+            raise XlaError(f"jax has no 'cpu' platform here: {xla_message(e)}") from None
+    require_jax(what)
+    return own_cpu_client()
+
+
+def uses_own_client() -> bool:
+    """Whether this process runs XLA:CPU on jaxlib's own client (jax is not in it)."""
+    return bool(own_cpu_client.cache_info().currsize)
+
+
+# The client is the process's (XLA:CPU's devices, its FFI handler table, its threads): a
+# cache of one, as jax keeps its backends, not state any caller could pass along.
+@functools.cache
+def own_cpu_client():
+    """XLA:CPU's client as jax's make_cpu_client makes it without jax.distributed (no
+    distributed client, so no CPU collectives nor transfer server), its options read from
+    the JAX_* variables jax's config reads: the device count from JAX_NUM_CPU_DEVICES, else
+    XLA_FLAGS' --xla_force_host_platform_device_count (XLA reads it); asynchronous dispatch
+    (JAX_CPU_ENABLE_ASYNC_DISPATCH); the topology timeouts.  Then what jax's import does for
+    the CPU: its CPU feature check, and jaxlib's LAPACK targets registered."""
+    platforms = os.environ.get("JAX_PLATFORMS", "")
+    if platforms and "cpu" not in platforms.lower().split(","):
+        raise XlaError(f"jax has no 'cpu' platform here: JAX_PLATFORMS={platforms}")
+    _resolve("jaxlib.cpu_feature_guard", "check_cpu_features")()
+    xc = _resolve("jaxlib", "xla_client")
+    devices = _env_int("JAX_NUM_CPU_DEVICES", -1)
+    client = xc.make_cpu_client(
+        asynchronous=_env_bool("JAX_CPU_ENABLE_ASYNC_DISPATCH", True),
+        num_devices=devices if devices >= 0 else None,
+        get_local_topology_timeout_minutes=_env_int(
+            "JAX_CPU_GET_LOCAL_TOPOLOGY_TIMEOUT_MINUTES", 2),
+        get_global_topology_timeout_minutes=_env_int(
+            "JAX_CPU_GET_GLOBAL_TOPOLOGY_TIMEOUT_MINUTES", 5))
+    lapack = importlib.import_module("jaxlib.lapack")  # as jax/_src/lax/linalg.py
+    for platform, targets in lapack.registrations().items():
+        for name, fn, api_version in targets:
+            xc.register_custom_call_target(name, fn, platform, api_version)
+    for name in lapack.batch_partitionable_targets():
+        xc.register_custom_call_as_batch_partitionable(name)
+    return client
+
+
+def _env_int(name: str, default: int) -> int:
+    return int(os.environ.get(name, default))
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    """A boolean variable as jax's config reads one."""
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    value = value.lower()
+    if value in ("y", "yes", "t", "true", "on", "1"):
+        return True
+    if value in ("n", "no", "f", "false", "off", "0"):
+        return False
+    raise XlaError(f"invalid truth value {value!r} for environment {name!r}")
 
 
 def sharding_indices(what: str):
@@ -150,7 +260,7 @@ def hlo_proto(text: str, what: str) -> bytes:
 
 
 def hlo_to_stablehlo_bytecode(text: str, what: str) -> bytes:
-    convert = _name("jax._src.lib", "_jax.mlir.hlo_to_stablehlo", what)
+    convert = _name("jaxlib._jax", "mlir.hlo_to_stablehlo", what)
     proto = hlo_proto(text, what)
     try:
         return convert(proto)
@@ -172,7 +282,7 @@ _LOCATION = re.compile(r"(?:^|\s)(?:-|<stdin>|[^\s:]*):(\d+):(\d+): error: (.*)"
 def mlir_to_hlo_text(data: str | bytes, what: str) -> str:
     """StableHLO or MHLO (text or bytecode) as HLO text, through jaxlib's converter.  A parse
     error becomes an XlaError at the line and column jaxlib gives, when it gives one."""
-    convert = _name("jax._src.lib", "_jax.mlir.mlir_module_to_xla_computation", what)
+    convert = _name("jaxlib._jax", "mlir.mlir_module_to_xla_computation", what)
     try:
         computation = convert(data, use_tuple_args=False, return_tuple=False)
     except Exception as e:
