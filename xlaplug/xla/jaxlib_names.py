@@ -88,9 +88,16 @@ class NeedsJax(HloError):
         return self.headline()
 
 
+def _quiet_jaxlib() -> None:
+    """What jax's __init__ does before it loads jaxlib: XLA's INFO lines off (jaxlib reads
+    TF_CPP_MIN_LOG_LEVEL once, when it loads; a CPU client's start prints two otherwise)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
+
 def _resolve(module: str, path: str):
     """`module.path` by attribute from the longest prefix that imports (jax._src.lib's
     `_jax` and `xla_client` are attributes, not submodules)."""
+    _quiet_jaxlib()
     parts = f"{module}.{path}".split(".")
     for cut in range(len(parts), 0, -1):
         try:
@@ -118,6 +125,7 @@ def require_jax(what: str) -> None:
     """Raise NeedsJax (`error: WHAT needs jax: pip install 'xlaplug[xla]'`) unless jax is
     installed and jaxlib imports -- without importing jax (1.1-1.4 s of CPU) where it is
     not imported yet: XLA:CPU's paths need jaxlib only (`cpu_backend`)."""
+    _quiet_jaxlib()
     try:
         import jaxlib  # noqa: F401
         if "jax" not in sys.modules and importlib.util.find_spec("jax") is None:
