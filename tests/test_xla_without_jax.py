@@ -1,4 +1,4 @@
-"""XLA:CPU through jaxlib alone (xla/jaxlib_names.cpu_backend, xla/host_arrays.py): a process
+"""XLA:CPU through jaxlib alone (xla/cpu_client.py, xla/host_arrays.py): a process
 that has not imported jax runs `run --engine xla` / `--reference xla` without importing it,
 and gets the values the jax path gives -- bit for bit: the same XLA, the same options.  Each
 case runs the CLI in a fresh interpreter twice, once with jax imported first (jax's client
@@ -16,7 +16,7 @@ import pytest
 
 jax = pytest.importorskip("jax")
 
-from xlaplug.xla import jaxlib_names  # noqa: E402
+from xlaplug.xla import cpu_client  # noqa: E402
 from xlaplug.xla.global_shards import numpy_indices  # noqa: E402
 
 pytestmark = pytest.mark.jax
@@ -132,8 +132,8 @@ def test_reference_xla_without_jax():
 def test_where_jax_is_imported_its_cpu_client_is_the_one():
     """One process, one CPU client: with jax imported (as here) the bridge takes jax's."""
     from jax._src import xla_bridge
-    assert jaxlib_names.cpu_backend("test") is xla_bridge.get_backend("cpu")
-    assert not jaxlib_names.uses_own_client()
+    assert cpu_client.cpu_backend("test") is xla_bridge.get_backend("cpu")
+    assert not cpu_client.uses_own_client()
 
 
 @pytest.mark.parametrize("dims,devices,last_replicated", [

@@ -2,7 +2,7 @@
 outputs read back as numpy views, through jaxlib's own array type (its names from
 jaxlib_names.jaxlib_jax) -- what jax's device_put, make_array_from_single_device_arrays and
 np.asarray do, for a process that runs XLA:CPU on jaxlib's own client (one that has not
-imported jax: jaxlib_names.cpu_backend).
+imported jax: xla/cpu_client.py).
 
 jaxlib's arrays call back into jax (they import jax.core) for a single-device array's numpy
 value and to split a many-device result into its devices' arrays.  So the outputs are read

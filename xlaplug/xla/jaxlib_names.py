@@ -10,14 +10,13 @@ which moved (tests/test_xla_bridge.py asserts none did).
 Everything imports jaxlib lazily, and jax only where a process has imported it already or a
 path needs it (xlaplug.jax, jax_op, check-plugins --engine xla, other platforms, MLIR text
 printing): XLA:CPU itself -- its client, HLO -> StableHLO, compiling, arrays and FFI targets
--- is jaxlib's (`cpu_backend`), so `run --engine xla` / `--reference xla` and their worker
-processes do not pay jax's import (1.1-1.4 s of CPU).  Without jax installed (or with a jax
+-- is jaxlib's (xla/cpu_client.py, xla/host_arrays.py), so `run --engine xla` /
+`--reference xla`, MPI ranks and worker processes do not pay jax's import.  Without jax installed (or with a jax
 whose names moved) the caller gets one `error: ... needs jax: pip install 'xlaplug[xla]'` line
 (`require_jax`).
 """
 from __future__ import annotations
 
-import functools
 import importlib
 import importlib.util
 import os
@@ -55,7 +54,12 @@ PRIVATE_NAMES = (
     ("jaxlib._jax", "reorder_shards"),
     ("jaxlib._jax", "ArrayCopySemantics.REUSE_INPUT"),
     ("jaxlib._jax", "buffer_to_dlpack_managed_tensor"),
-    ("jaxlib._jax", "LoadedExecutable.get_output_layouts"),
+    ("jaxlib._jax", "ExecuteResults.__len__"),
+    ("jaxlib._jax", "ArrayImpl.block_until_ready"),
+    ("jaxlib._jax", "SingleDeviceSharding._memory_kind"),
+    ("jaxlib._jax", "GSPMDSharding._hlo_sharding"),
+    ("jaxlib.xla_client", "OpSharding.Type.UNREDUCED"),   # global_shards.numpy_indices
+    ("jaxlib.xla_client", "HloSharding.subgroup_types"),
     ("jax._src.op_shardings", "op_sharding_to_numpy_indices"),
     ("jax._src.sharding_impls", "GSPMDSharding"),
     ("jax._src.interpreters.mlir", "make_ir_context"),      # MLIR bytecode -> text
@@ -124,7 +128,7 @@ def missing_names() -> list[str]:
 def require_jax(what: str) -> None:
     """Raise NeedsJax (`error: WHAT needs jax: pip install 'xlaplug[xla]'`) unless jax is
     installed and jaxlib imports -- without importing jax (1.1-1.4 s of CPU) where it is
-    not imported yet: XLA:CPU's paths need jaxlib only (`cpu_backend`)."""
+    not imported yet: XLA:CPU's paths need jaxlib only (xla/cpu_client.py)."""
     _quiet_jaxlib()
     try:
         import jaxlib  # noqa: F401
@@ -172,78 +176,16 @@ def jaxlib_jax(what: str):
     return _name("jaxlib", "_jax", what)
 
 
+def jaxlib_module(name: str, what: str):
+    """One of jaxlib's modules (`lapack`, `cpu_feature_guard`: xla/cpu_client.py)."""
+    return _name("jaxlib", name, what)
+
+
 def include_dir(what: str) -> str:
     """jaxlib's bundled headers (xla/ffi/api/c_api.h), as jax.ffi.include_dir() finds them."""
     _name("jaxlib", "xla_client", what)
     jaxlib = sys.modules["jaxlib"]
     return os.path.join(os.path.dirname(os.path.abspath(jaxlib.__file__)), "include")
-
-
-def cpu_backend(what: str):
-    """The process's XLA:CPU client: jax's where this process has imported jax (so that one
-    process never holds two CPU clients), else jaxlib's own, made once (`own_cpu_client`);
-    once made, it is the one every later call gets, whether jax was imported since or not."""
-    if "jax" in sys.modules and not own_cpu_client.cache_info().currsize:
-        try:
-            return get_backend(what)("cpu")
-        except RuntimeError as e:
-            raise XlaError(f"jax has no 'cpu' platform here: {xla_message(e)}") from None
-    require_jax(what)
-    return own_cpu_client()
-
-
-def uses_own_client() -> bool:
-    """Whether this process runs XLA:CPU on jaxlib's own client (jax is not in it)."""
-    return bool(own_cpu_client.cache_info().currsize)
-
-
-# The client is the process's (XLA:CPU's devices, its FFI handler table, its threads): a
-# cache of one, as jax keeps its backends, not state any caller could pass along.
-@functools.cache
-def own_cpu_client():
-    """XLA:CPU's client as jax's make_cpu_client makes it without jax.distributed (no
-    distributed client, so no CPU collectives nor transfer server), its options read from
-    the JAX_* variables jax's config reads: the device count from JAX_NUM_CPU_DEVICES, else
-    XLA_FLAGS' --xla_force_host_platform_device_count (XLA reads it); asynchronous dispatch
-    (JAX_CPU_ENABLE_ASYNC_DISPATCH); the topology timeouts.  Then what jax's import does for
-    the CPU: its CPU feature check, and jaxlib's LAPACK targets registered."""
-    platforms = os.environ.get("JAX_PLATFORMS", "")
-    if platforms and "cpu" not in platforms.lower().split(","):
-        raise XlaError(f"jax has no 'cpu' platform here: JAX_PLATFORMS={platforms}")
-    _resolve("jaxlib.cpu_feature_guard", "check_cpu_features")()
-    xc = _resolve("jaxlib", "xla_client")
-    devices = _env_int("JAX_NUM_CPU_DEVICES", -1)
-    client = xc.make_cpu_client(
-        asynchronous=_env_bool("JAX_CPU_ENABLE_ASYNC_DISPATCH", True),
-        num_devices=devices if devices >= 0 else None,
-        get_local_topology_timeout_minutes=_env_int(
-            "JAX_CPU_GET_LOCAL_TOPOLOGY_TIMEOUT_MINUTES", 2),
-        get_global_topology_timeout_minutes=_env_int(
-            "JAX_CPU_GET_GLOBAL_TOPOLOGY_TIMEOUT_MINUTES", 5))
-    lapack = importlib.import_module("jaxlib.lapack")  # as jax/_src/lax/linalg.py
-    for platform, targets in lapack.registrations().items():
-        for name, fn, api_version in targets:
-            xc.register_custom_call_target(name, fn, platform, api_version)
-    for name in lapack.batch_partitionable_targets():
-        xc.register_custom_call_as_batch_partitionable(name)
-    return client
-
-
-def _env_int(name: str, default: int) -> int:
-    return int(os.environ.get(name, default))
-
-
-def _env_bool(name: str, default: bool) -> bool:
-    """A boolean variable as jax's config reads one."""
-    value = os.environ.get(name)
-    if value is None:
-        return default
-    value = value.lower()
-    if value in ("y", "yes", "t", "true", "on", "1"):
-        return True
-    if value in ("n", "no", "f", "false", "off", "0"):
-        return False
-    raise XlaError(f"invalid truth value {value!r} for environment {name!r}")
 
 
 def sharding_indices(what: str):

@@ -83,7 +83,8 @@ def run_global_reference(text: str, args: list[np.ndarray], shapes: list[tuple[i
                          excess_precision: bool = True) -> list[np.ndarray]:
     """The global outputs of XLA running a global program on `devices` partitions: in this
     process where jax has that many devices, else on host devices in a subprocess."""
-    from .jaxlib_names import cpu_backend, require_jax
+    from .cpu_client import cpu_backend
+    from .jaxlib_names import require_jax
     from .xla_executables import run_global_on_xla
     require_jax("--reference xla")
     options, flags = _xla_settings(excess_precision)

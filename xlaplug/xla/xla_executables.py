@@ -14,6 +14,7 @@ import numpy as np
 
 from ..hlo.errors import HloError
 from . import jaxlib_names
+from .cpu_client import cpu_backend, uses_own_client
 from .jaxlib_names import XlaError, hlo_to_stablehlo_bytecode, xla_message
 
 
@@ -89,7 +90,7 @@ def compile_setup(replicas: int, partitions: int, what: str, platform: str = "cp
     n = replicas * partitions
     label = f"XLA:{platform.upper()}"
     if platform == "cpu":  # jaxlib's own client where this process has not imported jax
-        backend = jaxlib_names.cpu_backend(what)
+        backend = cpu_backend(what)
     else:
         try:
             backend = jaxlib_names.get_backend(what)(platform)
@@ -151,7 +152,7 @@ def run_compiled(compiled, per_device, *, platform: str = "cpu", repeat: int = 1
 def _own(platform: str) -> bool:
     """Whether executables of `platform` come from jaxlib's own XLA:CPU client (this process
     has no jax: its arrays are xla/host_arrays.py's)."""
-    return platform == "cpu" and jaxlib_names.uses_own_client()
+    return platform == "cpu" and uses_own_client()
 
 
 def _every_output(res, n: int) -> list[list[np.ndarray]]:

@@ -76,10 +76,11 @@ _HANDLERS = HandlerCache()  # the compiled handlers' code, one per kernel (handl
 
 def _xla_cpu(what: str = "registering plugin kernels with XLA"):
     """jaxlib's xla_client, once the process's XLA:CPU client exists (jax's, or jaxlib's own
-    where jax is not imported: jaxlib_names.cpu_backend): registering before that only queues
+    where jax is not imported: xla/cpu_client.py): registering before that only queues
     the target, and XLA's refusal would come later, far from its cause."""
     from .. import jaxlib_names
-    jaxlib_names.cpu_backend(what)
+    from ..cpu_client import cpu_backend
+    cpu_backend(what)
     abi.check_version(abi.header_version(jaxlib_names.include_dir(what)),
                       "jaxlib's xla/ffi/api/c_api.h")
     return jaxlib_names.xla_client(what)
