@@ -17,6 +17,7 @@ whose names moved) the caller gets one `error: ... needs jax: pip install 'xlapl
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import os
@@ -132,12 +133,15 @@ def require_jax(what: str) -> None:
     _quiet_jaxlib()
     try:
         import jaxlib  # noqa: F401
-        if "jax" not in sys.modules and importlib.util.find_spec("jax") is None:
-            raise ImportError("jax")
-        if sys.modules.get("jax", 0) is None:  # a process that blocked it
+        if sys.modules.get("jax", 0) is None or not _jax_installed():  # (None: blocked)
             raise ImportError("jax")
     except (ImportError, ValueError):
         raise NeedsJax(f"{what} needs jax: {EXTRA}") from None
+
+
+@functools.cache  # a fact of the process's environment; looking costs ~0.1 ms a call
+def _jax_installed() -> bool:
+    return "jax" in sys.modules or importlib.util.find_spec("jax") is not None
 
 
 def _name(module: str, path: str, what: str):
