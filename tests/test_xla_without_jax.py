@@ -1,8 +1,10 @@
-"""XLA:CPU through jaxlib alone (xla/cpu_client.py, xla/host_arrays.py): a process
-that has not imported jax runs `run --engine xla` / `--reference xla` without importing it,
-and gets the values the jax path gives -- bit for bit: the same XLA, the same options.  Each
+"""XLA:CPU through jaxlib alone (xla/cpu_client.py, xla/host_arrays.py): a process that
+has not imported jax runs `run --engine xla` / `--reference xla` without importing it, and
+gets the values the jax path gives -- bit for bit: the same XLA, the same options.  Each
 case runs the CLI in a fresh interpreter twice, once with jax imported first (jax's client
-and arrays) and once without, and compares the two processes' `--out` archives."""
+and arrays) and once without, and compares the two processes' `--out` archives.  The
+engine's worker process and each MPI rank are checked not to import jax either (a
+sitecustomize reports every process at its exit)."""
 from __future__ import annotations
 
 import ast
@@ -154,3 +156,42 @@ def test_numpy_indices_are_jaxs(dims, devices, last_replicated):
     replicated = xc.HloSharding.replicate()
     assert list(numpy_indices(replicated, (3, 2), 2, xc)) == \
         list(op_sharding_to_numpy_indices(replicated, (3, 2), 2))
+
+
+# Imported by every Python process started with its directory on PYTHONPATH: at exit, each
+# process says whether it imported jax (the CLI's worker processes and MPI ranks too).
+SITECUSTOMIZE = """
+import atexit, os, sys
+def _say():
+    with open({log!r}, "a") as f:
+        f.write(repr((" ".join(sys.argv[:2]), "jax" in sys.modules)) + "\\n")
+atexit.register(_say)
+"""
+
+
+def _processes(tmp_path, cmd: list[str]) -> list[tuple[str, bool]]:
+    site, log = tmp_path / "site", tmp_path / "processes.log"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE.format(log=str(log)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(site)])}
+    env.pop("XLA_FLAGS", None)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    return [ast.literal_eval(line) for line in log.read_text().splitlines()]
+
+
+def test_the_engine_worker_process_runs_without_jax(tmp_path):
+    """4 replicas where this process has 1 host device: a worker process on 4 runs them."""
+    got = _processes(tmp_path, [sys.executable, "-m", "xlaplug.cli", "run", "--engine", "xla",
+                                str(EXAMPLES / "horovod_allreduce4.hlo")])
+    assert any("engine_worker" in argv for argv, _ in got) and len(got) == 2, got
+    assert [jax for _, jax in got] == [False, False], got
+
+
+def test_each_mpi_rank_runs_without_jax(tmp_path):
+    from test_multi_device_cli import _mpiexec
+    got = _processes(tmp_path, [_mpiexec(), "-n", "4", sys.executable, "-m", "xlaplug.cli",
+                                "run", "--engine", "xla",
+                                str(EXAMPLES / "horovod_allreduce4.hlo")])
+    assert len(got) == 4 and [jax for _, jax in got] == [False] * 4, got
