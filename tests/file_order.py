@@ -30,7 +30,7 @@ FILE_SECONDS = {  # 2026-12-06 22:13 UTC run, branch suite2 on 1d264cf
     "test_jax_lapack": 39, "test_conformance_jax": 39, "test_linalg": 38,
     "test_reduce_fusion": 36, "test_reduce": 35, "test_multi_device_cli": 33,
     "test_docs_plugins": 30, "test_rng_fft": 30, "test_engine_xla_mpi_compiled": 29,
-    "test_mpi_agreement": 27, "test_cuda_corpus": 26, "test_scalar_jit": 22,
+    "test_mpi_agreement": 27, "test_xla_without_jax": 27, "test_cuda_corpus": 26, "test_scalar_jit": 22,
     "test_small_regions": 19, "test_dot_epilogue": 19, "test_plugins": 19,
     "test_check_plugins_xla": 17, "test_jit_cache": 17, "test_ffi_compiled_handler": 17,
     "test_jax_mpi": 15, "test_readme": 15, "test_fused_vectorize": 15,
