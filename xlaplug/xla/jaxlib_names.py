@@ -11,9 +11,9 @@ Everything imports jaxlib lazily, and jax only where a process has imported it a
 path needs it (xlaplug.jax, jax_op, check-plugins --engine xla, other platforms, MLIR text
 printing): XLA:CPU itself -- its client, HLO -> StableHLO, compiling, arrays and FFI targets
 -- is jaxlib's (xla/cpu_client.py, xla/host_arrays.py), so `run --engine xla` /
-`--reference xla`, MPI ranks and worker processes do not pay jax's import.  Without jax installed (or with a jax
-whose names moved) the caller gets one `error: ... needs jax: pip install 'xlaplug[xla]'` line
-(`require_jax`).
+`--reference xla`, MPI ranks and worker processes do not pay jax's import.  Without jax
+installed (or with a jax whose names moved) the caller gets one `error: ... needs jax: pip
+install 'xlaplug[xla]'` line (`require_jax`).
 """
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def missing_names() -> list[str]:
 
 def require_jax(what: str) -> None:
     """Raise NeedsJax (`error: WHAT needs jax: pip install 'xlaplug[xla]'`) unless jax is
-    installed and jaxlib imports -- without importing jax (1.1-1.4 s of CPU) where it is
+    installed and jaxlib imports -- without importing jax (about 1 s of CPU) where it is
     not imported yet: XLA:CPU's paths need jaxlib only (xla/cpu_client.py)."""
     _quiet_jaxlib()
     try:
