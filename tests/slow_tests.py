@@ -287,4 +287,9 @@ SLOW = {
         "test_reference_on_four_devices",
         "test_without_jax_each_bridge_verb_is_one_line_naming_the_extra"},
     "test_xlaplug_jax": {"test_check_against_xla_running_the_decomposition"},
+    "test_xla_without_jax": {"test_engine_xla_without_jax_gives_the_jax_paths_values",
+        "test_a_global_program_without_jax_gives_the_jax_paths_values",
+        "test_every_output_type_is_read_back_as_the_jax_path_reads_it",
+        "test_reference_xla_without_jax", "test_the_engine_worker_process_runs_without_jax",
+        "test_each_mpi_rank_runs_without_jax"},
 }

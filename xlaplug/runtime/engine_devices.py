@@ -75,9 +75,10 @@ def global_program_devices(source_text: str) -> tuple[int, bool]:
 
 
 def host_devices() -> int:
-    """XLA:CPU's host devices in this process (starting jax's CPU backend if it has not)."""
-    import jax
-    return len(jax.local_devices(backend="cpu"))
+    """XLA:CPU's host devices in this process (starting its CPU client if it has not: jax's,
+    or jaxlib's own where jax is not imported)."""
+    from ..xla.cpu_client import cpu_backend
+    return len(cpu_backend("--engine xla").local_devices())
 
 
 class DevicesProgram:

@@ -3,8 +3,13 @@
 * `jaxlib_names`: the one module that touches jaxlib's private names (XLA's HLO text parser,
   the HLO <-> StableHLO converters, the XLA:CPU client); a jaxlib upgrade that moves one
   breaks that file, and `tests/test_xla_bridge.py` names what moved.
+* `cpu_client`: the process's XLA:CPU client -- jax's where the process has imported jax,
+  else jaxlib's own, made as jax makes it, so that the CLI's XLA paths, MPI ranks and worker
+  processes do not import jax.
 * `xla_executables`: XLA compiling HLO text (a per-device program, or a global program its
-  partitioner cuts) and running the executables, with the client names jaxlib_names gives.
+  partitioner cuts) and running the executables, with the client names jaxlib_names gives;
+  on jaxlib's own client, arguments and outputs are `host_arrays`' (jaxlib's arrays, the
+  outputs read through DLPack, without jax).
 * `source`: reading `.mlir` / `.mlirbc` (StableHLO or MHLO) as HLO text, and writing a
   module as StableHLO text (`compile --emit stablehlo`).
 * `reference`: `run --reference xla`: the module with plugin ops decomposed, run on XLA:CPU
@@ -23,6 +28,9 @@
   (`mpi_rewrite`, ordered by a token threaded through control flow: `mpi_order`) into calls
   that `ffi/mpi_handler.py` serves with the interpreter's kernels over MPI.
 
-Nothing here imports jax at import time: without jax, using the bridge is a one-line error
-naming the extra.
+Nothing here imports jax at import time, and XLA:CPU's paths import only jaxlib where the
+process has not imported jax; what stays on jax: xlaplug.jax and jax_op (jax programs),
+`check-plugins --engine xla` / `--jax` (jax.jit, ffi_call), other platforms (`--reference
+xla:tpu`: jax's backends), `compile --emit stablehlo` (jax's MLIR context prints the text).
+Without jax installed, using the bridge is a one-line error naming the extra.
 """

@@ -62,6 +62,10 @@ class XlaKernel:
     def __init__(self, registry):
         from .jaxlib_names import require_jax
         require_jax("check-plugins --engine xla")
+        # kernels run through jax.jit here: jax is imported before any XLA:CPU client is
+        # made, so that the decompositions' runs take jax's client too (cpu_client.py: one
+        # CPU client a process)
+        import jax  # noqa: F401
         self.registry = registry
         self.how: dict[str, str] = {}      # op -> how XLA serves its kernel
         self._jitted: dict = {}            # (target, shapes, attributes) -> jitted call

@@ -16,6 +16,7 @@ ceil(s / n), the last one padded.
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -102,3 +103,43 @@ def assemble(shards: list[np.ndarray], hs, indices, shape: tuple[int, ...]) -> n
             out[where] = shards[d]
             done.add(key)
     return np.ascontiguousarray(out[tuple(slice(0, s) for s in shape)])
+
+
+def numpy_indices(hs, shape, devices: int, xc) -> np.ndarray:
+    """Each device's block of a value of `shape` under HloSharding `hs`, as numpy indices: jax's
+    op_sharding_to_numpy_indices (jax/_src/op_shardings.py) for a process without jax, `xc`
+    jaxlib's xla_client (its OpSharding types)."""
+    indices = np.empty(devices, dtype=np.object_)
+    if hs.num_devices() == 1 or hs.is_replicated():
+        indices.fill((slice(None),) * len(shape))
+        return indices
+    partitions, replicas = _ways_and_replicas(hs, xc)
+    axes = [[slice(None)] if n == 1 else
+            [slice(i * (dim // n), (i + 1) * (dim // n)) for i in range(n)]
+            for dim, n in zip(shape, partitions)]
+    device = iter(hs.tile_assignment_devices())
+    for where in itertools.product(*axes):
+        for _ in range(replicas):
+            indices[next(device)] = where
+    return indices
+
+
+def _ways_and_replicas(hs, xc) -> tuple[list[int], int]:
+    """jax's get_num_ways_dim_sharded: blocks along each dimension, and copies of each."""
+    if hs.is_unreduced():
+        return [], 1
+    parts = list(hs.tile_assignment_dimensions())
+    kinds = hs.subgroup_types()
+    T = xc.OpSharding.Type
+    if kinds == [T.REPLICATED]:
+        return parts[:-1], parts[-1]
+    if kinds == [T.UNREDUCED]:
+        return parts[:-1], 1
+    if set(kinds) == {T.REPLICATED, T.UNREDUCED}:
+        return parts[:-2], parts[-2:][kinds.index(T.REPLICATED)]
+    if hs.replicate_on_last_tile_dim():
+        return parts[:-1], parts[-1]
+    if kinds:
+        raise GlobalProgramError(f"XLA's partitioned executable has a {hs} value; the "
+                                 "reference takes tiled and replicated ones")
+    return parts, 1

@@ -7,13 +7,22 @@ and runs modules with the client, gets its names from the accessors below), so a
 upgrade that moves one breaks this file only.  `PRIVATE_NAMES` lists every one of them and `missing_names()` says
 which moved (tests/test_xla_bridge.py asserts none did).
 
-Everything imports jax lazily: without jax (or with a jax whose names moved) the caller gets
-one `error: ... needs jax: pip install 'xlaplug[xla]'` line (`require_jax`).
+Everything imports jaxlib lazily, and jax only where a process has imported it already or a
+path needs it (xlaplug.jax, jax_op, check-plugins --engine xla, other platforms, MLIR text
+printing): XLA:CPU itself -- its client, HLO -> StableHLO, compiling, arrays and FFI targets
+-- is jaxlib's (xla/cpu_client.py, xla/host_arrays.py), so `run --engine xla` /
+`--reference xla`, MPI ranks and worker processes do not pay jax's import.  Without jax
+installed (or with a jax whose names moved) the caller gets one `error: ... needs jax: pip
+install 'xlaplug[xla]'` line (`require_jax`).
 """
 from __future__ import annotations
 
+import functools
 import importlib
+import importlib.util
+import os
 import re
+import sys
 
 from ..hlo.errors import HloError, one_line
 
@@ -21,14 +30,37 @@ from ..hlo.errors import HloError, one_line
 PRIVATE_NAMES = (
     ("jaxlib._hlo", "hlo_module_from_text"),                # XLA's HLO text parser
     ("jaxlib._hlo", "HloModule.as_serialized_hlo_module_proto"),
-    ("jax._src.lib", "_jax.mlir.hlo_to_stablehlo"),         # HLO proto -> StableHLO bytecode
-    ("jax._src.lib", "_jax.mlir.mlir_module_to_xla_computation"),  # StableHLO/MHLO -> HLO
+    ("jaxlib._jax", "mlir.hlo_to_stablehlo"),               # HLO proto -> StableHLO bytecode
+    ("jaxlib._jax", "mlir.mlir_module_to_xla_computation"),  # StableHLO/MHLO -> HLO
     ("jaxlib._hlo", "XlaComputation.as_hlo_text"),
-    ("jax._src.xla_bridge", "get_backend"),                 # the XLA:CPU client
-    ("jax._src.lib.xla_client", "CompileOptions"),
-    ("jax._src.lib.xla_client", "DeviceAssignment.create"),
-    ("jax._src.lib.xla_client", "DeviceList"),
-    ("jax._src.lib.xla_client", "HloSharding.from_proto"),  # an executable's shardings
+    ("jax._src.xla_bridge", "get_backend"),                 # jax's clients, where jax runs
+    ("jaxlib.xla_client", "make_cpu_client"),               # XLA:CPU's, where it does not
+    ("jaxlib.xla_client", "register_custom_call_target"),   # FFI targets
+    ("jaxlib.xla_client", "register_custom_call_as_batch_partitionable"),
+    ("jaxlib.lapack", "registrations"),                     # jaxlib's LAPACK targets
+    ("jaxlib.lapack", "batch_partitionable_targets"),
+    ("jaxlib.cpu_feature_guard", "check_cpu_features"),
+    ("jaxlib.xla_client", "CompileOptions"),
+    ("jaxlib.xla_client", "DeviceAssignment.create"),
+    ("jaxlib.xla_client", "DeviceList"),
+    ("jaxlib.xla_client", "HloSharding.from_proto"),        # an executable's shardings
+    ("jaxlib.xla_client", "HloSharding.replicate"),
+    # arrays without jax (xla/host_arrays.py)
+    ("jaxlib._jax", "batched_device_put"),
+    ("jaxlib._jax", "ArrayImpl"),
+    ("jaxlib._jax", "SingleDeviceSharding"),
+    ("jaxlib._jax", "GSPMDSharding"),
+    ("jaxlib._jax", "array_result_handler"),
+    ("jaxlib._jax", "ExecuteResults.consume_with_handlers"),
+    ("jaxlib._jax", "reorder_shards"),
+    ("jaxlib._jax", "ArrayCopySemantics.REUSE_INPUT"),
+    ("jaxlib._jax", "buffer_to_dlpack_managed_tensor"),
+    ("jaxlib._jax", "ExecuteResults.__len__"),
+    ("jaxlib._jax", "ArrayImpl.block_until_ready"),
+    ("jaxlib._jax", "SingleDeviceSharding._memory_kind"),
+    ("jaxlib._jax", "GSPMDSharding._hlo_sharding"),
+    ("jaxlib.xla_client", "OpSharding.Type.UNREDUCED"),   # global_shards.numpy_indices
+    ("jaxlib.xla_client", "HloSharding.subgroup_types"),
     ("jax._src.op_shardings", "op_sharding_to_numpy_indices"),
     ("jax._src.sharding_impls", "GSPMDSharding"),
     ("jax._src.interpreters.mlir", "make_ir_context"),      # MLIR bytecode -> text
@@ -61,9 +93,16 @@ class NeedsJax(HloError):
         return self.headline()
 
 
+def _quiet_jaxlib() -> None:
+    """What jax's __init__ does before it loads jaxlib: XLA's INFO lines off (jaxlib reads
+    TF_CPP_MIN_LOG_LEVEL once, when it loads; a CPU client's start prints two otherwise)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
+
 def _resolve(module: str, path: str):
     """`module.path` by attribute from the longest prefix that imports (jax._src.lib's
     `_jax` and `xla_client` are attributes, not submodules)."""
+    _quiet_jaxlib()
     parts = f"{module}.{path}".split(".")
     for cut in range(len(parts), 0, -1):
         try:
@@ -88,13 +127,21 @@ def missing_names() -> list[str]:
 
 
 def require_jax(what: str) -> None:
-    """Raise NeedsJax (`error: WHAT needs jax: pip install 'xlaplug[xla]'`) unless jax and
-    jaxlib import."""
+    """Raise NeedsJax (`error: WHAT needs jax: pip install 'xlaplug[xla]'`) unless jax is
+    installed and jaxlib imports -- without importing jax (about 1 s of CPU) where it is
+    not imported yet: XLA:CPU's paths need jaxlib only (xla/cpu_client.py)."""
+    _quiet_jaxlib()
     try:
-        import jax  # noqa: F401
         import jaxlib  # noqa: F401
-    except ImportError:
+        if sys.modules.get("jax", 0) is None or not _jax_installed():  # (None: blocked)
+            raise ImportError("jax")
+    except (ImportError, ValueError):
         raise NeedsJax(f"{what} needs jax: {EXTRA}") from None
+
+
+@functools.cache  # a fact of the process's environment; looking costs ~0.1 ms a call
+def _jax_installed() -> bool:
+    return "jax" in sys.modules or importlib.util.find_spec("jax") is not None
 
 
 def _name(module: str, path: str, what: str):
@@ -124,8 +171,25 @@ def get_backend(what: str):
 
 def xla_client(what: str):
     """jaxlib's xla_client module (CompileOptions, DeviceAssignment, DeviceList,
-    HloSharding)."""
-    return _name("jax._src.lib", "xla_client", what)
+    HloSharding, FFI registration) -- jax's `jax._src.lib.xla_client` is this module."""
+    return _name("jaxlib", "xla_client", what)
+
+
+def jaxlib_jax(what: str):
+    """jaxlib's `_jax` extension (arrays, shardings, executables: xla/host_arrays.py)."""
+    return _name("jaxlib", "_jax", what)
+
+
+def jaxlib_module(name: str, what: str):
+    """One of jaxlib's modules (`lapack`, `cpu_feature_guard`: xla/cpu_client.py)."""
+    return _name("jaxlib", name, what)
+
+
+def include_dir(what: str) -> str:
+    """jaxlib's bundled headers (xla/ffi/api/c_api.h), as jax.ffi.include_dir() finds them."""
+    _name("jaxlib", "xla_client", what)
+    jaxlib = sys.modules["jaxlib"]
+    return os.path.join(os.path.dirname(os.path.abspath(jaxlib.__file__)), "include")
 
 
 def sharding_indices(what: str):
@@ -150,7 +214,7 @@ def hlo_proto(text: str, what: str) -> bytes:
 
 
 def hlo_to_stablehlo_bytecode(text: str, what: str) -> bytes:
-    convert = _name("jax._src.lib", "_jax.mlir.hlo_to_stablehlo", what)
+    convert = _name("jaxlib._jax", "mlir.hlo_to_stablehlo", what)
     proto = hlo_proto(text, what)
     try:
         return convert(proto)
@@ -172,7 +236,7 @@ _LOCATION = re.compile(r"(?:^|\s)(?:-|<stdin>|[^\s:]*):(\d+):(\d+): error: (.*)"
 def mlir_to_hlo_text(data: str | bytes, what: str) -> str:
     """StableHLO or MHLO (text or bytecode) as HLO text, through jaxlib's converter.  A parse
     error becomes an XlaError at the line and column jaxlib gives, when it gives one."""
-    convert = _name("jax._src.lib", "_jax.mlir.mlir_module_to_xla_computation", what)
+    convert = _name("jaxlib._jax", "mlir.mlir_module_to_xla_computation", what)
     try:
         computation = convert(data, use_tuple_args=False, return_tuple=False)
     except Exception as e:

@@ -83,12 +83,12 @@ def run_global_reference(text: str, args: list[np.ndarray], shapes: list[tuple[i
                          excess_precision: bool = True) -> list[np.ndarray]:
     """The global outputs of XLA running a global program on `devices` partitions: in this
     process where jax has that many devices, else on host devices in a subprocess."""
+    from .cpu_client import cpu_backend
     from .jaxlib_names import require_jax
     from .xla_executables import run_global_on_xla
     require_jax("--reference xla")
-    import jax
     options, flags = _xla_settings(excess_precision)
-    if platform != "cpu" or len(jax.local_devices(backend="cpu")) >= devices:
+    if platform != "cpu" or len(cpu_backend("--reference xla").local_devices()) >= devices:
         return run_global_on_xla(text, args, shapes, devices, shardy, platform,
                                  xla_options=options)
     from .devices import run_in_subprocess

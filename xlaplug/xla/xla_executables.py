@@ -14,6 +14,7 @@ import numpy as np
 
 from ..hlo.errors import HloError
 from . import jaxlib_names
+from .cpu_client import cpu_backend, uses_own_client
 from .jaxlib_names import XlaError, hlo_to_stablehlo_bytecode, xla_message
 
 
@@ -85,14 +86,16 @@ def compile_setup(replicas: int, partitions: int, what: str, platform: str = "cp
     """(backend, devices, compile options) of `_compile` -- apart from it so that a
     serialized executable can be loaded for the same devices and options (the tests share
     executables between their processes that way: tests/xla_session_cache.py)."""
-    get_backend = jaxlib_names.get_backend(what)
     xc = jaxlib_names.xla_client(what)
     n = replicas * partitions
     label = f"XLA:{platform.upper()}"
-    try:
-        backend = get_backend(platform)
-    except RuntimeError as e:
-        raise XlaError(f"jax has no '{platform}' platform here: {xla_message(e)}") from None
+    if platform == "cpu":  # jaxlib's own client where this process has not imported jax
+        backend = cpu_backend(what)
+    else:
+        try:
+            backend = jaxlib_names.get_backend(what)(platform)
+        except RuntimeError as e:
+            raise XlaError(f"jax has no '{platform}' platform here: {xla_message(e)}") from None
     devs = backend.local_devices()[:n]
     if len(devs) < n:
         raise XlaError(f"{label} has {len(devs)} devices, the module needs {n}")
@@ -122,9 +125,12 @@ def run_compiled(compiled, per_device, *, platform: str = "cpu", repeat: int = 1
     background: a copy the first run would otherwise wait for); a run is the execution and
     its outputs as numpy arrays (views of XLA's buffers on the host, no copy): its seconds
     go to `times`, its outputs to `runs`; [device][leaf] of the last run."""
-    import jax
     exe, devs = compiled
     n = len(devs)
+    if _own(platform):
+        from .host_arrays import run_own
+        return run_own(exe, devs, per_device, platform, repeat, times, runs)
+    import jax
     try:
         with jax.enable_x64(True):  # f64 / s64 arguments stay 64-bit
             # placed before the first run's clock starts (a copy in runs asynchronously)
@@ -141,6 +147,12 @@ def run_compiled(compiled, per_device, *, platform: str = "cpu", repeat: int = 1
         raise XlaError(f"XLA:{platform.upper()} failed running the module: "
                        f"{xla_message(e)}") from None
     return out
+
+
+def _own(platform: str) -> bool:
+    """Whether executables of `platform` come from jaxlib's own XLA:CPU client (this process
+    has no jax: its arrays are xla/host_arrays.py's)."""
+    return platform == "cpu" and uses_own_client()
 
 
 def _every_output(res, n: int) -> list[list[np.ndarray]]:
@@ -206,6 +218,9 @@ def run_global_compiled(compiled, args: list[np.ndarray], shapes: list[tuple[int
     """`repeat` runs of a compiled global program on the global `args` (cut and placed
     once, before the clock; a run is the execution and its shards as numpy arrays, its
     seconds to `times`); the last run's global outputs, put back together."""
+    if _own(platform):
+        from .host_arrays import run_global_own
+        return run_global_own(compiled, args, shapes, platform, what, repeat, times)
     import jax
     from .global_shards import assemble, cut
     xc = jaxlib_names.xla_client(what)

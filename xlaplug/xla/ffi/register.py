@@ -11,6 +11,7 @@ not served.
 """
 from __future__ import annotations
 
+import ctypes
 import threading
 from dataclasses import dataclass, field, replace
 
@@ -73,15 +74,25 @@ _LOCK = threading.Lock()
 _HANDLERS = HandlerCache()  # the compiled handlers' code, one per kernel (handler_cache.py)
 
 
-def _jax_cpu():
-    """jax, once its CPU backend exists: registering before that only queues the target,
-    and XLA's refusal would come later, far from its cause."""
-    from ..jaxlib_names import require_jax
-    require_jax("registering plugin kernels with XLA")
-    import jax
-    jax.devices("cpu")
-    abi.check_version(abi.header_version(jax.ffi.include_dir()), "jaxlib's xla/ffi/api/c_api.h")
-    return jax
+def _xla_cpu(what: str = "registering plugin kernels with XLA"):
+    """jaxlib's xla_client, once the process's XLA:CPU client exists (jax's, or jaxlib's own
+    where jax is not imported: xla/cpu_client.py): registering before that only queues
+    the target, and XLA's refusal would come later, far from its cause."""
+    from .. import jaxlib_names
+    from ..cpu_client import cpu_backend
+    cpu_backend(what)
+    abi.check_version(abi.header_version(jaxlib_names.include_dir(what)),
+                      "jaxlib's xla/ffi/api/c_api.h")
+    return jaxlib_names.xla_client(what)
+
+
+def _register(xc, target: str, handler) -> None:
+    """`target` served by `handler` (its address, as jax.ffi.register_ffi_target does: a
+    PyCapsule of the function pointer, typed FFI on the CPU)."""
+    new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p,
+                            ctypes.c_void_p)(("PyCapsule_New", ctypes.pythonapi))
+    capsule = new(ctypes.cast(abi.HANDLER(handler.address), ctypes.c_void_p), None, None)
+    xc.register_custom_call_target(target, capsule, "cpu", 1)
 
 
 def handler_for(op: str, entry, shape_rule=None) -> tuple[object, Served]:
@@ -102,7 +113,7 @@ def register_op(op: str, entry, target: str | None = None, shape_rule=None) -> S
     """Serve plugin kernel `entry` (an OpEntry) inside XLA as FFI target `target` (the op's
     own name unless given); `shape_rule` (the op's shape OpEntry) lets an @njit kernel be
     compiled for its examples."""
-    jax = _jax_cpu()
+    xc = _xla_cpu()
     target = target or op
     plugin = entry.plugin
     with _LOCK:
@@ -115,9 +126,8 @@ def register_op(op: str, entry, target: str | None = None, shape_rule=None) -> S
                                f"'{held.plugin}' ({held.source}); plugin '{plugin.name}' "
                                f"({plugin.source}) cannot register it too")
         handler, served = handler_for(op, entry, shape_rule)
-        capsule = jax.ffi.pycapsule(abi.HANDLER(handler.address))
         try:
-            jax.ffi.register_ffi_target(target, capsule, platform="cpu", api_version=1)
+            _register(xc, target, handler)
         except Exception as e:  # XLA's refusal: a name taken elsewhere, a version refused
             said = str(e).splitlines()[0]
             taken = "Duplicate FFI handler registration" in said
@@ -133,18 +143,17 @@ def serve_own(targets: list[str], make) -> object:
     """xlaplug's own handler of `targets` (one object serves them all, e.g. the MPI
     collectives' xla/ffi/mpi_handler.py): made by `make()` and registered the first time,
     the same object every time after."""
-    jax = _jax_cpu()
+    xc = _xla_cpu()
     with _LOCK:
         held = _TARGETS.get(targets[0])
         if held is not None and held.plugin == OWN:
             return held.handler
         handler = make()
-        capsule = jax.ffi.pycapsule(abi.HANDLER(handler.address))
         for target in targets:
             if target in _TARGETS:
                 raise abi.FfiError(f"FFI target '{target}' is xlaplug's own; plugin "
                                    f"'{_TARGETS[target].plugin}' registered it already")
-            jax.ffi.register_ffi_target(target, capsule, platform="cpu", api_version=1)
+            _register(xc, target, handler)
             _TARGETS[target] = _Target(OWN, "xlaplug", handler, Served(target, OWN, PYTHON))
         return handler
 
