@@ -280,6 +280,7 @@ SLOW = {
     "test_suite_location": {
         "test_a_clone_without_the_suite_skips_its_tests_naming_the_variable",
         "test_ci_fails_when_the_suite_is_absent"},
+    "test_team_size": {"test_kernels_spread_over_their_share_of_a_team_of_four_with_the_same_bits"},
     "test_trace": {"test_mpi_ranks_write_one_file_with_a_track_per_rank"},
     "test_verifier": {"test_conformance_corruptions_are_caught",
         "test_jax_corruptions_are_caught", "test_jax_program_verifies"},

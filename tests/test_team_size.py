@@ -175,7 +175,6 @@ print(json.dumps({"threads": numba.get_num_threads(), "ids": len(threads),
 """
 
 
-@pytest.mark.slow
 def test_kernels_spread_over_their_share_of_a_team_of_four_with_the_same_bits():
     env = dict(os.environ, NUMBA_NUM_THREADS="4")
     proc = subprocess.run([sys.executable, "-c", SPREAD], capture_output=True, text=True,
