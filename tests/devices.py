@@ -12,10 +12,6 @@ A kernel test is parametrized by `device` (the `DEVICES` params; the cuda one ca
 from __future__ import annotations
 
 import contextlib
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -91,22 +87,3 @@ def device_cases(values, cuda_gaps=None):
             marks.append(pytest.mark.xfail(strict=True, reason=cuda_gaps[v]))
         out.append(pytest.param("cuda", *args, id=f"cuda-{vid}", marks=marks))
     return out
-
-
-def ptx_check(*groups: str, source: str | None = None) -> str:
-    """The cuda device's compile check: tests/cuda_ptx_check.py compiles the kernels of
-    `groups` to PTX (or Python `source` does its own; exit 3 meaning no NVVM) in its own
-    process, simulator off: NVVM, no GPU.  Fails with its report unless every kernel
-    compiled -- NVVM missing too, since the test extra installs it; returns its output."""
-    root = Path(__file__).resolve().parent.parent
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0",
-               PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    cmd = ["-c", source] if source is not None else [
-        str(Path(__file__).with_name("cuda_ptx_check.py")), *groups]
-    p = subprocess.run([sys.executable, *cmd], capture_output=True, text=True, env=env,
-                       timeout=300, cwd=str(root))
-    if p.returncode == 3:
-        pytest.fail("NVVM unavailable (the test extra installs nvidia-cuda-nvcc-cu12): "
-                    + p.stdout.strip())
-    assert p.returncode == 0, p.stdout + p.stderr
-    return p.stdout

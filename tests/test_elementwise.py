@@ -18,15 +18,11 @@ integers, pred and non-transcendental floats exactly (sign of zero included, NaN
 ignored), transcendentals within TRANSCENDENTAL_ULP.  The inputs are the simulator-sized
 edge sets of `float_values` / `int_values` / `complex_values` (numba's simulator runs every
 GPU thread as a Python thread); the cpu draws its inputs from oracle.py's generators.
-`test_ptx_compiles` additionally compiles a representative set of kernels to PTX for a real
-GPU when NVVM is installed (pip package nvidia-cuda-nvcc-cu12); it is skipped otherwise.
+tests/test_ptx.py::test_ptx_compiles additionally compiles a representative set of these
+kernels to PTX for a real GPU.
 """
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import jax
 import ml_dtypes
@@ -44,7 +40,6 @@ from xlaplug.hlo import dtypes as D  # noqa: E402
 from xlaplug.hlo.text.parser import parse_module  # noqa: E402
 
 pytestmark = pytest.mark.jax
-ROOT = Path(__file__).resolve().parents[1]
 
 # ---- ops jax never emits: one-op modules, run by XLA:CPU from StableHLO ------------------------
 
@@ -976,36 +971,6 @@ def test_scalar_device_function_matches_cpu():
     want = [cpu(*args) for args in zip(a, ai, b, bi)]
     assert_match(o0.copy_to_host(), np.array([w[0] for w in want], np.float32), 0, "value")
     assert_match(o1.copy_to_host(), np.array([w[1] for w in want], np.int32), 0, "index")
-
-
-# ---- PTX for a real GPU ----------------------------------------------------------------------
-
-def _nvvm_available() -> bool:
-    if os.environ.get("CUDA_HOME"):
-        return True
-    try:
-        import nvidia.cuda_nvcc  # noqa: F401
-        return True
-    except ImportError:
-        return False
-
-
-@pytest.mark.cuda
-@pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
-                    reason="on a GPU the tests above compile and run every kernel")
-@pytest.mark.skipif(not _nvvm_available(), reason="NVVM not installed (pip install "
-                    "nvidia-cuda-nvcc-cu12): cannot compile PTX without a GPU")
-def test_ptx_compiles():
-    """The simulator runs kernels as Python; this lowers a representative set through NVVM
-    (scripts/cuda_ptx_check.py: every 3rd elementwise signature of its subset here, for the
-    suite's time -- the script alone compiles all of the subset, --all every opcode x
-    type)."""
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "cuda_ptx_check.py"),
-                        "--sample", "3"],
-                       capture_output=True, text=True, timeout=600,
-                       env={**os.environ, "NUMBA_ENABLE_CUDASIM": "0"})
-    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
-    assert "0 failed" in r.stdout
 
 
 @on_each_device

@@ -24,7 +24,7 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
 
-from devices import assert_same_bits, check_on, cuda_against_cpu, on_each_device, ptx_check  # noqa: E402,E501
+from devices import assert_same_bits, check_on, cuda_against_cpu, on_each_device  # noqa: E402,E501
 from oracle import assert_same, leaf_pairs, leaves, xla_cpu_run  # noqa: E402
 from xlaplug.runtime.executor import run_module  # noqa: E402
 from xlaplug.hlo.text.parser import parse_module  # noqa: E402
@@ -666,11 +666,3 @@ def test_cholesky_solve_program(device):
     got = check_text(device, _lower_tpu(f, a, b).as_text(dialect="hlo"), a, b,
                      want=lambda: jax.jit(f)(a, b), rtol=1e-4)
     np.testing.assert_allclose(a @ got, b, rtol=1e-4, atol=1e-4)
-
-
-# ---- the kernels compile for a real GPU ----------------------------------------------------
-
-@pytest.mark.cuda
-def test_linalg_kernels_compile_to_ptx():
-    """The simulator type-checks nothing: compile every linalg kernel with NVVM (no GPU)."""
-    ptx_check("linalg")

@@ -22,7 +22,7 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
 
-from devices import check_on, on_each_device, ptx_check  # noqa: E402
+from devices import check_on, on_each_device  # noqa: E402
 from oracle import (count_host_copies, cuda_and_cpu, entry, leaf_pairs, leaves,  # noqa: E402
                     xla_cpu_run)
 from xlaplug.runtime.executor import run_module  # noqa: E402
@@ -627,67 +627,3 @@ def test_rng_errors():
     with pytest.raises(Exception, match="rng_normal of s32 is not supported"):
         run_module(_rng_module("s32", "rng_normal", "3,7"), [np.int32(0), np.int32(1)],
                    device="cuda")
-
-
-# ---- the kernels compile for a real GPU ----------------------------------------------------
-
-@pytest.mark.cuda
-def test_fft_rng_kernels_compile_to_ptx():
-    """The simulator type-checks nothing: compile the kernels with NVVM (no GPU needed)."""
-    ptx_check("fft", "rng")
-
-
-_RNG_PTX_SCRIPT = r"""
-import os
-os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
-import numpy as np
-from numba import cuda, types as T
-from numba.np import numpy_support
-import numba.cuda.dispatcher as disp
-try:
-    from numba import float32
-    cuda.compile_ptx(lambda a: None, (float32[::1],), cc=(8, 0))
-except Exception as e:
-    print("NVVM unavailable:", str(e).splitlines()[0])
-    raise SystemExit(3)
-class _Dev:
-    compute_capability = (8, 0)
-disp.get_current_device = lambda: _Dev()   # device functions compile for "this" device
-from xlaplug.backends.cuda import rng_draws as G
-def arr(dt):
-    return T.Array(numpy_support.from_dtype(np.dtype(dt)), 1, "C")
-u64, i64, b, f64 = T.uint64, T.int64, T.boolean, T.float64
-stream = (i64, u64, u64, u64, u64)
-jobs = [(G._uniform_sint_kernel, (arr(d), arr(d), arr(d)) + stream)
-        for d in (np.int8, np.int16, np.int32, np.int64)]
-jobs += [(G._uniform_uint_kernel, (arr(d), arr(d), arr(d)) + stream)
-         for d in (np.uint8, np.uint16, np.uint32, np.uint64)]
-jobs.append((G._uniform_uint_kernel, (arr(np.uint8), arr(np.bool_), arr(np.bool_)) + stream))
-uniform, normal = G._float_kernels()
-jobs += [(k, (arr(d), arr(d), arr(d)) + stream + (b, i64, i64, f64, i64))
-         for d in (np.float16, np.float32, np.float64) for k in (uniform, normal)]
-jobs.append((G._state_init_kernel, (arr(np.uint64), u64, u64)))
-jobs.append((G._state_step_kernel, (arr(np.uint64), arr(np.uint64), u64, u64)))
-bad = 0
-for k, sig in jobs:
-    name = k.py_func.__name__
-    try:
-        ptx, _ = cuda.compile_ptx(k.py_func, sig, cc=(8, 0))
-        if name != "normal" and name != "uniform" and ".f64" in ptx:
-            raise TypeError("integer kernel promoted to float64")
-        if name == "uniform" and "fma." in ptx:
-            raise TypeError("lo + (hi - lo) * u contracted to an FMA")
-    except Exception as e:
-        bad += 1
-        print("FAIL", name, sig, " | ".join(str(e).splitlines()[:6]))
-print(len(jobs), "kernels,", bad, "failed")
-raise SystemExit(1 if bad else 0)
-"""
-
-
-@pytest.mark.cuda
-def test_rng_draw_kernels_compile_to_ptx():
-    """The rng / rng-get-and-update-state kernels compile for a GPU (NVVM, no device
-    needed): integer kernels stay integer, and the uniform transform has no FMA (one would
-    round differently from numpy's multiply then add)."""
-    ptx_check(source=_RNG_PTX_SCRIPT)
