@@ -2,9 +2,9 @@
 that names no parameter, a parameter the file lacks (unless a seed is given, which draws
 it), and a dtype or shape that differs from the parameter's -- one line naming the
 parameter, what it takes and what it got; `--cast` (`cast=True`) converts dtypes on
-purpose; ml_dtypes arrays that npz stored as raw bytes are read as their type."""
-import subprocess
-import sys
+purpose; ml_dtypes arrays that npz stored as raw bytes are read as their type.  The
+commands run in this process (tests/cli_in_process.py): their exit status, stdout and
+stderr line are the subject, not the process around them."""
 from pathlib import Path
 
 import ml_dtypes
@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import xlaplug
+from cli_in_process import xlaplug_in_process
 from xlaplug.runtime.options import RunError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,8 +29,7 @@ Y = np.array([0.5, 0.25, 0.125], np.float32)
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "xlaplug", "run", *map(str, args)],
-                          capture_output=True, text=True, cwd=ROOT)
+    return xlaplug_in_process("run", *args, cwd=ROOT)
 
 
 def one_line(r, code=2) -> str:
