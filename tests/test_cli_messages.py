@@ -2,27 +2,25 @@
 right, tolerances that are not numbers 0 or more refused, an unknown custom-call target
 named with at most its five closest ops, `check-plugins` one row per op and a summary line,
 and tables folded to the width they print at, never cut.  (`--device cuda` without a GPU:
-tests/test_cli.py::test_cuda_without_gpu_message_is_exactly_one_error.)"""
-import os
-import subprocess
-import sys
+tests/test_cli.py::test_cuda_without_gpu_message_is_exactly_one_error.)  The commands run
+in this process (tests/cli_in_process.py): what they print is the subject here."""
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import xlaplug
+from cli_in_process import xlaplug_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 RMS = ROOT / "examples" / "rms_norm.hlo"
 
 
 def xlaplug_cli(*args, columns=None):
-    env = {k: v for k, v in os.environ.items() if k != "XLAPLUG_PLUGIN_PATH"}
+    env = {"XLAPLUG_PLUGIN_PATH": None}
     if columns is not None:
         env["COLUMNS"] = str(columns)
-    return subprocess.run([sys.executable, "-m", "xlaplug", *map(str, args)],
-                          capture_output=True, text=True, cwd=ROOT, env=env)
+    return xlaplug_in_process(*args, cwd=ROOT, env=env)
 
 
 def one_error(r) -> str:
