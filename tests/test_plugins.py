@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from cli_in_process import xlaplug_in_process
 from xlaplug.cli.main import main
 from xlaplug.plugin import BUNDLED_DIR, Session, load_plugins
 
@@ -956,8 +957,11 @@ def test_check_plugins_on_a_test_plugin(tmp_path, acme):
 
 @pytest.mark.cuda
 def test_check_plugins_cuda_under_simulator():
-    r = proc("check-plugins", "--device", "cuda", "--trials", "1", "--json", "example.rms_norm",
-             env={"NUMBA_ENABLE_CUDASIM": "1"})
+    args = ("check-plugins", "--device", "cuda", "--trials", "1", "--json", "example.rms_norm")
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":  # this process runs the simulator
+        r = xlaplug_in_process(*args, cwd=ROOT, env={"XLAPLUG_PLUGIN_PATH": None})
+    else:  # a GPU's run: numba picks the simulator at import, so a process that turns it on
+        r = proc(*args, env={"NUMBA_ENABLE_CUDASIM": "1"})
     assert r.returncode == 0, r.stdout + r.stderr
     obj = json.loads(r.stdout)
     assert obj["device"] == "cuda" and obj["ok"]
