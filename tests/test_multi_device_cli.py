@@ -1,7 +1,9 @@
 """`xlaplug run` on many devices: threads in one process, and processes under mpiexec
 (`mpiexec -n 2` and `-n 4`, MPICH from PyPI), with the npz layout of README's multi-device
 section; the expected values come from the same module run in one process, whose
-collectives are checked against XLA in test_spmd_collectives.py."""
+collectives are checked against XLA in test_spmd_collectives.py.  Runs on threads that can
+only end by themselves run in this process (tests/cli_in_process.py); runs that wait for a
+collective timeout keep a process, which a hang could not outlive."""
 from __future__ import annotations
 
 import os
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_in_process import xlaplug_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 # Each test starts xlaplug processes (and mpiexec): out of the fast loop.
@@ -75,6 +78,16 @@ def xlaplug(*args, mpi: int = 0, timeout: float = 120):
                           stdin=subprocess.DEVNULL)
 
 
+def xlaplug_here(*args):
+    """`xlaplug ARGS` with every device a thread of this process."""
+    return xlaplug_in_process(*args)
+
+
+def threads_or_mpi(*args, mpi: int):
+    """Under mpiexec with `mpi` ranks, or (0) on threads in this process."""
+    return xlaplug(*args, mpi=mpi) if mpi else xlaplug_here(*args)
+
+
 def _mpiexec() -> str:
     exe = shutil.which("mpiexec", path=str(Path(sys.executable).parent) + os.pathsep +
                        os.environ.get("PATH", ""))
@@ -106,8 +119,8 @@ def test_allreduce_module(allreduce_case, tmp_path, mpi):
     hlo, x, w = allreduce_case(n)
     np.savez(tmp_path / "want.npz", **_expected(x, w, n))
     out = tmp_path / "out.npz"
-    p = xlaplug("run", hlo, "--inputs", tmp_path / f"in{n}.npz", "--expect",
-                tmp_path / "want.npz", "--out", out, mpi=mpi)
+    p = threads_or_mpi("run", hlo, "--inputs", tmp_path / f"in{n}.npz", "--expect",
+                       tmp_path / "want.npz", "--out", out, mpi=mpi)
     assert p.returncode == 0, p.stderr
     assert p.stdout.count(f"all 4 outputs of {n} devices match") == 1, p.stdout
     got = np.load(out)
@@ -122,8 +135,8 @@ def test_mismatch_names_the_device(allreduce_case, tmp_path, mpi):
     want = _expected(x, w, n)
     want["out3"][1, 0] += 1  # device 1's copy of w is "wrong"
     np.savez(tmp_path / "want.npz", **want)
-    p = xlaplug("run", hlo, "--inputs", tmp_path / f"in{n}.npz", "--expect",
-                tmp_path / "want.npz", mpi=mpi)
+    p = threads_or_mpi("run", hlo, "--inputs", tmp_path / f"in{n}.npz", "--expect",
+                       tmp_path / "want.npz", mpi=mpi)
     assert p.returncode == 1, p.stderr
     lines = [ln for ln in p.stderr.splitlines() if ln.startswith("MISMATCH")]
     assert len(lines) == 1 and lines[0].startswith("MISMATCH out3 device 1:"), p.stderr
@@ -208,11 +221,11 @@ ENTRY e {
 
 
 def _threads_then_mpi(tmp_path, name: str, text: str, seed: int, ranks: int):
-    """(stdout of the MPI run, threads' outputs, MPI's): one module run in one process,
+    """(stdout of the MPI run, threads' outputs, MPI's): one module run on threads here,
     then by `ranks` MPI processes expecting the first run's outputs."""
     hlo = tmp_path / f"{name}.hlo"
     hlo.write_text(text)
-    threads = xlaplug("run", hlo, "--seed", seed, "--out", tmp_path / "threads.npz")
+    threads = xlaplug_here("run", hlo, "--seed", seed, "--out", tmp_path / "threads.npz")
     assert threads.returncode == 0, threads.stderr
     p = xlaplug("run", hlo, "--seed", seed, "--out", tmp_path / "mpi.npz", "--expect",
                 tmp_path / "threads.npz", mpi=ranks)
@@ -270,7 +283,7 @@ def test_a_rank_that_never_comes_ends_within_the_timeout(tmp_path):
 def test_input_of_the_wrong_stacked_shape(allreduce_case, tmp_path):
     hlo, x, w = allreduce_case(4)
     np.savez(tmp_path / "bad.npz", in0=x[:3], in1=w)
-    p = xlaplug("run", hlo, "--inputs", tmp_path / "bad.npz")
+    p = xlaplug_here("run", hlo, "--inputs", tmp_path / "bad.npz")
     assert p.returncode == 2
     assert "input in0 for parameter 'x' is f32[3,8]; the parameter is f32[8]: give f32[8] " \
            "(every device gets it) or f32[4,8] (stacked: one per device, 4 devices)" \
@@ -279,12 +292,12 @@ def test_input_of_the_wrong_stacked_shape(allreduce_case, tmp_path):
 
 def test_replicas_flag_overrides_the_header(allreduce_case):
     hlo, _, _ = allreduce_case(2)  # written for 2 replicas: all-gather makes f32[16]
-    p = xlaplug("run", hlo, "--replicas", 4)
+    p = xlaplug_here("run", hlo, "--replicas", 4)
     assert p.returncode == 2
     assert re.search(r"error: device \d: all-gather 'g': the group's values make \[32\], the "
                      r"instruction declares f32\[16\] \(does the device count fit the "
                      r"module\?\)$", p.stderr.strip()), p.stderr
-    assert xlaplug("run", hlo, "--replicas", 2).returncode == 0
+    assert xlaplug_here("run", hlo, "--replicas", 2).returncode == 0
 
 
 def test_memory_preflight_counts_every_device_of_a_rank(tmp_path):
