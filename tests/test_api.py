@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import xlaplug
+from cli_in_process import xlaplug_in_process
 from xlaplug.plugin import Plugin
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,9 +131,8 @@ def test_many_devices_stacked_like_the_cli(tmp_path):
     # every device ends with the same weights (an all-reduce of the gradients)
     assert all(np.array_equal(new_w[0], new_w[d]) for d in range(4))
     np.savez(tmp_path / "in.npz", in0=w, in1=grads)
-    r = subprocess.run([sys.executable, "-m", "xlaplug.cli", "run", str(HOROVOD4), "--inputs",
-                        str(tmp_path / "in.npz"), "--out", str(tmp_path / "out.npz")],
-                       capture_output=True, text=True, timeout=300)
+    r = xlaplug_in_process("run", HOROVOD4, "--inputs", tmp_path / "in.npz", "--out",
+                           tmp_path / "out.npz")
     assert r.returncode == 0, r.stderr
     assert np.array_equal(np.load(tmp_path / "out.npz")["out0"], new_w)
 
@@ -158,8 +158,7 @@ def test_errors_are_the_clis_messages(tmp_path):
     bad.write_text("HloModule m\nENTRY e {\n  ROOT p = f32[2] parmeter(0)\n}\n")
     with pytest.raises(xlaplug.HloError) as e:
         xlaplug.compile(bad)
-    r = subprocess.run([sys.executable, "-m", "xlaplug.cli", "compile", str(bad)],
-                       capture_output=True, text=True, timeout=120)
+    r = xlaplug_in_process("compile", bad)
     assert r.returncode == 2 and r.stderr == str(e.value) + "\n"
     assert str(e.value).startswith(f"{bad}:3:19: error: unknown opcode 'parmeter'")
 

@@ -1,5 +1,6 @@
-"""Every module in examples/ runs as README shows it (one process; the 4-device example
-also under mpiexec -n 4)."""
+"""Every module in examples/ runs as README shows it (`xlaplug run`, in this process:
+tests/cli_in_process.py -- test_readme's tour runs two of them as processes; the 4-device
+example also under mpiexec -n 4)."""
 from __future__ import annotations
 
 import os
@@ -8,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from cli_in_process import xlaplug_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 # Each test starts xlaplug processes (and mpiexec): out of the fast loop.
@@ -23,7 +26,7 @@ def _run(cmd):
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_example_runs(path):
-    p = _run([sys.executable, "-m", "xlaplug.cli", "run", str(path)])
+    p = xlaplug_in_process("run", path, cwd=ROOT)
     assert p.returncode == 0, p.stderr
     assert "out0" in p.stdout
 

@@ -17,6 +17,7 @@ from xlaplug.hlo.text.parser import parse_module
 from xlaplug.hlo.text.printer import module_to_text
 from xlaplug.plugin import load_plugins
 from xlaplug.plugin.session import Session
+from cli_in_process import xlaplug_in_process
 
 
 def horovod_module(header: str, d: int) -> str:
@@ -118,8 +119,8 @@ def test_kernels_over_mpi_match_threads(tmp_path):
     np.savez(tmp_path / "in.npz", in0=np.stack([a[0] for a in args]),
              in1=np.stack([a[1] for a in args]))
     cli = [sys.executable, "-m", "xlaplug.cli", "run", "h.hlo", "--inputs", "in.npz"]
-    threads = subprocess.run(cli + ["--out", "threads.npz"], cwd=tmp_path, env=env,
-                             capture_output=True, text=True, timeout=120)
+    # the threads' run in this process (tests/cli_in_process.py), the ranks' under mpiexec
+    threads = xlaplug_in_process(*cli[3:], "--out", "threads.npz", cwd=tmp_path)
     assert threads.returncode == 0, threads.stderr
     mpi = subprocess.run([str(mpiexec), "-n", "4", *cli, "--expect", "threads.npz"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
