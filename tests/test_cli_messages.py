@@ -3,7 +3,11 @@ right, tolerances that are not numbers 0 or more refused, an unknown custom-call
 named with at most its five closest ops, `check-plugins` one row per op and a summary line,
 and tables folded to the width they print at, never cut.  (`--device cuda` without a GPU:
 tests/test_cli.py::test_cuda_without_gpu_message_is_exactly_one_error.)  The commands run
-in this process (tests/cli_in_process.py): what they print is the subject here."""
+in this process (tests/cli_in_process.py): what they print is the subject here; the tables'
+width, $COLUMNS as a process finds it, is checked in processes (list-opcodes' only ones)."""
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +25,13 @@ def xlaplug_cli(*args, columns=None):
     if columns is not None:
         env["COLUMNS"] = str(columns)
     return xlaplug_in_process(*args, cwd=ROOT, env=env)
+
+
+def xlaplug_process(*args, columns):
+    env = {k: v for k, v in os.environ.items() if k != "XLAPLUG_PLUGIN_PATH"}
+    env["COLUMNS"] = str(columns)
+    return subprocess.run([sys.executable, "-m", "xlaplug", *map(str, args)],
+                          capture_output=True, text=True, cwd=ROOT, env=env)
 
 
 def one_error(r) -> str:
@@ -88,7 +99,7 @@ def test_check_plugins_prints_a_row_per_op_and_a_summary():
 
 @pytest.mark.parametrize("columns", [50, 120])
 def test_tables_fold_to_the_width_instead_of_cutting(columns):
-    r = xlaplug_cli("list-opcodes", columns=columns)
+    r = xlaplug_process("list-opcodes", columns=columns)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert "…" not in r.stdout  # nothing cut to an ellipsis
