@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cli_in_process import xlaplug_in_process
 from xlaplug.backends.spmd.groups import DeviceGrid
 from xlaplug.runtime.spmd.runner import run_module_devices
 from xlaplug.hlo.text.parser import parse_module
@@ -91,7 +92,14 @@ def test_global_program_matches_jax(name, programs):
 
 
 def _cli(*argv, cwd):
-    """`python -m xlaplug ...` as a user runs it: jax in it has one host device."""
+    """`xlaplug ...` where jax has one host device (so XLA partitions a global program in a
+    subprocess of its own, on the program's device count): in this process when its jax
+    has one (tests/cli_in_process.py; each command's process paid ~1.3 s of CPU for its
+    imports, jax's among them), else in a process as a user runs it."""
+    import jax
+    if len(jax.local_devices(backend="cpu")) == 1:
+        return xlaplug_in_process(*argv, cwd=cwd,
+                                  env={"XLA_FLAGS": None, "XLAPLUG_PLUGIN_PATH": None})
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "XLAPLUG_PLUGIN_PATH")}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return subprocess.run([sys.executable, "-m", "xlaplug", *argv], cwd=cwd, env=env,
