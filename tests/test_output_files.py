@@ -1,11 +1,15 @@
 """Files xlaplug writes (`run --out`, `compile -o`) get the mode any new file gets under the
 user's umask (not mkstemp's 0600), and an output into a folder that does not exist is one
-`error:` line, exit 2, with nothing created; `--dump-dir` creates its own folder only."""
+`error:` line, exit 2, with nothing created; `--dump-dir` creates its own folder only.
+The umask is the process's: those runs are processes; the others run in the test's process
+(tests/cli_in_process.py)."""
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from cli_in_process import xlaplug_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "rms_norm.hlo"
@@ -18,9 +22,10 @@ _UMASK_THEN_EXEC = "import os, sys; os.umask(int(sys.argv[1])); os.execv(sys.arg
 
 
 def xlaplug(*args, umask=None):
-    cmd = [sys.executable, "-m", "xlaplug", *map(str, args)]
-    if umask is not None:
-        cmd = [sys.executable, "-S", "-I", "-c", _UMASK_THEN_EXEC, str(umask), *cmd]
+    if umask is None:
+        return xlaplug_in_process(*args, cwd=ROOT)
+    cmd = [sys.executable, "-S", "-I", "-c", _UMASK_THEN_EXEC, str(umask),
+           sys.executable, "-m", "xlaplug", *map(str, args)]
     return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
 
 
