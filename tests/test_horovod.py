@@ -78,31 +78,51 @@ def test_kernels_match_decompositions(mode):
             assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), (mode, d, j, a, b)
 
 
+def _portable_text(mode: str) -> str:
+    """The mode's portable artifact (every plugin op lowered; XLA takes no fusion of
+    xlaplug's, and small-regions makes some) as text, with its module and session."""
+    header, grid = GRIDS[mode]
+    dm, ds = _compiled(horovod_module(header, grid.count), "decomposition", "portable")
+    return module_to_text(dm), dm, ds
+
+
+@pytest.fixture(scope="module")
+def xla_runs(tmp_path_factory):
+    """XLA:CPU's outputs for every mode's artifact from one tests/xla_devices.py process
+    (its host devices fixed when jax starts, so not this one): {mode: (texts sent, case
+    index, outputs)} -- one jax start for the three modes, not one a mode."""
+    from xla_devices import _raw
+    d = tmp_path_factory.mktemp("horovod_xla")
+    data, texts = {"n": np.array(len(GRIDS))}, {}
+    for i, (mode, (_, grid)) in enumerate(GRIDS.items()):
+        texts[mode] = _portable_text(mode)[0]
+        data.update({f"text_{i}": np.array(texts[mode]),
+                     f"grid_{i}": np.array([grid.replicas, grid.partitions]),
+                     f"nargs_{i}": np.array(2)})
+        for dev, row in enumerate(_inputs(grid.count)):
+            for k, a in enumerate(row):
+                data[f"arg_{i}_{k}_{dev}"], data[f"dtype_{i}_{k}"] = _raw(a)
+    np.savez(d / "c.npz", **data)
+    subprocess.run([sys.executable, str(Path(__file__).with_name("xla_devices.py")),
+                    str(d / "c.npz"), str(d / "o.npz")], check=True, timeout=300)
+    out = np.load(d / "o.npz")
+    return {mode: (texts[mode], i, out) for i, mode in enumerate(GRIDS)}
+
+
 @pytest.mark.jax
 @pytest.mark.parametrize("mode", GRIDS)
-def test_decomposition_runs_the_same_on_xla(mode, tmp_path):
+def test_decomposition_runs_the_same_on_xla(mode, xla_runs):
     """The portable artifact (every plugin op lowered) on XLA:CPU with 4 host devices."""
     pytest.importorskip("jax")
-    from xla_devices import _raw
-    header, grid = GRIDS[mode]
-    # the portable pipeline: XLA takes no fusion of xlaplug's (small-regions makes some)
-    dm, ds = _compiled(horovod_module(header, grid.count), "decomposition", "portable")
-    text = module_to_text(dm)
-    args = _inputs(grid.count)
-    data = {"n": np.array(1), "text_0": np.array(text), "grid_0": np.array(
-        [grid.replicas, grid.partitions]), "nargs_0": np.array(2)}
-    for d, row in enumerate(args):
-        for k, a in enumerate(row):
-            data[f"arg_0_{k}_{d}"], data[f"dtype_0_{k}"] = _raw(a)
-    np.savez(tmp_path / "c.npz", **data)
-    subprocess.run([sys.executable, str(Path(__file__).with_name("xla_devices.py")),
-                    str(tmp_path / "c.npz"), str(tmp_path / "o.npz")], check=True, timeout=300)
-    xla = np.load(tmp_path / "o.npz")
-    assert "error_0" not in xla, str(xla["error_0"])
-    ours = run_module_devices(dm, args, grid, ds)
+    _, grid = GRIDS[mode]
+    text, i, xla = xla_runs[mode]
+    got_text, dm, ds = _portable_text(mode)
+    assert got_text == text  # the program XLA ran is the one run here
+    assert f"error_{i}" not in xla, str(xla[f"error_{i}"])
+    ours = run_module_devices(dm, _inputs(grid.count), grid, ds)
     for d in range(grid.count):
         for j, a in enumerate(_leaves(ours[d])):
-            want = xla[f"out_0_{j}_{d}"]
+            want = xla[f"out_{i}_{j}_{d}"]
             assert a.tobytes() == want.tobytes(), (mode, d, j, a, want)
 
 
