@@ -36,12 +36,23 @@ def _nvvm_available() -> bool:
 _ELEMENTWISE = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" and _nvvm_available()
 
 
+# The groups each test reads: the run compiles those of the tests selected.
+_GROUPS_OF = {"test_ptx_compiles": ["elementwise"],
+              "test_kernels_compile_for_a_real_gpu": ["jax_lapack"],
+              "test_linalg_kernels_compile_to_ptx": ["linalg"],
+              "test_window_kernels_compile_to_ptx": ["windows"],
+              "test_fft_rng_kernels_compile_to_ptx": ["fft", "rng"],
+              "test_rng_draw_kernels_compile_to_ptx": ["rng_draws"]}
+
+
 @pytest.fixture(scope="module")
-def report() -> dict[str, str]:
-    """Each group's part of one run of tests/cuda_ptx_check.py ({group: its lines}); fails
-    the tests with the report when NVVM is missing (exit 3)."""
+def report(request) -> dict[str, str]:
+    """Each group's part of one run of tests/cuda_ptx_check.py ({group: its lines}) for the
+    tests selected here; fails them with the report when NVVM is missing (exit 3)."""
     from cuda_ptx_check import GROUPS
-    groups = [g for g in GROUPS if g != "elementwise" or _ELEMENTWISE]
+    wanted = {g for item in request.session.items if item.module is request.module
+              for g in _GROUPS_OF[item.originalname]}
+    groups = [g for g in GROUPS if g in wanted and (g != "elementwise" or _ELEMENTWISE)]
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0",
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     p = subprocess.run([sys.executable, str(Path(__file__).with_name("cuda_ptx_check.py")),
