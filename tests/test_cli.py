@@ -369,23 +369,28 @@ def no_gpu():
                     "--device cuda runs instead of failing")
 
 
-def _run_cuda_without_simulator(simple):
+@pytest.fixture(scope="module")
+def cuda_run(no_gpu, tmp_path_factory):
+    """`xlaplug run SIMPLE --device cuda` without the simulator, in a process: one run for
+    the two tests below, which read the same exit status and stderr."""
+    simple = tmp_path_factory.mktemp("cuda_run") / "simple.hlo"
+    simple.write_text(SIMPLE)
     return subprocess.run([sys.executable, "-m", "xlaplug.cli", "run", str(simple), "--device",
                            "cuda"], capture_output=True, text=True, env=_env_without_simulator(),
                           cwd=ROOT)
 
 
-def test_cuda_without_gpu_is_exit_2(no_gpu, simple):
-    r = _run_cuda_without_simulator(simple)
+def test_cuda_without_gpu_is_exit_2(cuda_run):
+    r = cuda_run
     assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
     assert r.stderr.startswith("error: ") and "Traceback" not in r.stderr
     assert "--device cuda is not available: numba.cuda finds no CUDA driver or GPU (set " \
         "NUMBA_ENABLE_CUDASIM=1 to use numba's simulator)" in r.stderr
 
 
-def test_cuda_without_gpu_message_is_exactly_one_error(no_gpu, simple):
+def test_cuda_without_gpu_message_is_exactly_one_error(cuda_run):
     # an option the machine cannot serve: about no place in the file, so no file prefix
-    r = _run_cuda_without_simulator(simple)
+    r = cuda_run
     assert r.stderr == ("error: --device cuda is not available: numba.cuda finds no "
                         "CUDA driver or GPU (set NUMBA_ENABLE_CUDASIM=1 to use numba's "
                         "simulator)\n")
