@@ -1,8 +1,9 @@
 """`mpiexec -n D xlaplug run M --engine xla` (issue 22 item 3): each rank runs its device on
 XLA:CPU and its collectives are served inside XLA by xlaplug's MPI communicator.  Its
 outputs are the interpreter's over MPI, bit for bit (the same kernels and transport), and
-XLA's own multi-device run's (host devices in a subprocess); a collective that not every
-rank reaches, or that ranks disagree on, ends every rank with exit 2 and one line."""
+XLA's own multi-device run's (host devices in a subprocess, one for the module's tests); a
+collective that not every rank reaches, or that ranks disagree on, ends every rank with
+exit 2 and one line."""
 from __future__ import annotations
 
 import re
@@ -135,14 +136,27 @@ def _run(tmp_path, hlo, n, engine, *more):
     return [got[f"out{k}"] for k in range(len(got.files))]
 
 
-def _xla(text: str, x: np.ndarray, n: int, more=()) -> list[np.ndarray]:
-    """XLA:CPU's own run on n host devices (a subprocess), plugin ops decomposed: [leaf]
-    stacked by device."""
+@pytest.fixture(scope="module")
+def oracle(tmp_path_factory):
+    """XLA:CPU on host devices, one process for the module's references (each took a
+    process of its own, ~1.1 s of CPU for jax's start): tests/xla_oracle.py."""
+    from xla_oracle import XlaOracle
+    o = XlaOracle(tmp_path_factory.mktemp("xla_oracle"))
+    yield o
+    o.close()
+
+
+def _xla(oracle, text: str, x: np.ndarray, n: int, more=()) -> list[np.ndarray]:
+    """XLA:CPU's own run on n host devices, plugin ops decomposed (the text XLA gets from
+    `run --reference xla`: xla/reference.py's portable_text): [leaf] stacked by device."""
     from xlaplug.cli.common import setup_plugins
-    from xlaplug.xla.reference import reference_for_text
+    from xlaplug.hlo.text.parser import parse_module
+    from xlaplug.xla.reference import check_arguments, portable_text
     session = setup_plugins((), False, False, "cpu", "kernel")
+    module = parse_module(text, "<reference>")
+    check_arguments(module)
     per_device = [[a[d] for a in more] + [x[d]] if more else [x[d]] for d in range(n)]
-    outs = reference_for_text(text, session.registry, per_device, n, 1)
+    outs = oracle.run(portable_text(module, session.registry), per_device, n)
     return [np.stack([outs[d][k] for d in range(n)]) for k in range(len(outs[0]))]
 
 
@@ -150,7 +164,7 @@ def _xla(text: str, x: np.ndarray, n: int, more=()) -> list[np.ndarray]:
 # rewrite and the order token do not depend on the rank count; on 2 ranks the core and the
 # nested collectives are one module: one launch per engine)
 @pytest.mark.parametrize("module, n", [("core", 4), ("core_nested", 2)])
-def test_collectives_match_the_interpreter_and_xla(tmp_path, n, module):
+def test_collectives_match_the_interpreter_and_xla(tmp_path, n, module, oracle):
     text = _core(n) if module == "core" else _core_and_nested(n)
     hlo = tmp_path / f"{module}.hlo"
     hlo.write_text(text)
@@ -160,7 +174,7 @@ def test_collectives_match_the_interpreter_and_xla(tmp_path, n, module):
     np.savez(tmp_path / "in.npz", **{f"in{k}": a for k, a in enumerate(inputs)})
     ours = _run(tmp_path, hlo, n, "xla")
     interpreter = _run(tmp_path, hlo, n, "interpreter")
-    xla = _xla(text, inputs[-1], n, more=inputs[:-1])
+    xla = _xla(oracle, text, inputs[-1], n, more=inputs[:-1])
     assert len(ours) == len(interpreter) == len(xla) == (7 if module == "core" else 12)
     for k, (a, b, c) in enumerate(zip(ours, interpreter, xla)):
         assert a.dtype == b.dtype == c.dtype and a.shape == b.shape == c.shape, k
@@ -171,7 +185,7 @@ def test_collectives_match_the_interpreter_and_xla(tmp_path, n, module):
 # 2 ranks: 4 ranks on CI's 2 cores cost 15 s of CPU here, and 4-rank runs are covered by
 # test_collectives_match_the_interpreter_and_xla[core-4] and tests/test_jax_mpi.py.
 @pytest.mark.parametrize("n", [2])
-def test_horovod_allreduce_example(tmp_path, n):
+def test_horovod_allreduce_example(tmp_path, n, oracle):
     from pathlib import Path
     hlo = Path(__file__).resolve().parents[1] / "examples" / "horovod_allreduce4.hlo"
     rng = np.random.default_rng(0)
@@ -180,7 +194,7 @@ def test_horovod_allreduce_example(tmp_path, n):
     more = ("--replicas", n)
     (ours,) = _run(tmp_path, hlo, n, "xla", *more)
     (interpreter,) = _run(tmp_path, hlo, n, "interpreter", *more)
-    (xla,) = _xla(hlo.read_text().replace("replica_count=4", f"replica_count={n}"),
+    (xla,) = _xla(oracle, hlo.read_text().replace("replica_count=4", f"replica_count={n}"),
                   grad, n, more=(w,))
     assert np.array_equal(ours, interpreter)
     assert np.allclose(ours, xla, rtol=1e-6, atol=1e-6)
@@ -384,7 +398,7 @@ ENTRY e {
 """
 
 
-def test_overrides_of_a_collective_and_of_negate_under_mpi(tmp_path):
+def test_overrides_of_a_collective_and_of_negate_under_mpi(tmp_path, oracle):
     d = tmp_path / "plugins"
     d.mkdir()
     (d / "ovr_mpi.py").write_text(OVERRIDES)
@@ -407,7 +421,7 @@ def test_overrides_of_a_collective_and_of_negate_under_mpi(tmp_path):
     assert said["xla"] == said["interpreter"] == sorted(
         [f"override all-reduce on device {r}" for r in (0, 1) for _ in range(4)] +
         [f"override negate on device {r}" for r in (0, 1)] + ["override abs"] * 2)
-    xla = _xla(OVERRIDDEN, x, 2)  # XLA's own all-reduce and negate
+    xla = _xla(oracle, OVERRIDDEN, x, 2)  # XLA's own all-reduce and negate
     for a, b, c in zip(outs["xla"], outs["interpreter"], xla):
         assert np.array_equal(a, b)
         assert np.allclose(a, c, rtol=1e-6, atol=1e-6)
