@@ -8,6 +8,7 @@ import pytest
 # CUDA tests run under numba's simulator unless told otherwise (scripts/gpu_check.sh sets
 # NUMBA_ENABLE_CUDASIM=0 on a GPU machine).  Set before anything imports numba.
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+_CUDA_SIMULATOR = os.environ["NUMBA_ENABLE_CUDASIM"]
 
 # OpenBLAS's threads spin for 2^28 cycles (~0.1 s) before they sleep: after each product and
 # after they start, in every process that imports numpy -- ~0.1 s of CPU per CLI process or
@@ -44,6 +45,21 @@ def _signals_left_as_found():
     after = _sigint_state()
     if after != before:
         pytest.fail(f"the test left this worker's signals changed: {before} -> {after}")
+
+
+@pytest.fixture(autouse=True)
+def _cuda_simulator_setting_left_as_found():
+    """numba reads NUMBA_ENABLE_CUDASIM once, when numba.cuda is first imported, and every
+    process a worker starts inherits it: a test (or a module fixture in its setup) that
+    changes it in the worker -- importing tests/cuda_ptx_check.py did -- sends later tests'
+    numba.cuda and their subprocesses to a GPU that is not there.  So that test fails
+    (compared with the session's setting: a module fixture changes it before the
+    function-scoped fixtures of its first test start)."""
+    yield
+    now = os.environ.get("NUMBA_ENABLE_CUDASIM")
+    if now != _CUDA_SIMULATOR:
+        pytest.fail(f"the test left NUMBA_ENABLE_CUDASIM changed: {_CUDA_SIMULATOR!r} -> "
+                    f"{now!r}")
 
 
 def _x64_flag():

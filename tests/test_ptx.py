@@ -49,10 +49,12 @@ _GROUPS_OF = {"test_ptx_compiles": ["elementwise"],
 def report(request) -> dict[str, str]:
     """Each group's part of one run of tests/cuda_ptx_check.py ({group: its lines}) for the
     tests selected here; fails them with the report when NVVM is missing (exit 3)."""
-    from cuda_ptx_check import GROUPS
+    # (cuda_ptx_check is not imported here: it turns the simulator off at import, for the
+    # process it runs in -- here the worker, whose later tests and processes need it on)
     wanted = {g for item in request.session.items if item.module is request.module
               for g in _GROUPS_OF[item.originalname]}
-    groups = [g for g in GROUPS if g in wanted and (g != "elementwise" or _ELEMENTWISE)]
+    groups = [g for gs in _GROUPS_OF.values() for g in gs
+              if g in wanted and (g != "elementwise" or _ELEMENTWISE)]
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0",
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     p = subprocess.run([sys.executable, str(Path(__file__).with_name("cuda_ptx_check.py")),
