@@ -164,11 +164,13 @@ for _m in SCALAR_HELPER_MODULES:
     SCALAR_NAMESPACE.update({k: v for k, v in vars(_m).items()
                              if k.startswith(("_x", "_y")) and callable(v)})
 # The globals of generated modules (cpu/jit_cache.py), which only numba runs: the loop
-# helpers as their njit twins (scalar_inline.py).  SCALAR_NAMESPACE itself stays callable
-# from plain Python (scalar_jit's `.py_func`, run uncompiled).
+# helpers as their njit twins (scalar_inline.py), the flushes as intrinsics
+# (scalar_float_round.GENERATED_FLUSHES).  SCALAR_NAMESPACE itself stays callable from plain
+# Python (scalar_jit's `.py_func`, run uncompiled).
 GENERATED_NAMESPACE: dict[str, Any] = {
     **SCALAR_NAMESPACE, **{k: v for k, v in scalar_inline.twins().items()
-                           if k in SCALAR_NAMESPACE}}
+                           if k in SCALAR_NAMESPACE},
+    **scalar_float_round.GENERATED_FLUSHES}
 
 __all__ = ["SCALAR_OPS", "SCALAR_NAMESPACE", "GENERATED_NAMESPACE", "SCALAR_HELPER_MODULES",
            "SCALAR_COMPUTE_DTYPES", "ScalarOpError", "ScalarSig"]

@@ -19,6 +19,7 @@ from numba import njit
 
 from ..common.scalar_base import numba_dtype  # noqa: F401 - the CPU modules' import point
 from .bf16_convert import is_bf16, to_bf16, to_f32
+from .jit_options import entry_options
 
 
 def numba_array(a, parallel: bool = False) -> np.ndarray:
@@ -73,7 +74,7 @@ def _compile(key, src: str, name: str, params: tuple[str, ...] = ("fn",)):
     if fn is None:
         ns = {"np": np}
         exec(compile(src, f"<xlaplug driver {key}>", "exec"), ns)
-        fn = _DRIVERS[key] = njit(nogil=True)(ns[name])
+        fn = _DRIVERS[key] = njit(**entry_options({"nogil": True}))(ns[name])
         fn.bound_source = (src, name, params)  # driver_cache.py's form
     return fn
 

@@ -12,6 +12,7 @@ from numba import njit
 from numba.core import caching
 
 from . import jit_locks
+from .jit_options import entry_options
 from .jit_store import (DamagedEntry, UnsafeCache, cache_dir, check, healed, refuse, seal,
                         unseal, usable_dir)
 
@@ -188,7 +189,7 @@ def link_ready(target_context) -> None:
 
 def numba_cached_njit(f, options: dict):
     """`numba.njit(**options)(f)` with HealingCache, or in memory without a usable cache."""
-    disp = njit(**options)(f)
+    disp = njit(**entry_options(options))(f)
     try:
         cache = HealingCache(f)
     except RuntimeError:  # no locator: no usable cache directory

@@ -163,7 +163,7 @@ def outline(lines: list[str], pieces: list[str], prefix: str) -> list[str]:
         # benchmark fori_loop's 16 sines and cosines 57 -> 42 ns, CPU time, 2026-12-06),
         # and inlined it still vectorizes, the templates being inlined into it alike.
         how = ', inline="always"' if short else ""
-        pieces.append("\n".join(["from numba import njit as _njit",
+        pieces.append("\n".join(["from xlaplug.backends.cpu.jit_options import callee_njit as _njit",
                                  f"def {fn}({', '.join(args)}):",
                                  *("    " + b for b in block),
                                  f'{fn} = _njit(nogil=True, error_model="numpy"{how})({fn})',

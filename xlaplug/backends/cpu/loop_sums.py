@@ -139,7 +139,7 @@ def _rows_dot(cg: ArrayCodegen, ins: Instruction, name: str, lc: int, rc: int) -
     ct = "np." + numba_dtype(ins.shape.dtype).name
     fn = f"{cg.prefix}D{len(cg.pieces)}"
     cg.pieces.append("\n".join([
-        "from numba import njit as _njit", f"def {fn}(a, b, out):",
+        "from xlaplug.backends.cpu.jit_options import callee_njit as _njit", f"def {fn}(a, b, out):",
         f"    for i in range({m}):", f"        for j in range({n}):",
         f"            acc = {ct}(0)", f"            for c in range({k}):",
         f"                acc += a[i * {k} + c] * b[j * {k} + c]",

@@ -25,6 +25,7 @@ from numba.extending import register_jitable
 from ...hlo.ir import Computation
 from ..common.scalar_codegen import ScalarCompileError, generate_source, result_types
 from ..common.scalar_ops import SCALAR_NAMESPACE
+from .jit_options import entry_options
 
 __all__ = ["compile_scalar_computation", "ScalarCompileError"]
 
@@ -51,7 +52,7 @@ def compile_scalar_computation(comp: Computation, fma: bool = True, elementwise:
     for name in list(ns):
         if name.startswith("_c") and name != entry and callable(ns[name]):
             ns[name] = register_jitable(ns[name])
-    disp = numba.njit(nogil=True, error_model="numpy")(ns[entry])
+    disp = numba.njit(**entry_options({"nogil": True, "error_model": "numpy"}))(ns[entry])
     disp.param_types = tuple(p.shape.element_type for p in comp.parameters)
     disp.result_types = result_types(comp)
     disp.source = src

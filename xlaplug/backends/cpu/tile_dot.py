@@ -132,5 +132,5 @@ def tile_source(fn: str, m: int, k: int, n: int, xi: str, chains: int) -> str:
                     lines.append(f"                {acc}[{at}] = e")
     if two:
         lines += [f"    for j in range({m * n}):", "        out[j] = out[j] + odd[j]"]
-    return "\n".join(["from numba import njit as _njit", *lines,
+    return "\n".join(["from xlaplug.backends.cpu.jit_options import callee_njit as _njit", *lines,
                       f'{fn} = _njit(nogil=True, error_model="numpy")({fn})', ""])
