@@ -296,5 +296,6 @@ SLOW = {
         "test_a_global_program_without_jax_gives_the_jax_paths_values",
         "test_every_output_type_is_read_back_as_the_jax_path_reads_it",
         "test_reference_xla_without_jax", "test_the_engine_worker_process_runs_without_jax",
+        "test_sub_byte_outputs_are_read_as_the_jax_path_reads_them",
         "test_each_mpi_rank_runs_without_jax"},
 }

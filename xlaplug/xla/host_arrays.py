@@ -8,7 +8,7 @@ jaxlib's arrays call back into jax (they import jax.core) for a single-device ar
 value and to split a many-device result into its devices' arrays.  So the outputs are read
 through DLPack instead, one device's buffer at a time (`reorder_shards` puts device d's
 first): a read-only view of XLA's buffer, no copy, as np.asarray gives under jax.  DLPack
-has no sub-byte types: an s4 / u4 / ... output is an XlaError on this path.
+has no sub-byte types: an s4 / u4 / ... output is read as jax reads it, jax imported for it.
 """
 from __future__ import annotations
 
@@ -190,8 +190,17 @@ class _Exported:
 
 def _read(J, array) -> np.ndarray:
     """A one-device array's read-only numpy view: numpy's own DLPack import (1 us), else,
-    for the types numpy's DLPack lacks (bf16, f8), host_view's (5 us)."""
-    capsule = J.buffer_to_dlpack_managed_tensor(array)  # (waits; XLA's error raises here)
+    for the types numpy's DLPack lacks (bf16, f8), host_view's (5 us); a type DLPack has no
+    code for (s4, u4, s2, u2, f4e2m1fn) as jax reads it (jax imported for it)."""
+    try:
+        capsule = J.buffer_to_dlpack_managed_tensor(array)  # (waits; XLA's error raises here)
+    except Exception as e:  # noqa: BLE001 - jaxlib's own error types
+        if "no DLPack equivalent" not in str(e):
+            raise
+        import jax  # noqa: F401 - jaxlib's arrays take their numpy value from jax's code
+        out = np.asarray(array)
+        out.flags.writeable = False
+        return out
     try:
         out = np.from_dlpack(_Exported(capsule))
     except (BufferError, TypeError, RuntimeError):  # numpy's "Unsupported dtype"
