@@ -192,9 +192,9 @@ def _unary_loop(op: str, x: np.ndarray, t: str, ctx) -> np.ndarray:
                            parallel=parallel, error_model="numpy")
     out = np.empty(x.size, x.dtype)
     if parallel:  # on the team XLA's cost model gives one op (team_size.py)
-        from .team_size import TRANSCENDENTAL, Spread, numba_team
+        from .team_size import TRANSCENDENTAL, loop_spread
         cost = (0, x.size) if op in TRANSCENDENTAL else (x.size, 0)
-        with Spread(x.size, numba_team(ctx, *cost, 2 * x.nbytes)):
+        with loop_spread(ctx, x.size, (*cost, 2 * x.nbytes)):
             loop(np.ascontiguousarray(x).reshape(-1), out)
     else:
         loop(np.ascontiguousarray(x).reshape(-1), out)

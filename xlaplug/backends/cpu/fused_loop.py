@@ -39,7 +39,7 @@ from .jit_cache import HOT_CALLS, cached_function, hot_call, scalar_piece
 from .jit_drivers import from_loop, loop_array, loop_storage, numba_scalar
 from .region_code import is_region, run_region
 from .row_fusion import compiled_rows, run_row_fusion
-from .team_size import Spread, fusion_cost, numba_team
+from .team_size import fusion_cost, loop_spread
 from . import hardware_flush, trig_vector
 
 # Below this many elements a small fusion's serial loop calls its body's functions instead of
@@ -96,12 +96,14 @@ def compiled_loop_fn(comp, roles: tuple[str, ...], parallel: bool = True,
                 args.append(f"{w}({x}[{at}])")
         inner = [*lines, "        for j in range(e - s):\n",
                  f"            o[j] = {store}({fname}({', '.join(args)}))\n"]
+        per = B  # elements an iteration of the (p)range covers: what team_size.Spread divides
         loop = head + (f"    n = out.shape[0]\n    for b in {rng}((n + {B - 1}) // {B}):\n"
                        f"        s = b * {B}\n        e = min(s + {B}, n)\n"
                        + "".join(hardware_flush.wrap(inner, "        ")))
     elif split is None:
         call = ", ".join(x if r == "scalar" else f"{w}({x}[{element_index(r)}])"
                          for x, r, w in zip(names, roles, load))
+        per = 1
         loop = head + (f"    for i in {rng}(out.shape[0]):\n"
                        f"        out[i] = {store}({fname}({call}))\n")
     else:
@@ -135,20 +137,18 @@ def compiled_loop_fn(comp, roles: tuple[str, ...], parallel: bool = True,
                         f"            o[j] = {store}({fname}({', '.join(args)}))\n"]
         if hardware:  # blocks of rows (of at least one row)
             rb = max(1, hardware_flush.BLOCK // row)
+            per = row * rb
             inner = [f"        for r in range(b * {rb}, min(b * {rb} + {rb}, nr)):\n",
                      *["    " + ln for ln in rows]]
             loop = head + (f"    nr = out.shape[0] // {row}\n"
                            f"    for b in {rng}((nr + {rb - 1}) // {rb}):\n"
                            + "".join(hardware_flush.wrap(inner, "        ")))
         else:
+            per = row
             loop = head + f"    for r in {rng}(out.shape[0] // {row}):\n" + "".join(rows)
     fn = cached_function(body + "\n" + loop, consts, "loop", nogil=True, parallel=parallel,
                          error_model="numpy")
-    # the elements of one iteration of its (p)range: what team_size.Spread divides
-    fn.elements_per_iteration = (1 if split is None and not hardware else
-                                 hardware_flush.BLOCK if split is None else
-                                 split[0] * max(1, hardware_flush.BLOCK // split[0])
-                                 if hardware else split[0])
+    fn.elements_per_iteration = per
     return fn
 
 
@@ -291,8 +291,7 @@ def call_loop(comp, shape, args, ctx, plan, threads: bool, inplace, into=None):
         fn = loop_plan(ctx, comp, *inplace)[0]
     try:
         if threads:  # on as many threads as XLA's cost model gives it (team_size.py)
-            with Spread(-(-n // fn.elements_per_iteration),
-                        numba_team(ctx, *fusion_cost(ctx, comp))):
+            with loop_spread(ctx, -(-n // fn.elements_per_iteration), fusion_cost(ctx, comp)):
                 fn(out, *vals)
         else:
             fn(out, *vals)

@@ -24,7 +24,7 @@ from numba.core.errors import TypingError
 from .bf16_convert import is_bf16
 from .blas_threads import devices_at_once
 from .jit_drivers import loop_array, loop_storage, numba_dtype, numba_scalar
-from .team_size import Spread, computation_cost, numba_team
+from .team_size import computation_cost, loop_spread
 
 ROUTES = "_fusion_routes"  # the kernel cache table: fusion instruction -> its route
 
@@ -69,8 +69,7 @@ class LoopRoute:
         out = np.empty(self.n, self.storage)
         try:
             if self.cost is not None:
-                with Spread(-(-self.n // fn.elements_per_iteration),
-                            numba_team(ctx, *self.cost)):
+                with loop_spread(ctx, -(-self.n // fn.elements_per_iteration), self.cost):
                     fn(out, *vals)
             else:
                 fn(out, *vals)

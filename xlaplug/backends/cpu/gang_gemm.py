@@ -103,9 +103,9 @@ def run_gang(members: list[tuple[np.ndarray, np.ndarray, np.ndarray]], threads: 
     if ganged == 0:
         return
     from .pool_gemm import gemm_loop
-    from .team_size import Spread
+    from .team_size import spread
     loop = gemm_loop(lhs0.dtype == np.float32)
-    with Spread(ganged, threads):  # in `threads` chunks, the team kept (team_size.Spread)
+    with spread(ganged, threads):  # in `threads` chunks, the team kept (team_size.Spread)
         loop(gemm_library()[lhs0.dtype], calls[:ganged], n, p)
 
 

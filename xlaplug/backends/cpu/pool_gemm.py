@@ -91,9 +91,9 @@ def matmul(lhs: np.ndarray, rhs: np.ndarray, threads: int) -> np.ndarray:
     out = np.empty(batch + (m, n), lhs.dtype)
     calls[:, 8] += out.__array_interface__["data"][0]
     from .blas_threads import one_blas_thread
-    from .team_size import Spread
+    from .team_size import spread
     # its gemms in `threads` chunks, the team kept (team_size.Spread)
-    with one_blas_thread(), Spread(len(calls), threads):
+    with one_blas_thread(), spread(len(calls), threads):
         gemm_loop(lhs.dtype == np.float32)(gemm_library()[lhs.dtype], calls, k, n)
     return out
 

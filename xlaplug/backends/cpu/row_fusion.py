@@ -22,7 +22,7 @@ from . import comp_patterns as P
 from .blas_threads import devices_at_once
 from .jit_drivers import from_loop, loop_array, loop_storage
 from .row_loop import compile_row_loop
-from .team_size import Spread, fusion_cost, numba_team
+from .team_size import fusion_cost, loop_spread
 
 _NO_PLAN = object()
 
@@ -106,7 +106,7 @@ def run_row_fusion(ins, args, ctx):
     outs = [np.empty(s.num_elements(), loop_storage(s.dtype)) for s in outs_shapes]
     try:
         if parallel:  # on as many threads as XLA's cost model gives it (team_size.py)
-            with Spread(fn.iterations, numba_team(ctx, *fusion_cost(ctx, comp))):
+            with loop_spread(ctx, fn.iterations, fusion_cost(ctx, comp)):
                 fn(*outs, *vals)
         else:
             fn(*outs, *vals)

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import math
 
+import numba
+
 IO_BYTES_PER_THREAD = 256 << 10  # XLA: "256KB L2 Cache size"
 CYCLES_PER_THREAD = 100_000      # XLA: "100us of work on a 2GHz core" (sic)
 
@@ -86,21 +88,31 @@ def fusion_cost(ctx, comp) -> tuple[int, int, int]:
     return cost
 
 
-def numba_team(ctx, flops: int, transcendentals: int, bytes_accessed: int) -> int:
-    """The team a kernel of this cost takes in a run with context `ctx` (its options'
-    `loop_teams`: "cost", XLA's count, or "all"), at most the calling thread's numba count."""
-    import numba
+def loop_spread(ctx, items: int, cost: tuple[int, int, int]) -> "Spread":
+    """The Spread of a parallel loop of `items` iterations and cost (flops, transcendentals,
+    bytes) in a run with context `ctx`: its options' `loop_teams` "cost" (XLA's count) or
+    "all" (the whole team), at most the calling thread's numba count."""
     cores = numba.get_num_threads()
     if ctx is not None and ctx.options.get("loop_teams", "cost") == "all":
-        return cores
-    return team_for(flops, transcendentals, bytes_accessed, cores)
+        return Spread(0)
+    return _spread(items, team_for(*cost, cores), cores)
+
+
+def spread(items: int, k: int) -> "Spread":
+    """The Spread of a parallel loop of `items` iterations on at most k threads."""
+    return _spread(items, k, numba.get_num_threads())
+
+
+def _spread(items: int, k: int, cores: int) -> "Spread":
+    return Spread(-(-items // k) if 0 < k < cores else 0)
 
 
 class Spread:
-    """`with Spread(items, k):` a numba parallel loop of `items` iterations started on this
-    thread hands them out in k chunks (numba.set_parallel_chunksize: this thread's own
-    setting, read where the loop starts), so at most k threads work; the others of the team
-    meet at the loop's end with nothing to do.
+    """`with Spread(chunk):` a numba parallel loop started on this thread hands its
+    iterations out in chunks of `chunk` (numba.set_parallel_chunksize: this thread's own
+    setting, read where the loop starts; 0: numba's own split over the whole team) --
+    `items` iterations in ceil(items / chunk) chunks, so at most that many threads work; the
+    others of the team meet at the loop's end with nothing to do.
 
     Why chunks and not numba.set_num_threads(k): libgomp (numba's OpenMP layer) ends the
     threads a smaller team leaves out and creates them again for the next larger team
@@ -109,18 +121,15 @@ class Spread:
 
     __slots__ = ("chunk", "before")
 
-    def __init__(self, items: int, k: int):
-        import numba
-        self.chunk = -(-items // k) if 0 < k < numba.get_num_threads() else 0
+    def __init__(self, chunk: int):
+        self.chunk = chunk
 
     def __enter__(self):
         if self.chunk:
-            import numba
             self.before = numba.set_parallel_chunksize(self.chunk)
         return self
 
     def __exit__(self, *exc):
         if self.chunk:
-            import numba
             numba.set_parallel_chunksize(self.before)
         return False
